@@ -1,0 +1,127 @@
+"""Configuration as one immutable value object.
+
+Precedence, highest first: explicit arguments, ``ROBOTMEM_*`` environment
+variables, ``$ROBOTMEM_HOME/config.json``, built-in defaults. ``ROBOTMEM_HOME``
+itself comes from the argument or the environment (a config file cannot move
+the directory it lives in) and defaults to ``~/.robotmem``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ConfigError
+
+__all__ = ["Config", "default_home"]
+
+_ENV_PREFIX = "ROBOTMEM_"
+
+
+def default_home(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    raw = env.get("ROBOTMEM_HOME")
+    return Path(raw).expanduser() if raw else Path.home() / ".robotmem"
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every tunable of robotmem. Build with :meth:`Config.load`."""
+
+    home: Path = field(default_factory=default_home)
+    #: SQLite file; defaults to ``home / "memory.db"``.
+    db_path: Path | None = None
+    collection: str = "default"
+    #: Largest accepted perception payload (encoded bytes).
+    max_payload_bytes: int = 16 * 1024 * 1024
+    #: SQLite busy timeout: how long a writer waits for another writer.
+    busy_timeout_ms: int = 10_000
+    #: Embeddings: "auto" (use the model when installed), "off".
+    embeddings: str = "auto"
+    #: "fp32" (default) or "int8".
+    embedding_precision: str = "fp32"
+    #: Where built ONNX models are cached; defaults to ``home / "models"``.
+    models_dir: Path | None = None
+    #: Bearer token for the HTTP MCP transport.
+    token: str | None = None
+    #: Consolidation and decay (see docs/consolidation.md).
+    half_life_days: float = 30.0
+    archive_floor: float = 0.05
+    initial_confidence: float = 0.8
+    max_confidence: float = 0.99
+    reinforce_step: float = 0.1
+    merge_cosine: float = 0.92
+    merge_text_similarity: float = 0.85
+    param_rel_tolerance: float = 0.05
+    param_abs_tolerance: float = 1e-6
+
+    @property
+    def database(self) -> Path:
+        return self.db_path if self.db_path is not None else self.home / "memory.db"
+
+    @property
+    def model_cache(self) -> Path:
+        return self.models_dir if self.models_dir is not None else self.home / "models"
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        environ: Mapping[str, str] | None = None,
+        **explicit: Any,
+    ) -> "Config":
+        """Merge defaults < config.json < environment < ``explicit`` (None values are ignored)."""
+        env = os.environ if environ is None else environ
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = set(explicit) - set(names)
+        if unknown:
+            raise ConfigError(f"unknown config option(s): {', '.join(sorted(unknown))}")
+        explicit = {k: v for k, v in explicit.items() if v is not None}
+        home = Path(explicit["home"]).expanduser() if "home" in explicit else default_home(env)
+        values: dict[str, Any] = {}
+        values.update(_read_file(home / "config.json", names))
+        for name in names:
+            raw = env.get(_ENV_PREFIX + name.upper())
+            if raw is not None and name != "home":
+                values[name] = raw
+        values.update(explicit)
+        values["home"] = home
+        return cls(**{k: _coerce(names[k], k, v) for k, v in values.items()})
+
+
+def _read_file(path: Path, names: Mapping[str, Any]) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object")
+    unknown = set(data) - set(names) - {"home"}
+    if unknown:
+        raise ConfigError(f"{path}: unknown option(s): {', '.join(sorted(unknown))}")
+    data.pop("home", None)
+    return data
+
+
+def _coerce(f: Any, name: str, value: Any) -> Any:
+    default = f.default if f.default is not dataclasses.MISSING else None
+    if name in ("home", "db_path", "models_dir"):
+        return Path(value).expanduser()
+    if name == "token":
+        return str(value) if value != "" else None
+    try:
+        if isinstance(default, bool):
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes", "on")
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"config option {name!r}: cannot use {value!r}") from exc

@@ -1,0 +1,70 @@
+"""The exceptions robotmem raises.
+
+Every error has one root, so a caller can catch everything robotmem raises with
+one ``except RobotMemError``::
+
+    RobotMemError
+    ├── ValidationError      bad input; ``field`` names the offending parameter
+    ├── NotFoundError        an id that does not exist (or no longer accepts the call)
+    ├── ConflictError        a valid request that contradicts the stored state
+    ├── StorageError         SQLite failed underneath us (disk full, corrupt file, ...)
+    └── ConfigError          a configuration value or file is unusable
+
+Errors are raised inside the package and translated only at the edges (CLI, MCP),
+where ``to_dict()`` gives the wire shape ``{"code", "field", "message"}``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "RobotMemError",
+    "ValidationError",
+    "NotFoundError",
+    "ConflictError",
+    "StorageError",
+    "ConfigError",
+]
+
+
+class RobotMemError(Exception):
+    """Root of every error robotmem raises."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"code": self.code, "field": self.field, "message": self.message}
+
+
+class ValidationError(RobotMemError):
+    """A parameter failed validation; ``field`` names it (dot path for nested values)."""
+
+    code = "validation_error"
+
+
+class NotFoundError(RobotMemError):
+    """A memory or session id that does not exist."""
+
+    code = "not_found"
+
+
+class ConflictError(RobotMemError):
+    """A valid request that the stored state forbids (for example: writing into an ended session)."""
+
+    code = "conflict"
+
+
+class StorageError(RobotMemError):
+    """The database failed. The message is safe to show; the cause is chained."""
+
+    code = "storage_error"
+
+
+class ConfigError(RobotMemError):
+    """A configuration value, environment variable or config file is unusable."""
+
+    code = "config_error"

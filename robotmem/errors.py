@@ -8,6 +8,7 @@ one ``except RobotMemError``::
     ├── NotFoundError        an id that does not exist (or no longer accepts the call)
     ├── ConflictError        a valid request that contradicts the stored state
     ├── StorageError         SQLite failed underneath us (disk full, corrupt file, ...)
+    ├── EmbeddingUnavailableError  the embedding model is not installed or cannot be built
     └── ConfigError          a configuration value or file is unusable
 
 Errors are raised inside the package and translated only at the edges (CLI, MCP),
@@ -23,6 +24,7 @@ __all__ = [
     "ConflictError",
     "StorageError",
     "ConfigError",
+    "EmbeddingUnavailableError",
 ]
 
 
@@ -68,3 +70,9 @@ class ConfigError(RobotMemError):
     """A configuration value, environment variable or config file is unusable."""
 
     code = "config_error"
+
+
+class EmbeddingUnavailableError(RobotMemError):
+    """The embedding model is missing or cannot be built; recall falls back to BM25."""
+
+    code = "embedding_unavailable"

@@ -1,0 +1,86 @@
+"""The error boundary: every tool outcome becomes a ``CallToolResult``, never an exception.
+
+A client always gets one of two shapes back:
+
+* success: ``structuredContent`` is the ``Memory`` result, and the same JSON is the text
+  content for clients that predate structured output;
+* failure: ``isError`` is true and ``structuredContent`` is
+  ``{"error": {"code", "field", "message"}}`` (again mirrored as text).
+
+Storage failures and crashes are logged here with their cause; the client sees a message
+that names no internals (no paths, SQL or tracebacks).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import RobotMemError, StorageError
+
+__all__ = [
+    "STORAGE_MESSAGE",
+    "error_result",
+    "ok_result",
+    "result_for_argument_errors",
+    "result_for_exception",
+]
+
+log = logging.getLogger("robotmem.mcp")
+
+STORAGE_MESSAGE = "the memory store could not complete the request; the server log has the details"
+
+
+def _as_text(payload: Mapping[str, Any]) -> str:
+    # default=str keeps an odd value (a Path, a numpy scalar) from turning a success into a crash.
+    return json.dumps(payload, ensure_ascii=False, default=str)
+
+
+def ok_result(payload: Mapping[str, Any]) -> CallToolResult:
+    data = dict(payload)
+    return CallToolResult(content=[TextContent(type="text", text=_as_text(data))], structured_content=data)
+
+
+def error_result(code: str, message: str, field: str | None = None) -> CallToolResult:
+    data = {"error": {"code": code, "field": field, "message": message}}
+    return CallToolResult(
+        content=[TextContent(type="text", text=_as_text(data))], structured_content=data, is_error=True
+    )
+
+
+def result_for_exception(tool: str, exc: BaseException) -> CallToolResult:
+    """Translate anything a tool body raised into the wire error shape."""
+    if isinstance(exc, StorageError):
+        log.error("tool %s: storage failure", tool, exc_info=exc)
+        return error_result(StorageError.code, STORAGE_MESSAGE)
+    if isinstance(exc, RobotMemError):
+        log.info("tool %s rejected: %s (field=%s)", tool, exc.message, exc.field)
+        return error_result(exc.code, exc.message, exc.field)
+    log.error("tool %s: unexpected error", tool, exc_info=exc)
+    return error_result("internal_error", f"{tool} failed unexpectedly; the server log has the details")
+
+
+def result_for_argument_errors(tool: str, exc: PydanticValidationError) -> CallToolResult:
+    """Arguments that failed the tool's input schema (wrong type, missing) as a ``validation_error``.
+
+    The first offending parameter becomes ``field``; the message lists every problem so a
+    client can fix all of them in one retry.
+    """
+    problems: list[tuple[str, str]] = []
+    for err in exc.errors():
+        loc = err.get("loc") or ()
+        # loc[0] is the parameter; deeper parts are pydantic's union-branch tags, not paths.
+        field = str(loc[0]) if loc else "arguments"
+        text = "is required" if err.get("type") == "missing" else str(err.get("msg", "is invalid"))
+        if (field, text) not in problems:
+            problems.append((field, text))
+    if not problems:
+        problems.append(("arguments", "are invalid"))
+    log.info("tool %s: arguments rejected for %s", tool, sorted({f for f, _ in problems}))
+    message = "; ".join(f"{field}: {text}" for field, text in problems)
+    return error_result("validation_error", message, problems[0][0])

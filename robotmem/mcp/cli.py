@@ -1,0 +1,78 @@
+"""``robotmem serve``: the CLI plugin that runs the MCP server.
+
+The root CLI calls :func:`register` with its subparsers (common options ``--home`` and
+``--db`` are already on the root parser). ``python -m robotmem.mcp`` runs the same command
+without the root CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..config import Config
+from ..errors import RobotMemError
+
+__all__ = ["add_serve_arguments", "main", "register", "serve_command"]
+
+log = logging.getLogger("robotmem.mcp")
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default) or streamable HTTP at /mcp",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765, help="HTTP port (default 8765; 0 picks a free one)")
+    parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="also accept browser requests from this Origin, e.g. https://dashboard.example (repeatable)",
+    )
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the MCP server (stdio or streamable HTTP)",
+        description="Serve the robotmem tools to MCP clients. HTTP binds loopback by default; "
+        "a token (ROBOTMEM_TOKEN or config.json) is required to bind anything else.",
+    )
+    add_serve_arguments(parser)
+    parser.set_defaults(func=serve_command)
+
+
+def serve_command(args: argparse.Namespace) -> int:
+    from .transports import configure_logging, run_http, run_stdio
+
+    configure_logging()
+    try:
+        config = Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None))
+        if args.transport == "stdio":
+            run_stdio(config)
+        else:
+            run_http(config, args.host, args.port, args.allow_origin)
+    except RobotMemError as exc:
+        print(f"robotmem serve: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m robotmem.mcp", description="Run the robotmem MCP server."
+    )
+    parser.add_argument("--home", default=None, help="data directory (default $ROBOTMEM_HOME or ~/.robotmem)")
+    parser.add_argument("--db", default=None, help="SQLite file (default HOME/memory.db)")
+    add_serve_arguments(parser)
+    return serve_command(parser.parse_args(argv))

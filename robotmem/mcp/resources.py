@@ -1,0 +1,83 @@
+"""Read-only resources: what an agent may want to look at without calling a tool.
+
+* ``robotmem://sessions/{session_id}``: one session and its memories in time order;
+* ``robotmem://sessions``: the sessions, newest first, to find an id;
+* ``robotmem://stats``: counts per kind and collection;
+* ``robotmem://status``: whether the store is open and the embedding model loaded.
+
+Errors follow the MCP resource conventions: an unknown session is "resource not found"
+(JSON-RPC -32602), anything else is a resource error whose message names no internals.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+
+from ..errors import NotFoundError, RobotMemError, StorageError
+from .boundary import STORAGE_MESSAGE
+from .runtime import MemoryRuntime
+
+__all__ = ["register_resources"]
+
+log = logging.getLogger("robotmem.mcp")
+_JSON = "application/json"
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str, indent=1)
+
+
+def register_resources(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
+    async def read(what: str, call: Callable[[Any], Any]) -> str:
+        try:
+            return _dump(await runtime.call(call))
+        except NotFoundError as exc:
+            raise ResourceNotFoundError(exc.message) from exc
+        except StorageError as exc:
+            log.error("resource %s: storage failure", what, exc_info=exc)
+            raise ResourceError(STORAGE_MESSAGE) from exc
+        except RobotMemError as exc:
+            raise ResourceError(f"{exc.code}: {exc.message}") from exc
+
+    @server.resource(
+        "robotmem://sessions/{session_id}",
+        name="session_timeline",
+        description="One session (episode) and its memories and perceptions in time order.",
+        mime_type=_JSON,
+    )
+    async def session_timeline(session_id: str) -> str:
+        return await read("session_timeline", lambda m: m.session_timeline(session_id))
+
+    @server.resource(
+        "robotmem://sessions",
+        name="sessions",
+        description="All sessions with their status (open/ended), collection and times.",
+        mime_type=_JSON,
+    )
+    async def sessions() -> str:
+        return await read("sessions", lambda m: {"sessions": m.list_sessions()})
+
+    @server.resource(
+        "robotmem://stats",
+        name="stats",
+        description="Store statistics: memories, facts, perceptions and sessions, per collection.",
+        mime_type=_JSON,
+    )
+    async def stats() -> str:
+        return await read("stats", lambda m: m.stats())
+
+    @server.resource(
+        "robotmem://status",
+        name="status",
+        description="Server state: store opening/ready/failed, embeddings loading/ready/off/unavailable.",
+        mime_type=_JSON,
+    )
+    async def status() -> str:
+        # Deliberately does not wait for the store: it answers while the store is opening.
+        return _dump(runtime.status())

@@ -1,0 +1,137 @@
+"""The server's one ``Memory``: opened in the lifespan, off the event loop, closed on shutdown.
+
+``initialize`` must answer at once even on a cold start, so the lifespan does not wait
+for anything slow: it starts opening the store on a worker thread and returns. Tool calls
+await the store being open; only then is the embedding model warmed up, also on a worker
+thread, so the first ``recall`` does not pay for loading it. Every ``Memory`` call runs on
+a worker thread (``anyio.to_thread``) so one slow SQLite or ONNX call never stalls the
+event loop and the other requests it is serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any, Literal, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from ..config import Config
+from ..errors import RobotMemError
+
+__all__ = ["EmbeddingsState", "MemoryRuntime", "open_memory"]
+
+log = logging.getLogger("robotmem.mcp")
+
+T = TypeVar("T")
+EmbeddingsState = Literal["pending", "loading", "ready", "off", "unavailable"]
+
+
+def open_memory(config: Config) -> Any:
+    """The ``Memory`` the server works on (imported late: the core may load heavy modules)."""
+    from .. import Memory
+
+    return Memory(path=config.database, collection=config.collection, embedder="auto", config=config)
+
+
+class _Opened:
+    """What opening produced: the memory, or the error every tool call then reports."""
+
+    def __init__(self) -> None:
+        self.done = anyio.Event()
+        self.memory: Any = None
+        self.error: BaseException | None = None
+
+
+class MemoryRuntime:
+    """Owns the ``Memory`` for the life of the server and runs calls against it."""
+
+    def __init__(self, config: Config, opener: Callable[[Config], Any] = open_memory) -> None:
+        self.config = config
+        self._opener = opener
+        self._opened: _Opened | None = None
+        self.store: Literal["closed", "opening", "ready", "failed"] = "closed"
+        self.embeddings: EmbeddingsState = "pending"
+
+    @asynccontextmanager
+    async def lifespan(self, _server: object = None) -> AsyncIterator[MemoryRuntime]:
+        opened = self._opened = _Opened()
+        self.store = "opening"
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._open_and_warm, opened)
+            try:
+                yield self
+            finally:
+                # Opening is not cancellable (its thread runs to the end, so there is a
+                # Memory to close); an unfinished warm-up is abandoned.
+                tasks.cancel_scope.cancel()
+        await self._close(opened)
+        self._opened = None
+        self.store = "closed"
+
+    async def memory(self) -> Any:
+        """The open ``Memory``; waits while it is being opened, raises what opening raised."""
+        opened = self._opened
+        if opened is None:
+            raise RuntimeError("the memory runtime is not running (lifespan not entered)")
+        await opened.done.wait()
+        if opened.error is not None:
+            raise opened.error
+        return opened.memory
+
+    async def call(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(memory)`` on a worker thread."""
+        memory = await self.memory()
+        return await anyio.to_thread.run_sync(fn, memory)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "store": self.store,
+            "embeddings": self.embeddings,
+            "database": str(self.config.database),
+            "collection": self.config.collection,
+        }
+
+    async def _open_and_warm(self, opened: _Opened) -> None:
+        try:
+            opened.memory = await anyio.to_thread.run_sync(self._opener, self.config)
+            self.store = "ready"
+            log.info("memory store open at %s", self.config.database)
+        except Exception as exc:  # reported to every tool call; the server keeps answering
+            opened.error = exc
+            self.store = "failed"
+            self.embeddings = "unavailable"
+            log.error("cannot open the memory store at %s", self.config.database, exc_info=exc)
+            return
+        finally:
+            opened.done.set()
+        await self._warm_up(opened.memory)
+
+    async def _warm_up(self, memory: Any) -> None:
+        embedder = getattr(memory, "embedder", None)
+        if embedder is None:
+            self.embeddings = "off"
+            return
+        self.embeddings = "loading"
+        try:
+            await anyio.to_thread.run_sync(embedder.embed, ["warm-up"], abandon_on_cancel=True)
+        except RobotMemError as exc:
+            self.embeddings = "unavailable"
+            log.warning("embedding model unavailable, recall uses BM25 only: %s", exc.message)
+        except Exception:
+            self.embeddings = "unavailable"
+            log.exception("embedding model failed to load, recall uses BM25 only")
+        else:
+            self.embeddings = "ready"
+            log.info("embedding model ready (%s)", getattr(embedder, "model_id", "?"))
+
+    @staticmethod
+    async def _close(opened: _Opened) -> None:
+        if opened.memory is None:
+            return
+        try:
+            await anyio.to_thread.run_sync(opened.memory.close)
+        except Exception:
+            log.exception("closing the memory store failed")

@@ -1,0 +1,227 @@
+"""The seven tools: thin typed wrappers over ``Memory`` with the same names and parameters.
+
+Validation belongs to ``Memory``; this layer only turns JSON strings into objects for the
+JSON-valued parameters and hands every outcome to the error boundary. Descriptions are
+deliberately short: every connected client pays for them in context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from mcp.server.mcpserver import MCPServer
+
+from .boundary import ok_result, result_for_exception
+from .jsonargs import json_object, json_value
+from .runtime import MemoryRuntime
+from .schemas import (
+    EndSessionOutput,
+    ForgetOutput,
+    LearnOutput,
+    RecallOutput,
+    SavePerceptionOutput,
+    StartSessionOutput,
+    UpdateOutput,
+)
+
+__all__ = ["TOOL_NAMES", "register_tools"]
+
+TOOL_NAMES = ("learn", "recall", "save_perception", "forget", "update", "start_session", "end_session")
+
+# Parameter types. Numbers are strict: "5" for n is a wrong type, not a guess.
+_JsonObject = dict[str, Any] | str | None
+Collection = Annotated[
+    str | None, Field(description='Memory namespace, e.g. "kitchen_arm". Default: the server\'s collection.')
+]
+SessionRef = Annotated[str | None, Field(description='Session from start_session, e.g. "ses_1a2b3c4d5e6f".')]
+ContextArg = Annotated[
+    _JsonObject,
+    Field(
+        description="JSON object (or a string of JSON) with sections params/spatial/robot/task, e.g. "
+        '{"params": {"grip_force": 12.5}, "spatial": {"x": 1.2, "y": 0.4}, "task": {"name": "pick_cup"}}.'
+    ),
+]
+MemoryId = Annotated[int, Field(strict=True, description="Id returned by learn or save_perception, e.g. 12.")]
+
+
+def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
+    """Add the seven tools to ``server``; each runs its ``Memory`` call via ``runtime``."""
+
+    async def run(tool: str, call: Callable[[Any], dict[str, Any]]) -> CallToolResult:
+        try:
+            return ok_result(await runtime.call(call))
+        except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes a tool
+            return result_for_exception(tool, exc)
+
+    writes = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+
+    @server.tool(annotations=writes)
+    async def learn(
+        insight: Annotated[
+            str,
+            Field(
+                description='The lesson, 1-300 chars, e.g. "Grip force 12.5 N lifts the red cup without slip".'
+            ),
+        ],
+        context: ContextArg = None,
+        collection: Collection = None,
+        session_id: SessionRef = None,
+    ) -> Annotated[CallToolResult, LearnOutput]:
+        """Remember a lesson (fact) for later recall: use after a success, failure or discovery worth
+        reusing. Repeating an equal lesson reinforces it. Returns {memory_id, status: created|duplicate}."""
+        return await run(
+            "learn",
+            lambda m: m.learn(
+                insight, context=json_object(context, "context"), collection=collection, session_id=session_id
+            ),
+        )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    async def recall(
+        query: Annotated[
+            str, Field(description='What to look for, e.g. "how to grasp a cup". May be "" with a filter.')
+        ],
+        collection: Collection = None,
+        n: Annotated[int, Field(strict=True, description="Maximum results, 1-100.")] = 5,
+        min_confidence: Annotated[
+            float,
+            Field(
+                strict=True, description="Skip memories below this confidence, 0-1 (0 also shows archived)."
+            ),
+        ] = 0.3,
+        session_id: Annotated[str | None, Field(description="Only memories of this session.")] = None,
+        context_filter: Annotated[
+            _JsonObject,
+            Field(
+                description="JSON object (or string) filtering on context by dot path, e.g. "
+                '{"task.name": "pick_cup", "params.grip_force": {"$gte": 10}}; '
+                "operators $eq $ne $gt $gte $lt $lte $in $nin $exists."
+            ),
+        ] = None,
+        spatial_sort: Annotated[
+            _JsonObject,
+            Field(
+                description='JSON object (or string): nearest first to a point, e.g. {"field": "spatial", "target": [1.2, 0.4]}.'
+            ),
+        ] = None,
+        since: Annotated[
+            float | str | None,
+            Field(description='Created at/after: epoch seconds or ISO 8601, e.g. "2026-12-01T08:00:00Z".'),
+        ] = None,
+        until: Annotated[
+            float | str | None, Field(description="Created before: epoch seconds or ISO 8601.")
+        ] = None,
+    ) -> Annotated[CallToolResult, RecallOutput]:
+        """Find relevant memories before acting (hybrid text + vector search, with optional context
+        filter, spatial sort and time window). Returns {mode, count, results: [{id, content, type,
+        confidence, score, context, ...}]}, best first."""
+        return await run(
+            "recall",
+            lambda m: m.recall(
+                query,
+                collection=collection,
+                n=n,
+                min_confidence=min_confidence,
+                session_id=session_id,
+                context_filter=json_object(context_filter, "context_filter"),
+                spatial_sort=json_object(spatial_sort, "spatial_sort"),
+                since=since,
+                until=until,
+            ),
+        )
+
+    @server.tool(annotations=writes)
+    async def save_perception(
+        description: Annotated[
+            str,
+            Field(
+                description='What was perceived, 5-2000 chars, e.g. "Cup handle faces left, 3 cm from edge".'
+            ),
+        ],
+        perception_type: Annotated[
+            str, Field(description="One of visual, tactile, auditory, proprioceptive, procedural.")
+        ] = "visual",
+        data: Annotated[
+            Any,
+            Field(
+                description='Optional raw payload, any JSON (or a string of JSON), e.g. {"joint_angles": [0.1, 1.2]}.'
+            ),
+        ] = None,
+        metadata: Annotated[
+            _JsonObject,
+            Field(
+                description='JSON object (or string), same sections as context, e.g. {"robot": {"id": "arm1"}}.'
+            ),
+        ] = None,
+        collection: Collection = None,
+        session_id: SessionRef = None,
+    ) -> Annotated[CallToolResult, SavePerceptionOutput]:
+        """Store an observation (sensor reading, trajectory, scene note) with an optional data payload.
+        Returns {memory_id, status, payload_bytes}."""
+        return await run(
+            "save_perception",
+            lambda m: m.save_perception(
+                description,
+                perception_type=perception_type,
+                data=json_value(data, "data"),
+                metadata=json_object(metadata, "metadata"),
+                collection=collection,
+                session_id=session_id,
+            ),
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+    )
+    async def forget(
+        memory_id: MemoryId,
+        reason: Annotated[str, Field(description='Why it is wrong or obsolete, e.g. "cup model changed".')],
+    ) -> Annotated[CallToolResult, ForgetOutput]:
+        """Retract a memory that proved wrong; it stops appearing in recall. Returns {memory_id, status, reason}."""
+        return await run("forget", lambda m: m.forget(memory_id, reason))
+
+    @server.tool(annotations=writes)
+    async def update(
+        memory_id: MemoryId,
+        new_content: Annotated[
+            str, Field(description='The corrected text, e.g. "Grip force 14 N lifts the red cup".')
+        ],
+        context: ContextArg = None,
+    ) -> Annotated[CallToolResult, UpdateOutput]:
+        """Correct a memory's text (and optionally its context) in place. Returns {memory_id, status}."""
+        return await run(
+            "update", lambda m: m.update(memory_id, new_content, context=json_object(context, "context"))
+        )
+
+    @server.tool(annotations=writes)
+    async def start_session(
+        collection: Collection = None,
+        context: Annotated[
+            _JsonObject,
+            Field(
+                description='JSON object (or string) describing the episode, e.g. {"task": {"name": "tidy"}}.'
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, StartSessionOutput]:
+        """Begin an episode (one task attempt); pass the returned session_id to the other tools.
+        Returns {session_id, collection, started_at, status}."""
+        return await run(
+            "start_session",
+            lambda m: m.start_session(collection=collection, context=json_object(context, "context")),
+        )
+
+    @server.tool(annotations=writes)
+    async def end_session(
+        session_id: Annotated[str, Field(description='The id from start_session, e.g. "ses_1a2b3c4d5e6f".')],
+        outcome_score: Annotated[
+            float | None,
+            Field(strict=True, description="How well the episode went, 0 (failed) to 1 (perfect)."),
+        ] = None,
+    ) -> Annotated[CallToolResult, EndSessionOutput]:
+        """Close an episode: scores it and consolidates its memories (merge, reinforce, decay).
+        Returns {session_id, status, duration_s, memories, perceptions, merged, reinforced, ...}."""
+        return await run("end_session", lambda m: m.end_session(session_id, outcome_score=outcome_score))

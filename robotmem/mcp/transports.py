@@ -1,0 +1,140 @@
+"""Running the server: stdio (the MCP default) or streamable HTTP at ``/mcp``.
+
+Logs go to stderr only: on stdio, stdout carries the protocol and one stray byte there
+breaks the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Sequence
+
+import anyio
+from anyio.abc import CancelScope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from mcp.server.transport_security import (
+    DEFAULT_MAX_REQUEST_BODY_SIZE,
+    TransportSecuritySettings,
+)
+
+from ..config import Config
+from ..errors import ConfigError
+from .http_guard import HttpGuard, is_loopback_host
+from .server import build_server
+
+__all__ = ["MCP_PATH", "check_http_binding", "configure_logging", "run_http", "run_stdio"]
+
+log = logging.getLogger("robotmem.mcp")
+MCP_PATH = "/mcp"
+
+
+def configure_logging(level: int = logging.INFO) -> None:
+    """Plain lines on stderr; set before the SDK would install its own handler."""
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
+    )
+
+
+async def _cancel_on_termination(scope: CancelScope) -> None:
+    # SIGTERM (what an MCP client sends to a server that lingers) ends the serve loop so
+    # the lifespan can close the store instead of the process dying mid-write.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            log.info("termination signal received, shutting down")
+            scope.cancel()
+            return
+
+
+def run_stdio(config: Config | None = None) -> None:
+    server = build_server(config)
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(_cancel_on_termination, tasks.cancel_scope)
+            await server.run_stdio_async()
+            tasks.cancel_scope.cancel()
+
+    anyio.run(serve)
+
+
+def check_http_binding(host: str, token: str | None) -> None:
+    """Refuse to expose the memory beyond this machine without a token."""
+    if not is_loopback_host(host) and not token:
+        raise ConfigError(
+            f"refusing to serve on {host} without a token: anyone who can reach it could read and "
+            'change the memory. Set ROBOTMEM_TOKEN (or "token" in config.json), or bind 127.0.0.1.'
+        )
+
+
+def _request_body_limit(config: Config) -> int:
+    # A payload of max_payload_bytes (msgpack) grows ~3x as JSON numbers; leave room for it
+    # so such a perception reaches Memory, which gives the clear "too large" error itself.
+    return max(DEFAULT_MAX_REQUEST_BODY_SIZE, 3 * config.max_payload_bytes)
+
+
+def build_http_app(config: Config, host: str, allowed_origins: Sequence[str] = ()) -> ASGIApp:
+    server = build_server(config)
+    # The SDK's own Host/Origin checks are switched off: HttpGuard does both, for any bind
+    # address, with our error bodies.
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=host,
+        max_request_body_size=_request_body_limit(config),
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+    return HttpGuard(
+        app, token=config.token, check_host=is_loopback_host(host), allowed_origins=allowed_origins
+    )
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    sock.listen(128)
+    return sock
+
+
+class _AnnounceWhenStarted:
+    """Logs the URL once the app finished starting (port 0 resolves to the real port)."""
+
+    def __init__(self, app: ASGIApp, url: str) -> None:
+        self.app = app
+        self.url = url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+
+        async def announcing_send(message: Message) -> None:
+            await send(message)
+            if message["type"] == "lifespan.startup.complete":
+                log.info("robotmem MCP server listening on %s", self.url)
+
+        await self.app(scope, receive, announcing_send)
+
+
+def run_http(config: Config, host: str, port: int, allowed_origins: Sequence[str] = ()) -> None:
+    import uvicorn
+
+    check_http_binding(host, config.token)
+    sock = _bind(host, port)
+    bound_port = sock.getsockname()[1]
+    shown_host = f"[{host.strip('[]')}]" if ":" in host else host
+    app = _AnnounceWhenStarted(
+        build_http_app(config, host, allowed_origins), f"http://{shown_host}:{bound_port}{MCP_PATH}"
+    )
+    if not config.token:
+        log.warning("no token configured: any local process can use this server (set ROBOTMEM_TOKEN)")
+    uvicorn_config = uvicorn.Config(app, log_level="info", access_log=False, lifespan="on")
+    uvicorn.Server(uvicorn_config).run(sockets=[sock])

@@ -1,0 +1,254 @@
+"""One rosbridge websocket connection that survives the server coming and going.
+
+Built on ``roslibpy.Ros`` with the asyncio transport: the default Twisted transport
+cannot be started again in a process after ``terminate()`` (ReactorNotRestartable),
+and the two transports cannot be mixed in one process, so the bridge always uses
+asyncio. roslibpy reconnects by itself with exponential backoff; what it does not do
+well is restore state afterwards (its ``Topic`` re-sends a subscription one second
+after a drop, per topic, racing the reconnect). So this class keeps its own registry of
+subscriptions and advertisements and sends all of them again, at once, on every
+``ready`` event — before any message of the new connection can be missed by us.
+
+Threads: roslibpy runs its event loop on a thread of its own and calls the subscriber
+callbacks and the ready/close handlers there. They must be quick and must not block;
+everything blocking (rosapi calls) is for other threads only.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+from urllib.parse import urlparse
+
+import roslibpy
+from roslibpy.comm import select_factory
+from roslibpy.core import RosTimeoutError, ServiceException
+
+from robotmem.errors import ConfigError
+
+__all__ = ["RosbridgeConnection", "ConnectionCounters", "validate_url"]
+
+LOG = logging.getLogger("bridges.rosbridge")
+MessageCallback = Callable[[Any], None]
+
+
+def validate_url(url: str) -> str:
+    """A ``ws://host:port`` (or ``wss://``) URL, or ConfigError naming ``url``."""
+    parsed = urlparse(url) if isinstance(url, str) else None
+    if parsed is None or parsed.scheme not in ("ws", "wss") or not parsed.hostname:
+        raise ConfigError(f"url: expected ws://HOST:PORT or wss://HOST:PORT, got {url!r}", field="url")
+    try:
+        parsed.port
+    except ValueError as exc:
+        raise ConfigError(f"url: bad port in {url!r}", field="url") from exc
+    return url
+
+
+@dataclass
+class ConnectionCounters:
+    connects: int = 0
+    disconnects: int = 0
+    published: int = 0
+    unsent: int = 0
+
+
+@dataclass(frozen=True)
+class _Subscription:
+    topic: str
+    msgtype: str
+    throttle_rate_ms: int
+    queue_length: int
+
+
+class RosbridgeConnection:
+    """Subscriptions and advertisements that are restored after every reconnect."""
+
+    def __init__(self, url: str, *, reconnect_initial_s: float = 0.5, reconnect_max_s: float = 30.0,
+                 rosapi_timeout_s: float = 3.0) -> None:
+        self.url = validate_url(url)
+        self.rosapi_timeout_s = rosapi_timeout_s
+        self.counters = ConnectionCounters()
+        self._reconnect = (reconnect_initial_s, reconnect_max_s)
+        self._lock = threading.Lock()
+        self._connected = threading.Condition(self._lock)
+        self._subscriptions: dict[str, _Subscription] = {}
+        self._advertised: dict[str, str] = {}
+        self._proto: Any = None
+        self._ros: roslibpy.Ros | None = None
+        self._closing = False
+        self._ready_listeners: list[Callable[[], None]] = []
+        self._ids = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        """Start connecting in the background; returns at once (the server may not be up yet)."""
+        factory = select_factory("asyncio")
+        # Class-level in roslibpy: applies to every asyncio connection of this process.
+        factory.set_initial_delay(self._reconnect[0])
+        factory.set_max_delay(self._reconnect[1])
+        ros = roslibpy.Ros(self.url, transport="asyncio")
+        ros.on("ready", self._on_ready)
+        ros.on("close", self._on_close)
+        # The connection may already be up (Ros connects in its constructor): catch that one
+        # too. A distinct callable, because roslibpy keys listeners by function.
+        ros.factory.on_ready(lambda proto: self._on_ready(proto))
+        self._ros = ros
+
+    def on_ready(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` (on roslibpy's thread: keep it short) after every (re)connect."""
+        self._ready_listeners.append(listener)
+
+    def wait_connected(self, timeout: float) -> bool:
+        with self._connected:
+            return self._connected.wait_for(lambda: self._proto is not None, timeout)
+
+    def wait_disconnected(self, timeout: float) -> bool:
+        with self._connected:
+            return self._connected.wait_for(lambda: self._proto is None, timeout)
+
+    @property
+    def is_connected(self) -> bool:
+        with self._lock:
+            return self._proto is not None
+
+    def close(self) -> None:
+        """Disconnect for good: no more reconnect attempts."""
+        with self._lock:
+            self._closing = True
+            proto = self._proto
+        ros = self._ros
+        if ros is None:
+            return
+        # roslibpy has no public "stop reconnecting" for a connection that is down; its
+        # factory checks this flag before scheduling each retry.
+        setattr(ros.factory, "_stop", True)
+        if proto is not None:
+            proto.send_close()
+
+    # ------------------------------------------------------------------ topics
+
+    def subscribe(self, topic: str, msgtype: str, callback: MessageCallback, *, throttle_rate_ms: int = 0,
+                  queue_length: int = 0) -> bool:
+        """Subscribe (now if connected, and again after every reconnect). False if already subscribed."""
+        sub = _Subscription(topic, msgtype, int(throttle_rate_ms), int(queue_length))
+        with self._lock:
+            if topic in self._subscriptions:
+                return False
+            self._subscriptions[topic] = sub
+            proto = self._proto
+        assert self._ros is not None, "open() first"
+        self._ros.on(topic, callback)
+        if proto is not None:
+            self._send(proto, self._subscribe_op(sub))
+        return True
+
+    def subscribed_topics(self) -> dict[str, str]:
+        with self._lock:
+            return {t: s.msgtype for t, s in self._subscriptions.items()}
+
+    def advertise(self, topic: str, msgtype: str) -> None:
+        with self._lock:
+            self._advertised[topic] = msgtype
+            proto = self._proto
+        if proto is not None:
+            self._send(proto, self._advertise_op(topic, msgtype))
+
+    def publish(self, topic: str, msg: dict[str, Any]) -> bool:
+        """Publish on an advertised topic; False (counted as unsent) when disconnected."""
+        with self._lock:
+            proto = self._proto
+        if proto is None or topic not in self._advertised:
+            self.counters.unsent += 1
+            return False
+        self._send(proto, {"op": "publish", "id": self._next_id("publish", topic), "topic": topic, "msg": msg})
+        self.counters.published += 1
+        return True
+
+    # ------------------------------------------------------------------ rosapi
+
+    def available_topics(self) -> dict[str, str] | None:
+        """Topic -> type through rosapi; None when the server has no rosapi or does not answer.
+
+        Blocks up to ``rosapi_timeout_s``; never call it from a subscriber callback.
+        """
+        if self._ros is None or not self.is_connected:
+            return None
+        service = roslibpy.Service(self._ros, "/rosapi/topics", "rosapi/Topics")
+        try:
+            result = service.call(roslibpy.ServiceRequest(), timeout=self.rosapi_timeout_s)
+        except (ServiceException, RosTimeoutError, RuntimeError) as exc:
+            LOG.info("rosapi topic discovery unavailable on %s: %s", self.url, exc)
+            return None
+        topics, types = result.get("topics"), result.get("types")
+        if not isinstance(topics, list):
+            return None
+        if isinstance(types, list) and len(types) == len(topics):
+            return {str(t): str(ty) for t, ty in zip(topics, types)}
+        return {str(t): self._topic_type(str(t)) for t in topics}
+
+    def _topic_type(self, topic: str) -> str:
+        assert self._ros is not None
+        try:
+            return str(self._ros.get_topic_type(topic))
+        except (ServiceException, RosTimeoutError, RuntimeError, AssertionError):
+            return ""
+
+    # ------------------------------------------------------------------ roslibpy thread
+
+    def _on_ready(self, proto: Any) -> None:
+        with self._lock:
+            if proto is self._proto:
+                return  # the same connection reported twice (see open())
+            closing = self._closing
+            if not closing:
+                self._proto = proto
+                self.counters.connects += 1
+                subs = list(self._subscriptions.values())
+                ads = dict(self._advertised)
+            self._connected.notify_all()
+        if closing:
+            proto.send_close()  # a retry that was already scheduled when we closed
+            return
+        LOG.info("connected to %s (%d subscriptions restored)", self.url, len(subs))
+        for topic, msgtype in ads.items():
+            self._send(proto, self._advertise_op(topic, msgtype))
+        for sub in subs:
+            self._send(proto, self._subscribe_op(sub))
+        for listener in self._ready_listeners:
+            try:
+                listener()
+            except Exception:  # a listener bug must not kill roslibpy's loop
+                LOG.exception("ready listener failed")
+
+    def _on_close(self, proto: Any) -> None:
+        with self._lock:
+            if proto is not self._proto:
+                return
+            self._proto = None
+            self.counters.disconnects += 1
+            closing = self._closing
+            self._connected.notify_all()
+        if not closing:
+            LOG.warning("lost connection to %s; reconnecting with backoff", self.url)
+
+    # ------------------------------------------------------------------ wire ops
+
+    def _send(self, proto: Any, op: dict[str, Any]) -> None:
+        proto.send_ros_message(roslibpy.Message(op))
+
+    def _next_id(self, kind: str, topic: str) -> str:
+        with self._lock:
+            self._ids += 1
+            return f"{kind}:{topic}:{self._ids}"
+
+    def _subscribe_op(self, sub: _Subscription) -> dict[str, Any]:
+        return {"op": "subscribe", "id": f"subscribe:{sub.topic}", "topic": sub.topic, "type": sub.msgtype,
+                "throttle_rate": sub.throttle_rate_ms, "queue_length": sub.queue_length,
+                "compression": "none"}
+
+    def _advertise_op(self, topic: str, msgtype: str) -> dict[str, Any]:
+        return {"op": "advertise", "id": f"advertise:{topic}", "topic": topic, "type": msgtype,
+                "latch": False, "queue_size": 100}

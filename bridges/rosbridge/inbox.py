@@ -1,0 +1,94 @@
+"""The bounded hand-over between roslibpy's thread and the bridge's writer thread.
+
+roslibpy calls our subscriber callbacks on its own event-loop thread; anything slow
+there stalls the websocket. So the callback only stamps the message and puts it here,
+and one writer thread drains it. The inbox never grows past ``capacity``: when the
+writer falls behind, new messages are refused and counted per topic, so memory stays
+flat and the loss is visible in the status line instead of silent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Received", "BoundedInbox"]
+
+
+@dataclass(frozen=True)
+class Received:
+    """A message as it arrived: still the raw rosbridge JSON, plus when it came (both clocks)."""
+
+    topic: str
+    #: the type the subscription asked for, as the server spells it
+    msgtype: str
+    raw: Any
+    #: wall-clock receive time (epoch ns): the message time when the header has no stamp
+    receive_ns: int
+    #: monotonic receive time (ns): for lag measurement, immune to clock steps
+    receive_mono_ns: int
+
+
+class BoundedInbox:
+    """A thread-safe FIFO of :class:`Received` with a hard capacity and per-topic drop counters."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._items: deque[Received] = deque()
+        self._cond = threading.Condition()
+        self._accepted: Counter[str] = Counter()
+        self._dropped: Counter[str] = Counter()
+        self._peak = 0
+        self._closed = False
+
+    def put(self, item: Received) -> bool:
+        """Queue ``item``; False (and counted as a drop) when full or closed. Never blocks."""
+        with self._cond:
+            if self._closed or len(self._items) >= self.capacity:
+                self._dropped[item.topic] += 1
+                return False
+            self._items.append(item)
+            self._accepted[item.topic] += 1
+            self._peak = max(self._peak, len(self._items))
+            self._cond.notify_all()
+            return True
+
+    def take(self, max_items: int, timeout: float) -> list[Received]:
+        """Up to ``max_items`` oldest items; waits up to ``timeout`` s for the first one."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self._items:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return []
+                self._cond.wait(remaining)
+            count = min(max_items, len(self._items))
+            return [self._items.popleft() for _ in range(count)]
+
+    def close(self) -> None:
+        """Refuse further items (they count as drops); what is queued can still be taken."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._items)
+
+    @property
+    def peak(self) -> int:
+        with self._cond:
+            return self._peak
+
+    def accepted(self) -> dict[str, int]:
+        with self._cond:
+            return dict(self._accepted)
+
+    def dropped(self) -> dict[str, int]:
+        with self._cond:
+            return dict(self._dropped)

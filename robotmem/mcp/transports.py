@@ -13,7 +13,6 @@ import sys
 from collections.abc import Sequence
 
 import anyio
-from anyio.abc import CancelScope
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mcp.server.transport_security import (
@@ -39,7 +38,7 @@ def configure_logging(level: int = logging.INFO) -> None:
     )
 
 
-async def _cancel_on_termination(scope: CancelScope) -> None:
+async def _cancel_on_termination(scope: anyio.CancelScope) -> None:
     # SIGTERM (what an MCP client sends to a server that lingers) ends the serve loop so
     # the lifespan can close the store instead of the process dying mid-write.
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -1,0 +1,201 @@
+"""Assemble the ONNX graph of a BERT sentence encoder from safetensors weights.
+
+The graph is the whole sentence-transformers pipeline of all-MiniLM-L6-v2:
+token + position embeddings, LayerNorm, N encoder layers (self-attention with
+the padding mask, exact erf GELU), masked mean pooling and L2 normalisation.
+
+Inputs:  ``input_ids`` and ``attention_mask``, int64 ``[batch, seq]``.
+Output:  ``sentence_embedding``, float32 ``[batch, hidden]``, unit rows.
+
+Only the weights are read (numpy, no torch); the graph is written by hand with
+``onnx.helper`` so we control every op and can keep it optimiser-friendly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .signature import ATTENTION_MASK, INPUT_IDS, INPUT_NAMES, OUTPUT_NAME
+
+__all__ = ["OPSET", "BertShape", "build_encoder_graph", "load_bert_shape"]
+
+#: Opset 17 has LayerNormalization and is supported by every onnxruntime >= 1.14.
+OPSET = 17
+#: Additive bias for padded keys; exp(-1e4 + x) underflows to exactly 0 in float32.
+_MASKED_SCORE = -10000.0
+#: Guards of sentence-transformers: mean pooling clamps the count, F.normalize the norm.
+_POOL_EPS = 1e-9
+_NORM_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class BertShape:
+    """The hyper-parameters the graph needs (from the model's ``config.json``)."""
+
+    hidden: int
+    heads: int
+    layers: int
+    intermediate: int
+    layer_norm_eps: float
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+def load_bert_shape(config_path: Path) -> BertShape:
+    cfg = json.loads(config_path.read_text(encoding="utf-8"))
+    if cfg.get("hidden_act", "gelu") != "gelu" or cfg.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"{config_path}: only BERT with gelu and absolute positions is supported")
+    return BertShape(
+        hidden=int(cfg["hidden_size"]),
+        heads=int(cfg["num_attention_heads"]),
+        layers=int(cfg["num_hidden_layers"]),
+        intermediate=int(cfg["intermediate_size"]),
+        layer_norm_eps=float(cfg.get("layer_norm_eps", 1e-12)),
+    )
+
+
+class _GraphBuilder:
+    """Collects nodes and initialisers; each helper returns the name of its output."""
+
+    def __init__(self, weights: Mapping[str, np.ndarray]) -> None:
+        self.weights = weights
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._counter = 0
+
+    def fresh(self, hint: str) -> str:
+        self._counter += 1
+        return f"{hint}_{self._counter}"
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(value), name))
+        return name
+
+    def weight(self, key: str, *, transpose: bool = False) -> str:
+        value = np.asarray(self.weights[key], dtype=np.float32)
+        # torch Linear stores [out, in]; MatMul wants [in, out].
+        return self.const(key, value.T if transpose else value)
+
+    def op(self, op_type: str, inputs: list[str], hint: str, **attrs: Any) -> str:
+        out = self.fresh(hint)
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+    def linear(self, x: str, prefix: str) -> str:
+        product = self.op("MatMul", [x, self.weight(f"{prefix}.weight", transpose=True)], f"{prefix}.matmul")
+        return self.op("Add", [product, self.weight(f"{prefix}.bias")], f"{prefix}.add")
+
+    def layer_norm(self, x: str, prefix: str, eps: float) -> str:
+        scale, bias = self.weight(f"{prefix}.weight"), self.weight(f"{prefix}.bias")
+        return self.op("LayerNormalization", [x, scale, bias], prefix, axis=-1, epsilon=eps)
+
+
+def _embeddings(g: _GraphBuilder, shape: BertShape) -> str:
+    # token_type_ids are always 0 for single sentences: fold row 0 into the position table.
+    positions = g.weights["embeddings.position_embeddings.weight"].astype(np.float32)
+    token_type0 = g.weights["embeddings.token_type_embeddings.weight"][0].astype(np.float32)
+    table = g.const("embeddings.position_plus_type0", positions + token_type0)
+    words = g.op("Gather", [g.weight("embeddings.word_embeddings.weight"), INPUT_IDS], "embeddings.words")
+    # Slice the table by Shape(input_ids)[1:2]: the usual Shape->Gather->Range position-id
+    # pattern is rejected by onnxruntime's optimiser ("Slice: Starts must be a 1-D array").
+    seq_len = g.op("Shape", [INPUT_IDS], "embeddings.seq_len", start=1, end=2)
+    zero = g.const("const.zero_1d", np.array([0], dtype=np.int64))
+    axis0 = g.const("const.axis0_1d", np.array([0], dtype=np.int64))
+    pos = g.op("Slice", [table, zero, seq_len, axis0], "embeddings.positions")
+    summed = g.op("Add", [words, pos], "embeddings.sum")
+    return g.layer_norm(summed, "embeddings.LayerNorm", shape.layer_norm_eps)
+
+
+def _attention_bias(g: _GraphBuilder) -> str:
+    """[batch, 1, 1, seq] additive bias: 0 for real tokens, -1e4 for padding."""
+    mask = g.op("Cast", [ATTENTION_MASK], "mask.float", to=TensorProto.FLOAT)
+    axes = g.const("const.axes_1_2", np.array([1, 2], dtype=np.int64))
+    mask4 = g.op("Unsqueeze", [mask, axes], "mask.4d")
+    one = g.const("const.one", np.array(1.0, dtype=np.float32))
+    inverted = g.op("Sub", [one, mask4], "mask.inverted")
+    return g.op("Mul", [inverted, g.const("const.masked_score", np.array(_MASKED_SCORE, np.float32))], "mask.bias")
+
+
+def _split_heads(g: _GraphBuilder, x: str, shape: BertShape, perm: list[int], hint: str) -> str:
+    dims = g.const(f"{hint}.dims", np.array([0, 0, shape.heads, shape.head_dim], dtype=np.int64))
+    return g.op("Transpose", [g.op("Reshape", [x, dims], f"{hint}.reshape")], f"{hint}.transpose", perm=perm)
+
+
+def _self_attention(g: _GraphBuilder, x: str, bias: str, shape: BertShape, prefix: str) -> str:
+    q = _split_heads(g, g.linear(x, f"{prefix}.self.query"), shape, [0, 2, 1, 3], f"{prefix}.q")
+    k = _split_heads(g, g.linear(x, f"{prefix}.self.key"), shape, [0, 2, 3, 1], f"{prefix}.k")
+    v = _split_heads(g, g.linear(x, f"{prefix}.self.value"), shape, [0, 2, 1, 3], f"{prefix}.v")
+    scores = g.op("MatMul", [q, k], f"{prefix}.scores")
+    scale = g.const(f"{prefix}.scale", np.array(1.0 / math.sqrt(shape.head_dim), dtype=np.float32))
+    scaled = g.op("Add", [g.op("Mul", [scores, scale], f"{prefix}.scaled"), bias], f"{prefix}.masked")
+    probs = g.op("Softmax", [scaled], f"{prefix}.probs", axis=-1)
+    context = g.op("Transpose", [g.op("MatMul", [probs, v], f"{prefix}.context")], f"{prefix}.merge", perm=[0, 2, 1, 3])
+    merged_dims = g.const(f"{prefix}.merged_dims", np.array([0, 0, shape.hidden], dtype=np.int64))
+    merged = g.op("Reshape", [context, merged_dims], f"{prefix}.merged")
+    projected = g.linear(merged, f"{prefix}.output.dense")
+    residual = g.op("Add", [projected, x], f"{prefix}.residual")
+    return g.layer_norm(residual, f"{prefix}.output.LayerNorm", shape.layer_norm_eps)
+
+
+def _gelu(g: _GraphBuilder, x: str, hint: str) -> str:
+    """Exact GELU, 0.5 * x * (1 + erf(x / sqrt(2))), as BERT's "gelu" (onnxruntime fuses it)."""
+    inv_sqrt2 = g.const(f"{hint}.inv_sqrt2", np.array(1.0 / math.sqrt(2.0), dtype=np.float32))
+    erf = g.op("Erf", [g.op("Mul", [x, inv_sqrt2], f"{hint}.scaled")], f"{hint}.erf")
+    one = g.const(f"{hint}.one", np.array(1.0, dtype=np.float32))
+    half = g.const(f"{hint}.half", np.array(0.5, dtype=np.float32))
+    gate = g.op("Mul", [g.op("Add", [erf, one], f"{hint}.plus_one"), half], f"{hint}.gate")
+    return g.op("Mul", [x, gate], f"{hint}.out")
+
+
+def _feed_forward(g: _GraphBuilder, x: str, shape: BertShape, prefix: str) -> str:
+    hidden = _gelu(g, g.linear(x, f"{prefix}.intermediate.dense"), f"{prefix}.gelu")
+    projected = g.linear(hidden, f"{prefix}.output.dense")
+    residual = g.op("Add", [projected, x], f"{prefix}.ffn_residual")
+    return g.layer_norm(residual, f"{prefix}.output.LayerNorm", shape.layer_norm_eps)
+
+
+def _mean_pool_and_normalise(g: _GraphBuilder, x: str) -> str:
+    mask = g.op("Cast", [ATTENTION_MASK], "pool.mask", to=TensorProto.FLOAT)
+    mask3 = g.op("Unsqueeze", [mask, g.const("const.axes_2", np.array([2], dtype=np.int64))], "pool.mask3")
+    axis1 = g.const("const.axis_1", np.array([1], dtype=np.int64))
+    summed = g.op("ReduceSum", [g.op("Mul", [x, mask3], "pool.masked"), axis1], "pool.sum", keepdims=0)
+    count = g.op("ReduceSum", [mask3, axis1], "pool.count", keepdims=0)
+    count = g.op("Max", [count, g.const("const.pool_eps", np.array(_POOL_EPS, np.float32))], "pool.count_clamped")
+    mean = g.op("Div", [summed, count], "pool.mean")
+    # Opset 17: ReduceSum takes axes as an input, ReduceL2 still as an attribute.
+    norm = g.op("ReduceL2", [mean], "norm.l2", axes=[-1], keepdims=1)
+    norm = g.op("Max", [norm, g.const("const.norm_eps", np.array(_NORM_EPS, np.float32))], "norm.clamped")
+    out = g.op("Div", [mean, norm], "norm.out")
+    g.nodes.append(helper.make_node("Identity", [out], [OUTPUT_NAME], name=OUTPUT_NAME))
+    return OUTPUT_NAME
+
+
+def build_encoder_graph(weights: Mapping[str, np.ndarray], shape: BertShape) -> onnx.ModelProto:
+    """Return a shape-checked ONNX model computing unit-length sentence embeddings."""
+    g = _GraphBuilder(weights)
+    x = _embeddings(g, shape)
+    bias = _attention_bias(g)
+    for i in range(shape.layers):
+        prefix = f"encoder.layer.{i}"
+        x = _self_attention(g, x, bias, shape, f"{prefix}.attention")
+        x = _feed_forward(g, x, shape, prefix)
+    _mean_pool_and_normalise(g, x)
+    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in INPUT_NAMES]
+    output = helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", shape.hidden])
+    graph = helper.make_graph(g.nodes, "bert_sentence_encoder", inputs, [output], g.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="robotmem")
+    model.ir_version = 8  # readable by onnxruntime >= 1.10, whatever onnx version wrote it
+    onnx.checker.check_model(model, full_check=False)
+    # strict shape inference catches wrong input orders and rank mistakes at build time.
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)

@@ -1,0 +1,204 @@
+"""all-MiniLM-L6-v2 on ONNX Runtime: the :class:`~robotmem.embeddings.Embedder` robotmem uses.
+
+Construction is cheap and never touches the model. The first ``embed`` (or
+``warm()``, or the thread started by ``warm_in_background()``) builds the graph
+into the cache if needed and opens the session; concurrent callers wait for that
+one load. A failed load is remembered: it is logged once and later calls raise
+the same :class:`EmbeddingUnavailableError` at once instead of trying again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import onnxruntime as ort
+
+from ..errors import EmbeddingUnavailableError, ValidationError
+from .cache import MODEL_NAME, Progress, ensure_model, print_progress
+from .signature import ATTENTION_MASK, INPUT_IDS, OUTPUT_NAME
+from .source import ModelSource
+from .tokenize import WordPiece
+
+__all__ = ["DIM", "OnnxEmbedder", "default_thread_count"]
+
+log = logging.getLogger("robotmem.embeddings")
+
+DIM = 384
+DEFAULT_BATCH_SIZE = 32
+#: More intra-op threads stop paying off for a 6-layer model and would starve the
+#: robot's other processes; on the 2-core target this is simply "both cores".
+_MAX_THREADS = 4
+
+LoadState = Literal["unloaded", "loading", "ready", "failed"]
+
+
+def default_thread_count() -> int:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_THREADS))
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    session: ort.InferenceSession
+    tokenizer: WordPiece
+    model_path: Path
+
+
+class OnnxEmbedder:
+    """Thread-safe sentence embedder; vectors are float32, unit length, ``dim`` 384."""
+
+    def __init__(
+        self,
+        source: ModelSource,
+        cache_dir: Path,
+        *,
+        precision: str = "fp32",
+        threads: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: Progress | None = print_progress,
+    ) -> None:
+        if batch_size < 1:
+            raise ValidationError("batch_size must be at least 1", field="batch_size")
+        self._source = source
+        self._cache_dir = Path(cache_dir)
+        self._precision = precision
+        self._threads = threads if threads is not None else default_thread_count()
+        self._batch_size = batch_size
+        self._progress = progress
+        self._lock = threading.Lock()
+        self._runtime: _Runtime | None = None
+        self._failure: EmbeddingUnavailableError | None = None
+        self._loading = False
+
+    # -- the Embedder protocol ------------------------------------------------------------
+    @property
+    def model_id(self) -> str:
+        return f"{MODEL_NAME}/{self._precision}"
+
+    @property
+    def dim(self) -> int:
+        return DIM
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` in length-sorted batches; returns float32 ``(len(texts), 384)``."""
+        _validate_texts(texts)
+        if len(texts) == 0:
+            return np.zeros((0, DIM), dtype=np.float32)
+        runtime = self._loaded()
+        token_ids = runtime.tokenizer.token_ids(texts)
+        # Sorting by length keeps padding (wasted attention work) small in bulk calls.
+        order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
+        out = np.empty((len(texts), DIM), dtype=np.float32)
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            batch = WordPiece.pad([token_ids[i] for i in chunk])
+            feeds = {INPUT_IDS: batch.input_ids, ATTENTION_MASK: batch.attention_mask}
+            out[chunk] = runtime.session.run([OUTPUT_NAME], feeds)[0]
+        return out
+
+    # -- loading --------------------------------------------------------------------------
+    @property
+    def precision(self) -> str:
+        return self._precision
+
+    @property
+    def state(self) -> LoadState:
+        if self._runtime is not None:
+            return "ready"
+        if self._failure is not None:
+            return "failed"
+        return "loading" if self._loading else "unloaded"
+
+    @property
+    def model_path(self) -> Path | None:
+        """The ONNX file in use, once loaded."""
+        return self._runtime.model_path if self._runtime is not None else None
+
+    def warm(self) -> None:
+        """Load now (build the model if needed); raises EmbeddingUnavailableError on failure."""
+        self._loaded()
+
+    def warm_in_background(self) -> threading.Thread:
+        """Load on a daemon thread so a server can start serving at once; failures are logged."""
+
+        def load_quietly() -> None:
+            try:
+                self._loaded()
+            except EmbeddingUnavailableError:
+                pass  # already logged once by _loaded; embed() re-raises it to callers
+
+        thread = threading.Thread(target=load_quietly, name="robotmem-embedder-load", daemon=True)
+        thread.start()
+        return thread
+
+    def _loaded(self) -> _Runtime:
+        runtime = self._runtime
+        if runtime is not None:
+            return runtime
+        with self._lock:
+            if self._runtime is not None:
+                return self._runtime
+            if self._failure is not None:
+                raise self._failure
+            self._loading = True
+            try:
+                self._runtime = self._load()
+            except EmbeddingUnavailableError as exc:
+                self._failure = exc
+                log.warning("embeddings unavailable, recall uses BM25 only: %s", exc.message)
+                raise
+            finally:
+                self._loading = False
+            return self._runtime
+
+    def _load(self) -> _Runtime:
+        tokenizer = _open_tokenizer(self._source)
+        path = ensure_model(self._source, self._cache_dir, self._precision, progress=self._progress)
+        try:
+            session = self._open_session(path)
+        except Exception as first_error:  # noqa: BLE001 - a damaged cache file: rebuild it once
+            log.warning("cached embedding model %s is unusable (%s); rebuilding it", path, first_error)
+            path = ensure_model(self._source, self._cache_dir, self._precision, progress=self._progress, rebuild=True)
+            try:
+                session = self._open_session(path)
+            except Exception as exc:
+                raise EmbeddingUnavailableError(
+                    f"onnxruntime {ort.__version__} cannot run the embedding model {path}: {exc}"
+                ) from exc
+        return _Runtime(session=session, tokenizer=tokenizer, model_path=path)
+
+    def _open_session(self, path: Path) -> ort.InferenceSession:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # errors only: optimiser notes are not user-facing
+        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def _open_tokenizer(source: ModelSource) -> WordPiece:
+    try:
+        return WordPiece(source.tokenizer)
+    except Exception as exc:
+        raise EmbeddingUnavailableError(f"cannot read the tokenizer {source.tokenizer}: {exc}") from exc
+
+
+def _validate_texts(texts: Sequence[str]) -> None:
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
+        raise ValidationError(
+            f"texts must be a list of strings, got {type(texts).__name__}", field="texts"
+        )
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValidationError(f"texts[{i}] must be a string, got {type(text).__name__}", field=f"texts[{i}]")

@@ -52,6 +52,27 @@ class ConnectionCounters:
     disconnects: int = 0
     published: int = 0
     unsent: int = 0
+    #: frames roslibpy could not handle (not JSON, no op, publish without topic, ...)
+    bad_frames: int = 0
+    #: ``status`` ops from the server (rosbridge reports errors this way)
+    server_status: int = 0
+
+
+class _FrameErrorCounter(logging.Handler):
+    """Counts the frames roslibpy drops.
+
+    roslibpy's receive path catches every exception of a frame (bad JSON, unknown op,
+    a handler failing) and only logs it, on the ``roslibpy`` logger, from its
+    ``onMessage``; counting those records is the one way to see them without patching it.
+    """
+
+    def __init__(self, counters: ConnectionCounters) -> None:
+        super().__init__(level=logging.ERROR)
+        self.counters = counters
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and str(record.msg).startswith("Exception on start_listening"):
+            self.counters.bad_frames += 1
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,7 @@ class RosbridgeConnection:
         self._closing = False
         self._ready_listeners: list[Callable[[], None]] = []
         self._ids = 0
+        self._frame_errors = _FrameErrorCounter(self.counters)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -89,6 +111,7 @@ class RosbridgeConnection:
         # Class-level in roslibpy: applies to every asyncio connection of this process.
         factory.set_initial_delay(self._reconnect[0])
         factory.set_max_delay(self._reconnect[1])
+        logging.getLogger("roslibpy").addHandler(self._frame_errors)
         ros = roslibpy.Ros(self.url, transport="asyncio")
         ros.on("ready", self._on_ready)
         ros.on("close", self._on_close)
@@ -122,6 +145,7 @@ class RosbridgeConnection:
         ros = self._ros
         if ros is None:
             return
+        logging.getLogger("roslibpy").removeHandler(self._frame_errors)
         # roslibpy has no public "stop reconnecting" for a connection that is down; its
         # factory checks this flag before scheduling each retry.
         setattr(ros.factory, "_stop", True)
@@ -212,6 +236,9 @@ class RosbridgeConnection:
         if closing:
             proto.send_close()  # a retry that was already scheduled when we closed
             return
+        # roslibpy 2.1 registers no handler for rosbridge's "status" op (a TODO in its
+        # source), so server errors would surface as anonymous frame errors; log them.
+        proto._message_handlers["status"] = self._on_status
         LOG.info("connected to %s (%d subscriptions restored)", self.url, len(subs))
         for topic, msgtype in ads.items():
             self._send(proto, self._advertise_op(topic, msgtype))
@@ -222,6 +249,12 @@ class RosbridgeConnection:
                 listener()
             except Exception:  # a listener bug must not kill roslibpy's loop
                 LOG.exception("ready listener failed")
+
+    def _on_status(self, message: Any) -> None:
+        self.counters.server_status += 1
+        level = str(message.get("level", "info"))
+        LOG.log(logging.WARNING if level in ("error", "warning") else logging.INFO,
+                "rosbridge %s: %s", level, message.get("msg"))
 
     def _on_close(self, proto: Any) -> None:
         with self._lock:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from bridges.rosbridge.testing import RosbridgeTestServer
+from robotmem import Memory
 
 
 @pytest.fixture
@@ -26,3 +28,10 @@ def rosbridge_server() -> Iterator[RosbridgeTestServer]:
 def ros1_server_without_rosapi() -> Iterator[RosbridgeTestServer]:
     with RosbridgeTestServer(ros_version=1, rosapi=False) as server:
         yield server
+
+
+@pytest.fixture
+def memory(robotmem_home: Path) -> Iterator[Memory]:
+    """A real store with the real embedding model, in this test's ROBOTMEM_HOME."""
+    with Memory(robotmem_home / "memory.db", collection="robot") as mem:
+        yield mem

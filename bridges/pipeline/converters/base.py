@@ -1,0 +1,150 @@
+"""What every converter shares: the episode it writes into, the record shape, buffering."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import BridgeConfig, TopicRule
+from ..messages import RosMessage
+
+__all__ = ["PERCEPTION_TYPES", "Converter", "EpisodeContext", "PerMessageConverter", "Record", "base_metadata"]
+
+#: keyword arguments of Memory.save_perception
+Record = dict[str, Any]
+
+#: default perception type per converter (a rule's perception_type overrides it)
+PERCEPTION_TYPES = {
+    "pose_trajectory": "proprioceptive",
+    "joint_trajectory": "proprioceptive",
+    "image": "visual",
+    "laser_scan": "visual",
+    "json_perception": "proprioceptive",
+    "episode_summary": "procedural",
+}
+
+
+@dataclass(frozen=True)
+class EpisodeContext:
+    """The episode (robotmem session) records are written into."""
+
+    session_id: str
+    start_ns: int
+    collection: str
+    robot_id: str | None
+    #: {"file": path} for replay, {"url": ws://...} for the live bridge
+    source: dict[str, str]
+
+
+def base_metadata(episode: EpisodeContext, topic: str, msgtype: str, duration_s: float) -> dict[str, Any]:
+    """The context sections every record carries (robot, source, episode, task)."""
+    metadata: dict[str, Any] = {
+        "source": {"topic": topic, "msgtype": msgtype, **episode.source},
+        "episode": {"key": episode.session_id},
+        "task": {"duration_s": round(duration_s, 3)},
+    }
+    if episode.robot_id:
+        metadata["robot"] = {"id": episode.robot_id}
+    return metadata
+
+
+class Converter:
+    """Turns the messages of one topic into records.
+
+    ``feed`` validates and buffers one message and says whether the robot moved (used for
+    idle detection); it raises KeyError/TypeError/ValueError for a malformed message, which
+    the pipeline counts. ``drain`` turns the buffer into records for the open episode.
+    """
+
+    #: whether feed() reports motion (pose and joint streams do)
+    motion_aware = False
+
+    def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig, kind: str) -> None:
+        self.topic = topic
+        self.msgtype = msgtype
+        self.rule = rule
+        self.config = config
+        self.perception_type = rule.perception_type or PERCEPTION_TYPES[kind]
+        self.chunk_ns = int(config.chunk_seconds * 1e9)
+        #: True once the buffer spans a whole chunk (the pipeline then drains it)
+        self.ready = False
+        #: message time of the oldest buffered message (None: buffer empty)
+        self.pending_since_ns: int | None = None
+
+    def feed(self, msg: RosMessage) -> bool:
+        raise NotImplementedError
+
+    def would_move(self, msg: RosMessage) -> bool:
+        """Whether this message shows motion, without buffering it (reopening after an idle gap)."""
+        return False
+
+    def drain(self, episode: EpisodeContext) -> list[Record]:
+        raise NotImplementedError
+
+    def discard(self) -> None:
+        """Drop the buffer (an already-stored episode is being skipped)."""
+        self.drain_buffers()
+
+    def drain_buffers(self) -> None:
+        raise NotImplementedError
+
+    def start_episode(self) -> None:
+        """Reset per-episode state (path tracks, counters)."""
+
+    def episode_summary(self) -> dict[str, Any] | None:
+        """What this topic contributes to the episode summary record (None: nothing)."""
+        return None
+
+    def _record(self, episode: EpisodeContext, description: str, data: Any, metadata: dict[str, Any]) -> Record:
+        return {
+            "description": description,
+            "perception_type": self.perception_type,
+            "data": data,
+            "metadata": metadata,
+            "collection": episode.collection,
+            "session_id": episode.session_id,
+        }
+
+
+class PerMessageConverter(Converter):
+    """Converters that make one record per (sampled) message; records are written once per chunk."""
+
+    def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig, kind: str) -> None:
+        super().__init__(topic, msgtype, rule, config, kind)
+        self._pending: list[tuple[int, str, Any, dict[str, Any]]] = []
+        self._count = 0
+
+    def feed(self, msg: RosMessage) -> bool:
+        description, data, extra = self.convert(msg)
+        self._pending.append((msg.t_ns, description, data, extra))
+        self._count += 1
+        if self.pending_since_ns is None:
+            self.pending_since_ns = msg.t_ns
+        self.ready = msg.t_ns - self.pending_since_ns >= self.chunk_ns
+        return False
+
+    def convert(self, msg: RosMessage) -> tuple[str, Any, dict[str, Any]]:
+        """(description, data, extra metadata sections) for one message; raises when malformed."""
+        raise NotImplementedError
+
+    def drain(self, episode: EpisodeContext) -> list[Record]:
+        records = []
+        for t_ns, description, data, extra in self._pending:
+            metadata = base_metadata(episode, self.topic, self.msgtype, 0.0)
+            metadata["episode"]["t_ns"] = t_ns
+            for section, values in extra.items():
+                metadata.setdefault(section, {}).update(values)
+            records.append(self._record(episode, description, data, metadata))
+        self.drain_buffers()
+        return records
+
+    def drain_buffers(self) -> None:
+        self._pending = []
+        self.pending_since_ns = None
+        self.ready = False
+
+    def start_episode(self) -> None:
+        self._count = 0
+
+    def episode_summary(self) -> dict[str, Any] | None:
+        return {"topic": self.topic, "msgtype": self.msgtype, "records": self._count}

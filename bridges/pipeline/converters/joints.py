@@ -1,0 +1,155 @@
+"""sensor_msgs/JointState -> joint trajectory chunks of numeric arrays."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config import BridgeConfig, TopicRule
+from ..messages import RosMessage
+from .base import Converter, EpisodeContext, Record, base_metadata
+
+__all__ = ["JointTrajectoryConverter"]
+
+
+@dataclass
+class _Buffer:
+    names: list[str]
+    t: list[int] = field(default_factory=list)
+    positions: list[list[float]] = field(default_factory=list)
+    velocities: list[list[float]] = field(default_factory=list)
+    efforts: list[list[float]] = field(default_factory=list)
+
+
+class JointTrajectoryConverter(Converter):
+    motion_aware = True
+
+    def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig) -> None:
+        super().__init__(topic, msgtype, rule, config, "joint_trajectory")
+        self._closed: list[_Buffer] = []
+        self._buffer: _Buffer | None = None
+        self._anchor: list[float] | None = None
+        self._chunks = 0
+
+    def _read(self, msg: RosMessage) -> tuple[list[str], list[float], list[float], list[float]]:
+        data = msg.data
+        names = data["name"]
+        positions = [float(v) for v in data["position"]]
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise TypeError("JointState.name must be a list of strings")
+        if len(positions) != len(names):
+            raise ValueError(f"JointState has {len(names)} names but {len(positions)} positions")
+        velocities = [float(v) for v in data.get("velocity") or []]
+        efforts = [float(v) for v in data.get("effort") or []]
+        for label, values in (("velocity", velocities), ("effort", efforts)):
+            if values and len(values) != len(names):
+                raise ValueError(f"JointState has {len(names)} names but {len(values)} {label} values")
+        return names, positions, velocities, efforts
+
+    def feed(self, msg: RosMessage) -> bool:
+        names, positions, velocities, efforts = self._read(msg)
+        buffer = self._buffer
+        if buffer is None or buffer.names != names:
+            buffer = self._start_buffer(names, msg.t_ns)
+        buffer.t.append(msg.t_ns)
+        buffer.positions.append(positions)
+        buffer.velocities.append(velocities)
+        buffer.efforts.append(efforts)
+        assert self.pending_since_ns is not None
+        if msg.t_ns - self.pending_since_ns >= self.chunk_ns:
+            self.ready = True
+        return self._moved(positions)
+
+    def would_move(self, msg: RosMessage) -> bool:
+        positions = self._read(msg)[1]
+        anchor = self._anchor
+        return anchor is None or len(anchor) != len(positions) or self._distance(anchor, positions) > self.config.motion_threshold_rad
+
+    @staticmethod
+    def _distance(a: list[float], b: list[float]) -> float:
+        return max((abs(p - q) for p, q in zip(a, b)), default=0.0)
+
+    def _moved(self, positions: list[float]) -> bool:
+        anchor = self._anchor
+        still = anchor is not None and len(anchor) == len(positions) and (
+            self._distance(anchor, positions) <= self.config.motion_threshold_rad
+        )
+        if still:
+            return False
+        self._anchor = positions
+        return anchor is not None
+
+    def _start_buffer(self, names: list[str], t_ns: int) -> _Buffer:
+        """A change in the joint set closes the chunk (arrays need a fixed column set)."""
+        if self._buffer is not None and self._buffer.t:
+            self._closed.append(self._buffer)
+            self.ready = True
+        self._buffer = _Buffer(list(names))
+        if self.pending_since_ns is None:
+            self.pending_since_ns = t_ns
+        return self._buffer
+
+    def drain(self, episode: EpisodeContext) -> list[Record]:
+        buffers = self._closed + ([self._buffer] if self._buffer is not None and self._buffer.t else [])
+        records = [self._chunk_record(episode, buffer) for buffer in buffers]
+        self.drain_buffers()
+        return records
+
+    def drain_buffers(self) -> None:
+        self._closed = []
+        self._buffer = None
+        self.pending_since_ns = None
+        self.ready = False
+
+    def _chunk_record(self, episode: EpisodeContext, buffer: _Buffer) -> Record:
+        t = np.asarray(buffer.t, dtype=np.int64)
+        positions = np.asarray(buffer.positions, dtype=np.float64).reshape(len(t), len(buffer.names))
+        rows = _thin(len(t), self.config.joint_max_samples)
+        data: dict[str, Any] = {
+            "t0_ns": episode.start_ns,
+            "t": ((t[rows] - episode.start_ns) / 1e9).tolist(),
+            "names": buffer.names,
+            "positions": positions[rows].tolist(),
+            "velocities": _full_rows(buffer.velocities, rows, len(buffer.names)),
+            "efforts": _full_rows(buffer.efforts, rows, len(buffer.names)),
+            "raw_samples": len(t),
+        }
+        travel = positions.max(axis=0) - positions.min(axis=0) if len(t) else np.zeros(len(buffer.names))
+        duration_s = float(t.max() - t.min()) / 1e9
+        metadata = base_metadata(episode, self.topic, self.msgtype, duration_s)
+        metadata["episode"].update({"t_start_ns": int(t.min()), "t_end_ns": int(t.max())})
+        metadata["robot"] = {**metadata.get("robot", {}), "joints": buffer.names}
+        metadata["params"] = {"joint_travel": {n: round(float(v), 4) for n, v in zip(buffer.names, travel)}}
+        self._chunks += 1
+        return self._record(episode, _describe(self.topic, duration_s, buffer.names, travel), data, metadata)
+
+    def start_episode(self) -> None:
+        self._chunks = 0
+
+    def episode_summary(self) -> dict[str, Any] | None:
+        return {"topic": self.topic, "msgtype": self.msgtype, "records": self._chunks} if self._chunks else None
+
+
+def _thin(n: int, limit: int) -> np.ndarray:
+    """Evenly spaced row indices, at most ``limit`` of them, always keeping the first and last."""
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, limit).round().astype(np.int64))
+
+
+def _full_rows(rows: list[list[float]], index: np.ndarray, width: int) -> list[list[float]]:
+    """Velocities/efforts only when every sample has them (they are optional in JointState)."""
+    if not rows or any(len(r) != width for r in rows):
+        return []
+    return np.asarray(rows, dtype=np.float64)[index].tolist()
+
+
+def _describe(topic: str, duration_s: float, names: list[str], travel: np.ndarray) -> str:
+    shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+    text = f"joint trajectory {topic} {duration_s:.1f} s {len(names)} joints ({shown})"
+    if len(names):
+        most = int(np.argmax(travel))
+        text += f" largest motion {names[most]} {float(travel[most]):.2f}"
+    return text

@@ -1,0 +1,198 @@
+"""Episode policies: when an episode (a robotmem session) starts and ends.
+
+* :class:`FileEpisodes` - one episode per source (a recording), split only by ``max_episode_s``.
+* :class:`GapEpisodes` - a new episode after ``seconds`` without motion (a silence in the
+  stream counts as no motion); the next episode begins when the robot moves again.
+* :class:`TopicEpisodes` - explicit markers on a topic (default ``/robotmem/episode``,
+  ``std_msgs/String``): ``start`` optionally followed by a JSON object (the episode context),
+  ``end`` optionally followed by an outcome score in [0, 1]. The JSON form
+  ``{"event": "start", "context": {...}}`` / ``{"event": "end", "score": 0.8}`` works too.
+
+Every policy can also be limited by ``max_episode_s`` (default: the config's) and, for
+live use, ``idle_gap_s``. The pipeline applies those two rules; a policy only says what
+its markers mean and whether data outside an episode opens a new one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .messages import RosMessage
+
+__all__ = [
+    "EndEpisode",
+    "EpisodeAction",
+    "EpisodePolicy",
+    "FileEpisodes",
+    "GapEpisodes",
+    "StartEpisode",
+    "TopicEpisodes",
+    "parse_episode_split",
+]
+
+
+@dataclass(frozen=True)
+class StartEpisode:
+    t_ns: int
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EndEpisode:
+    t_ns: int
+    score: float | None = None
+
+
+EpisodeAction = StartEpisode | EndEpisode
+
+
+class EpisodePolicy:
+    """Base policy: the first data message opens an episode; no markers."""
+
+    #: topic whose messages are episode markers (None: the policy uses none)
+    marker_topic: str | None = None
+
+    def __init__(
+        self, *, idle_gap_s: float | None = None, max_episode_s: float | None = None, opens_on_data: bool = True
+    ) -> None:
+        for name, value in (("idle_gap_s", idle_gap_s), ("max_episode_s", max_episode_s)):
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        self.idle_gap_s = idle_gap_s
+        self.max_episode_s = max_episode_s
+        #: whether a data message that arrives while no episode is open starts one
+        self.opens_on_data = opens_on_data
+
+    @property
+    def name(self) -> str:
+        return "auto"
+
+    def on_marker(self, msg: RosMessage, episode_open: bool) -> list[EpisodeAction]:
+        """Actions for a message on :attr:`marker_topic`. Raises ValueError when it is malformed."""
+        return []
+
+
+class FileEpisodes(EpisodePolicy):
+    """One episode per source (file); long recordings are split at ``max_episode_s``."""
+
+    def __init__(self, *, max_episode_s: float | None = None) -> None:
+        super().__init__(max_episode_s=max_episode_s)
+
+    @property
+    def name(self) -> str:
+        return "file"
+
+
+class GapEpisodes(EpisodePolicy):
+    """A new episode after ``seconds`` without motion."""
+
+    def __init__(self, seconds: float, *, max_episode_s: float | None = None) -> None:
+        super().__init__(idle_gap_s=seconds, max_episode_s=max_episode_s)
+        self.seconds = seconds
+
+    @property
+    def name(self) -> str:
+        return f"gap:{self.seconds:g}"
+
+
+class TopicEpisodes(EpisodePolicy):
+    """Episodes delimited by start/end markers on a topic.
+
+    ``outside="drop"`` (default) stores nothing that arrives outside a start/end pair;
+    ``outside="auto"`` opens an automatic episode for such data (a live robot that
+    sometimes forgets its markers).
+    """
+
+    def __init__(
+        self,
+        topic: str = "/robotmem/episode",
+        *,
+        idle_gap_s: float | None = None,
+        max_episode_s: float | None = None,
+        outside: str = "drop",
+    ) -> None:
+        if outside not in ("drop", "auto"):
+            raise ValueError(f"outside must be 'drop' or 'auto', got {outside!r}")
+        super().__init__(idle_gap_s=idle_gap_s, max_episode_s=max_episode_s, opens_on_data=outside == "auto")
+        self.marker_topic = topic
+
+    @property
+    def name(self) -> str:
+        return f"topic:{self.marker_topic}"
+
+    def on_marker(self, msg: RosMessage, episode_open: bool) -> list[EpisodeAction]:
+        event, argument = parse_marker(msg.data)
+        if event == "start":
+            context = _marker_context(argument)
+            actions: list[EpisodeAction] = [EndEpisode(msg.t_ns)] if episode_open else []
+            return actions + [StartEpisode(msg.t_ns, context)]
+        return [EndEpisode(msg.t_ns, _marker_score(argument))] if episode_open else []
+
+
+def parse_marker(data: dict[str, Any]) -> tuple[str, Any]:
+    """``("start", context-or-None)`` or ``("end", score-or-None)``; ValueError otherwise."""
+    text = data.get("data")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("episode marker: 'data' must be a non-empty string ('start [json]' or 'end [score]')")
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"episode marker: invalid JSON: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise ValueError("episode marker: JSON form must be an object")
+        event = obj.get("event")
+        argument = obj.get("context") if event == "start" else obj.get("score")
+    else:
+        event, _, rest = text.partition(" ")
+        argument = rest.strip() or None
+    if event not in ("start", "end"):
+        raise ValueError(f"episode marker: event must be 'start' or 'end', got {event!r}")
+    return str(event), argument
+
+
+def _marker_context(argument: Any) -> dict[str, Any]:
+    if argument is None:
+        return {}
+    if isinstance(argument, str):
+        try:
+            argument = json.loads(argument)
+        except ValueError as exc:
+            raise ValueError(f"episode marker: start context is not JSON: {exc}") from exc
+    if not isinstance(argument, dict):
+        raise ValueError("episode marker: start context must be a JSON object")  # noqa: TRY004 - bad input, not a bug
+    return argument
+
+
+def _marker_score(argument: Any) -> float | None:
+    if argument is None:
+        return None
+    try:
+        score = float(argument)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"episode marker: end score must be a number, got {argument!r}") from exc
+    if not 0.0 <= score <= 1.0:
+        raise ValueError(f"episode marker: end score must be within [0, 1], got {score}")
+    return score
+
+
+def parse_episode_split(spec: str, *, max_episode_s: float | None = None) -> EpisodePolicy:
+    """``file`` | ``gap:SECONDS`` | ``topic:/name`` -> a policy. ValueError names the problem."""
+    kind, _, argument = spec.partition(":")
+    if kind == "file" and not argument:
+        return FileEpisodes(max_episode_s=max_episode_s)
+    if kind == "gap":
+        try:
+            seconds = float(argument)
+        except ValueError:
+            raise ValueError(f"--episode-split gap:SECONDS needs a number of seconds, got {argument!r}") from None
+        if not (seconds > 0 and math.isfinite(seconds)):
+            raise ValueError(f"--episode-split gap:SECONDS must be positive, got {argument!r}")
+        return GapEpisodes(seconds, max_episode_s=max_episode_s)
+    if kind == "topic" and argument.startswith("/"):
+        return TopicEpisodes(argument, max_episode_s=max_episode_s)
+    raise ValueError(f"--episode-split must be 'file', 'gap:SECONDS' or 'topic:/name', got {spec!r}")

@@ -1,0 +1,344 @@
+"""The pipeline: ROS messages in, robotmem sessions and records out.
+
+One instance per stream of messages (a recording, a rosbridge connection). ``feed`` is
+called from one thread; it never raises for a bad message (counted as malformed and
+logged). Errors of the store itself (robotmem StorageError) do propagate: the caller
+decides whether to retry or stop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import BridgeConfig, TopicRule
+from .converters import Converter, EpisodeContext, Record, make_converter
+from .episodes import EndEpisode, EpisodeAction, EpisodePolicy, StartEpisode
+from .messages import RosMessage
+from .stats import PipelineStats, TopicStats
+from .summary import episode_summary_record
+from .writer import RecordWriter
+
+__all__ = ["Pipeline"]
+
+log = logging.getLogger("bridges.pipeline")
+
+_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+#: malformed messages logged per topic before the log goes quiet (counting continues)
+_LOG_FIRST = 5
+
+
+@dataclass
+class _Handler:
+    """What to do with one (topic, type): cached after the first message."""
+
+    kind: str  # a converter name, or "ignored"
+    stats: TopicStats
+    rule: TopicRule | None = None
+    converter: Converter | None = None
+    sample_ns: int = 0
+    last_kept_ns: int | None = None
+
+
+@dataclass
+class _Episode:
+    context: EpisodeContext
+    start_ns: int
+    last_ns: int
+    last_motion_ns: int
+    task: dict[str, Any]
+    #: already stored by an earlier run (idempotent replay): follow it, write nothing
+    skipping: bool = False
+    saw_motion_source: bool = False
+    messages: dict[str, int] = field(default_factory=dict)
+    facts: int = 0
+
+
+class Pipeline:
+    def __init__(
+        self,
+        memory: Any,
+        config: BridgeConfig,
+        *,
+        collection: str,
+        robot_id: str | None,
+        episode_policy: EpisodePolicy,
+        source: str,
+        dry_run: bool = False,
+        session_id_for: Callable[[int], str] | None = None,
+    ) -> None:
+        """``session_id_for(start_ns)`` gives deterministic session ids (replay); an id that
+        already exists as an ended session is skipped, an open one is rewritten from scratch."""
+        self.config = config
+        self.collection = collection
+        self.robot_id = robot_id
+        self.policy = episode_policy
+        self.source = source
+        self.stats = PipelineStats()
+        self.writer = RecordWriter(memory, self.stats, dry_run=dry_run)
+        self._session_id_for = session_id_for
+        self._source_meta = {"url": source} if "://" in source else {"file": source}
+        self._handlers: dict[tuple[str, str], _Handler] = {}
+        self._episode: _Episode | None = None
+        self._idle = False  # the last episode ended for lack of motion: wait for motion
+        max_s = episode_policy.max_episode_s if episode_policy.max_episode_s is not None else config.max_episode_s
+        self._max_ns = int(max_s * 1e9) if max_s else 0
+        self._idle_ns = int(episode_policy.idle_gap_s * 1e9) if episode_policy.idle_gap_s else 0
+
+    # -- public API ----------------------------------------------------------------------
+    def feed(self, msg: RosMessage) -> None:
+        handler = self._handlers.get((msg.topic, msg.msgtype)) or self._new_handler(msg.topic, msg.msgtype)
+        handler.stats.messages += 1
+        kind = handler.kind
+        if kind == "ignored":
+            handler.stats.ignored += 1
+        elif kind == "episode":
+            self._on_marker(msg, handler)
+        else:
+            self._advance(msg.t_ns)
+            if self._sampled_out(msg.t_ns, handler):
+                handler.stats.sampled_out += 1
+            elif kind == "learn":
+                self._on_learn(msg, handler)
+            else:
+                self._on_data(msg, handler)
+
+    def tick(self, now_ns: int) -> None:
+        """Time passed without messages: end an idle episode, write chunks that are due."""
+        self._advance(now_ns)
+        due = [h for h in self._converters() if h.converter is not None and h.converter.pending_since_ns is not None
+               and now_ns - h.converter.pending_since_ns >= h.converter.chunk_ns]
+        if due and self._episode is not None:
+            self._drain(due)
+
+    def flush(self) -> None:
+        """Write every buffered chunk now; the episode stays open."""
+        if self._episode is not None:
+            self._drain(self._converters())
+
+    def close(self) -> PipelineStats:
+        """Flush, end the open episode, return the counters."""
+        if self._episode is not None:
+            self._end(EndEpisode(self._episode.last_ns))
+        return self.stats
+
+    @property
+    def plan(self) -> list[dict[str, Any]]:
+        """Dry run: everything that would have been written."""
+        return self.writer.plan
+
+    # -- dispatch ------------------------------------------------------------------------
+    def _new_handler(self, topic: str, msgtype: str) -> _Handler:
+        stats = self.stats.topic(topic)
+        stats.msgtype = msgtype
+        rules = self.config.rules_for(topic, msgtype)
+        handler = _Handler("ignored", stats)
+        if rules:
+            rule = rules[0]
+            handler = _Handler(rule.converter, stats, rule, sample_ns=int(rule.sample_every_s * 1e9))
+            if rule.converter not in ("learn", "episode"):
+                handler.converter = make_converter(topic, msgtype, rule, self.config)
+        stats.converter = handler.kind
+        self._handlers[(topic, msgtype)] = handler
+        return handler
+
+    def _converters(self) -> list[_Handler]:
+        return [h for h in self._handlers.values() if h.converter is not None]
+
+    def _sampled_out(self, t_ns: int, handler: _Handler) -> bool:
+        if not handler.sample_ns:
+            return False
+        last = handler.last_kept_ns
+        if last is not None and 0 <= t_ns - last < handler.sample_ns:
+            return True
+        handler.last_kept_ns = t_ns
+        return False
+
+    def _log_malformed(self, msg: RosMessage, handler: _Handler, exc: Exception) -> None:
+        handler.stats.malformed += 1
+        count = handler.stats.malformed
+        if count <= _LOG_FIRST or count % 1000 == 0:
+            log.warning("%s (%s): malformed message #%d skipped: %s: %s", msg.topic, msg.msgtype, count,
+                        type(exc).__name__, exc)
+
+    # -- data ----------------------------------------------------------------------------
+    def _on_data(self, msg: RosMessage, handler: _Handler) -> None:
+        converter = handler.converter
+        assert converter is not None
+        if self._episode is None and not self._open_for(msg, handler):
+            return
+        episode = self._episode
+        assert episode is not None
+        try:
+            moved = converter.feed(msg)
+        except _MALFORMED as exc:
+            self._log_malformed(msg, handler, exc)
+            return
+        if episode.skipping:
+            handler.stats.already_stored += 1
+        episode.messages[msg.topic] = episode.messages.get(msg.topic, 0) + 1
+        episode.last_ns = max(episode.last_ns, msg.t_ns)
+        if converter.motion_aware:
+            episode.saw_motion_source = True
+        if moved or not episode.saw_motion_source:
+            episode.last_motion_ns = max(episode.last_motion_ns, msg.t_ns)
+        if converter.ready:
+            self._drain([h for h in self._converters() if h.converter is not None and h.converter.ready])
+
+    def _open_for(self, msg: RosMessage, handler: _Handler) -> bool:
+        """No episode is open: does this message start one?"""
+        converter = handler.converter
+        assert converter is not None
+        if not self.policy.opens_on_data:
+            handler.stats.outside_episode += 1
+            return False
+        if self._idle:
+            try:
+                moving = converter.would_move(msg)
+            except _MALFORMED as exc:
+                self._log_malformed(msg, handler, exc)
+                return False
+            if not moving:
+                handler.stats.outside_episode += 1
+                return False
+        self._start(StartEpisode(msg.t_ns))
+        return True
+
+    def _on_learn(self, msg: RosMessage, handler: _Handler) -> None:
+        try:
+            insight, context = _parse_learn(msg.data)
+        except _MALFORMED as exc:
+            self._log_malformed(msg, handler, exc)
+            return
+        episode = self._episode
+        if episode is not None and episode.skipping:
+            handler.stats.already_stored += 1
+            return
+        context.setdefault("source", {}).update({"topic": msg.topic, **self._source_meta})
+        if self.robot_id:
+            context.setdefault("robot", {}).setdefault("id", self.robot_id)
+        session_id = episode.context.session_id if episode is not None else None
+        self.writer.learn(msg.topic, insight, context, self.collection, session_id)
+        if episode is not None:
+            episode.facts += 1
+            episode.messages[msg.topic] = episode.messages.get(msg.topic, 0) + 1
+
+    def _drain(self, handlers: list[_Handler]) -> None:
+        episode = self._episode
+        assert episode is not None
+        records: list[tuple[str, Record]] = []
+        for handler in handlers:
+            converter = handler.converter
+            assert converter is not None
+            if episode.skipping:
+                converter.discard()
+            else:
+                records.extend((converter.topic, r) for r in converter.drain(episode.context))
+        self.writer.write(records)
+
+    # -- episodes ------------------------------------------------------------------------
+    def _on_marker(self, msg: RosMessage, handler: _Handler) -> None:
+        if self.policy.marker_topic != msg.topic:
+            return  # markers mean nothing to this policy; counted, not stored
+        self._advance(msg.t_ns)
+        try:
+            actions = self.policy.on_marker(msg, self._episode is not None)
+        except _MALFORMED as exc:
+            self._log_malformed(msg, handler, exc)
+            return
+        self._apply(actions)
+
+    def _apply(self, actions: list[EpisodeAction]) -> None:
+        for action in actions:
+            if isinstance(action, StartEpisode):
+                self._start(action)
+            elif self._episode is not None:
+                self._end(action)
+
+    def _advance(self, now_ns: int) -> None:
+        """Apply the idle-gap and maximum-duration rules to the open episode."""
+        episode = self._episode
+        if episode is None:
+            return
+        if self._idle_ns and now_ns - episode.last_motion_ns > self._idle_ns:
+            self._end(EndEpisode(episode.last_motion_ns))
+            self._idle = True
+        elif self._max_ns and now_ns - episode.start_ns >= self._max_ns:
+            task = dict(episode.task, continues=episode.context.session_id)
+            self._end(EndEpisode(now_ns))
+            self._start(StartEpisode(now_ns, {"task": task} if task else {}))
+
+    def _start(self, action: StartEpisode) -> None:
+        self._idle = False
+        context = _session_context(action.context, self.robot_id, self._source_meta, self.policy.name, action.t_ns)
+        session_id = self._session_id_for(action.t_ns) if self._session_id_for is not None else None
+        status = self.writer.session_status(session_id) if session_id is not None else None
+        if status == "open":
+            self.writer.forget_session_records(session_id or "")
+            self.stats.episodes_rewritten += 1
+        elif status is None:
+            session_id = self.writer.start_session(self.collection, context, session_id)
+        else:
+            self.stats.episodes_skipped += 1
+        assert session_id is not None
+        self.stats.session_ids.append(session_id)
+        if status != "ended":
+            self.stats.episodes_started += 1
+        episode_context = EpisodeContext(session_id, action.t_ns, self.collection, self.robot_id, self._source_meta)
+        task = context.get("task", {}) if isinstance(context.get("task"), dict) else {}
+        self._episode = _Episode(episode_context, action.t_ns, action.t_ns, action.t_ns, task, skipping=status == "ended")
+        for handler in self._converters():
+            assert handler.converter is not None
+            handler.converter.start_episode()
+
+    def _end(self, action: EndEpisode) -> None:
+        episode = self._episode
+        assert episode is not None
+        self._drain(self._converters())
+        self._episode = None
+        if episode.skipping:
+            return
+        summaries = [s for h in self._converters() if h.converter is not None
+                     for s in [h.converter.episode_summary()] if s is not None]
+        summary = episode_summary_record(
+            episode.context, policy=self.policy.name, start_ns=episode.start_ns, end_ns=max(action.t_ns, episode.last_ns),
+            messages=episode.messages, facts=episode.facts, topic_summaries=summaries, task=episode.task,
+            outcome_score=action.score,
+        )
+        self.writer.write([("(episode)", summary)])
+        self.writer.end_session(episode.context.session_id, action.score)
+        self.stats.episodes_ended += 1
+
+
+def _parse_learn(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Plain text, or JSON ``{"insight": ..., "context": {...}}``."""
+    text = data["data"]
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("learn: 'data' must be a non-empty string")
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        obj = json.loads(stripped)
+        if not isinstance(obj, dict) or not isinstance(obj.get("insight"), str) or not obj["insight"].strip():
+            raise ValueError("learn: JSON form needs a non-empty string 'insight'")
+        context = obj.get("context") or {}
+        if not isinstance(context, dict):
+            raise ValueError("learn: 'context' must be a JSON object")
+        return obj["insight"].strip(), dict(context)
+    return stripped, {}
+
+
+def _session_context(
+    marker: dict[str, Any], robot_id: str | None, source: dict[str, str], policy: str, start_ns: int
+) -> dict[str, Any]:
+    context: dict[str, Any] = {"source": dict(source, policy=policy), "episode": {"t_start_ns": start_ns}}
+    if robot_id:
+        context["robot"] = {"id": robot_id}
+    for key, value in marker.items():
+        if isinstance(value, dict) and isinstance(context.get(key), dict):
+            context[key] = {**context[key], **value}
+        else:
+            context[key] = value
+    return context

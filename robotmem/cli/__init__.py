@@ -1,0 +1,1 @@
+"""The `robotmem` command line."""

@@ -1,0 +1,34 @@
+"""Names, limits and small value types shared by every layer."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CONTEXT_SECTIONS",
+    "PERCEPTION_TYPES",
+    "MEMORY_TYPES",
+    "STATUSES",
+    "INSIGHT_MAX_CHARS",
+    "DESCRIPTION_MIN_CHARS",
+    "DESCRIPTION_MAX_CHARS",
+    "RECALL_MAX_N",
+    "COLLECTION_MAX_CHARS",
+    "REASON_MAX_CHARS",
+]
+
+#: Context sections that recall lifts to top-level keys of a hit.
+CONTEXT_SECTIONS: Final = ("params", "spatial", "robot", "task")
+PERCEPTION_TYPES: Final = ("visual", "tactile", "auditory", "proprioceptive", "procedural")
+#: "fact" comes from learn(); "perception" from save_perception().
+MEMORY_TYPES: Final = ("fact", "perception")
+#: active: searchable. forgotten: retracted by forget(). superseded: merged into another memory.
+#: archived: decayed below the archive floor (recall shows it only with min_confidence=0).
+STATUSES: Final = ("active", "forgotten", "superseded", "archived")
+
+INSIGHT_MAX_CHARS: Final = 300
+DESCRIPTION_MIN_CHARS: Final = 5
+DESCRIPTION_MAX_CHARS: Final = 2000
+RECALL_MAX_N: Final = 100
+COLLECTION_MAX_CHARS: Final = 64
+REASON_MAX_CHARS: Final = 500

@@ -1,0 +1,1 @@
+"""Recall: full text, vectors, exact filters and spatial ordering."""

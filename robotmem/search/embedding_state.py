@@ -1,0 +1,77 @@
+"""The store's view of the embedder: present, absent, or failed once and switched off."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Sequence
+
+import numpy as np
+
+from ..config import Config
+from ..embeddings.base import Embedder
+from ..errors import EmbeddingUnavailableError
+
+__all__ = ["EmbeddingState", "resolve_embedder"]
+
+log = logging.getLogger("robotmem.embeddings")
+
+
+def resolve_embedder(choice: object, config: Config) -> Embedder | None:
+    """"auto" -> the packaged ONNX model (None when embeddings are off); None -> no vectors."""
+    if choice is None:
+        return None
+    if isinstance(choice, str):
+        if choice != "auto":
+            raise ValueError(f"embedder must be 'auto', None or an Embedder, not {choice!r}")
+        if config.embeddings == "off":
+            return None
+        try:
+            from ..embeddings import load_embedder  # type: ignore[attr-defined]
+        except ImportError:  # pragma: no cover - the embeddings package always ships load_embedder
+            log.warning("robotmem.embeddings.load_embedder is missing; recall runs bm25_only")
+            return None
+        return load_embedder(config)  # type: ignore[no-any-return]
+    if not isinstance(choice, Embedder):
+        raise ValueError("embedder must provide model_id, dim and embed(texts)")
+    return choice
+
+
+class EmbeddingState:
+    """Embeds when it can; after the first failure says so once and stays off (bm25_only)."""
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        self._embedder = embedder
+        self._failed = False
+        self._lock = threading.Lock()
+
+    @property
+    def available(self) -> bool:
+        return self._embedder is not None and not self._failed
+
+    @property
+    def model_id(self) -> str | None:
+        return self._embedder.model_id if self._embedder is not None else None
+
+    @property
+    def dim(self) -> int | None:
+        return self._embedder.dim if self._embedder is not None else None
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._embedder
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray | None:
+        """Vectors for ``texts``, or None when embeddings are unavailable."""
+        if not self.available or not texts:
+            return None
+        assert self._embedder is not None
+        try:
+            vectors = self._embedder.embed(list(texts))
+        except EmbeddingUnavailableError as exc:
+            with self._lock:
+                if not self._failed:
+                    self._failed = True
+                    log.warning("embeddings unavailable, recall runs bm25_only: %s", exc)
+            return None
+        return np.ascontiguousarray(vectors, dtype=np.float32)

@@ -1,0 +1,202 @@
+"""Recall: BM25 and vector hits fused by reciprocal rank, exact filters, spatial order."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import apsw
+import numpy as np
+
+from ..context import lift_sections
+from ..store.connection import Database
+from . import sql
+from .request import RecallRequest
+from .tokens import fts_match_expression
+from .vector_index import Eligibility, VectorIndex
+
+__all__ = ["RecallEngine", "row_to_record"]
+
+_RRF_K = 60
+#: Below this many SQL candidates and with no warm in-process index, sqlite-vec ranks them in SQL.
+_SQL_VECTOR_LIMIT = 2048
+
+
+class RecallEngine:
+    def __init__(self, db: Database, *, half_life_s: float, min_similarity: float = 0.2) -> None:
+        self._db = db
+        self._half_life_s = half_life_s
+        self._min_similarity = min_similarity
+        self._indexes: dict[tuple[str, str], VectorIndex] = {}
+        self._lock = threading.Lock()
+
+    def index_for(self, collection: str, model_id: str, dim: int) -> VectorIndex:
+        key = (collection, model_id)
+        with self._lock:
+            index = self._indexes.get(key)
+            if index is None:
+                index = self._indexes[key] = VectorIndex(collection, model_id, dim)
+            return index
+
+    def recall(
+        self, req: RecallRequest, now: float, query_vector: np.ndarray | None, model_id: str | None
+    ) -> dict[str, Any]:
+        pool = max(50, 4 * req.n)
+        with self._db.read() as conn:
+            bm25_ids: list[int] = []
+            vector_hits: list[tuple[int, float]] = []
+            match = fts_match_expression(req.query) if req.query else None
+            if match:
+                q, p = sql.bm25_sql(req, match, now, self._half_life_s, pool)
+                bm25_ids = [row[0] for row in conn.execute(q, p)]
+            if req.query and query_vector is not None and model_id is not None:
+                vector_hits = self._vector_hits(conn, req, now, query_vector, model_id, pool)
+            relevance = _fuse(bm25_ids, [memory_id for memory_id, _ in vector_hits])
+            mode = _mode(req, bool(match), query_vector is not None and model_id is not None)
+            distances: dict[int, float] = {}
+            if req.spatial is not None:
+                ranked = self._spatial_order(conn, req, now, relevance, distances)
+            elif req.query:
+                ranked = list(relevance)
+            else:
+                q, p = sql.recent_sql(req, now, self._half_life_s, req.n)
+                ranked = [row[0] for row in conn.execute(q, p)]
+            records = self._load(conn, ranked if req.spatial is not None else ranked[: max(pool, req.n)], now)
+        results = _score(records, relevance, distances, req, mode)
+        return {"mode": mode, "count": len(results), "results": results}
+
+    # -- vectors ---------------------------------------------------------------------
+
+    def _vector_hits(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int
+    ) -> list[tuple[int, float]]:
+        index = self.index_for(req.collection, model_id, int(query.shape[0]))
+        candidates: np.ndarray | None = None
+        if req.needs_sql_candidates:
+            q, p = sql.candidates_sql(req, now, self._half_life_s)
+            candidates = np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
+            if len(candidates) == 0:
+                return []
+            if len(candidates) <= _SQL_VECTOR_LIMIT and not index.loaded:
+                return self._sql_vector_hits(conn, candidates, model_id, query, k)
+        index.sync(conn)
+        rules = Eligibility(
+            now=now,
+            half_life_s=self._half_life_s,
+            min_confidence=req.min_confidence,
+            include_archived=req.include_archived,
+            since=req.since,
+            until=req.until,
+        )
+        return index.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity)
+
+    def _sql_vector_hits(
+        self, conn: apsw.Connection, candidates: np.ndarray, model_id: str, query: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        q, p = sql.vector_sql(json.dumps(candidates.tolist()), model_id, query.astype(np.float32).tobytes(), k)
+        return [(int(i), float(s)) for i, s in conn.execute(q, p) if s >= self._min_similarity]
+
+    # -- spatial ---------------------------------------------------------------------
+
+    def _spatial_order(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, relevance: dict[int, float],
+        distances: dict[int, float],
+    ) -> list[int]:
+        assert req.spatial is not None
+        # Fetch extra rows so equal distances can be ordered by relevance.
+        q, p = sql.spatial_sql(req, req.spatial, now, self._half_life_s, req.n * 3 + 10)
+        rows = [(int(i), float(d2) ** 0.5) for i, d2 in conn.execute(q, p)]
+        rows.sort(key=lambda r: (round(r[1], 9), -relevance.get(r[0], 0.0)))
+        ranked = [memory_id for memory_id, _ in rows[: req.n]]
+        distances.update(rows[: req.n])
+        if len(ranked) < req.n and req.spatial.max_distance is None:
+            # Memories without the field come last: most relevant first, else most recent.
+            rest = [m for m in relevance if m not in distances]
+            if len(rest) < req.n - len(ranked):
+                q, p = sql.recent_sql(req, now, self._half_life_s, req.n, json.dumps(ranked + rest))
+                rest += [row[0] for row in conn.execute(q, p)]
+            ranked += rest[: req.n - len(ranked)]
+        return ranked
+
+    # -- rows ------------------------------------------------------------------------
+
+    def _load(self, conn: apsw.Connection, ids: list[int], now: float) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        q, p = sql.hits_sql(json.dumps(ids))
+        by_id = {row[0]: row_to_record(row, now, self._half_life_s) for row in conn.execute(q, p)}
+        return [by_id[i] for i in ids if i in by_id]
+
+
+def _fuse(*rankings: list[int]) -> dict[int, float]:
+    """Reciprocal rank fusion, normalised so that first place in every list scores 1.0."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, memory_id in enumerate(ranking):
+            scores[memory_id] = scores.get(memory_id, 0.0) + 1.0 / (_RRF_K + rank + 1)
+    used = max(1, sum(1 for r in rankings if r))
+    best = used / (_RRF_K + 1)
+    return {m: s / best for m, s in sorted(scores.items(), key=lambda kv: -kv[1])}
+
+
+def _mode(req: RecallRequest, searched_text: bool, searched_vectors: bool) -> str:
+    if not req.query:
+        return "filter_only"
+    if searched_vectors:
+        return "hybrid" if searched_text else "vector_only"
+    return "bm25_only"
+
+
+def _score(
+    records: list[dict[str, Any]], relevance: dict[int, float], distances: dict[int, float],
+    req: RecallRequest, mode: str,
+) -> list[dict[str, Any]]:
+    for record in records:
+        rel = relevance.get(record["id"], 0.0)
+        record["score"] = round((rel if mode != "filter_only" else 1.0) * record["confidence"], 6)
+        if req.spatial is not None:
+            record["distance"] = distances.get(record["id"])
+    if req.spatial is None and mode != "filter_only":
+        records.sort(key=lambda r: -r["score"])
+    return records[: req.n]
+
+
+def row_to_record(row: tuple[Any, ...], now: float, half_life_s: float, *, full: bool = False) -> dict[str, Any]:
+    values = dict(zip(sql.HIT_COLUMNS, row))
+    context = json.loads(values["context"]) if values["context"] else {}
+    confidence = values["confidence"]
+    if not values["protected"]:
+        confidence *= 2.0 ** (-max(0.0, now - values["reinforced_at"]) / half_life_s)
+    record: dict[str, Any] = {
+        "id": values["id"],
+        "content": values["content"],
+        "type": values["type"],
+        "perception_type": values["perception_type"],
+        "session_id": values["session_id"],
+        "collection": values["collection"],
+        "confidence": round(confidence, 6),
+        "created_at": values["created_at"],
+        "occurred_at": values["occurred_at"],
+        "context": context,
+        **lift_sections(context),
+    }
+    if values["payload_summary"] is not None:
+        record["payload"] = json.loads(values["payload_summary"])
+    if full:
+        record.update(
+            status=values["status"],
+            superseded_by=values["superseded_by"],
+            evidence_count=values["evidence_count"],
+            absorbed=json.loads(values["absorbed"]),
+            first_seen=values["first_seen"],
+            last_seen=values["last_seen"],
+            updated_at=values["updated_at"],
+            stored_confidence=values["confidence"],
+            reinforced_at=values["reinforced_at"],
+            protected=bool(values["protected"]),
+            access_count=values["access_count"],
+        )
+        if values["status"] == "forgotten":
+            record.update(forgotten_at=values["forgotten_at"], forget_reason=values["forget_reason"])
+    return record

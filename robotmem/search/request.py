@@ -1,0 +1,118 @@
+"""A validated recall request: what recall() receives after the boundary checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import validation
+from ..errors import ValidationError
+from .filters import CompiledFilter, compile_filter, json_path
+
+__all__ = ["RecallRequest", "SpatialSort", "parse_spatial_sort"]
+
+
+@dataclass(frozen=True)
+class SpatialSort:
+    field: str
+    json_path: str
+    target: tuple[float, ...]
+    max_distance: float | None
+
+
+@dataclass(frozen=True)
+class RecallRequest:
+    query: str
+    collection: str
+    n: int
+    min_confidence: float
+    session_id: str | None = None
+    filter: CompiledFilter | None = None
+    spatial: SpatialSort | None = None
+    since: float | None = None
+    until: float | None = None
+
+    @property
+    def include_archived(self) -> bool:
+        # Archived memories decayed below the floor; asking for min_confidence=0 asks for them too.
+        return self.min_confidence == 0.0
+
+    @property
+    def needs_sql_candidates(self) -> bool:
+        return self.filter is not None or self.session_id is not None
+
+
+def parse_spatial_sort(value: Any) -> SpatialSort | None:
+    spec = validation.json_object(value, "spatial_sort")
+    if spec is None:
+        return None
+    unknown = set(spec) - {"field", "target", "max_distance"}
+    if unknown:
+        raise ValidationError(f"spatial_sort: unknown key(s) {', '.join(sorted(unknown))}", field="spatial_sort")
+    field = spec.get("field")
+    if not isinstance(field, str):
+        raise ValidationError("spatial_sort.field must be a dot path such as 'spatial.object_position'",
+                              field="spatial_sort.field")
+    path = json_path(field, "spatial_sort.field")
+    target = spec.get("target")
+    if (
+        not isinstance(target, list)
+        or len(target) not in (2, 3)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in target)
+    ):
+        raise ValidationError("spatial_sort.target must be [x, y] or [x, y, z] numbers", field="spatial_sort.target")
+    max_distance = spec.get("max_distance")
+    if max_distance is not None and (
+        isinstance(max_distance, bool) or not isinstance(max_distance, (int, float)) or max_distance < 0
+    ):
+        raise ValidationError("spatial_sort.max_distance must be a number >= 0", field="spatial_sort.max_distance")
+    return SpatialSort(
+        field=field,
+        json_path=path,
+        target=tuple(float(v) for v in target),
+        max_distance=None if max_distance is None else float(max_distance),
+    )
+
+
+def build_request(
+    *,
+    query: Any,
+    collection: str,
+    n: Any,
+    min_confidence: Any,
+    session_id: Any,
+    context_filter: Any,
+    spatial_sort: Any,
+    since: Any,
+    until: Any,
+) -> RecallRequest:
+    if query is None:
+        query = ""
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be a string, got {type(query).__name__}", field="query")
+    if len(query) > 2000:
+        raise ValidationError("query is longer than 2000 characters", field="query")
+    spec = validation.json_object(context_filter, "context_filter")
+    compiled = compile_filter(spec) if spec else None
+    request = RecallRequest(
+        query=query.strip(),
+        collection=collection,
+        n=validation.recall_n(n),
+        min_confidence=validation.unit_interval(min_confidence, "min_confidence"),
+        session_id=None if session_id is None else validation.session_id(session_id),
+        filter=compiled,
+        spatial=parse_spatial_sort(spatial_sort),
+        since=validation.timestamp(since, "since"),
+        until=validation.timestamp(until, "until"),
+    )
+    if request.since is not None and request.until is not None and request.since > request.until:
+        raise ValidationError("since is after until", field="since")
+    narrowed = (
+        request.filter or request.spatial or request.session_id or request.since is not None or request.until is not None
+    )
+    if not request.query and not narrowed:
+        raise ValidationError(
+            "query is empty; give a query, or a context_filter / spatial_sort / session_id / time window",
+            field="query",
+        )
+    return request

@@ -1,0 +1,136 @@
+"""SQL for recall, built by small functions and run elsewhere (so each is testable and explainable).
+
+Every builder returns ``(sql, params)``. ``m`` is always the memories table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .request import RecallRequest, SpatialSort
+
+__all__ = [
+    "effective_confidence_sql",
+    "eligibility_sql",
+    "bm25_sql",
+    "candidates_sql",
+    "vector_sql",
+    "spatial_sql",
+    "recent_sql",
+    "hits_sql",
+]
+
+Query = tuple[str, list[Any]]
+
+
+def effective_confidence_sql(now: float, half_life_s: float) -> Query:
+    """Confidence decayed since the last reinforcement (the same formula as vector_index.decayed_confidence)."""
+    return (
+        "(CASE WHEN m.protected THEN m.confidence "
+        "ELSE m.confidence * pow(2.0, -max(0.0, ? - m.reinforced_at) / ?) END)",
+        [now, half_life_s],
+    )
+
+
+def eligibility_sql(req: RecallRequest, now: float, half_life_s: float, *, with_filter: bool = True) -> Query:
+    parts = ["m.collection = ?"]
+    params: list[Any] = [req.collection]
+    parts.append("m.status IN ('active', 'archived')" if req.include_archived else "m.status = 'active'")
+    if req.min_confidence > 0:
+        conf, conf_params = effective_confidence_sql(now, half_life_s)
+        parts.append(f"{conf} >= ?")
+        params += conf_params + [req.min_confidence]
+    if req.session_id is not None:
+        parts.append("m.session_id = ?")
+        params.append(req.session_id)
+    if req.since is not None:
+        parts.append("m.occurred_at >= ?")
+        params.append(req.since)
+    if req.until is not None:
+        parts.append("m.occurred_at <= ?")
+        params.append(req.until)
+    if with_filter and req.filter is not None:
+        parts.append(req.filter.sql)
+        params += list(req.filter.params)
+    return " AND ".join(parts), params
+
+
+def bm25_sql(req: RecallRequest, match: str, now: float, half_life_s: float, limit: int) -> Query:
+    where, params = eligibility_sql(req, now, half_life_s)
+    return (
+        "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+        "JOIN memories m ON m.id = memories_fts.rowid "
+        f"WHERE memories_fts MATCH ? AND {where} ORDER BY rank LIMIT ?",
+        [match, *params, limit],
+    )
+
+
+def candidates_sql(req: RecallRequest, now: float, half_life_s: float) -> Query:
+    where, params = eligibility_sql(req, now, half_life_s)
+    return f"SELECT m.id FROM memories m WHERE {where}", params
+
+
+def vector_sql(memory_ids_json: str, model_id: str, query_blob: bytes, limit: int) -> Query:
+    """Exact cosine ranking inside SQLite (sqlite-vec) over a small candidate set."""
+    return (
+        "SELECT e.memory_id, 1.0 - vec_distance_cosine(e.vector, ?) AS similarity FROM embeddings e "
+        "WHERE e.model_id = ? AND e.memory_id IN (SELECT value FROM json_each(?)) "
+        "ORDER BY similarity DESC LIMIT ?",
+        [query_blob, model_id, memory_ids_json, limit],
+    )
+
+
+def _coordinate(path: str, index: int, name: str) -> str:
+    return f"coalesce(json_extract(m.context, '{path}[{index}]'), json_extract(m.context, '{path}.\"{name}\"'))"
+
+
+def spatial_sql(req: RecallRequest, spatial: SpatialSort, now: float, half_life_s: float, limit: int) -> Query:
+    """Nearest first over every eligible memory that has the field; points are [x,y(,z)] or {x,y(,z)}."""
+    path = spatial.json_path.replace("'", "''")
+    axes = [_coordinate(path, i, name) for i, name in enumerate("xyz"[: len(spatial.target)])]
+    # A 2-D point compared with a 3-D target sits at z = 0.
+    if len(axes) == 3:
+        axes[2] = f"coalesce({axes[2]}, 0.0)"
+    squared = " + ".join(f"(({axis}) - ?) * (({axis}) - ?)" for axis in axes)
+    sq_params: list[Any] = []
+    for value in spatial.target:
+        sq_params += [value, value]
+    where, params = eligibility_sql(req, now, half_life_s)
+    having = f"{axes[0]} IS NOT NULL AND {axes[1]} IS NOT NULL"
+    sql = f"SELECT id, d2 FROM (SELECT m.id AS id, {squared} AS d2 FROM memories m WHERE {where} AND {having})"
+    out_params = sq_params + params
+    if spatial.max_distance is not None:
+        sql += " WHERE d2 <= ?"
+        out_params.append(spatial.max_distance**2)
+    sql += " ORDER BY d2, id DESC LIMIT ?"
+    out_params.append(limit)
+    return sql, out_params
+
+
+def recent_sql(req: RecallRequest, now: float, half_life_s: float, limit: int, exclude_json: str = "[]") -> Query:
+    where, params = eligibility_sql(req, now, half_life_s)
+    return (
+        f"SELECT m.id FROM memories m WHERE {where} AND m.id NOT IN (SELECT value FROM json_each(?)) "
+        "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?",
+        [*params, exclude_json, limit],
+    )
+
+
+HIT_COLUMNS = (
+    "id", "collection", "session_id", "type", "perception_type", "content", "context", "confidence",
+    "reinforced_at", "protected", "created_at", "occurred_at", "updated_at", "evidence_count", "status",
+    "superseded_by", "absorbed", "first_seen", "last_seen", "forgotten_at", "forget_reason", "access_count",
+    "payload_summary",
+)
+
+
+def hits_sql(memory_ids_json: str) -> Query:
+    return (
+        "SELECT m.id, m.collection, m.session_id, m.type, m.perception_type, m.content, json(m.context), "
+        "m.confidence, m.reinforced_at, m.protected, m.created_at, m.occurred_at, m.updated_at, "
+        "m.evidence_count, m.status, m.superseded_by, m.absorbed, m.first_seen, m.last_seen, "
+        "m.forgotten_at, m.forget_reason, m.access_count, p.summary "
+        "FROM memories m LEFT JOIN payloads p ON p.memory_id = m.id "
+        "WHERE m.id IN (SELECT value FROM json_each(?))",
+        [memory_ids_json],
+    )

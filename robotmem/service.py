@@ -1,0 +1,455 @@
+"""``Memory``: the seven operations (and a few reads) over one store.
+
+Every public method validates its input here, at the boundary, and returns plain
+JSON-serialisable values. Embedding happens outside write transactions so a writer
+never holds the database lock while the model runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from . import validation
+from .config import Config
+from .context import canonical_json, content_hash, parse_context
+from .embeddings.base import Embedder
+from .errors import ConflictError, NotFoundError, ValidationError
+from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
+from .search.embedding_state import EmbeddingState, resolve_embedder
+from .search.recall import RecallEngine, row_to_record
+from .search.sql import HIT_COLUMNS
+from .search.request import build_request
+from .search.tokens import index_tokens
+from .store import memories as mstore
+from .store import sessions as sstore
+from .store.connection import Database
+from .store.migrations import migrate
+
+__all__ = ["Memory"]
+
+log = logging.getLogger("robotmem")
+
+Clock = Callable[[], float]
+_PROTECTED_CATEGORIES = ("constraint", "safety")
+_ACCESS_FLUSH_EVERY = 256
+_DAY = 86_400.0
+
+
+def _is_protected(context: dict[str, Any]) -> bool:
+    return context.get("protected") is True or context.get("category") in _PROTECTED_CATEGORIES
+
+
+class Memory:
+    """An episodic memory store in one SQLite file. Thread-safe; use as a context manager."""
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        collection: str = "default",
+        clock: Clock | None = None,
+        *,
+        embedder: Embedder | str | None = "auto",
+        config: Config | None = None,
+    ) -> None:
+        if config is None:
+            config = Config.load(db_path=path)
+        elif path is not None:
+            config = dataclasses.replace(config, db_path=Path(path).expanduser())
+        self.config = config
+        self.collection = validation.collection(collection, "default")
+        self._clock: Clock = clock if clock is not None else time.time
+        self._db = Database(self.config.database, busy_timeout_ms=self.config.busy_timeout_ms)
+        with self._db.write() as conn:
+            migrate(conn)
+        self._embeddings = EmbeddingState(resolve_embedder(embedder, self.config))
+        self._half_life_s = self.config.half_life_days * _DAY
+        self._engine = RecallEngine(self._db, half_life_s=self._half_life_s)
+        self._access: dict[int, int] = {}
+        self._access_lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self.config.database
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._embeddings.embedder
+
+    def now(self) -> float:
+        return float(self._clock())
+
+    def close(self) -> None:
+        try:
+            self._flush_access(force=True)
+        finally:
+            self._db.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- learn -----------------------------------------------------------------------
+
+    def learn(
+        self,
+        insight: str,
+        context: dict[str, Any] | str | None = None,
+        collection: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Store a declarative experience; an exact repeat reinforces the existing memory."""
+        text = validation.insight(insight)
+        ctx = parse_context(context)
+        now = self.now()
+        coll = self._collection_for(collection, session_id)
+        digest = content_hash(text, ctx)
+        with self._db.read() as conn:
+            existing = mstore.find_duplicate(conn, coll, digest)
+        if existing is not None:
+            with self._db.write() as conn:
+                mstore.reinforce(conn, existing, now, step=self.config.reinforce_step,
+                                 ceiling=self.config.max_confidence, half_life_s=self._half_life_s)
+            return {"memory_id": existing, "status": "duplicate"}
+        vectors = self._embeddings.embed([text])
+        with self._db.write() as conn:
+            self._check_session_open(conn, session_id, coll)
+            memory_id = self._insert(conn, coll, session_id, "fact", None, text, ctx, now, now)
+            self._store_vector(conn, memory_id, coll, vectors, 0)
+        return {"memory_id": memory_id, "status": "created"}
+
+    # -- perceptions -----------------------------------------------------------------
+
+    def save_perception(
+        self,
+        description: str,
+        perception_type: str = "visual",
+        data: Any = None,
+        metadata: dict[str, Any] | str | None = None,
+        collection: str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Store what the robot sensed or did; numeric arrays are kept as compact binary."""
+        record = self._prepare_perception(
+            {"description": description, "perception_type": perception_type, "data": data,
+             "metadata": metadata, "collection": collection, "session_id": session_id}, field_prefix=""
+        )
+        (memory_id,) = self._write_perceptions([record])
+        return {"memory_id": memory_id, "status": "created", "payload_bytes": len(record["blob"] or b"")}
+
+    def save_perceptions(self, records: Sequence[dict[str, Any]]) -> list[int]:
+        """Bulk save_perception: one transaction, descriptions embedded in batches.
+
+        Each record takes save_perception's keyword arguments, plus optional ``occurred_at``
+        (epoch seconds; recordings set the recorded time).
+        """
+        if not isinstance(records, (list, tuple)):
+            raise ValidationError("records must be a list of dicts", field="records")
+        prepared = [self._prepare_perception(r, field_prefix=f"records[{i}].") for i, r in enumerate(records)]
+        return self._write_perceptions(prepared)
+
+    def _prepare_perception(self, raw: Any, *, field_prefix: str) -> dict[str, Any]:
+        if not isinstance(raw, dict):
+            raise ValidationError(f"{field_prefix or 'record'} must be a dict", field=field_prefix.rstrip(".") or None)
+        allowed = {"description", "perception_type", "data", "metadata", "collection", "session_id", "occurred_at"}
+        unknown = set(raw) - allowed
+        if unknown:
+            raise ValidationError(f"unknown field(s) {', '.join(sorted(unknown))}",
+                                  field=field_prefix + sorted(unknown)[0])
+        text = validation.description(raw.get("description"), field_prefix + "description")
+        ptype = validation.perception_type(raw.get("perception_type", "visual"))
+        ctx = parse_context(raw.get("metadata"), field_prefix + "metadata")
+        data = validation.json_value(raw.get("data"), field_prefix + "data")
+        blob = None if data is None else encode_payload(
+            data, max_bytes=self.config.max_payload_bytes, field=field_prefix + "data")
+        session_id = raw.get("session_id")
+        coll = self._collection_for(raw.get("collection"), session_id)
+        occurred = validation.timestamp(raw.get("occurred_at"), field_prefix + "occurred_at")
+        return {"text": text, "ptype": ptype, "context": ctx, "blob": blob, "collection": coll,
+                "session_id": session_id, "occurred_at": occurred}
+
+    def _write_perceptions(self, prepared: list[dict[str, Any]]) -> list[int]:
+        vectors = self._embeddings.embed([p["text"] for p in prepared])
+        now = self.now()
+        ids: list[int] = []
+        with self._db.write() as conn:
+            checked: set[tuple[str | None, str]] = set()
+            for i, p in enumerate(prepared):
+                if (p["session_id"], p["collection"]) not in checked:
+                    self._check_session_open(conn, p["session_id"], p["collection"])
+                    checked.add((p["session_id"], p["collection"]))
+                occurred = p["occurred_at"] if p["occurred_at"] is not None else now
+                memory_id = self._insert(conn, p["collection"], p["session_id"], "perception", p["ptype"],
+                                         p["text"], p["context"], now, occurred)
+                if p["blob"] is not None:
+                    summary = summarize_payload(decode_payload(p["blob"]), len(p["blob"]))
+                    mstore.insert_payload(conn, memory_id, p["blob"], summary)
+                self._store_vector(conn, memory_id, p["collection"], vectors, i)
+                ids.append(memory_id)
+        return ids
+
+    # -- recall ----------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str = "",
+        collection: str | None = None,
+        n: int = 5,
+        min_confidence: float = 0.3,
+        session_id: str | None = None,
+        context_filter: dict[str, Any] | str | None = None,
+        spatial_sort: dict[str, Any] | str | None = None,
+        since: float | str | None = None,
+        until: float | str | None = None,
+    ) -> dict[str, Any]:
+        """Most relevant memories: hybrid BM25 + vectors, exact filters, optional nearest-first order."""
+        req = build_request(
+            query=query, collection=validation.collection(collection, self.collection), n=n,
+            min_confidence=min_confidence, session_id=session_id, context_filter=context_filter,
+            spatial_sort=spatial_sort, since=since, until=until,
+        )
+        vector = None
+        if req.query:
+            vectors = self._embeddings.embed([req.query])
+            vector = None if vectors is None else vectors[0]
+        result = self._engine.recall(req, self.now(), vector, self._embeddings.model_id if vector is not None else None)
+        self._note_access(r["id"] for r in result["results"])
+        return result
+
+    # -- forget / update -------------------------------------------------------------
+
+    def forget(self, memory_id: int, reason: str) -> dict[str, Any]:
+        """Retract a memory: it leaves every search path; its row stays with the reason."""
+        mid = validation.memory_id(memory_id)
+        why = validation.reason(reason)
+        now = self.now()
+        with self._db.write() as conn:
+            row = self._require_row(conn, mid)
+            if row["status"] == "forgotten":
+                return {"memory_id": mid, "status": "already_forgotten", "reason": row["forget_reason"]}
+            mstore.mark_forgotten(conn, mid, why, now)
+        return {"memory_id": mid, "status": "forgotten", "reason": why}
+
+    def update(self, memory_id: int, new_content: str, context: dict[str, Any] | str | None = None) -> dict[str, Any]:
+        """Correct a memory's text (and, when given, replace its context); every index follows."""
+        mid = validation.memory_id(memory_id)
+        with self._db.read() as conn:
+            row = self._require_row(conn, mid)
+        kind, status, collection = row["type"], row["status"], row["collection"]
+        if status in ("forgotten", "superseded"):
+            target = f"; update memory {row['superseded_by']} instead" if status == "superseded" else ""
+            raise ConflictError(f"memory {mid} is {status}{target}", field="memory_id")
+        text = (validation.insight(new_content, "new_content") if kind == "fact"
+                else validation.description(new_content, "new_content"))
+        ctx = parse_context(context) if context is not None else parse_context(row["context"])
+        vectors = self._embeddings.embed([text])
+        now = self.now()
+        with self._db.write() as conn:
+            mstore.replace_content(
+                conn, mid, content=text, search_text=index_tokens(text), context_json=canonical_json(ctx),
+                content_hash=content_hash(text, ctx), protected=_is_protected(ctx), now=now,
+            )
+            if vectors is not None:
+                self._store_vector(conn, mid, collection, vectors, 0)
+            else:
+                # The old vector describes the old text: it must not answer queries any more.
+                conn.execute("DELETE FROM embeddings WHERE memory_id = ?", (mid,))
+        return {"memory_id": mid, "status": "updated"}
+
+    # -- sessions --------------------------------------------------------------------
+
+    def start_session(
+        self, collection: str | None = None, context: dict[str, Any] | str | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Open an episode; pass ``session_id`` to make the call idempotent (replay does)."""
+        coll = validation.collection(collection, self.collection)
+        ctx = parse_context(context)
+        sid = validation.session_id(session_id) if session_id is not None else "ses_" + uuid.uuid4().hex[:16]
+        now = self.now()
+        with self._db.write() as conn:
+            existing = sstore.get_session(conn, sid)
+            if existing is not None:
+                if existing["collection"] != coll:
+                    raise ConflictError(f"session {sid} belongs to collection {existing['collection']!r}",
+                                        field="session_id")
+                return {"session_id": sid, "collection": coll, "started_at": existing["started_at"],
+                        "status": "exists"}
+            sstore.insert_session(conn, sid, coll, canonical_json(ctx), now)
+        return {"session_id": sid, "collection": coll, "started_at": now, "status": "started"}
+
+    def end_session(self, session_id: str, outcome_score: float | None = None) -> dict[str, Any]:
+        """Close an episode, record its outcome and consolidate what it learned."""
+        sid = validation.session_id(session_id)
+        score = validation.optional_score(outcome_score)
+        from .consolidation import end_session as consolidate_end
+
+        return consolidate_end(self, self._db, sid, score, self.now())
+
+    def get_session(self, session_id: str) -> dict[str, Any]:
+        sid = validation.session_id(session_id)
+        with self._db.read() as conn:
+            session = sstore.get_session(conn, sid)
+        if session is None:
+            raise NotFoundError(f"no session {sid!r}", field="session_id")
+        return session
+
+    def list_sessions(
+        self, collection: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        if status not in (None, "open", "ended"):
+            raise ValidationError("status must be 'open' or 'ended'", field="status")
+        coll = None if collection is None else validation.collection(collection, self.collection)
+        with self._db.read() as conn:
+            return sstore.list_sessions(conn, coll, status, validation.integer(limit, "limit", low=1))
+
+    def session_timeline(self, session_id: str) -> dict[str, Any]:
+        session = self.get_session(session_id)
+        now = self.now()
+        with self._db.read() as conn:
+            ids = [r[0] for r in conn.execute(
+                "SELECT id FROM memories WHERE session_id = ? ORDER BY occurred_at, id", (session["session_id"],))]
+            records = [self._record(conn, i, now) for i in ids]
+        return {"session": session, "memories": records}
+
+    # -- reads -----------------------------------------------------------------------
+
+    def get(self, memory_id: int) -> dict[str, Any]:
+        """One memory by id, whatever its status (forgotten and superseded ones included)."""
+        mid = validation.memory_id(memory_id)
+        with self._db.read() as conn:
+            return self._record(conn, mid, self.now())
+
+    def get_data(self, memory_id: int, *, as_numpy: bool = False) -> Any:
+        """The full perception payload of one memory (arrays as lists, or numpy arrays)."""
+        mid = validation.memory_id(memory_id)
+        with self._db.read() as conn:
+            self._require_row(conn, mid)
+            row = conn.execute("SELECT data FROM payloads WHERE memory_id = ?", (mid,)).fetchone()
+        if row is None:
+            return None
+        value = decode_payload(row[0])
+        return value if as_numpy else to_json_safe(value)
+
+    def stats(self, collection: str | None = None) -> dict[str, Any]:
+        from .store.stats import store_stats
+
+        coll = None if collection is None else validation.collection(collection, self.collection)
+        with self._db.read() as conn:
+            result = store_stats(conn, coll)
+        result["path"] = str(self.path)
+        result["embedding_model"] = self._embeddings.model_id if self._embeddings.available else None
+        return result
+
+    # -- bulk ------------------------------------------------------------------------
+
+    def export(self, path: str | Path) -> dict[str, int]:
+        from .transfer import export_jsonl
+
+        with self._db.read() as conn:
+            return export_jsonl(conn, Path(path))
+
+    def import_(self, path: str | Path) -> dict[str, int]:
+        from .transfer import import_jsonl
+
+        return import_jsonl(self._db, Path(path), self._embeddings, self.now())
+
+    def reindex(self, *, batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Re-embed every searchable memory with the active model, in batches."""
+        from .transfer import reindex
+
+        if not self._embeddings.available:
+            raise ConflictError("no embedding model is available; install it (see docs/embeddings.md)")
+        return reindex(self._db, self._embeddings, batch_size=batch_size, progress=progress)
+
+    # -- internals -------------------------------------------------------------------
+
+    def _collection_for(self, collection: Any, session_id: Any) -> str:
+        if session_id is None:
+            return validation.collection(collection, self.collection)
+        sid = validation.session_id(session_id)
+        with self._db.read() as conn:
+            session = sstore.get_session(conn, sid)
+        if session is None:
+            raise NotFoundError(f"no session {sid!r}", field="session_id")
+        if collection is not None and validation.collection(collection, self.collection) != session["collection"]:
+            raise ValidationError(
+                f"collection {collection!r} differs from session {sid}'s collection {session['collection']!r}",
+                field="collection",
+            )
+        return str(session["collection"])
+
+    def _check_session_open(self, conn: Any, session_id: str | None, collection: str) -> None:
+        if session_id is None:
+            return
+        session = sstore.get_session(conn, session_id)
+        if session is None:
+            raise NotFoundError(f"no session {session_id!r}", field="session_id")
+        if session["status"] == "ended":
+            raise ConflictError(f"session {session_id} has ended; start a new one", field="session_id")
+
+    def _insert(
+        self, conn: Any, collection: str, session_id: str | None, kind: str, ptype: str | None, text: str,
+        ctx: dict[str, Any], now: float, occurred_at: float,
+    ) -> int:
+        self._flush_access(conn=conn)
+        return mstore.insert_memory(conn, mstore.NewMemory(
+            collection=collection, session_id=session_id, type=kind, perception_type=ptype, content=text,
+            search_text=index_tokens(text), context_json=canonical_json(ctx), content_hash=content_hash(text, ctx),
+            protected=_is_protected(ctx), confidence=self.config.initial_confidence, now=now, occurred_at=occurred_at,
+        ))
+
+    def _store_vector(self, conn: Any, memory_id: int, collection: str, vectors: Any, row: int) -> None:
+        model_id = self._embeddings.model_id
+        if vectors is not None and model_id is not None:
+            mstore.put_embedding(conn, memory_id, collection, model_id, vectors[row])
+
+    def _require_row(self, conn: Any, memory_id: int) -> dict[str, Any]:
+        row = mstore.fetch_row(conn, memory_id)
+        if row is None:
+            raise NotFoundError(f"no memory with id {memory_id}", field="memory_id")
+        return dict(zip(HIT_COLUMNS, row))
+
+    def _record(self, conn: Any, memory_id: int, now: float) -> dict[str, Any]:
+        row = mstore.fetch_row(conn, memory_id)
+        if row is None:
+            raise NotFoundError(f"no memory with id {memory_id}", field="memory_id")
+        return row_to_record(row, now, self._half_life_s, full=True)
+
+    def _note_access(self, ids: Iterable[int]) -> None:
+        with self._access_lock:
+            for memory_id in ids:
+                self._access[memory_id] = self._access.get(memory_id, 0) + 1
+            due = len(self._access) >= _ACCESS_FLUSH_EVERY
+        if due:
+            self._flush_access(force=False)
+
+    def _flush_access(self, conn: Any = None, force: bool = False) -> None:
+        """Access counts are bookkeeping: written with the next write, never making a reader wait."""
+        with self._access_lock:
+            pending, self._access = self._access, {}
+        if not pending:
+            return
+        try:
+            if conn is not None:
+                mstore.flush_access_counts(conn, pending, self.now())
+                return
+            with self._db.write(wait=force) as wconn:
+                mstore.flush_access_counts(wconn, pending, self.now())
+        except Exception:
+            if force:
+                log.warning("could not record %d access counts", len(pending))
+            else:
+                with self._access_lock:
+                    for k, v in pending.items():
+                        self._access[k] = self._access.get(k, 0) + v
+

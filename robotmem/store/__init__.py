@@ -1,0 +1,1 @@
+"""The embedded SQLite store: connections, migrations and the SQL that writes."""

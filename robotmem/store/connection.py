@@ -1,0 +1,150 @@
+"""SQLite connections: one per thread, WAL, busy timeout, sqlite-vec loaded.
+
+Readers never wait for writers in WAL mode; writers take the write lock up front
+(``BEGIN IMMEDIATE``) so two writers queue on the busy timeout instead of
+deadlocking on a lock upgrade.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import apsw
+import sqlite_vec
+
+from ..errors import StorageError
+
+__all__ = ["Database"]
+
+log = logging.getLogger(__name__)
+
+_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    # NORMAL in WAL mode: a committed transaction survives a crash of the process;
+    # only a power loss may roll back the last few commits.
+    "PRAGMA synchronous=NORMAL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA temp_store=MEMORY",
+    "PRAGMA cache_size=-65536",
+    "PRAGMA mmap_size=268435456",
+)
+
+
+class Database:
+    """Hands each thread its own connection to one SQLite file."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000) -> None:
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self._local = threading.local()
+        self._all: list[apsw.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def connection(self) -> apsw.Connection:
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            if self._closed:
+                raise StorageError("the memory store is closed")
+            conn = self._open()
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _open(self) -> apsw.Connection:
+        try:
+            conn = apsw.Connection(str(self.path))
+            conn.set_busy_timeout(self._busy_timeout_ms)
+            conn.enable_load_extension(True)
+            conn.load_extension(sqlite_vec.loadable_path())
+            conn.enable_load_extension(False)
+            for pragma in _PRAGMAS:
+                conn.execute(pragma).fetchall()
+        except apsw.Error as exc:
+            raise StorageError(f"cannot open the memory store at {self.path}: {exc}") from exc
+        return conn
+
+    @contextmanager
+    def read(self) -> Iterator[apsw.Connection]:
+        """A consistent snapshot for several SELECTs."""
+        conn = self.connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        try:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+        except apsw.Error as exc:
+            log.error("read failed: %s", exc)
+            raise StorageError(f"reading the memory store failed: {_describe(exc)}") from exc
+
+    @contextmanager
+    def write(self, *, wait: bool = True) -> Iterator[apsw.Connection]:
+        """One atomic write transaction; nested calls join the outer one.
+
+        ``wait=False`` gives up at once when another writer holds the lock (for
+        bookkeeping that can be written later).
+        """
+        conn = self.connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        try:
+            if not wait:
+                conn.set_busy_timeout(0)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            finally:
+                if not wait:
+                    conn.set_busy_timeout(self._busy_timeout_ms)
+        except apsw.Error as exc:
+            raise StorageError(f"the memory store is busy or unwritable: {_describe(exc)}") from exc
+        try:
+            yield conn
+        except BaseException as exc:
+            try:
+                conn.execute("ROLLBACK")
+            except apsw.Error:  # pragma: no cover - rollback after a failed statement
+                log.exception("rollback failed")
+            if isinstance(exc, apsw.Error):
+                log.error("write failed: %s", exc)
+                raise StorageError(f"writing to the memory store failed: {_describe(exc)}") from exc
+            raise
+        try:
+            conn.execute("COMMIT")
+        except apsw.Error as exc:
+            raise StorageError(f"writing to the memory store failed: {_describe(exc)}") from exc
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except apsw.Error:  # pragma: no cover
+                log.exception("closing a connection failed")
+        self._local = threading.local()
+
+
+def _describe(exc: apsw.Error) -> str:
+    """A message about what failed, without SQL text or internals."""
+    name = type(exc).__name__.replace("Error", "").lower() or "error"
+    return {
+        "busy": "the database stayed locked by another writer past the busy timeout",
+        "full": "the disk is full",
+        "corrupt": "the database file is corrupt",
+        "readonly": "the database file is read-only",
+        "cantopen": "the database file cannot be opened",
+        "ioerr": "an I/O error occurred",
+    }.get(name, name)

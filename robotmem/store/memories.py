@@ -1,0 +1,115 @@
+"""Writes and point reads of memories, payloads and embeddings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+import numpy as np
+
+from ..search import sql
+
+__all__ = ["NewMemory", "insert_memory", "insert_payload", "put_embedding", "find_duplicate", "reinforce",
+           "fetch_row", "mark_forgotten", "replace_content", "flush_access_counts"]
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    collection: str
+    session_id: str | None
+    type: str
+    perception_type: str | None
+    content: str
+    search_text: str
+    context_json: str
+    content_hash: str
+    protected: bool
+    confidence: float
+    now: float
+    occurred_at: float
+
+
+def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:
+    conn.execute(
+        "INSERT INTO memories (collection, session_id, type, perception_type, content, search_text, context, "
+        "content_hash, protected, confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, "
+        "updated_at) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text, m.context_json,
+         m.content_hash, int(m.protected), m.confidence, m.now, m.occurred_at, m.occurred_at, m.now,
+         m.occurred_at, m.now),
+    )
+    return int(conn.last_insert_rowid())
+
+
+def insert_payload(conn: apsw.Connection, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO payloads (memory_id, data, summary) VALUES (?, ?, ?)",
+        (memory_id, blob, json.dumps(summary)),
+    )
+
+
+def put_embedding(conn: apsw.Connection, memory_id: int, collection: str, model_id: str, vector: np.ndarray) -> None:
+    vec = np.ascontiguousarray(vector, dtype=np.float32)
+    conn.execute(
+        "INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT(memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
+        "vector = excluded.vector",
+        (memory_id, collection, model_id, int(vec.shape[0]), vec.tobytes()),
+    )
+
+
+def find_duplicate(conn: apsw.Connection, collection: str, content_hash: str) -> int | None:
+    row = conn.execute(
+        "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND status IN ('active', 'archived') "
+        "ORDER BY id LIMIT 1",
+        (collection, content_hash),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def reinforce(
+    conn: apsw.Connection, memory_id: int, now: float, *, step: float, ceiling: float, half_life_s: float,
+    evidence: int = 1,
+) -> None:
+    """Repeated evidence: decay to now, raise confidence toward the ceiling, restart the clock."""
+    conn.execute(
+        "UPDATE memories SET "
+        "confidence = min(?, (CASE WHEN protected THEN confidence "
+        "  ELSE confidence * pow(2.0, -max(0.0, ? - reinforced_at) / ?) END) + ?), "
+        "reinforced_at = ?, last_seen = max(last_seen, ?), evidence_count = evidence_count + ?, "
+        "status = CASE status WHEN 'archived' THEN 'active' ELSE status END, updated_at = ? WHERE id = ?",
+        (ceiling, now, half_life_s, step * evidence, now, now, evidence, now, memory_id),
+    )
+
+
+def fetch_row(conn: apsw.Connection, memory_id: int) -> tuple[Any, ...] | None:
+    q, p = sql.hits_sql(json.dumps([memory_id]))
+    rows = conn.execute(q, p).fetchall()
+    return rows[0] if rows else None
+
+
+def mark_forgotten(conn: apsw.Connection, memory_id: int, reason: str, now: float) -> None:
+    conn.execute(
+        "UPDATE memories SET status = 'forgotten', forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE id = ?",
+        (now, reason, now, memory_id),
+    )
+
+
+def replace_content(
+    conn: apsw.Connection, memory_id: int, *, content: str, search_text: str, context_json: str,
+    content_hash: str, protected: bool, now: float,
+) -> None:
+    conn.execute(
+        "UPDATE memories SET content = ?, search_text = ?, context = jsonb(?), content_hash = ?, protected = ?, "
+        "updated_at = ? WHERE id = ?",
+        (content, search_text, context_json, content_hash, int(protected), now, memory_id),
+    )
+
+
+def flush_access_counts(conn: apsw.Connection, counts: dict[int, int], now: float) -> None:
+    conn.executemany(
+        "UPDATE memories SET access_count = access_count + ?, last_accessed = ? WHERE id = ?",
+        [(count, now, memory_id) for memory_id, count in counts.items()],
+    )

@@ -1,0 +1,138 @@
+"""Numbered, append-only schema migrations tracked in ``PRAGMA user_version``.
+
+Never edit a migration that has shipped: append a new one. Full-text search is kept
+in sync with ``memories`` by triggers, so every write path (including raw SQL
+repairs) updates the index.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import apsw
+
+from ..search.tokens import FTS_TOKENIZE
+
+__all__ = ["MIGRATIONS", "migrate", "SCHEMA_VERSION"]
+
+_V1 = f"""
+CREATE TABLE sessions (
+    id            TEXT PRIMARY KEY,
+    collection    TEXT NOT NULL,
+    context       BLOB NOT NULL,            -- JSONB
+    started_at    REAL NOT NULL,
+    ended_at      REAL,
+    outcome_score REAL,
+    summary       TEXT                      -- JSON summary returned by end_session
+);
+CREATE INDEX sessions_by_collection ON sessions(collection, ended_at);
+
+CREATE TABLE memories (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    collection      TEXT NOT NULL,
+    session_id      TEXT REFERENCES sessions(id),
+    type            TEXT NOT NULL CHECK (type IN ('fact', 'perception')),
+    perception_type TEXT,
+    content         TEXT NOT NULL,
+    search_text     TEXT NOT NULL,          -- tokens for FTS (robotmem.search.tokens)
+    context         BLOB NOT NULL,          -- JSONB
+    content_hash    TEXT NOT NULL,
+    protected       INTEGER NOT NULL DEFAULT 0,   -- constraints/safety notes: never merged or decayed
+    confidence      REAL NOT NULL,          -- confidence at reinforced_at (decay is applied on read)
+    reinforced_at   REAL NOT NULL,
+    evidence_count  INTEGER NOT NULL DEFAULT 1,
+    first_seen      REAL NOT NULL,
+    last_seen       REAL NOT NULL,
+    created_at      REAL NOT NULL,
+    occurred_at     REAL NOT NULL,          -- when it happened (recordings: the recorded time)
+    updated_at      REAL NOT NULL,
+    status          TEXT NOT NULL DEFAULT 'active'
+                    CHECK (status IN ('active', 'forgotten', 'superseded', 'archived')),
+    superseded_by   INTEGER REFERENCES memories(id),
+    absorbed        TEXT NOT NULL DEFAULT '[]',   -- JSON list of ids merged into this one
+    forgotten_at    REAL,
+    forget_reason   TEXT,
+    access_count    INTEGER NOT NULL DEFAULT 0,
+    last_accessed   REAL
+);
+CREATE INDEX memories_by_collection ON memories(collection, status, created_at);
+CREATE INDEX memories_by_session ON memories(session_id);
+CREATE INDEX memories_by_time ON memories(collection, occurred_at);
+CREATE INDEX memories_by_hash ON memories(collection, content_hash);
+
+CREATE TABLE payloads (
+    memory_id INTEGER PRIMARY KEY REFERENCES memories(id),
+    data      BLOB NOT NULL,                -- msgpack (robotmem.payload)
+    summary   TEXT NOT NULL                 -- JSON summary shown by recall
+);
+
+CREATE TABLE embeddings (
+    memory_id  INTEGER PRIMARY KEY REFERENCES memories(id),
+    collection TEXT NOT NULL,
+    model_id   TEXT NOT NULL,
+    dim        INTEGER NOT NULL,
+    vector     BLOB NOT NULL                -- float32, L2-normalised (sqlite-vec f32 layout)
+);
+CREATE INDEX embeddings_by_model ON embeddings(collection, model_id);
+
+-- What changed, for in-process vector indexes to catch up incrementally.
+CREATE TABLE change_log (
+    seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+    memory_id  INTEGER NOT NULL,
+    collection TEXT NOT NULL
+);
+
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    search_text, content='memories', content_rowid='id', tokenize="{FTS_TOKENIZE}"
+);
+
+-- Only active and archived memories are searchable; forgotten and superseded leave the index.
+CREATE TRIGGER memories_ai AFTER INSERT ON memories WHEN new.status IN ('active', 'archived') BEGIN
+    INSERT INTO memories_fts(rowid, search_text) VALUES (new.id, new.search_text);
+END;
+CREATE TRIGGER memories_ad AFTER DELETE ON memories WHEN old.status IN ('active', 'archived') BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, search_text) VALUES ('delete', old.id, old.search_text);
+END;
+-- One trigger, two statements in order: SQLite gives no firing order between triggers.
+CREATE TRIGGER memories_au_fts AFTER UPDATE OF search_text, status ON memories
+    WHEN old.search_text IS NOT new.search_text OR old.status IS NOT new.status BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, search_text)
+        SELECT 'delete', old.id, old.search_text WHERE old.status IN ('active', 'archived');
+    INSERT INTO memories_fts(rowid, search_text)
+        SELECT new.id, new.search_text WHERE new.status IN ('active', 'archived');
+END;
+
+CREATE TRIGGER memories_au_log AFTER UPDATE OF status, confidence, reinforced_at, protected ON memories BEGIN
+    INSERT INTO change_log(memory_id, collection) VALUES (new.id, new.collection);
+END;
+CREATE TRIGGER embeddings_ai_log AFTER INSERT ON embeddings BEGIN
+    INSERT INTO change_log(memory_id, collection) VALUES (new.memory_id, new.collection);
+END;
+CREATE TRIGGER embeddings_au_log AFTER UPDATE ON embeddings BEGIN
+    INSERT INTO change_log(memory_id, collection) VALUES (new.memory_id, new.collection);
+END;
+CREATE TRIGGER embeddings_ad_log AFTER DELETE ON embeddings BEGIN
+    INSERT INTO change_log(memory_id, collection) VALUES (old.memory_id, old.collection);
+END;
+"""
+
+#: (version, SQL). Append only.
+MIGRATIONS: Final[tuple[tuple[int, str], ...]] = ((1, _V1),)
+SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
+
+
+def migrate(conn: apsw.Connection) -> int:
+    """Bring the schema to SCHEMA_VERSION inside one write transaction; returns the version."""
+    current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if current > SCHEMA_VERSION:
+        from ..errors import StorageError
+
+        raise StorageError(
+            f"the memory store has schema version {current}, newer than this robotmem "
+            f"({SCHEMA_VERSION}); upgrade robotmem"
+        )
+    for version, sql in MIGRATIONS:
+        if version > current:
+            conn.execute(sql)
+            conn.execute(f"PRAGMA user_version={version}")
+    return SCHEMA_VERSION

@@ -1,0 +1,75 @@
+"""Sessions (episodes): rows and their summaries."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apsw
+
+__all__ = ["insert_session", "get_session", "list_sessions", "close_session", "session_counts"]
+
+_COLUMNS = "id, collection, json(context), started_at, ended_at, outcome_score, summary"
+
+
+def _to_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    sid, collection, context, started, ended, score, summary = row
+    return {
+        "session_id": sid,
+        "collection": collection,
+        "context": json.loads(context) if context else {},
+        "started_at": started,
+        "ended_at": ended,
+        "outcome_score": score,
+        "status": "open" if ended is None else "ended",
+        "summary": json.loads(summary) if summary else None,
+    }
+
+
+def insert_session(conn: apsw.Connection, session_id: str, collection: str, context_json: str, now: float) -> None:
+    conn.execute(
+        "INSERT INTO sessions (id, collection, context, started_at) VALUES (?, ?, jsonb(?), ?)",
+        (session_id, collection, context_json, now),
+    )
+
+
+def get_session(conn: apsw.Connection, session_id: str) -> dict[str, Any] | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
+    return None if row is None else _to_dict(row)
+
+
+def list_sessions(
+    conn: apsw.Connection, collection: str | None, status: str | None, limit: int
+) -> list[dict[str, Any]]:
+    where, params = [], []
+    if collection is not None:
+        where.append("collection = ?")
+        params.append(collection)
+    if status == "open":
+        where.append("ended_at IS NULL")
+    elif status == "ended":
+        where.append("ended_at IS NOT NULL")
+    clause = ("WHERE " + " AND ".join(where)) if where else ""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM sessions {clause} ORDER BY started_at DESC, id LIMIT ?", (*params, limit)
+    )
+    return [_to_dict(r) for r in rows]
+
+
+def close_session(
+    conn: apsw.Connection, session_id: str, now: float, score: float | None, summary: dict[str, Any]
+) -> None:
+    conn.execute(
+        "UPDATE sessions SET ended_at = ?, outcome_score = ?, summary = ? WHERE id = ?",
+        (now, score, json.dumps(summary), session_id),
+    )
+
+
+def session_counts(conn: apsw.Connection, session_id: str) -> tuple[int, int]:
+    """(facts, perceptions) written in the session that are still searchable or archived."""
+    row = conn.execute(
+        "SELECT coalesce(sum(type = 'fact'), 0), coalesce(sum(type = 'perception'), 0) FROM memories "
+        "WHERE session_id = ? AND status IN ('active', 'archived', 'superseded')",
+        (session_id,),
+    ).fetchone()
+    return int(row[0]), int(row[1])

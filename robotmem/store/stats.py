@@ -1,0 +1,54 @@
+"""Store statistics (for `robotmem stats` and the MCP stats resource)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+__all__ = ["store_stats"]
+
+
+def store_stats(conn: apsw.Connection, collection: str | None) -> dict[str, Any]:
+    where, params = ("WHERE collection = ?", [collection]) if collection is not None else ("", [])
+    by_collection: dict[str, dict[str, Any]] = {}
+    for coll, kind, status, count in conn.execute(
+        f"SELECT collection, type, status, count(*) FROM memories {where} GROUP BY 1, 2, 3", params
+    ):
+        entry = by_collection.setdefault(coll, {"facts": 0, "perceptions": 0, "by_status": {}})
+        if status in ("active", "archived"):
+            entry["facts" if kind == "fact" else "perceptions"] += count
+        entry["by_status"][status] = entry["by_status"].get(status, 0) + count
+    for coll, open_count, ended_count in conn.execute(
+        f"SELECT collection, sum(ended_at IS NULL), sum(ended_at IS NOT NULL) FROM sessions {where} GROUP BY 1",
+        params,
+    ):
+        entry = by_collection.setdefault(coll, {"facts": 0, "perceptions": 0, "by_status": {}})
+        entry["sessions"] = {"open": open_count, "ended": ended_count}
+    models = {
+        model: count
+        for model, count in conn.execute(
+            f"SELECT model_id, count(*) FROM embeddings {where} GROUP BY 1", params
+        )
+    }
+    payload_bytes = conn.execute(
+        "SELECT coalesce(sum(length(p.data)), 0) FROM payloads p JOIN memories m ON m.id = p.memory_id "
+        + where.replace("collection", "m.collection"),
+        params,
+    ).fetchone()[0]
+    page_count = conn.execute("PRAGMA page_count").fetchone()[0]
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    totals = {
+        "facts": sum(e["facts"] for e in by_collection.values()),
+        "perceptions": sum(e["perceptions"] for e in by_collection.values()),
+        "sessions": sum(sum((e.get("sessions") or {}).values()) for e in by_collection.values()),
+    }
+    return {
+        "memories": totals["facts"] + totals["perceptions"],
+        **totals,
+        "collections": by_collection,
+        "embeddings": models,
+        "payload_bytes": payload_bytes,
+        "file_bytes": page_count * page_size,
+        "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
+    }

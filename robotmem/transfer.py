@@ -1,0 +1,174 @@
+"""Export and import as JSON Lines, and re-embedding a store.
+
+One line per session (``"kind": "session"``) then one per memory (``"kind": "memory"``)
+with everything a memory has: status, provenance, payload (msgpack, base64) and
+vector (float32, base64, with its model id). Import keeps session ids, assigns new
+memory ids (remapping ``superseded_by`` and ``absorbed``) and skips what is already
+there, so importing the same file twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import apsw
+import numpy as np
+
+from .errors import ValidationError
+from .search.embedding_state import EmbeddingState
+from .store import memories as mstore
+from .store.connection import Database
+
+__all__ = ["export_jsonl", "import_jsonl", "reindex"]
+
+_FORMAT = "robotmem-export/1"
+_MEMORY_COLUMNS = (
+    "id", "collection", "session_id", "type", "perception_type", "content", "search_text", "context",
+    "content_hash", "protected", "confidence", "reinforced_at", "evidence_count", "first_seen", "last_seen",
+    "created_at", "occurred_at", "updated_at", "status", "superseded_by", "absorbed", "forgotten_at",
+    "forget_reason", "access_count", "last_accessed",
+)
+
+
+def _b64(blob: bytes | None) -> str | None:
+    return None if blob is None else base64.b64encode(blob).decode("ascii")
+
+
+def export_jsonl(conn: apsw.Connection, path: Path) -> dict[str, int]:
+    counts = {"sessions": 0, "memories": 0}
+    select = ", ".join("json(m.context)" if c == "context" else f"m.{c}" for c in _MEMORY_COLUMNS)
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"kind": "header", "format": _FORMAT}) + "\n")
+        for sid, coll, ctx, started, ended, score, summary in conn.execute(
+            "SELECT id, collection, json(context), started_at, ended_at, outcome_score, summary FROM sessions "
+            "ORDER BY started_at, id"
+        ):
+            out.write(json.dumps({
+                "kind": "session", "id": sid, "collection": coll, "context": json.loads(ctx),
+                "started_at": started, "ended_at": ended, "outcome_score": score,
+                "summary": json.loads(summary) if summary else None,
+            }, ensure_ascii=False) + "\n")
+            counts["sessions"] += 1
+        for row in conn.execute(
+            f"SELECT {select}, p.data, p.summary, e.model_id, e.vector FROM memories m "
+            "LEFT JOIN payloads p ON p.memory_id = m.id LEFT JOIN embeddings e ON e.memory_id = m.id ORDER BY m.id"
+        ):
+            record = dict(zip(_MEMORY_COLUMNS, row[: len(_MEMORY_COLUMNS)]))
+            data, summary, model_id, vector = row[len(_MEMORY_COLUMNS):]
+            record["context"] = json.loads(record["context"])
+            record["absorbed"] = json.loads(record["absorbed"])
+            record.update(kind="memory", payload=_b64(data), payload_summary=json.loads(summary) if summary else None,
+                          embedding=None if vector is None else {"model_id": model_id, "vector": _b64(vector)})
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            counts["memories"] += 1
+    return counts
+
+
+def _read_lines(path: Path) -> list[dict[str, Any]]:
+    records = []
+    with path.open(encoding="utf-8") as src:
+        for number, line in enumerate(src, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise ValidationError(f"{path}:{number} is not JSON: {exc}", field="path") from exc
+            if not isinstance(record, dict) or record.get("kind") not in ("header", "session", "memory"):
+                raise ValidationError(f"{path}:{number} is not a robotmem export record", field="path")
+            records.append(record)
+    if not records or records[0].get("format") != _FORMAT:
+        raise ValidationError(f"{path} is not a {_FORMAT} file", field="path")
+    return records
+
+
+def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: float) -> dict[str, int]:
+    records = _read_lines(path)
+    counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0}
+    id_map: dict[int, int] = {}
+    to_embed: list[tuple[int, str, str]] = []
+    with db.write() as conn:
+        for r in (r for r in records if r["kind"] == "session"):
+            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (r["id"],)).fetchone():
+                continue
+            conn.execute(
+                "INSERT INTO sessions (id, collection, context, started_at, ended_at, outcome_score, summary) "
+                "VALUES (?, ?, jsonb(?), ?, ?, ?, ?)",
+                (r["id"], r["collection"], json.dumps(r["context"]), r["started_at"], r["ended_at"],
+                 r["outcome_score"], json.dumps(r["summary"]) if r["summary"] is not None else None),
+            )
+            counts["sessions"] += 1
+        memories = [r for r in records if r["kind"] == "memory"]
+        for r in memories:
+            existing = conn.execute(
+                "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND created_at = ? AND content = ?",
+                (r["collection"], r["content_hash"], r["created_at"], r["content"]),
+            ).fetchone()
+            if existing:
+                id_map[r["id"]] = existing[0]
+                counts["skipped"] += 1
+                continue
+            id_map[r["id"]] = _insert_exported(conn, r)
+            counts["memories"] += 1
+            embedding = r.get("embedding")
+            if embedding:
+                mstore.put_embedding(conn, id_map[r["id"]], r["collection"], embedding["model_id"],
+                                     np.frombuffer(base64.b64decode(embedding["vector"]), dtype=np.float32))
+            elif r["status"] in ("active", "archived"):
+                to_embed.append((id_map[r["id"]], r["collection"], r["content"]))
+        for r in memories:
+            new_id = id_map[r["id"]]
+            superseded = id_map.get(r["superseded_by"]) if r["superseded_by"] is not None else None
+            absorbed = [id_map.get(a, a) for a in r["absorbed"]]
+            conn.execute("UPDATE memories SET superseded_by = ?, absorbed = ? WHERE id = ?",
+                         (superseded, json.dumps(absorbed), new_id))
+    counts["embedded"] = _embed_missing(db, embeddings, to_embed)
+    return counts
+
+
+def _insert_exported(conn: apsw.Connection, r: dict[str, Any]) -> int:
+    columns = [c for c in _MEMORY_COLUMNS if c not in ("id", "superseded_by")]
+    values = [json.dumps(r[c]) if c in ("context", "absorbed") else r[c] for c in columns]
+    placeholders = ", ".join("jsonb(?)" if c == "context" else "?" for c in columns)
+    conn.execute(f"INSERT INTO memories ({', '.join(columns)}) VALUES ({placeholders})", values)
+    new_id = int(conn.last_insert_rowid())
+    if r.get("payload") is not None:
+        mstore.insert_payload(conn, new_id, base64.b64decode(r["payload"]), r["payload_summary"] or {})
+    return new_id
+
+
+def _embed_missing(db: Database, embeddings: EmbeddingState, items: list[tuple[int, str, str]],
+                   batch_size: int = 64) -> int:
+    done = 0
+    model_id = embeddings.model_id
+    for start in range(0, len(items), batch_size):
+        batch = items[start : start + batch_size]
+        vectors = embeddings.embed([text for _, _, text in batch])
+        if vectors is None or model_id is None:
+            return done
+        with db.write() as conn:
+            for (memory_id, collection, _), vector in zip(batch, vectors):
+                mstore.put_embedding(conn, memory_id, collection, model_id, vector)
+        done += len(batch)
+    return done
+
+
+def reindex(db: Database, embeddings: EmbeddingState, *, batch_size: int,
+            progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    """Embed every active/archived memory whose vector is missing or from another model."""
+    model_id = embeddings.model_id
+    with db.read() as conn:
+        items = [(int(i), c, t) for i, c, t in conn.execute(
+            "SELECT m.id, m.collection, m.content FROM memories m LEFT JOIN embeddings e ON e.memory_id = m.id "
+            "WHERE m.status IN ('active', 'archived') AND (e.model_id IS NULL OR e.model_id != ?) ORDER BY m.id",
+            (model_id,),
+        )]
+    done = 0
+    for start in range(0, len(items), batch_size):
+        done += _embed_missing(db, embeddings, items[start : start + batch_size], batch_size)
+        if progress is not None:
+            progress(done, len(items))
+    return {"model_id": model_id, "reembedded": done, "total": len(items)}

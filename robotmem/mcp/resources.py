@@ -75,7 +75,7 @@ def register_resources(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
     @server.resource(
         "robotmem://status",
         name="status",
-        description="Server state: store opening/ready/failed, embeddings loading/ready/off/unavailable.",
+        description="Server state: store opening/ready/failed; embeddings pending/unloaded/loading/ready/failed/off.",
         mime_type=_JSON,
     )
     async def status() -> str:

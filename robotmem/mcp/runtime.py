@@ -21,12 +21,11 @@ import anyio.to_thread
 from ..config import Config
 from ..errors import RobotMemError
 
-__all__ = ["EmbeddingsState", "MemoryRuntime", "open_memory"]
+__all__ = ["MemoryRuntime", "open_memory"]
 
 log = logging.getLogger("robotmem.mcp")
 
 T = TypeVar("T")
-EmbeddingsState = Literal["pending", "loading", "ready", "off", "unavailable"]
 
 
 def open_memory(config: Config) -> Any:
@@ -48,12 +47,10 @@ class _Opened:
 class MemoryRuntime:
     """Owns the ``Memory`` for the life of the server and runs calls against it."""
 
-    def __init__(self, config: Config, opener: Callable[[Config], Any] = open_memory) -> None:
+    def __init__(self, config: Config) -> None:
         self.config = config
-        self._opener = opener
         self._opened: _Opened | None = None
         self.store: Literal["closed", "opening", "ready", "failed"] = "closed"
-        self.embeddings: EmbeddingsState = "pending"
 
     @asynccontextmanager
     async def lifespan(self, _server: object = None) -> AsyncIterator[MemoryRuntime]:
@@ -87,22 +84,33 @@ class MemoryRuntime:
         return await anyio.to_thread.run_sync(fn, memory)
 
     def status(self) -> dict[str, Any]:
+        """Store and embedder state, read without waiting for either."""
         return {
             "store": self.store,
-            "embeddings": self.embeddings,
-            "database": str(self.config.database),
+            "embeddings": self._embeddings_state(),
             "collection": self.config.collection,
         }
 
+    def _embeddings_state(self) -> str:
+        opened = self._opened
+        if opened is None or not opened.done.is_set():
+            return "pending"
+        if opened.memory is None:
+            return "unavailable"
+        embedder = getattr(opened.memory, "embedder", None)
+        if embedder is None:
+            return "off"
+        # The ONNX embedder reports unloaded/loading/ready/failed; others load on first use.
+        return str(getattr(embedder, "state", "unknown"))
+
     async def _open_and_warm(self, opened: _Opened) -> None:
         try:
-            opened.memory = await anyio.to_thread.run_sync(self._opener, self.config)
+            opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
             self.store = "ready"
             log.info("memory store open at %s", self.config.database)
         except Exception as exc:  # reported to every tool call; the server keeps answering
             opened.error = exc
             self.store = "failed"
-            self.embeddings = "unavailable"
             log.error("cannot open the memory store at %s", self.config.database, exc_info=exc)
             return
         finally:
@@ -112,19 +120,16 @@ class MemoryRuntime:
     async def _warm_up(self, memory: Any) -> None:
         embedder = getattr(memory, "embedder", None)
         if embedder is None:
-            self.embeddings = "off"
             return
-        self.embeddings = "loading"
+        # Prefer the embedder's own loader; any Embedder can at least embed one text.
+        load = getattr(embedder, "warm", None) or (lambda: embedder.embed(["warm-up"]))
         try:
-            await anyio.to_thread.run_sync(embedder.embed, ["warm-up"], abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(load, abandon_on_cancel=True)
         except RobotMemError as exc:
-            self.embeddings = "unavailable"
             log.warning("embedding model unavailable, recall uses BM25 only: %s", exc.message)
         except Exception:
-            self.embeddings = "unavailable"
             log.exception("embedding model failed to load, recall uses BM25 only")
         else:
-            self.embeddings = "ready"
             log.info("embedding model ready (%s)", getattr(embedder, "model_id", "?"))
 
     @staticmethod
@@ -135,3 +140,5 @@ class MemoryRuntime:
             await anyio.to_thread.run_sync(opened.memory.close)
         except Exception:
             log.exception("closing the memory store failed")
+        else:
+            log.info("memory store closed")

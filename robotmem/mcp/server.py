@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcp_types import CallToolResult, InputRequiredResult
-from pydantic import ValidationError as PydanticValidationError
-
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp_types import CallToolResult, InputRequiredResult
+from pydantic import ValidationError as PydanticValidationError
 
 from ..config import Config
 from .boundary import error_result, result_for_argument_errors, result_for_exception

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
+from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field
-
-from mcp.server.mcpserver import MCPServer
 
 from .boundary import ok_result, result_for_exception
 from .jsonargs import json_object, json_value
@@ -42,7 +41,7 @@ ContextArg = Annotated[
     _JsonObject,
     Field(
         description="JSON object (or a string of JSON) with sections params/spatial/robot/task, e.g. "
-        '{"params": {"grip_force": 12.5}, "spatial": {"x": 1.2, "y": 0.4}, "task": {"name": "pick_cup"}}.'
+        '{"params": {"grip_force": 12.5}, "spatial": {"object_position": [1.2, 0.4, 0.0]}, "task": {"name": "pick_cup"}}.'
     ),
 ]
 MemoryId = Annotated[int, Field(strict=True, description="Id returned by learn or save_perception, e.g. 12.")]
@@ -105,7 +104,8 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         spatial_sort: Annotated[
             _JsonObject,
             Field(
-                description='JSON object (or string): nearest first to a point, e.g. {"field": "spatial", "target": [1.2, 0.4]}.'
+                description="JSON object (or string): nearest first to a point, e.g. "
+                '{"field": "spatial.object_position", "target": [1.2, 0.4], "max_distance": 0.5}.'
             ),
         ] = None,
         since: Annotated[

@@ -13,12 +13,11 @@ import sys
 from collections.abc import Sequence
 
 import anyio
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 from mcp.server.transport_security import (
     DEFAULT_MAX_REQUEST_BODY_SIZE,
     TransportSecuritySettings,
 )
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config
 from ..errors import ConfigError

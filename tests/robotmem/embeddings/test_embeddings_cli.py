@@ -1,0 +1,66 @@
+"""``robotmem model build|status`` through a real argparse root parser, as the CLI wires it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from robotmem.embeddings.cli import register
+
+
+def _run(argv: list[str]) -> int:
+    root = argparse.ArgumentParser(prog="robotmem")
+    root.add_argument("--home", default=None)
+    root.add_argument("--json", action="store_true")
+    register(root.add_subparsers(dest="command", required=True))
+    args = root.parse_args(argv)
+    return int(args.func(args))
+
+
+def test_model_build_prints_the_model_id_path_and_time(
+    _shared_model_cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["model", "build"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith("all-MiniLM-L6-v2/fp32 ")
+    path = Path(line.split(": ", 1)[1].rsplit(" (", 1)[0])
+    assert path.is_file() and path.parent == _shared_model_cache
+
+
+def test_model_build_all_with_json_reports_both_precisions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["--json", "model", "build", "--precision", "all"]) == 0
+    reports = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["model_id"] for r in reports] == ["all-MiniLM-L6-v2/fp32", "all-MiniLM-L6-v2/int8"]
+    assert all(Path(r["path"]).is_file() and r["status"] in ("built", "cached") for r in reports)
+
+
+def test_model_build_with_force_rebuilds_into_a_given_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ROBOTMEM_MODELS_DIR", str(tmp_path / "models"))
+    assert _run(["--json", "model", "build"]) == 0
+    assert _run(["--json", "model", "build", "--force"]) == 0
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (first["status"], second["status"]) == ("built", "built")
+    assert first["path"] == second["path"] and Path(first["path"]).is_file()
+
+
+def test_model_status_lists_installed_weights_and_built_files(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["model", "build"]) == 0
+    capsys.readouterr()
+    assert _run(["--json", "model", "status"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["installed"] is True
+    assert status["weights"].endswith("model.safetensors")
+    assert Path(status["built"]["fp32"]).is_file()
+
+
+def test_model_build_with_a_bad_precision_setting_fails_with_exit_code_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ROBOTMEM_EMBEDDING_PRECISION", "fp16")
+    assert _run(["model", "build"]) == 2
+    assert "fp16" in capsys.readouterr().err

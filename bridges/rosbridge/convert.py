@@ -1,0 +1,115 @@
+"""rosbridge JSON -> :class:`bridges.pipeline.messages.RosMessage`.
+
+rosbridge puts a message on the wire as plain JSON, close to the pipeline's shape
+already; three things differ and are fixed here:
+
+* ``uint8[]`` fields arrive as base64 strings (rosbridge's encoding for byte arrays);
+  the pipeline wants ``bytes``. JSON carries no field types, so the fields are known by
+  message type (:data:`BYTE_FIELDS`).
+* ROS 1 times are ``{"secs", "nsecs"}``; the pipeline wants ``{"sec", "nanosec"}``.
+* The message time is the header stamp when there is one and it is non-zero (simulators
+  publish sim time there), otherwise the moment the bridge received the message —
+  translated into the stamps' clock by :class:`MessageClock`, so that a stamp-less
+  ``/robotmem/episode`` marker sorts correctly between Gazebo's sim-time odometry.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from bridges.pipeline.messages import RosMessage, header_stamp_ns, message_time_ns, normalize_msgtype, to_plain
+
+from .inbox import Received
+
+__all__ = ["MalformedMessage", "BYTE_FIELDS", "MessageClock", "has_stamp", "to_ros_message"]
+
+#: ``uint8[]`` fields per normalised type (dotted paths from the message root).
+BYTE_FIELDS: dict[str, tuple[str, ...]] = {
+    "sensor_msgs/msg/Image": ("data",),
+    "sensor_msgs/msg/CompressedImage": ("data",),
+    "sensor_msgs/msg/PointCloud2": ("data",),
+    "stereo_msgs/msg/DisparityImage": ("image.data",),
+    "theora_image_transport/msg/Packet": ("data",),
+}
+
+
+class MalformedMessage(ValueError):
+    """A message the bridge cannot use; the text says which field is wrong."""
+
+
+class MessageClock:
+    """Maps wall-clock receive times into the clock the robot stamps its headers with.
+
+    The offset (receive time - header stamp) is taken from the latest stamped message:
+    about the transport latency on a real robot, decades under a simulator that starts sim
+    time at zero. Messages without a stamp, and the "now" used for idle detection, are
+    translated with it, so every time the pipeline sees is on one clock. Not thread-safe:
+    the writer thread owns it.
+    """
+
+    def __init__(self) -> None:
+        self.offset_ns = 0
+        self.synced = False
+
+    def observe(self, stamp_ns: int, receive_ns: int) -> None:
+        self.offset_ns = receive_ns - stamp_ns
+        self.synced = True
+
+    def assume_wall_clock(self) -> None:
+        """No stamped message came: the robot's clock is taken to be the wall clock."""
+        self.offset_ns = 0
+        self.synced = True
+
+    def to_message_time(self, wall_ns: int) -> int:
+        return wall_ns - self.offset_ns
+
+
+def has_stamp(item: Received) -> bool:
+    """Whether the raw message carries a non-zero header stamp."""
+    return isinstance(item.raw, dict) and header_stamp_ns(item.raw) > 0
+
+
+def to_ros_message(item: Received, clock: MessageClock | None = None) -> RosMessage:
+    """Convert one received rosbridge message; raises :class:`MalformedMessage` on bad input."""
+    try:
+        msgtype = normalize_msgtype(item.msgtype)
+    except ValueError as exc:
+        raise MalformedMessage(f"{item.topic}: type: {exc}") from exc
+    if not isinstance(item.raw, dict):
+        raise MalformedMessage(f"{item.topic}: msg: expected a JSON object, got {type(item.raw).__name__}")
+    data = dict(item.raw)
+    for path in BYTE_FIELDS.get(msgtype, ()):
+        _decode_bytes_field(data, path, item.topic)
+    plain = to_plain(data)
+    stamp_ns = header_stamp_ns(plain)
+    if clock is not None and stamp_ns > 0:
+        clock.observe(stamp_ns, item.receive_ns)
+    fallback_ns = clock.to_message_time(item.receive_ns) if clock is not None else item.receive_ns
+    return RosMessage(topic=item.topic, msgtype=msgtype, t_ns=message_time_ns(plain, fallback_ns), data=plain)
+
+
+def _decode_bytes_field(data: dict[str, Any], path: str, topic: str) -> None:
+    """Replace the base64 string at ``path`` with bytes (copying the dicts on the way)."""
+    *parents, leaf = path.split(".")
+    node = data
+    for key in parents:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            return
+        node[key] = node = dict(child)
+    value = node.get(leaf)
+    if isinstance(value, str):
+        try:
+            node[leaf] = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise MalformedMessage(f"{topic}: {path}: not valid base64 ({exc})") from exc
+    elif isinstance(value, list):
+        # Some rosbridge builds send small byte arrays as lists of ints.
+        try:
+            node[leaf] = bytes(value)
+        except (TypeError, ValueError) as exc:
+            raise MalformedMessage(f"{topic}: {path}: not a byte array ({exc})") from exc
+    elif value is not None and not isinstance(value, bytes):
+        raise MalformedMessage(f"{topic}: {path}: expected base64 text, got {type(value).__name__}")

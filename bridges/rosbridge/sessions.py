@@ -1,0 +1,89 @@
+"""Episodes that follow a session a control loop opened through the API or MCP.
+
+A control loop (an agent over MCP, a Python script with ``Memory.start_session``) often
+knows best when a task starts and ends. When it opens a session in the bridge's
+collection, the bridge starts an episode; when that session ends, the episode ends with
+the session's outcome score. The bridge's episode is its own robotmem session (the
+pipeline owns its sessions); it carries ``episode.control_session_id`` so
+``recall(context_filter={"episode.control_session_id": sid})`` finds the trajectories of
+the control loop's session.
+
+The follower polls ``Memory.list_sessions`` and turns what it sees into ordinary episode
+markers (the same JSON ``/robotmem/episode`` accepts), put into the inbox like a message,
+so the pipeline keeps being driven by one thread. Sessions written by a pipeline (their
+context has ``source.url`` or ``source.file``: this bridge, another bridge, a replay) are
+not control sessions and are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable
+
+from robotmem.errors import RobotMemError
+
+__all__ = ["ControlSessionFollower", "is_pipeline_session"]
+
+LOG = logging.getLogger("bridges.rosbridge")
+
+
+def is_pipeline_session(session: dict[str, Any]) -> bool:
+    source = (session.get("context") or {}).get("source")
+    return isinstance(source, dict) and ("url" in source or "file" in source)
+
+
+class ControlSessionFollower:
+    """Call :meth:`poll` periodically; it emits start/end markers through ``emit_marker``."""
+
+    def __init__(self, memory: Any, collection: str, emit_marker: Callable[[dict[str, Any]], None]) -> None:
+        self.memory = memory
+        self.collection = collection
+        self.emit_marker = emit_marker
+        #: the control session the current episode follows
+        self.following: str | None = None
+        self._seen: set[str] = set()
+
+    def poll(self) -> None:
+        try:
+            sessions = self.memory.list_sessions(self.collection, status="open")
+        except RobotMemError as exc:
+            LOG.warning("cannot list sessions to follow control loops: %s", exc)
+            return
+        control = [s for s in sessions if not is_pipeline_session(s)]
+        open_ids = {s["session_id"] for s in control}
+        if self.following is not None and self.following not in open_ids:
+            self._end(self.following)
+        if self.following is None:
+            fresh = [s for s in control if s["session_id"] not in self._seen]
+            if fresh:
+                self._start(max(fresh, key=lambda s: s.get("started_at") or 0.0))
+
+    def _start(self, session: dict[str, Any]) -> None:
+        sid = str(session["session_id"])
+        self._seen.add(sid)
+        self.following = sid
+        context: dict[str, Any] = {"episode": {"control_session_id": sid}}
+        task = (session.get("context") or {}).get("task")
+        if isinstance(task, dict):
+            context["task"] = task
+        LOG.info("control session %s opened: starting an episode", sid)
+        self.emit_marker({"event": "start", "context": context})
+
+    def _end(self, sid: str) -> None:
+        self.following = None
+        score = None
+        try:
+            score = self.memory.get_session(sid).get("outcome_score")
+        except RobotMemError:
+            pass  # forgotten or unreadable: end without a score
+        LOG.info("control session %s ended: ending its episode", sid)
+        marker: dict[str, Any] = {"event": "end"}
+        if isinstance(score, (int, float)) and 0.0 <= score <= 1.0:
+            marker["score"] = float(score)
+        self.emit_marker(marker)
+
+
+def marker_message(marker: dict[str, Any]) -> dict[str, str]:
+    """The std_msgs/String message carrying ``marker`` (JSON form of the episode markers)."""
+    return {"data": json.dumps(marker)}

@@ -1,0 +1,87 @@
+"""Bridge counters as one snapshot, the periodic status line and the exit summary."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["BridgeSnapshot", "format_status", "format_summary"]
+
+
+@dataclass
+class BridgeSnapshot:
+    """Everything the bridge counts, at one moment (JSON-ready through :meth:`as_dict`)."""
+
+    url: str = ""
+    connected: bool = False
+    connects: int = 0
+    disconnects: int = 0
+    #: per topic: accepted into the inbox / fed to the pipeline / refused because the inbox was full
+    received: dict[str, int] = field(default_factory=dict)
+    fed: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    #: per topic: rejected by the bridge or by the pipeline's converters
+    malformed: dict[str, int] = field(default_factory=dict)
+    #: frames roslibpy could not even parse or route
+    bad_frames: int = 0
+    server_status: int = 0
+    feed_errors: int = 0
+    queue: int = 0
+    queue_peak: int = 0
+    queue_capacity: int = 0
+    lag_s: float = 0.0
+    max_lag_s: float = 0.0
+    records_written: int = 0
+    facts_learned: int = 0
+    episodes_started: int = 0
+    episodes_ended: int = 0
+    last_write_s: float = 0.0
+    max_write_s: float = 0.0
+    recall_answered: int = 0
+    recall_dropped: int = 0
+    subscribed: dict[str, str] = field(default_factory=dict)
+
+    def total(self, name: str) -> int:
+        counts: dict[str, int] = getattr(self, name)
+        return sum(counts.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def format_status(prev: BridgeSnapshot | None, cur: BridgeSnapshot, interval_s: float) -> str:
+    """One line: connection, per-topic rates since ``prev``, drops, malformed, queue and lag."""
+    state = "connected" if cur.connected else "DISCONNECTED (reconnecting)"
+    rates = []
+    for topic in sorted(cur.received):
+        before = prev.received.get(topic, 0) if prev is not None else 0
+        rate = (cur.received[topic] - before) / interval_s if interval_s > 0 else 0.0
+        rates.append(f"{topic} {rate:.1f}/s")
+    return (
+        f"bridge {state} | {', '.join(rates) or 'no messages yet'} | "
+        f"drops {cur.total('dropped')} malformed {cur.total('malformed') + cur.bad_frames} | "
+        f"queue {cur.queue}/{cur.queue_capacity} lag {cur.max_lag_s * 1000:.0f} ms | "
+        f"records {cur.records_written} episodes {cur.episodes_started} | write {cur.last_write_s * 1000:.0f} ms"
+    )
+
+
+def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
+    """The multi-line summary printed when the bridge stops."""
+    received = snap.total("received")
+    rate = received / elapsed_s if elapsed_s > 0 else 0.0
+    lines = [
+        f"bridge summary: {elapsed_s:.1f} s, {received} messages received ({rate:.1f}/s), "
+        f"{snap.total('fed')} ingested, {snap.total('dropped')} dropped, "
+        f"{snap.total('malformed') + snap.bad_frames} malformed",
+        f"  records written {snap.records_written}, facts learned {snap.facts_learned}, "
+        f"episodes {snap.episodes_started} started / {snap.episodes_ended} ended",
+        f"  connects {snap.connects}, disconnects {snap.disconnects}, peak queue {snap.queue_peak}/"
+        f"{snap.queue_capacity}, worst write {snap.max_write_s * 1000:.0f} ms, "
+        f"recall answered {snap.recall_answered}",
+    ]
+    for topic in sorted(set(snap.received) | set(snap.malformed)):
+        lines.append(
+            f"  {topic}: received {snap.received.get(topic, 0)}, ingested {snap.fed.get(topic, 0)}, "
+            f"dropped {snap.dropped.get(topic, 0)}, malformed {snap.malformed.get(topic, 0)}"
+        )
+    return "\n".join(lines)

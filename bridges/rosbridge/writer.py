@@ -1,0 +1,166 @@
+"""The writer thread: the only thread that touches the (not thread-safe) pipeline.
+
+It drains the inbox in batches, converts each rosbridge message and feeds it to the
+pipeline, and lets time pass (``tick``) when the robot is quiet, so idle episodes end
+and chunks flush on time. Stopping drains everything already received before the
+pipeline is closed: a message that reached the bridge is in the store afterwards.
+
+Until the first stamped message shows which clock the robot stamps with (sim time
+starts near zero; wall time does not), messages without a stamp — episode markers,
+learn notes — are held back for up to ``clock_grace_s`` and then released in order, so
+an episode that starts with a marker does not start decades away from its data.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bridges.pipeline.messages import RosMessage
+
+from .convert import MalformedMessage, MessageClock, has_stamp, to_ros_message
+from .inbox import BoundedInbox, Received
+
+__all__ = ["IngestWriter", "PipelineLike", "WriterCounters"]
+
+LOG = logging.getLogger("bridges.rosbridge")
+
+
+class PipelineLike(Protocol):
+    """What the writer needs from ``bridges.pipeline.Pipeline``."""
+
+    def feed(self, msg: RosMessage) -> None: ...
+
+    def tick(self, now_ns: int) -> None: ...
+
+    def close(self) -> Any: ...
+
+
+@dataclass
+class WriterCounters:
+    """Written only by the writer thread; read (racily, for display) by others."""
+
+    fed: Counter[str] = field(default_factory=Counter)
+    #: rejected before the pipeline (not a JSON object, bad base64, bad type name)
+    malformed: Counter[str] = field(default_factory=Counter)
+    #: the pipeline raised (it should not): logged, counted, the bridge goes on
+    feed_errors: int = 0
+    #: receive -> fed, seconds: the latest and the worst since the last reset
+    lag_s: float = 0.0
+    max_lag_s: float = 0.0
+
+
+class IngestWriter:
+    """Owns the pipeline on a thread of its own."""
+
+    def __init__(self, inbox: BoundedInbox, pipeline: PipelineLike, *, batch_size: int = 500,
+                 tick_interval_s: float = 0.5, progress: threading.Condition | None = None,
+                 clock_grace_s: float = 2.0) -> None:
+        self.inbox = inbox
+        self.pipeline = pipeline
+        self.batch_size = batch_size
+        self.tick_interval_s = tick_interval_s
+        self.counters = WriterCounters()
+        self.clock = MessageClock()
+        self.clock_grace_ns = int(clock_grace_s * 1e9)
+        #: unstamped messages waiting for the clock (see the module docstring)
+        self._held: list[Received] = []
+        self.final_stats: Any = None
+        #: notified after every batch, so others can wait for the writer to catch up
+        self.progress = progress or threading.Condition()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="robotmem-bridge-writer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float | None = None) -> Any:
+        """Feed everything queued, close the pipeline (final flush), return its stats."""
+        self._stop.set()
+        self._thread.join(timeout)
+        return self.final_stats
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def reset_max_lag(self) -> float:
+        worst, self.counters.max_lag_s = self.counters.max_lag_s, 0.0
+        return worst
+
+    def _run(self) -> None:
+        try:
+            while not (self._stop.is_set() and len(self.inbox) == 0):
+                batch = self.inbox.take(self.batch_size, timeout=self.tick_interval_s)
+                for item in batch:
+                    self._feed(item)
+                self._tick()
+                with self.progress:
+                    self.progress.notify_all()
+        finally:
+            self._release_held(assume_wall=True)
+            self.final_stats = self._close_pipeline()
+            with self.progress:
+                self.progress.notify_all()
+
+    def _feed(self, item: Received) -> None:
+        if self.clock.synced:
+            self._feed_converted(item, self._convert(item))
+        elif not has_stamp(item):
+            self._held.append(item)
+        else:
+            msg = self._convert(item)  # observes the clock first ...
+            self._release_held()  # ... so the held ones land before it, on its clock
+            self._feed_converted(item, msg)
+
+    def _release_held(self, *, assume_wall: bool = False) -> None:
+        if assume_wall and not self.clock.synced:
+            self.clock.assume_wall_clock()
+        held, self._held = self._held, []
+        for item in held:
+            self._feed_converted(item, self._convert(item))
+
+    def _convert(self, item: Received) -> RosMessage | None:
+        try:
+            return to_ros_message(item, self.clock)
+        except MalformedMessage as exc:
+            self.counters.malformed[item.topic] += 1
+            LOG.warning("malformed message skipped: %s", exc)
+            return None
+
+    def _feed_converted(self, item: Received, msg: RosMessage | None) -> None:
+        if msg is None:
+            return
+        try:
+            self.pipeline.feed(msg)
+        except Exception:
+            self.counters.feed_errors += 1
+            LOG.exception("pipeline failed on a message from %s", item.topic)
+            return
+        self.counters.fed[item.topic] += 1
+        lag = (time.monotonic_ns() - item.receive_mono_ns) / 1e9
+        self.counters.lag_s = lag
+        self.counters.max_lag_s = max(self.counters.max_lag_s, lag)
+
+    def _tick(self) -> None:
+        if self._held and time.monotonic_ns() - self._held[0].receive_mono_ns >= self.clock_grace_ns:
+            self._release_held(assume_wall=True)
+        if not self.clock.synced:
+            return  # no message yet: no idea which clock the robot uses
+        try:
+            self.pipeline.tick(self.clock.to_message_time(time.time_ns()))
+        except Exception:
+            self.counters.feed_errors += 1
+            LOG.exception("pipeline tick failed")
+
+    def _close_pipeline(self) -> Any:
+        try:
+            return self.pipeline.close()
+        except Exception:
+            LOG.exception("closing the pipeline failed: buffered records may be lost")
+            self.counters.feed_errors += 1
+            return None

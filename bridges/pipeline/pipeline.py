@@ -282,6 +282,7 @@ class Pipeline:
         elif status is None:
             session_id = self.writer.start_session(self.collection, context, session_id)
         else:
+            self.writer.skip_session(session_id or "")
             self.stats.episodes_skipped += 1
         assert session_id is not None
         self.stats.session_ids.append(session_id)

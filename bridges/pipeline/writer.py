@@ -50,6 +50,11 @@ class RecordWriter:
         result = self.memory.start_session(collection=collection, context=context, session_id=session_id)
         return str(result["session_id"])
 
+    def skip_session(self, session_id: str) -> None:
+        """An episode that is already stored; only a dry run's plan mentions it."""
+        if self.dry_run:
+            self.plan.append({"action": "skip_episode", "session_id": session_id, "reason": "already stored"})
+
     def forget_session_records(self, session_id: str) -> int:
         """Forget what a crashed run wrote into an open session, so it can be written again whole."""
         if self.dry_run:

@@ -1,0 +1,101 @@
+"""``robotmem replay PATH... [--topics T...] [--collection NAME] [--robot-id ID]
+[--episode-split file|gap:SECONDS|topic:/robotmem/episode] [--dry-run]``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bridges.pipeline import load_bridge_config, parse_episode_split
+from robotmem import Memory
+from robotmem.config import Config
+from robotmem.errors import ConfigError
+
+from .readers import RecordingError
+from .replay import RecordingResult, ReplayOptions, replay_paths
+from .report import ProgressBar, plan_lines, summary_table
+
+__all__ = ["register", "run"]
+
+BRIDGE_CONFIG_NAME = "bridge.toml"
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "replay",
+        help="Replay ROS recordings (.bag, .mcap, ROS 2 bag folders) into memory.",
+        description="Read ROS 1 bags, ROS 2 bag folders (sqlite3 or mcap) and plain .mcap files and store "
+        "their episodes: trajectories, joint states, thumbnails, scan summaries and learned notes. "
+        "Idempotent: replaying a recording again stores nothing new. Put --topics after the paths "
+        "(or end the list with --).",
+    )
+    parser.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="recordings or folders of recordings")
+    parser.add_argument("--topics", nargs="+", action="extend", metavar="T",
+                        help="only these topics (a topic no rule covers is stored as JSON, one message per second)")
+    parser.add_argument("--collection", dest="replay_collection", metavar="NAME", help="collection to store into")
+    parser.add_argument("--robot-id", metavar="ID", help="robot.id recorded with every record")
+    parser.add_argument("--episode-split", default="file", metavar="SPLIT",
+                        help="file (default) | gap:SECONDS | topic:/robotmem/episode")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be stored, write nothing")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help=f"bridge config (default: HOME/{BRIDGE_CONFIG_NAME} when present)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = Config.load(home=args.home, db_path=args.db)
+    collection = args.replay_collection or getattr(args, "collection", None) or config.collection
+    try:
+        parse_episode_split(args.episode_split)
+    except ValueError as exc:
+        print(f"error (episode_split): {exc}", file=sys.stderr)
+        return 2
+    bridge_path = args.config
+    if bridge_path is None and (config.home / BRIDGE_CONFIG_NAME).exists():
+        bridge_path = config.home / BRIDGE_CONFIG_NAME
+    bridge_config = load_bridge_config(bridge_path)
+    options = ReplayOptions(
+        topics=tuple(args.topics) if args.topics else None, collection=collection, robot_id=args.robot_id,
+        episode_split=args.episode_split, dry_run=args.dry_run,
+    )
+    show_progress = not args.no_progress and not args.json and sys.stderr.isatty()
+    memory = _open_memory(config, collection, dry_run=args.dry_run)
+    try:
+        results = replay_paths(memory, list(args.paths), bridge_config, options,
+                               progress_for=(lambda p: ProgressBar(p.name)) if show_progress else None)
+    except RecordingError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if memory is not None:
+            memory.close()
+    _print(results, as_json=args.json, dry_run=args.dry_run)
+    return 0
+
+
+def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | None:
+    """A dry run only reads (which episodes exist) and never creates a database."""
+    if dry_run:
+        if not config.database.exists():
+            return None
+        return Memory(config.database, collection=collection, embedder=None, config=config)
+    try:
+        config.database.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {config.database.parent}: {exc}") from exc
+    return Memory(config.database, collection=collection, config=config)
+
+
+def _print(results: list[RecordingResult], *, as_json: bool, dry_run: bool) -> None:
+    if as_json:
+        print(json.dumps({"dry_run": dry_run, "recordings": [r.as_dict() for r in results]}, indent=2, default=str))
+        return
+    for result in results:
+        for line in plan_lines(result) if dry_run else []:
+            print(line)
+        for line in summary_table(result):
+            print(line)

@@ -1,0 +1,249 @@
+"""Recording readers in the shape of mcap's Python reader.
+
+``iter_messages(topics=None, start_time=None, end_time=None)`` yields
+:class:`~bridges.pipeline.messages.RosMessage` in log-time order; ``start_time`` /
+``end_time`` are integer nanoseconds of *log* time (inclusive / exclusive, as in mcap).
+
+* :class:`RosbagsReader` - rosbags' AnyReader: ROS 1 ``.bag`` files and ROS 2 bag folders
+  (``metadata.yaml`` + sqlite3 ``.db3`` or ``.mcap`` storage). No ROS install needed.
+* :class:`McapFileReader` - a plain ``.mcap`` file (no ``metadata.yaml``): the ``mcap``
+  package reads the records, rosbags' typestore (built from the schemas in the file)
+  decodes CDR (ros2msg / ros2idl) and ROS 1 (ros1msg) payloads. rosbags' generated
+  deserialisers are several times faster than mcap-ros2-support's dynamic decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
+
+from bridges.pipeline.messages import (
+    RosMessage,
+    message_time_ns,
+    normalize_msgtype,
+    to_plain,
+)
+
+__all__ = ["McapFileReader", "RecordingError", "RecordingReader", "RosbagsReader", "TopicInfo", "open_reader"]
+
+
+class RecordingError(Exception):
+    """A recording cannot be opened or decoded (names the file)."""
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    msgtype: str
+    #: messages on the topic (None when the file has no index to tell)
+    count: int | None
+
+
+class RecordingReader(Protocol):
+    path: Path
+
+    def topics(self) -> dict[str, TopicInfo]: ...
+
+    def iter_messages(
+        self, topics: Iterable[str] | None = None, start_time: int | None = None, end_time: int | None = None
+    ) -> Iterator[RosMessage]: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class _ReaderBase:
+    path: Path
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class RosbagsReader(_ReaderBase):
+    """ROS 1 bags and ROS 2 bag folders through rosbags.highlevel.AnyReader."""
+
+    def __init__(self, path: Path) -> None:
+        from rosbags.highlevel import AnyReader, AnyReaderError
+
+        self.path = Path(path)
+        try:
+            self._reader = AnyReader([self.path])
+            self._reader.open()
+        except (AnyReaderError, FileNotFoundError) as exc:
+            raise RecordingError(f"{self.path}: cannot open recording: {exc}") from exc
+        typestore = self._reader.typestore
+        self._decode = typestore.deserialize_cdr if self._reader.is2 else typestore.deserialize_ros1
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return {
+            name: TopicInfo(normalize_msgtype(info.msgtype) if info.msgtype else "", info.msgcount)
+            for name, info in self._reader.topics.items()
+        }
+
+    def iter_messages(
+        self, topics: Iterable[str] | None = None, start_time: int | None = None, end_time: int | None = None
+    ) -> Iterator[RosMessage]:
+        wanted = None if topics is None else set(topics)
+        connections = [c for c in self._reader.connections if wanted is None or c.topic in wanted]
+        if wanted is not None and not connections:
+            return
+        decode = self._decode
+        msgtypes = {id(c): normalize_msgtype(c.msgtype) for c in connections}
+        for connection, log_ns, raw in self._reader.messages(connections, start=start_time, stop=end_time):
+            try:
+                data = to_plain(decode(raw, connection.msgtype))
+            except Exception as exc:  # rosbags raises several types for corrupt payloads
+                raise RecordingError(f"{self.path}: cannot decode {connection.topic} at {log_ns}: {exc}") from exc
+            yield RosMessage(connection.topic, msgtypes[id(connection)], message_time_ns(data, log_ns), data)
+
+    def close(self) -> None:
+        if self._reader.stack is not None:
+            self._reader.close()
+
+
+class McapFileReader(_ReaderBase):
+    """A plain MCAP file: mcap records, rosbags-typestore decoding."""
+
+    def __init__(self, path: Path) -> None:
+        from mcap.exceptions import McapError
+        from mcap.reader import make_reader
+
+        self.path = Path(path)
+        self._file: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed in close()
+        try:
+            self._reader = make_reader(self._file)
+            self._summary = self._reader.get_summary()
+        except (McapError, ValueError, OSError) as exc:
+            self._file.close()
+            raise RecordingError(f"{self.path}: not a readable MCAP file: {exc}") from exc
+        self._decoders: dict[int, Callable[[bytes], Any] | None] = {}
+        self._typestore: Any = None
+
+    def topics(self) -> dict[str, TopicInfo]:
+        if self._summary is None:
+            return self._scan_topics()
+        counts = self._summary.statistics.channel_message_counts if self._summary.statistics else {}
+        result: dict[str, TopicInfo] = {}
+        for channel in self._summary.channels.values():
+            schema = self._summary.schemas.get(channel.schema_id)
+            count = counts.get(channel.id) if counts else None
+            previous = result.get(channel.topic)
+            if previous is not None and previous.count is not None and count is not None:
+                count += previous.count
+            result[channel.topic] = TopicInfo(_schema_msgtype(schema), count)
+        return result
+
+    def _scan_topics(self) -> dict[str, TopicInfo]:
+        """Unindexed file: read it once to count."""
+        counts: dict[str, int] = {}
+        types: dict[str, str] = {}
+        for schema, channel, _ in self._reader.iter_messages():
+            counts[channel.topic] = counts.get(channel.topic, 0) + 1
+            types[channel.topic] = _schema_msgtype(schema)
+        self._file.seek(0)
+        return {t: TopicInfo(types[t], counts[t]) for t in counts}
+
+    def iter_messages(
+        self, topics: Iterable[str] | None = None, start_time: int | None = None, end_time: int | None = None
+    ) -> Iterator[RosMessage]:
+        wanted = None if topics is None else list(topics)
+        if wanted is not None and not wanted:
+            return
+        for schema, channel, message in self._reader.iter_messages(
+            topics=wanted, start_time=start_time, end_time=end_time, log_time_order=True
+        ):
+            decode = self._decoders.get(channel.id, _MISSING)
+            if decode is _MISSING:
+                decode = self._decoders[channel.id] = self._decoder_for(schema, channel)
+            if decode is None:
+                continue  # not a ROS encoding (JSON, protobuf...): nothing to convert
+            try:
+                data = to_plain(decode(message.data))
+            except Exception as exc:
+                raise RecordingError(f"{self.path}: cannot decode {channel.topic} at {message.log_time}: {exc}") from exc
+            yield RosMessage(channel.topic, _schema_msgtype(schema), message_time_ns(data, message.log_time), data)
+
+    def _decoder_for(self, schema: Any, channel: Any) -> Callable[[bytes], Any] | None:
+        from rosbags.typesys import get_types_from_idl, get_types_from_msg
+
+        if schema is None or channel.message_encoding not in ("cdr", "ros1"):
+            return None
+        name = normalize_msgtype(schema.name)
+        text = schema.data.decode("utf-8")
+        store = self._store()
+        if name not in store.fielddefs:
+            if schema.encoding in ("ros2msg", "ros1msg"):
+                store.register(get_types_from_msg(text, name))
+            elif schema.encoding == "ros2idl":
+                store.register(_types_from_idl_bundle(text, get_types_from_idl))
+            else:
+                return None
+        if channel.message_encoding == "ros1":
+            return lambda raw: store.deserialize_ros1(raw, name)
+        return lambda raw: store.deserialize_cdr(raw, name)
+
+    def _store(self) -> Any:
+        if self._typestore is None:
+            from rosbags.typesys import Stores, get_typestore
+
+            self._typestore = get_typestore(Stores.EMPTY)
+        return self._typestore
+
+    def close(self) -> None:
+        self._file.close()
+
+
+_MISSING: Any = object()
+
+
+def _types_from_idl_bundle(text: str, parse: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """ros2idl schemas concatenate several IDL files separated by '=====...' + 'IDL: name' lines."""
+    separator = "=" * 80 + "\n"
+    if not text.startswith(separator):
+        return parse(text)
+    types: dict[str, Any] = {}
+    for part in text.split(separator)[1:]:
+        _, _, body = part.partition("\n")
+        types.update(parse(body))
+    return types
+
+
+def _schema_msgtype(schema: Any) -> str:
+    if schema is None or not schema.name:
+        return ""
+    try:
+        return normalize_msgtype(schema.name)
+    except ValueError:
+        return str(schema.name)
+
+
+def open_reader(path: Path) -> RosbagsReader | McapFileReader:
+    """The reader for a recording: a ``.bag`` file, a ROS 2 bag folder, or a plain ``.mcap`` file."""
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "metadata.yaml").exists():
+            raise RecordingError(f"{path}: a folder is a ROS 2 bag only with a metadata.yaml")
+        return RosbagsReader(path)
+    if path.suffix == ".bag":
+        return RosbagsReader(path)
+    if path.suffix == ".mcap":
+        return McapFileReader(path)
+    if path.suffix == ".db3" and (path.parent / "metadata.yaml").exists():
+        return RosbagsReader(path.parent)
+    raise RecordingError(f"{path}: not a recording (expected a .bag, a .mcap or a ROS 2 bag folder)")

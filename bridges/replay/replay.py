@@ -1,0 +1,149 @@
+"""Offline replay: recordings -> the shared pipeline -> robotmem, as fast as the data allows.
+
+Idempotent: each episode's session id is ``rpl_<hash16>_<start_ns>`` where ``hash16``
+comes from the recording's content (and the collection) and ``start_ns`` is the episode's
+first message time. Replaying the same file again finds every episode already ended and
+writes nothing; an episode a crashed run left open has its records forgotten and is
+written again from scratch (see docs/replay.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bridges.pipeline import (
+    BridgeConfig,
+    Pipeline,
+    PipelineStats,
+    TopicRule,
+    parse_episode_split,
+)
+from bridges.pipeline.episodes import EpisodePolicy
+
+from .discovery import content_digest, find_recordings, session_id_prefix
+from .readers import TopicInfo, open_reader
+
+__all__ = ["RecordingResult", "ReplayOptions", "replay_paths", "replay_recording", "select_topics"]
+
+#: a topic asked for with --topics that no rule covers is stored as JSON at this rate
+REQUESTED_TOPIC_SAMPLE_S = 1.0
+#: how often (messages) the progress callback runs
+PROGRESS_EVERY = 2000
+
+Progress = Callable[[int, "int | None"], None]
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    #: only these topics (None: every topic a rule covers)
+    topics: tuple[str, ...] | None = None
+    collection: str = "default"
+    robot_id: str | None = None
+    #: "file" | "gap:SECONDS" | "topic:/name"
+    episode_split: str = "file"
+    dry_run: bool = False
+
+
+@dataclass
+class RecordingResult:
+    path: Path
+    session_prefix: str
+    stats: PipelineStats
+    seconds: float
+    #: every topic in the file
+    file_topics: dict[str, TopicInfo]
+    #: the topics that were read
+    selected: list[str]
+    #: topics asked for with --topics that the file does not have
+    missing: list[str] = field(default_factory=list)
+    #: dry run: what would have been written
+    plan: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "session_prefix": self.session_prefix,
+            "seconds": round(self.seconds, 3),
+            "selected_topics": self.selected,
+            "ignored_topics": {t: i.count for t, i in sorted(self.file_topics.items()) if t not in self.selected},
+            "missing_topics": self.missing,
+            "stats": self.stats.as_dict(),
+            **({"plan": self.plan} if self.plan else {}),
+        }
+
+
+def select_topics(
+    config: BridgeConfig, file_topics: dict[str, TopicInfo], requested: tuple[str, ...] | None, policy: EpisodePolicy
+) -> tuple[BridgeConfig, list[str], list[str]]:
+    """(config with any extra rules, topics to read, requested topics the file lacks)."""
+    extra: list[TopicRule] = []
+    marker = policy.marker_topic
+    if marker is not None and marker in file_topics and not any(
+        r.converter == "episode" for r in config.rules_for(marker, file_topics[marker].msgtype)
+    ):
+        extra.append(TopicRule(marker, None, "episode"))
+    if requested is None:
+        wanted = list(file_topics)
+        missing: list[str] = []
+    else:
+        wanted = [t for t in requested if t in file_topics]
+        missing = [t for t in requested if t not in file_topics]
+        for topic in wanted:
+            if not config.rules_for(topic, file_topics[topic].msgtype):
+                extra.append(TopicRule(topic, None, "json_perception", sample_every_s=REQUESTED_TOPIC_SAMPLE_S))
+        if marker is not None and marker in file_topics and marker not in wanted:
+            wanted.append(marker)
+    if extra:
+        config = dataclasses.replace(config, topics=tuple(extra) + config.topics)
+    selected = sorted(t for t in wanted if config.rules_for(t, file_topics[t].msgtype))
+    return config, selected, missing
+
+
+def replay_recording(
+    memory: Any, path: Path, config: BridgeConfig, options: ReplayOptions, progress: Progress | None = None
+) -> RecordingResult:
+    """Replay one recording (a .bag, a .mcap or a ROS 2 bag folder) into ``memory``."""
+    started = time.perf_counter()
+    prefix = session_id_prefix(content_digest(path), options.collection)
+    policy = parse_episode_split(options.episode_split)
+    with open_reader(path) as reader:
+        file_topics = reader.topics()
+        run_config, selected, missing = select_topics(config, file_topics, options.topics, policy)
+        pipeline = Pipeline(
+            memory, run_config, collection=options.collection, robot_id=options.robot_id, episode_policy=policy,
+            source=str(path.resolve()), dry_run=options.dry_run, session_id_for=lambda start_ns: f"{prefix}_{start_ns}",
+        )
+        counts = [file_topics[t].count for t in selected]
+        total = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
+        done = 0
+        feed = pipeline.feed
+        for message in reader.iter_messages(topics=selected):
+            feed(message)
+            done += 1
+            if progress is not None and done % PROGRESS_EVERY == 0:
+                progress(done, total)
+        stats = pipeline.close()
+    if progress is not None:
+        progress(done, total if total is not None else done)
+    return RecordingResult(path, prefix, stats, time.perf_counter() - started, file_topics, selected, missing,
+                           pipeline.plan)
+
+
+def replay_paths(
+    memory: Any,
+    paths: list[Path],
+    config: BridgeConfig,
+    options: ReplayOptions,
+    progress_for: Callable[[Path], Progress | None] | None = None,
+) -> list[RecordingResult]:
+    """Replay every recording the paths name (files, bag folders, folders of recordings)."""
+    results = []
+    for recording in find_recordings(paths):
+        progress = progress_for(recording) if progress_for is not None else None
+        results.append(replay_recording(memory, recording, config, options, progress))
+    return results

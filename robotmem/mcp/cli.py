@@ -1,8 +1,9 @@
 """``robotmem serve``: the CLI plugin that runs the MCP server.
 
-The root CLI calls :func:`register` with its subparsers (common options ``--home`` and
-``--db`` are already on the root parser). ``python -m robotmem.mcp`` runs the same command
-without the root CLI.
+The root CLI calls :func:`register` with its subparsers (common options ``--home``,
+``--db`` and ``--collection`` are already on the root parser). :func:`main` is what
+``python -m robotmem`` runs without arguments: the stdio server, without loading the rest
+of the CLI and its plugins (a quick start matters to MCP clients).
 """
 
 from __future__ import annotations
@@ -55,7 +56,11 @@ def serve_command(args: argparse.Namespace) -> int:
 
     configure_logging()
     try:
-        config = Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None))
+        config = Config.load(
+            home=getattr(args, "home", None),
+            db_path=getattr(args, "db", None),
+            collection=getattr(args, "collection", None),
+        )
         if args.transport == "stdio":
             run_stdio(config)
         else:

@@ -194,12 +194,12 @@ def _pump_lines(stream: Any, lines: queue.Queue[str | None], log: list[str]) -> 
 
 
 def start_http_server(home: Path, *args: str, **env: str) -> HttpServer:
-    """``python -m robotmem.mcp --transport http --port 0 ...``; returns once it listens.
+    """``python -m robotmem serve --transport http --port 0 ...``; returns once it listens.
 
     Readiness is the server's own "listening on URL" log line (port 0: the OS picks a free
     port and the line names it), read with a timeout, never a sleep.
     """
-    command = [sys.executable, "-m", "robotmem.mcp", "--transport", "http", "--port", "0", *args]
+    command = [sys.executable, "-m", "robotmem", "serve", "--transport", "http", "--port", "0", *args]
     process = subprocess.Popen(
         command,
         env={**os.environ, **server_env(home, **env)},

@@ -154,7 +154,18 @@ async def test_without_a_configured_token_loopback_clients_need_none(http_server
 
 def test_binding_a_non_loopback_address_without_a_token_is_refused(robotmem_home: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "robotmem.mcp", "--transport", "http", "--host", "0.0.0.0", "--port", "0"],
+        [
+            sys.executable,
+            "-m",
+            "robotmem",
+            "serve",
+            "--transport",
+            "http",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
         env={**os.environ, **server_env(robotmem_home)},
         cwd=str(REPO_ROOT),
         capture_output=True,

@@ -1,0 +1,107 @@
+"""Cold start and failure behaviour of the stdio server.
+
+``initialize`` must not wait for the embedding model, and a call stuck behind the model
+must not stall other requests. To make "the model is still loading" a fact rather than a
+race, the test holds the model cache's build lock (the real inter-process lock the
+embedder takes before building into an empty cache) while it talks to the server, and
+only then lets the build go ahead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import pytest
+from mcp_client_helpers import call_error, call_ok, read_json_resource, stdio_session
+
+from robotmem.embeddings.cache import cached_model_path
+from robotmem.embeddings.source import locate_model_source
+from robotmem.mcp.boundary import STORAGE_MESSAGE
+
+pytestmark = pytest.mark.anyio
+
+#: Upper bound for the model build once released: a hang guard, not a speed assertion.
+MODEL_BUILD_TIMEOUT_S = 300
+
+
+class ModelBuildLock:
+    """The lock the embedder must take to build the fp32 model into ``models_dir``."""
+
+    def __init__(self, models_dir: Path) -> None:
+        self.model_file = cached_model_path(locate_model_source(), models_dir, "fp32")
+        self._path = self.model_file.with_name(self.model_file.name + ".lock")
+        self._handle: IO[bytes] | None = None
+
+    def acquire(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = self._path.open("a+b")
+        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
+async def test_initialize_and_other_calls_answer_while_the_model_is_still_loading(
+    robotmem_home: Path, tmp_path: Path
+) -> None:
+    models = tmp_path / "empty-model-cache"
+    lock = ModelBuildLock(models)
+    lock.acquire()
+    try:
+        async with stdio_session(
+            robotmem_home, tmp_path / "server.log", ROBOTMEM_MODELS_DIR=str(models)
+        ) as session:
+            # initialize has returned (stdio_session awaited it) and the model is not built.
+            assert not lock.model_file.exists()
+            learned: dict[str, Any] = {}
+
+            async def learn_needing_the_model() -> None:
+                learned.update(await call_ok(session, "learn", {"insight": "Embedding waits for the model"}))
+
+            with anyio.fail_after(MODEL_BUILD_TIMEOUT_S):
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(learn_needing_the_model)
+                    # Calls that need no model complete while the warm-up and learn wait on it.
+                    started = await call_ok(session, "start_session", {"collection": "lab"})
+                    ended = await call_ok(session, "end_session", {"session_id": started["session_id"]})
+                    assert ended["status"] == "ended"
+                    assert (await read_json_resource(session, "robotmem://stats"))["sessions"] == 1
+                    status = await read_json_resource(session, "robotmem://status")
+                    # "unloaded" only if the loader threads were not scheduled yet: never "ready".
+                    assert status["store"] == "ready" and status["embeddings"] in ("unloaded", "loading")
+                    assert learned == {}, "learn cannot finish before the model exists"
+                    lock.release()  # let the build go ahead; learn then completes
+
+            assert learned["status"] == "created"
+            assert lock.model_file.exists()
+            assert (await read_json_resource(session, "robotmem://status"))["embeddings"] == "ready"
+            found = await call_ok(session, "recall", {"query": "waiting for the embedding model"})
+            assert found["mode"] == "hybrid" and found["results"][0]["id"] == learned["memory_id"]
+    finally:
+        lock.release()
+
+
+async def test_an_unreadable_store_gives_storage_errors_without_internals_and_the_server_keeps_answering(
+    robotmem_home: Path, tmp_path: Path
+) -> None:
+    database = robotmem_home / "memory.db"
+    database.write_bytes(b"this is not an SQLite database " * 512)
+    log = tmp_path / "server.log"
+    async with stdio_session(robotmem_home, log, ROBOTMEM_EMBEDDINGS="off") as session:
+        for tool, arguments in [("learn", {"insight": "lost?"}), ("recall", {"query": "anything"})]:
+            error = await call_error(session, tool, arguments)
+            assert error == {"code": "storage_error", "field": None, "message": STORAGE_MESSAGE}
+            assert str(robotmem_home) not in error["message"]
+        # Argument problems are still reported as such: validation needs no store.
+        bad = await call_error(session, "recall", {"query": "x", "n": "many"})
+        assert bad["code"] == "validation_error"
+        assert len((await session.list_tools()).tools) == 7
+        status = await read_json_resource(session, "robotmem://status")
+        assert status["store"] == "failed"
+    assert str(database) in log.read_text(encoding="utf-8"), "the cause is in the server log"

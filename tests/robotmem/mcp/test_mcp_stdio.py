@@ -160,7 +160,7 @@ async def test_resources_show_a_session_timeline_the_sessions_stats_and_status(
         assert (await read_json_resource(session, "robotmem://stats"))["facts"] == 2
 
 
-async def test_logs_go_to_stderr_and_stdout_carries_only_the_protocol(
+async def test_logs_go_to_stderr_and_the_store_closes_when_the_client_disconnects(
     robotmem_home: Path, tmp_path: Path
 ) -> None:
     log = tmp_path / "server.log"
@@ -168,4 +168,6 @@ async def test_logs_go_to_stderr_and_stdout_carries_only_the_protocol(
         # Any stray stdout line would have broken the client's JSON-RPC parsing already.
         await call_ok(session, "learn", {"insight": "Logs belong on stderr"})
         await call_ok(session, "recall", {"query": "logs"})
-    assert "memory store open" in log.read_text(encoding="utf-8")
+    text = log.read_text(encoding="utf-8")
+    assert "memory store open" in text
+    assert "memory store closed" in text, "closing stdin shuts the server down through its lifespan"

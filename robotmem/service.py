@@ -20,6 +20,7 @@ from .config import Config
 from .context import canonical_json, content_hash, parse_context
 from .embeddings.base import Embedder
 from .errors import ConflictError, NotFoundError, ValidationError
+from .models import DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
 from .search.recall import RecallEngine, row_to_record
@@ -242,6 +243,8 @@ class Memory:
     def update(self, memory_id: int, new_content: str, context: dict[str, Any] | str | None = None) -> dict[str, Any]:
         """Correct a memory's text (and, when given, replace its context); every index follows."""
         mid = validation.memory_id(memory_id)
+        validation.text(new_content, "new_content", max_len=DESCRIPTION_MAX_CHARS)
+        new_context = parse_context(context) if context is not None else None
         with self._db.read() as conn:
             row = self._require_row(conn, mid)
         kind, status, collection = row["type"], row["status"], row["collection"]
@@ -250,7 +253,7 @@ class Memory:
             raise ConflictError(f"memory {mid} is {status}{target}", field="memory_id")
         text = (validation.insight(new_content, "new_content") if kind == "fact"
                 else validation.description(new_content, "new_content"))
-        ctx = parse_context(context) if context is not None else parse_context(row["context"])
+        ctx = new_context if new_context is not None else parse_context(row["context"])
         vectors = self._embeddings.embed([text])
         now = self.now()
         with self._db.write() as conn:

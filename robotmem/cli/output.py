@@ -9,7 +9,8 @@ from typing import Any, TextIO
 __all__ = ["emit", "progress_printer"]
 
 
-def emit(value: Any, as_json: bool, out: TextIO = sys.stdout) -> None:
+def emit(value: Any, as_json: bool, out: TextIO | None = None) -> None:
+    out = out if out is not None else sys.stdout
     if as_json:
         out.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
         return
@@ -32,8 +33,9 @@ def emit(value: Any, as_json: bool, out: TextIO = sys.stdout) -> None:
     out.write(f"{value}\n")
 
 
-def progress_printer(label: str, out: TextIO = sys.stderr) -> Any:
+def progress_printer(label: str, out: TextIO | None = None) -> Any:
     """A one-line progress bar on stderr: ``label [#####.....] 50% 500/1000``."""
+    out = out if out is not None else sys.stderr
 
     def show(done: int, total: int) -> None:
         width = 30

@@ -1,0 +1,45 @@
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from robotmem.cli.main import main
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_learn_then_recall_with_filter_and_near_as_json(capsys, robotmem_home: Path):
+    ctx = json.dumps({"task": {"success": True}, "spatial": {"p": [1, 2, 0]}})
+    code, out, _ = run(capsys, "--json", "learn", "dock 3 charger contacts are dirty", "--context", ctx)
+    assert code == 0 and json.loads(out)["status"] == "created"
+    code, out, _ = run(capsys, "--json", "recall", "charger", "--filter", '{"task.success": true}',
+                       "--near", "spatial.p", "1", "2", "0")
+    result = json.loads(out)
+    assert code == 0 and result["results"][0]["distance"] == 0.0
+
+
+def test_bad_filter_prints_the_field_and_exits_1(capsys, robotmem_home: Path):
+    code, _, err = run(capsys, "recall", "x", "--filter", '{"a": {"$bogus": 1}}')
+    assert code == 1 and "context_filter.a" in err and "$bogus" in err
+
+
+def test_stats_export_import_round_trip(capsys, tmp_path: Path, robotmem_home: Path):
+    run(capsys, "learn", "first insight for export")
+    code, out, _ = run(capsys, "--json", "export", str(tmp_path / "out.jsonl"))
+    assert code == 0 and json.loads(out)["memories"] == 1
+    code, out, _ = run(capsys, "--json", "--db", str(tmp_path / "other.db"), "import", str(tmp_path / "out.jsonl"))
+    assert json.loads(out)["memories"] == 1
+    code, out, _ = run(capsys, "--json", "--db", str(tmp_path / "other.db"), "stats")
+    assert json.loads(out)["facts"] == 1
+
+
+def test_demo_writes_an_episode_and_recalls_from_it(robotmem_home: Path):
+    proc = subprocess.run([sys.executable, "-m", "robotmem.cli.main", "demo"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "grip_force=9N held the wet glass bottle" in proc.stdout
+    assert (robotmem_home / "memory.db").exists()

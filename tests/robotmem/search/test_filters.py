@@ -1,0 +1,134 @@
+import json
+from pathlib import Path
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from robotmem import Memory, ValidationError
+from robotmem.search.filters import compile_filter
+
+from filter_reference import matches
+
+PATHS = ["params.force", "params.speed", "task.success", "task.name", "robot.id", "spatial.zone", "note"]
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.floats(-5, 5, allow_nan=False).map(lambda x: round(x, 2)),
+    st.sampled_from(["a", "b", "pick", "place", ""]),
+)
+orderable = st.one_of(st.integers(-5, 5), st.floats(-5, 5, allow_nan=False).map(lambda x: round(x, 2)),
+                      st.sampled_from(["a", "b", "pick"]))
+
+
+def _context() -> st.SearchStrategy[dict]:
+    def build(values: dict) -> dict:
+        ctx: dict = {}
+        for path, value in values.items():
+            node = ctx
+            *parents, leaf = path.split(".")
+            ok = True
+            for p in parents:
+                child = node.setdefault(p, {})
+                if not isinstance(child, dict):
+                    ok = False
+                    break
+                node = child
+            if ok:
+                node[leaf] = value
+        return ctx
+
+    return st.dictionaries(st.sampled_from(PATHS), st.one_of(scalars, st.lists(scalars, max_size=2)),
+                           max_size=5).map(build)
+
+
+def _clause() -> st.SearchStrategy[dict]:
+    path = st.sampled_from(PATHS)
+    op_value = st.one_of(
+        st.tuples(st.sampled_from(["$eq", "$ne"]), scalars),
+        st.tuples(st.sampled_from(["$gt", "$gte", "$lt", "$lte"]), orderable),
+        st.tuples(st.sampled_from(["$in", "$nin"]), st.lists(scalars, min_size=1, max_size=3)),
+        st.tuples(st.just("$exists"), st.booleans()),
+    )
+    plain = st.builds(lambda p, v: {p: v}, path, scalars)
+    with_op = st.builds(lambda p, ov: {p: {ov[0]: ov[1]}}, path, op_value)
+    return st.one_of(plain, with_op)
+
+
+filters = st.recursive(
+    _clause(),
+    lambda inner: st.one_of(
+        st.builds(lambda xs: {"$and": xs}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda xs: {"$or": xs}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda a, b: {**a, **b}, inner, inner),
+    ),
+    max_leaves=6,
+)
+
+
+@pytest.fixture(scope="module")
+def conn():
+    c = apsw.Connection(":memory:")
+    c.execute("CREATE TABLE m (id INTEGER PRIMARY KEY, context BLOB)")
+    return c
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(contexts=st.lists(_context(), min_size=1, max_size=12), spec=filters)
+def test_sql_filter_selects_exactly_what_the_reference_evaluator_selects(conn, contexts, spec):
+    conn.execute("DELETE FROM m")
+    conn.executemany("INSERT INTO m (id, context) VALUES (?, jsonb(?))",
+                     [(i, json.dumps(c)) for i, c in enumerate(contexts)])
+    compiled = compile_filter(spec, column="m.context")
+    got = {row[0] for row in conn.execute(f"SELECT id FROM m WHERE {compiled.sql}", compiled.params)}
+    expected = {i for i, c in enumerate(contexts) if matches(c, spec)}
+    assert got == expected, (spec, contexts)
+
+
+@pytest.mark.parametrize(
+    "spec, field",
+    [
+        ({"task.success": {"$regex": "x"}}, "context_filter.task.success"),
+        ({"$nor": [{"a": 1}]}, "context_filter.$nor"),
+        ({"params.force": {"$in": []}}, "context_filter.params.force"),
+        ({"params.force": {"$gt": True}}, "context_filter.params.force"),
+        ({"params.force": {"$exists": "yes"}}, "context_filter.params.force"),
+        ({"params..force": 1}, "context_filter.params..force"),
+        ({"$or": {"a": 1}}, "context_filter.$or"),
+        ({"params.force": {}}, "context_filter.params.force"),
+        ({"params.force": [1, 2]}, "context_filter.params.force"),
+    ],
+)
+def test_malformed_filters_are_validation_errors_naming_the_clause(spec, field):
+    with pytest.raises(ValidationError) as info:
+        compile_filter(spec)
+    assert info.value.field == field
+
+
+def test_recall_with_unknown_operator_is_a_validation_error(mem: Memory):
+    with pytest.raises(ValidationError) as info:
+        mem.recall("x", context_filter={"params.force": {"$between": [1, 2]}})
+    assert "$between" in info.value.message
+
+
+def test_recall_with_malformed_filter_json_is_a_validation_error(mem: Memory):
+    with pytest.raises(ValidationError) as info:
+        mem.recall("x", context_filter='{"task.success": tru')
+    assert info.value.field == "context_filter"
+
+
+def test_filter_is_exact_over_twenty_thousand_memories(tmp_path: Path, clock):
+    """Exactly one of 20,000 memories matches: recall with the filter must return it."""
+    with Memory(tmp_path / "big.db", clock=clock, embedder=None) as mem:
+        records = [
+            {"description": f"grasp attempt {i} on the red cube", "perception_type": "tactile",
+             "metadata": {"params": {"grip_force": {"value": 20 + i % 50}}, "task": {"success": i % 2 == 0}}}
+            for i in range(20_000)
+        ]
+        records[13_337]["metadata"] = {"params": {"grip_force": {"value": 7.5}}, "task": {"success": True}}
+        ids = mem.save_perceptions(records)
+        hits = mem.recall("grasp red cube", n=10,
+                          context_filter={"task.success": True, "params.grip_force.value": {"$lt": 15}})
+        assert [h["id"] for h in hits["results"]] == [ids[13_337]]
+        assert hits["results"][0]["params"] == {"grip_force": {"value": 7.5}}
+        none_text = mem.recall("", context_filter={"params.grip_force.value": 7.5})
+        assert [h["id"] for h in none_text["results"]] == [ids[13_337]]

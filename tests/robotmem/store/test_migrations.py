@@ -1,0 +1,44 @@
+from pathlib import Path
+
+import apsw
+import pytest
+
+from robotmem import Memory, StorageError
+from robotmem.store.migrations import SCHEMA_VERSION
+
+
+def _user_version(path: Path) -> int:
+    conn = apsw.Connection(str(path))
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_new_store_is_migrated_to_the_latest_schema_version(db_path: Path):
+    Memory(db_path, embedder=None).close()
+    assert _user_version(db_path) == SCHEMA_VERSION
+
+
+def test_reopening_a_store_keeps_its_data_and_version(db_path: Path):
+    with Memory(db_path, embedder=None) as mem:
+        mid = mem.learn("joint 3 overheats above 60 C")["memory_id"]
+    with Memory(db_path, embedder=None) as mem:
+        assert mem.get(mid)["content"] == "joint 3 overheats above 60 C"
+    assert _user_version(db_path) == SCHEMA_VERSION
+
+
+def test_a_store_from_a_newer_robotmem_is_refused(db_path: Path):
+    Memory(db_path, embedder=None).close()
+    conn = apsw.Connection(str(db_path))
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(StorageError, match="newer"):
+        Memory(db_path, embedder=None)
+
+
+def test_the_store_runs_in_wal_mode(db_path: Path):
+    Memory(db_path, embedder=None).close()
+    conn = apsw.Connection(str(db_path))
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()

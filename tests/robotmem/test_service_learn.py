@@ -1,0 +1,74 @@
+import pytest
+
+from robotmem import ConflictError, Memory, NotFoundError, ValidationError
+
+
+def test_learn_returns_a_new_id_and_the_memory_reads_back(mem: Memory):
+    result = mem.learn("  the gripper slips on wet glass  ", {"task": {"name": "pick"}, "extra": {"k": 1}})
+    assert result["status"] == "created"
+    record = mem.get(result["memory_id"])
+    assert record["content"] == "the gripper slips on wet glass"
+    assert record["task"] == {"name": "pick"} and record["context"]["extra"] == {"k": 1}
+    assert record["type"] == "fact" and record["status"] == "active"
+
+
+def test_learn_accepts_context_as_a_json_string(mem: Memory):
+    mid = mem.learn("arm 2 drifts left", '{"robot": {"id": "arm-2"}}')["memory_id"]
+    assert mem.get(mid)["robot"] == {"id": "arm-2"}
+
+
+@pytest.mark.parametrize(
+    "insight, context, field",
+    [
+        ("", None, "insight"),
+        ("   ", None, "insight"),
+        ("x" * 301, None, "insight"),
+        (42, None, "insight"),
+        ("ok", "[1, 2]", "context"),
+        ("ok", "{not json", "context"),
+        ("ok", {"params": [1, 2]}, "context.params"),
+        ("ok", {"params": {"f": float("nan")}}, "context.params.f"),
+    ],
+)
+def test_learn_rejects_bad_input_naming_the_field(mem: Memory, insight, context, field):
+    with pytest.raises(ValidationError) as info:
+        mem.learn(insight, context)
+    assert info.value.field == field
+    assert mem.stats()["memories"] == 0
+
+
+def test_an_insight_of_exactly_300_characters_is_accepted(mem: Memory):
+    assert mem.learn("y" * 300)["status"] == "created"
+
+
+def test_exact_duplicate_returns_the_existing_id_and_reinforces_it(mem: Memory, clock):
+    first = mem.learn("Joint 3 overheats above 60 C", {"robot": {"id": "r1"}})
+    clock.advance(3600)
+    again = mem.learn("joint 3   overheats above 60 c", {"robot": {"id": "r1"}})
+    assert again == {"memory_id": first["memory_id"], "status": "duplicate"}
+    record = mem.get(first["memory_id"])
+    assert record["evidence_count"] == 2 and record["reinforced_at"] == clock.now
+    different_context = mem.learn("Joint 3 overheats above 60 C", {"robot": {"id": "r2"}})
+    assert different_context["status"] == "created"
+
+
+def test_learn_into_an_unknown_session_is_not_found(mem: Memory):
+    with pytest.raises(NotFoundError) as info:
+        mem.learn("x happened", session_id="ses_doesnotexist")
+    assert info.value.field == "session_id"
+
+
+def test_learn_into_an_ended_session_is_a_conflict(mem: Memory):
+    sid = mem.start_session()["session_id"]
+    mem.end_session(sid)
+    with pytest.raises(ConflictError):
+        mem.learn("late insight", session_id=sid)
+
+
+def test_learn_in_a_session_uses_the_session_collection(mem: Memory):
+    sid = mem.start_session(collection="lab-b")["session_id"]
+    mid = mem.learn("door 4 sticks", session_id=sid)["memory_id"]
+    assert mem.get(mid)["collection"] == "lab-b"
+    with pytest.raises(ValidationError) as info:
+        mem.learn("door 5 sticks", collection="lab-a", session_id=sid)
+    assert info.value.field == "collection"

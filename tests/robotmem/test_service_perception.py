@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+
+from robotmem import Config, Memory, ValidationError
+
+
+def test_numeric_arrays_are_stored_as_binary_and_summarised_in_recall(mem: Memory):
+    data = {"t": [i * 0.01 for i in range(1000)], "joints": [[float(j)] * 7 for j in range(1000)], "frame": "base"}
+    result = mem.save_perception("joint log while pushing the box", "proprioceptive", data=data)
+    assert result["payload_bytes"] < 1000 * 8 * 9  # raw float64 + headers, far below JSON text
+    hit = mem.recall("pushing box")["results"][0]
+    assert hit["payload"]["shape"]["joints"] == {"array": [1000, 7], "dtype": "float64"}
+    assert "t" not in hit["context"]
+    assert mem.get_data(result["memory_id"]) == data
+    arrays = mem.get_data(result["memory_id"], as_numpy=True)
+    assert isinstance(arrays["joints"], np.ndarray) and arrays["joints"].shape == (1000, 7)
+
+
+def test_data_given_as_json_text_is_parsed(mem: Memory):
+    mid = mem.save_perception("force profile of the grasp", "tactile", data='{"f": [1, 2, 3]}')["memory_id"]
+    assert mem.get_data(mid) == {"f": [1, 2, 3]}
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"description": "abcd"}, "description"),
+        ({"description": "valid text", "perception_type": "smell"}, "perception_type"),
+        ({"description": "valid text", "metadata": "[]"}, "metadata"),
+        ({"description": "valid text", "data": "{broken"}, "data"),
+    ],
+)
+def test_save_perception_rejects_bad_input_naming_the_field(mem: Memory, kwargs, field):
+    with pytest.raises(ValidationError) as info:
+        mem.save_perception(**kwargs)
+    assert info.value.field == field
+
+
+def test_oversized_payload_is_rejected_with_the_limit_in_the_message(db_path, clock, robotmem_home):
+    config = Config.load(max_payload_bytes=10_000)
+    with Memory(db_path, clock=clock, embedder=None, config=config) as mem:
+        with pytest.raises(ValidationError) as info:
+            mem.save_perception("a very large image", "visual", data={"pixels": list(range(5000))})
+        assert info.value.field == "data" and "10000" in info.value.message
+        assert mem.stats()["memories"] == 0
+
+
+def test_bulk_save_is_all_or_nothing(mem: Memory):
+    records = [{"description": "good record one"}, {"description": "bad", "perception_type": "visual"}]
+    with pytest.raises(ValidationError) as info:
+        mem.save_perceptions(records)
+    assert info.value.field == "records[1].description"
+    assert mem.stats()["memories"] == 0
+
+
+def test_binary_bytes_round_trip_as_base64(mem: Memory):
+    mid = mem.save_perception("thumbnail of the shelf", "visual", data={"png": b"\x89PNG\r\n"})["memory_id"]
+    assert mem.get_data(mid) == {"png": {"base64": "iVBORw0K", "bytes": 6}}
+    assert mem.get_data(mid, as_numpy=True)["png"] == b"\x89PNG\r\n"

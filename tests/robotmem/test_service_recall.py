@@ -1,0 +1,201 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robotmem import Memory, ValidationError
+
+
+def _ids(result: dict) -> list[int]:
+    return [hit["id"] for hit in result["results"]]
+
+
+def test_recall_without_embedder_runs_bm25_only_and_says_so(mem: Memory):
+    mid = mem.learn("grip_force=12.5N worked on the wet bottle")["memory_id"]
+    result = mem.recall("12.5N")
+    assert result["mode"] == "bm25_only" and _ids(result) == [mid]
+
+
+@pytest.mark.parametrize("query", ["12.5N", "12.5", "grip_force", "grip force", "0.05m", "bouteille mouillée"])
+def test_full_text_finds_measurements_parameters_and_accents(mem: Memory, query):
+    target = mem.learn("grip_force=12.5N at 0.05m clearance on the bouteille mouillee")["memory_id"]
+    mem.learn("the camera exposure was too low")
+    assert _ids(mem.recall(query))[:1] == [target]
+
+
+@pytest.mark.parametrize("query", ["玻璃瓶", "滑った", "グリッパー"])
+def test_full_text_finds_chinese_and_japanese_substrings(mem: Memory, query):
+    zh = mem.learn("机器人抓取玻璃瓶时打滑了")["memory_id"]
+    ja = mem.learn("グリッパーが濡れたボトルで滑った")["memory_id"]
+    expected = zh if query == "玻璃瓶" else ja
+    assert _ids(mem.recall(query))[0] == expected
+
+
+@pytest.mark.parametrize("query", ['"', "AND OR NOT", "(((", "*", "a:b", "NEAR(x y)", "-", "😀", "'; DROP TABLE memories;--"])
+def test_queries_with_punctuation_never_raise(mem: Memory, query):
+    mem.learn("something to find")
+    result = mem.recall(query)
+    assert result["mode"] in ("bm25_only", "vector_only", "hybrid")
+    assert mem.stats()["memories"] == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"n": 0}, "n"), ({"n": 101}, "n"), ({"n": "5"}, "n"),
+        ({"min_confidence": -0.1}, "min_confidence"), ({"min_confidence": 1.5}, "min_confidence"),
+        ({"since": "yesterday"}, "since"), ({"since": 10, "until": 5}, "since"),
+        ({"spatial_sort": {"field": "spatial.p", "target": [1]}}, "spatial_sort.target"),
+        ({"spatial_sort": {"target": [1, 2]}}, "spatial_sort.field"),
+        ({"spatial_sort": {"field": "spatial.p", "target": [1, 2], "max_distance": -1}}, "spatial_sort.max_distance"),
+        ({"session_id": "bad id!"}, "session_id"),
+        ({"collection": "has space"}, "collection"),
+    ],
+)
+def test_recall_rejects_bad_parameters_naming_the_field(mem: Memory, kwargs, field):
+    with pytest.raises(ValidationError) as info:
+        mem.recall("anything", **kwargs)
+    assert info.value.field == field
+
+
+def test_empty_query_needs_a_filter_or_spatial_sort(mem: Memory):
+    with pytest.raises(ValidationError) as info:
+        mem.recall("")
+    assert info.value.field == "query"
+
+
+def test_empty_query_with_filter_lists_matches_newest_first(mem: Memory, clock):
+    old = mem.learn("pick ok", {"task": {"success": True}})["memory_id"]
+    clock.advance(10)
+    mem.learn("pick failed", {"task": {"success": False}})
+    clock.advance(10)
+    new = mem.learn("place ok", {"task": {"success": True}})["memory_id"]
+    result = mem.recall("", context_filter={"task.success": True})
+    assert result["mode"] == "filter_only" and _ids(result) == [new, old]
+
+
+def test_hits_lift_context_sections_and_carry_the_documented_fields(mem: Memory):
+    mem.learn("arm 1 drops screws", {"params": {"speed": 0.3}, "robot": {"id": "arm-1"}, "other": 1})
+    hit = mem.recall("screws")["results"][0]
+    for key in ("id", "content", "type", "perception_type", "session_id", "collection", "confidence",
+                "created_at", "context", "params", "spatial", "robot", "task", "score"):
+        assert key in hit
+    assert hit["params"] == {"speed": 0.3} and hit["spatial"] == {} and hit["context"]["other"] == 1
+
+
+def test_spatial_sort_orders_every_filtered_memory_nearest_first(mem: Memory):
+    far = mem.learn("bin A emptied", {"spatial": {"p": [10, 0, 0]}})["memory_id"]
+    near = mem.learn("dock sensor dirty", {"spatial": {"p": [1, 0, 0]}})["memory_id"]
+    dict_point = mem.learn("door jammed", {"spatial": {"p": {"x": 2, "y": 0, "z": 0}}})["memory_id"]
+    nowhere = mem.learn("battery swapped")["memory_id"]
+    result = mem.recall("", spatial_sort={"field": "spatial.p", "target": [0, 0, 0]}, n=10)
+    assert _ids(result) == [near, dict_point, far, nowhere]
+    assert [round(h["distance"], 6) if h["distance"] is not None else None for h in result["results"]] == [1, 2, 10, None]
+    bounded = mem.recall("", spatial_sort={"field": "spatial.p", "target": [0, 0, 0], "max_distance": 3}, n=10)
+    assert _ids(bounded) == [near, dict_point]
+
+
+def test_spatial_sort_ranks_beyond_the_text_hits(mem: Memory):
+    """The nearest memory does not mention the query words: it still comes first."""
+    mem.learn("the cup was far away", {"spatial": {"p": [50, 50]}})
+    silent = mem.learn("nothing textual in common", {"spatial": {"p": [0.5, 0.5]}})["memory_id"]
+    result = mem.recall("cup", spatial_sort={"field": "spatial.p", "target": [0, 0]})
+    assert _ids(result)[0] == silent
+
+
+def test_time_window_narrows_to_when_things_happened(mem: Memory, clock):
+    early = mem.learn("morning calibration drifted")["memory_id"]
+    t_mid = clock.now + 50
+    clock.advance(100)
+    late = mem.learn("evening calibration drifted")["memory_id"]
+    assert _ids(mem.recall("calibration", since=t_mid)) == [late]
+    assert _ids(mem.recall("calibration", until=t_mid)) == [early]
+    iso = __import__("datetime").datetime.fromtimestamp(t_mid, __import__("datetime").timezone.utc).isoformat()
+    assert _ids(mem.recall("calibration", since=iso)) == [late]
+
+
+def test_collections_are_isolated(mem: Memory):
+    a = mem.learn("conveyor belt slips", collection="line-a")["memory_id"]
+    mem.learn("conveyor belt slips too", collection="line-b")
+    assert _ids(mem.recall("conveyor", collection="line-a")) == [a]
+
+
+def test_session_id_restricts_recall_to_one_episode(mem: Memory):
+    s1 = mem.start_session()["session_id"]
+    s2 = mem.start_session()["session_id"]
+    a = mem.learn("valve sticks", session_id=s1)["memory_id"]
+    mem.learn("valve sticks again", session_id=s2)
+    assert _ids(mem.recall("valve", session_id=s1)) == [a]
+
+
+def test_min_confidence_filters_on_decayed_confidence(mem: Memory, clock):
+    mid = mem.learn("wheel encoder glitch")["memory_id"]
+    assert _ids(mem.recall("encoder")) == [mid]
+    clock.advance(30 * 86_400 * 2)  # two half-lives: 0.8 -> 0.2
+    assert _ids(mem.recall("encoder")) == []
+    hit = mem.recall("encoder", min_confidence=0.1)["results"][0]
+    assert hit["confidence"] == pytest.approx(0.2, rel=1e-6)
+
+
+def test_hybrid_recall_uses_vectors_and_says_so(hybrid_mem: Memory):
+    slip = hybrid_mem.learn("the gripper slipped on the wet glass bottle")["memory_id"]
+    hybrid_mem.learn("the battery charger LED blinks red")
+    result = hybrid_mem.recall("grasp failed on a slippery object")
+    assert result["mode"] == "hybrid" and _ids(result)[0] == slip
+
+
+def test_vector_search_is_isolated_per_collection(hybrid_mem: Memory):
+    """A small collection next to a large one still gets its own vector hits."""
+    hybrid_mem.save_perceptions([
+        {"description": f"routine log line {i} about the warehouse shelf", "collection": "big"} for i in range(300)
+    ])
+    small = hybrid_mem.learn("the gripper slipped on the wet glass bottle", collection="small")["memory_id"]
+    result = hybrid_mem.recall("grasp failed on a slippery object", collection="small")
+    assert _ids(result) == [small]
+
+
+def test_filtered_vector_ranking_ranks_exactly_the_filtered_rows(hybrid_mem: Memory):
+    """A filter that leaves 30 rows ranks exactly those 30, like numpy over the same vectors."""
+    records = [{"description": f"observation {i}: object {i % 7} moved {i % 11} cm on table {i % 3}",
+                "metadata": {"task": {"batch": i % 20}}} for i in range(600)]
+    ids = hybrid_mem.save_perceptions(records)
+    query = "object moved on the table"
+    result = hybrid_mem.recall(query, n=30, context_filter={"task.batch": 3}, min_confidence=0)
+    got = _ids(result)
+    wanted = {ids[i] for i in range(600) if i % 20 == 3}
+    assert set(got) == wanted
+    conn = hybrid_mem._db.connection()
+    vectors = {mid: np.frombuffer(blob, dtype=np.float32) for mid, blob in
+               conn.execute("SELECT memory_id, vector FROM embeddings")}
+    q = hybrid_mem.embedder.embed([query])[0]
+    cos = {mid: float(vectors[mid] @ q) for mid in wanted}
+    best_by_vector = max(cos, key=cos.get)
+    assert best_by_vector in got[:5]
+
+
+def test_forgotten_memory_leaves_every_search_path(hybrid_mem: Memory):
+    mid = hybrid_mem.learn("the gripper slipped on the wet glass bottle", {"task": {"success": False}})["memory_id"]
+    hybrid_mem.recall("slippery grasp")  # warm the vector index
+    hybrid_mem.forget(mid, "wrong robot")
+    assert mid not in _ids(hybrid_mem.recall("gripper slipped"))
+    assert mid not in _ids(hybrid_mem.recall("grasp failed on a slippery object"))
+    assert mid not in _ids(hybrid_mem.recall("", context_filter={"task.success": False}, min_confidence=0))
+    record = hybrid_mem.get(mid)
+    assert record["status"] == "forgotten" and record["forget_reason"] == "wrong robot"
+
+
+def test_updated_memory_is_never_found_by_its_old_text(hybrid_mem: Memory):
+    mid = hybrid_mem.learn("the gripper slipped on the wet glass bottle")["memory_id"]
+    hybrid_mem.recall("glass bottle")
+    hybrid_mem.update(mid, "the conveyor stalled under heavy boxes")
+    assert mid not in _ids(hybrid_mem.recall("gripper slipped wet glass bottle"))
+    assert _ids(hybrid_mem.recall("conveyor stalled"))[0] == mid
+    assert _ids(hybrid_mem.recall("belt stopped because the load was too heavy"))[0] == mid
+
+
+def test_recall_sees_writes_from_another_memory_instance(db_path: Path, clock):
+    with Memory(db_path, clock=clock) as reader, Memory(db_path, clock=clock) as writer:
+        writer.learn("first note about the lidar")
+        assert len(reader.recall("lidar")["results"]) == 1
+        writer.learn("second note about the lidar")
+        assert len(reader.recall("lidar")["results"]) == 2

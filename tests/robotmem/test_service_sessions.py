@@ -1,0 +1,83 @@
+import pytest
+
+from robotmem import ConflictError, Memory, NotFoundError, ValidationError
+
+
+def test_a_session_groups_memories_into_a_timeline(mem: Memory, clock):
+    sid = mem.start_session(context={"task": {"name": "dock"}})["session_id"]
+    a = mem.learn("approach was too fast", session_id=sid)["memory_id"]
+    clock.advance(5)
+    b = mem.save_perception("lidar scan at the dock", "visual", session_id=sid)["memory_id"]
+    timeline = mem.session_timeline(sid)
+    assert timeline["session"]["context"] == {"task": {"name": "dock"}}
+    assert [m["id"] for m in timeline["memories"]] == [a, b]
+
+
+def test_end_session_records_the_outcome_and_reports_already_ended(mem: Memory, clock):
+    sid = mem.start_session()["session_id"]
+    mem.learn("one thing learned", session_id=sid)
+    clock.advance(12.5)
+    summary = mem.end_session(sid, outcome_score=0.75)
+    assert summary["status"] == "ended" and summary["duration_s"] == 12.5 and summary["memories"] == 1
+    assert mem.get_session(sid)["outcome_score"] == 0.75
+    again = mem.end_session(sid, outcome_score=0.1)
+    assert again["status"] == "already_ended" and again["duration_s"] == 12.5
+    assert mem.get_session(sid)["outcome_score"] == 0.75
+
+
+@pytest.mark.parametrize("score", [2, -0.5, "high", float("nan")])
+def test_end_session_rejects_a_score_outside_zero_to_one(mem: Memory, score):
+    sid = mem.start_session()["session_id"]
+    with pytest.raises(ValidationError) as info:
+        mem.end_session(sid, outcome_score=score)
+    assert info.value.field == "outcome_score"
+    assert mem.get_session(sid)["status"] == "open"
+
+
+def test_end_of_an_unknown_session_is_not_found(mem: Memory):
+    with pytest.raises(NotFoundError):
+        mem.end_session("ses_unknown")
+
+
+def test_start_session_with_an_explicit_id_is_idempotent(mem: Memory):
+    first = mem.start_session(session_id="rpl_abc_1")
+    second = mem.start_session(session_id="rpl_abc_1")
+    assert first["status"] == "started" and second["status"] == "exists"
+    with pytest.raises(ConflictError):
+        mem.start_session(collection="other", session_id="rpl_abc_1")
+
+
+def test_list_sessions_filters_by_status(mem: Memory):
+    open_id = mem.start_session()["session_id"]
+    ended_id = mem.start_session()["session_id"]
+    mem.end_session(ended_id)
+    assert [s["session_id"] for s in mem.list_sessions(status="open")] == [open_id]
+    assert [s["session_id"] for s in mem.list_sessions(status="ended")] == [ended_id]
+
+
+def test_forget_is_soft_and_reports_unknown_ids(mem: Memory):
+    mid = mem.learn("temporary note")["memory_id"]
+    assert mem.forget(mid, "test")["status"] == "forgotten"
+    assert mem.forget(mid, "again")["status"] == "already_forgotten"
+    for bad, error in ((0, ValidationError), (-1, ValidationError), (mid + 100, NotFoundError)):
+        with pytest.raises(error) as info:
+            mem.forget(bad, "x")
+        assert info.value.field == "memory_id"
+    with pytest.raises(ValidationError) as info:
+        mem.forget(mid, "")
+    assert info.value.field == "reason"
+
+
+def test_update_replaces_content_and_context_and_refuses_forgotten(mem: Memory):
+    mid = mem.learn("speed 0.5 works", {"params": {"speed": 0.5}})["memory_id"]
+    mem.update(mid, "speed 0.4 works", {"params": {"speed": 0.4}})
+    record = mem.get(mid)
+    assert record["content"] == "speed 0.4 works" and record["params"] == {"speed": 0.4}
+    assert mem.recall("", context_filter={"params.speed": 0.5})["count"] == 0
+    assert mem.learn("speed 0.5 works", {"params": {"speed": 0.5}})["status"] == "created"
+    mem.forget(mid, "obsolete")
+    with pytest.raises(ConflictError):
+        mem.update(mid, "speed 0.3 works")
+    with pytest.raises(ValidationError) as info:
+        mem.update(mid, "")
+    assert info.value.field == "new_content"

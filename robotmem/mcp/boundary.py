@@ -76,7 +76,11 @@ def result_for_argument_errors(tool: str, exc: PydanticValidationError) -> CallT
         loc = err.get("loc") or ()
         # loc[0] is the parameter; deeper parts are pydantic's union-branch tags, not paths.
         field = str(loc[0]) if loc else "arguments"
-        text = "is required" if err.get("type") == "missing" else str(err.get("msg", "is invalid"))
+        if err.get("type") == "missing":
+            text = "is required"
+        else:
+            # Name the type that arrived: "expected an integer" alone hides that "5" was a string.
+            text = f"{err.get('msg', 'is invalid')}, got {type(err.get('input')).__name__}"
         if (field, text) not in problems:
             problems.append((field, text))
     if not problems:

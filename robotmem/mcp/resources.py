@@ -1,7 +1,7 @@
 """Read-only resources: what an agent may want to look at without calling a tool.
 
 * ``robotmem://sessions/{session_id}``: one session and its memories in time order;
-* ``robotmem://sessions``: the sessions, newest first, to find an id;
+* ``robotmem://sessions``: the newest sessions (up to 100), to find an id;
 * ``robotmem://stats``: counts per kind and collection;
 * ``robotmem://status``: whether the store is open and the embedding model loaded.
 
@@ -33,6 +33,26 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str, indent=1)
 
 
+#: A long-lived robot accumulates thousands of sessions; an agent needs the recent ones.
+SESSIONS_SHOWN = 100
+
+
+def _newest_sessions(memory: Any) -> dict[str, Any]:
+    sessions = memory.list_sessions()
+    return {
+        "count": len(sessions),
+        "shown": min(len(sessions), SESSIONS_SHOWN),
+        "sessions": sessions[:SESSIONS_SHOWN],
+    }
+
+
+def _stats_without_paths(memory: Any) -> dict[str, Any]:
+    # The database path is the server's business, not something to hand to remote clients.
+    stats = dict(memory.stats())
+    stats.pop("path", None)
+    return stats
+
+
 def register_resources(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
     async def read(what: str, call: Callable[[Any], Any]) -> str:
         try:
@@ -57,11 +77,11 @@ def register_resources(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
     @server.resource(
         "robotmem://sessions",
         name="sessions",
-        description="All sessions with their status (open/ended), collection and times.",
+        description="The newest 100 sessions (open/ended) with collection, context, times and summary.",
         mime_type=_JSON,
     )
     async def sessions() -> str:
-        return await read("sessions", lambda m: {"sessions": m.list_sessions()})
+        return await read("sessions", _newest_sessions)
 
     @server.resource(
         "robotmem://stats",
@@ -70,7 +90,7 @@ def register_resources(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         mime_type=_JSON,
     )
     async def stats() -> str:
-        return await read("stats", lambda m: m.stats())
+        return await read("stats", _stats_without_paths)
 
     @server.resource(
         "robotmem://status",

@@ -145,10 +145,11 @@ async def test_resources_show_a_session_timeline_the_sessions_stats_and_status(
         assert ordered[:2] == [ids["grip"], ids["approach"]] and ids["touch"] in ordered
 
         sessions = await read_json_resource(session, "robotmem://sessions")
-        assert [s["session_id"] for s in sessions["sessions"]] == [ids["sid"]]
+        assert [s["session_id"] for s in sessions["sessions"]] == [ids["sid"]] and sessions["count"] == 1
 
         stats = await read_json_resource(session, "robotmem://stats")
         assert stats["facts"] == 2 and stats["perceptions"] == 2 and stats["sessions"] == 1
+        assert str(robotmem_home) not in json.dumps(stats), "no server paths in what clients read"
 
         status = await read_json_resource(session, "robotmem://status")
         assert status["store"] == "ready"

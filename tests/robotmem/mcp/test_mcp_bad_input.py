@@ -129,3 +129,13 @@ async def test_rejected_calls_lose_nothing_already_stored(session: ClientSession
     await call_error(session, "forget", {"memory_id": stored["memory_id"], "reason": ""})
     found = await call_ok(session, "recall", {"query": "charging dock sofa", "n": 3})
     assert any(hit["id"] == stored["memory_id"] and "sofa" in hit["content"] for hit in found["results"])
+
+
+@pytest.mark.anyio
+async def test_writing_into_an_ended_session_is_a_conflict(session: ClientSession) -> None:
+    started = await call_ok(session, "start_session", {})
+    await call_ok(session, "end_session", {"session_id": started["session_id"]})
+    error = await call_error(session, "learn", {"insight": "too late", "session_id": started["session_id"]})
+    assert (error["code"], error["field"]) == ("conflict", "session_id")
+    again = await call_ok(session, "end_session", {"session_id": started["session_id"]})
+    assert again["status"] == "already_ended"

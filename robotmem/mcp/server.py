@@ -13,6 +13,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError as PydanticValidationError
 
@@ -42,15 +43,11 @@ class RobotMemServer(MCPServer[MemoryRuntime]):
         tool = self._tool_manager.get_tool(name)
         if tool is None:
             return error_result("not_found", f"unknown tool {name!r}", "name")
-        unknown = sorted(set(arguments) - set(tool.parameters.get("properties", {})))
-        if unknown:
-            # Silently dropping a misspelt parameter ("limit" for "n") would hide the mistake.
-            expected = ", ".join(tool.parameters.get("properties", {}))
-            return error_result(
-                "validation_error", f"unknown parameter {unknown[0]!r}; {name} takes {expected}", unknown[0]
-            )
+        refusal = _unknown_parameter(name, tool.parameters, arguments)
+        if refusal is not None:
+            return refusal
         try:
-            return await super().call_tool(name, arguments, context)
+            return await super().call_tool(name, _without_null_optionals(tool.parameters, arguments), context)
         except ToolError as exc:
             # UnexpectedToolError also wraps pydantic errors (a result failing its output
             # schema): that is our bug, not the caller's, so it must not read as validation.
@@ -59,6 +56,28 @@ class RobotMemServer(MCPServer[MemoryRuntime]):
             ):
                 return result_for_argument_errors(name, exc.__cause__)
             return result_for_exception(name, exc.__cause__ or exc)
+        except MCPError:
+            raise  # a protocol-level error the SDK means to send as such
+        except Exception as exc:  # noqa: BLE001 - the boundary: nothing escapes a tool call
+            return result_for_exception(name, exc)
+
+
+def _unknown_parameter(name: str, schema: dict[str, Any], arguments: dict[str, Any]) -> CallToolResult | None:
+    """Refuse a misspelt parameter ("limit" for "n"): silently dropping it hides the mistake."""
+    known = schema.get("properties", {})
+    unknown = sorted(set(arguments) - set(known))
+    if not unknown:
+        return None
+    return error_result(
+        "validation_error", f"unknown parameter {unknown[0]!r}; {name} takes {', '.join(known)}", unknown[0]
+    )
+
+
+def _without_null_optionals(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """Many clients send ``null`` for every optional parameter they leave unset: that means
+    "use the default", not "a null n". Required parameters keep their null (and get an error)."""
+    required = set(schema.get("required", []))
+    return {key: value for key, value in arguments.items() if value is not None or key in required}
 
 
 def build_server(config: Config | None = None) -> RobotMemServer:

@@ -139,3 +139,16 @@ async def test_writing_into_an_ended_session_is_a_conflict(session: ClientSessio
     assert (error["code"], error["field"]) == ("conflict", "session_id")
     again = await call_ok(session, "end_session", {"session_id": started["session_id"]})
     assert again["status"] == "already_ended"
+
+
+@pytest.mark.anyio
+async def test_null_for_an_optional_parameter_means_its_default(session: ClientSession) -> None:
+    # Several clients send every optional parameter, unset ones as null.
+    found = await call_ok(
+        session,
+        "recall",
+        {"query": "cup", "n": None, "min_confidence": None, "collection": None, "context_filter": None},
+    )
+    assert found["count"] <= 5
+    error = await call_error(session, "learn", {"insight": None})
+    assert (error["code"], error["field"]) == ("validation_error", "insight")

@@ -1,0 +1,91 @@
+"""Builders for RosMessages in the rosbridge JSON shape, and reading back what was stored."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from bridges.pipeline import RosMessage
+from robotmem import Memory
+
+S = 1_000_000_000
+T0 = 1_700_000_000 * S
+
+
+def stamp(t_ns: int) -> dict[str, int]:
+    return {"sec": t_ns // S, "nanosec": t_ns % S}
+
+
+def odom(t_ns: int, x: float, y: float, z: float = 0.0, yaw: float = 0.0, frame: str = "odom",
+         topic: str = "/odom") -> RosMessage:
+    pose = {"position": {"x": x, "y": y, "z": z},
+            "orientation": {"x": 0.0, "y": 0.0, "z": math.sin(yaw / 2), "w": math.cos(yaw / 2)}}
+    data = {"header": {"stamp": stamp(t_ns), "frame_id": frame}, "child_frame_id": "base_link",
+            "pose": {"pose": pose, "covariance": [0.0] * 36},
+            "twist": {"twist": {"linear": {"x": 0.0, "y": 0.0, "z": 0.0}, "angular": {"x": 0.0, "y": 0.0, "z": 0.0}},
+                      "covariance": [0.0] * 36}}
+    return RosMessage(topic, "nav_msgs/msg/Odometry", t_ns, data)
+
+
+def pose_stamped(t_ns: int, x: float, y: float, z: float = 0.0, frame: str = "map", topic: str = "/pose") -> RosMessage:
+    data = {"header": {"stamp": stamp(t_ns), "frame_id": frame},
+            "pose": {"position": {"x": x, "y": y, "z": z}, "orientation": {"x": 0.0, "y": 0.0, "z": 0.0, "w": 1.0}}}
+    return RosMessage(topic, "geometry_msgs/msg/PoseStamped", t_ns, data)
+
+
+def joints(t_ns: int, positions: list[float], names: list[str] | None = None, topic: str = "/joint_states") -> RosMessage:
+    names = names or [f"j{i}" for i in range(len(positions))]
+    data = {"header": {"stamp": stamp(t_ns), "frame_id": ""}, "name": names, "position": positions,
+            "velocity": [0.1] * len(positions), "effort": []}
+    return RosMessage(topic, "sensor_msgs/msg/JointState", t_ns, data)
+
+
+def text(t_ns: int, topic: str, value: str) -> RosMessage:
+    return RosMessage(topic, "std_msgs/msg/String", t_ns, {"data": value})
+
+
+def marker(t_ns: int, value: str) -> RosMessage:
+    return text(t_ns, "/robotmem/episode", value)
+
+
+def learn(t_ns: int, value: str) -> RosMessage:
+    return text(t_ns, "/robotmem/learn", value)
+
+
+def straight_drive(start_ns: int, seconds: float, hz: float = 20.0, speed: float = 0.5,
+                   origin: tuple[float, float] = (0.0, 0.0)) -> list[RosMessage]:
+    """Odometry along +x at ``speed`` m/s."""
+    n = int(seconds * hz)
+    return [odom(start_ns + int(i * S / hz), origin[0] + speed * i / hz, origin[1]) for i in range(n)]
+
+
+def records(mem: Memory, session_id: str) -> list[dict[str, Any]]:
+    """Active records of a session, in time order."""
+    return [m for m in mem.session_timeline(session_id)["memories"] if m.get("status", "active") == "active"]
+
+
+def by_topic(mem: Memory, session_id: str, topic: str) -> list[dict[str, Any]]:
+    return [m for m in records(mem, session_id) if m["context"].get("source", {}).get("topic") == topic]
+
+
+def summary_of(mem: Memory, session_id: str) -> dict[str, Any]:
+    found = [m for m in records(mem, session_id) if m["perception_type"] == "procedural"]
+    assert len(found) == 1, f"expected one episode summary, found {len(found)}"
+    return found[0]
+
+
+def stored_path(mem: Memory, session_id: str, topic: str) -> np.ndarray:
+    """The stored (downsampled) trajectory of a topic: chunks concatenated in time order, (n, 3)."""
+    chunks = sorted(by_topic(mem, session_id, topic), key=lambda m: m["context"]["episode"]["t_start_ns"])
+    parts = []
+    for chunk in chunks:
+        data = mem.get_data(chunk["id"])
+        parts.append(np.column_stack([data["x"], data["y"], data["z"]]))
+    return np.concatenate(parts) if parts else np.zeros((0, 3))
+
+
+def dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)

@@ -1,0 +1,153 @@
+"""Joint, image, laser and JSON converters, through the pipeline into a real store."""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from pipeline_helpers import T0, S, by_topic, joints
+
+from bridges.pipeline import BridgeConfig, Pipeline, RosMessage, TopicRule
+from bridges.pipeline.converters.image import thumbnail
+from robotmem import Memory
+
+MakePipeline = Callable[..., Pipeline]
+
+
+def _session(mem: Memory) -> str:
+    (session,) = mem.list_sessions()
+    return str(session["session_id"])
+
+
+def _image(t_ns: int, width: int, height: int, encoding: str, pixels: bytes, step: int) -> RosMessage:
+    data = {"header": {"stamp": {"sec": t_ns // S, "nanosec": t_ns % S}, "frame_id": "cam"}, "height": height,
+            "width": width, "encoding": encoding, "is_bigendian": 0, "step": step, "data": pixels}
+    return RosMessage("/camera/image_raw", "sensor_msgs/msg/Image", t_ns, data)
+
+
+def test_joint_states_become_chunks_of_numeric_arrays(mem: Memory, make_pipeline: MakePipeline) -> None:
+    pipeline = make_pipeline()
+    for i in range(150):  # 15 s at 10 Hz
+        pipeline.feed(joints(T0 + i * S // 10, [0.01 * i, -0.02 * i, 0.5]))
+    pipeline.close()
+    chunks = by_topic(mem, _session(mem), "/joint_states")
+    assert len(chunks) == 2
+    data = mem.get_data(chunks[0]["id"])
+    assert data["names"] == ["j0", "j1", "j2"]
+    assert np.asarray(data["positions"]).shape == (101, 3)
+    assert np.asarray(data["velocities"]).shape == (101, 3) and data["efforts"] == []
+    assert data["t"][0] == 0.0 and data["t"][-1] == pytest.approx(10.0)
+    assert chunks[0]["robot"]["joints"] == ["j0", "j1", "j2"]
+    assert chunks[0]["params"]["joint_travel"]["j1"] == pytest.approx(2.0)
+    assert "joint trajectory /joint_states" in chunks[0]["content"] and "largest motion j1" in chunks[0]["content"]
+
+
+def test_a_change_in_the_joint_set_starts_a_new_chunk(mem: Memory, make_pipeline: MakePipeline) -> None:
+    pipeline = make_pipeline()
+    pipeline.feed(joints(T0, [0.0, 0.0]))
+    pipeline.feed(joints(T0 + S // 10, [0.1, 0.1]))
+    pipeline.feed(joints(T0 + S // 5, [0.2], names=["gripper"]))
+    pipeline.close()
+    names = sorted(tuple(mem.get_data(c["id"])["names"]) for c in by_topic(mem, _session(mem), "/joint_states"))
+    assert names == [("gripper",), ("j0", "j1")]
+
+
+def test_an_rgb_image_is_stored_as_a_small_thumbnail_not_the_frame(mem: Memory, make_pipeline: MakePipeline) -> None:
+    width, height = 640, 480
+    frame = np.zeros((height, width, 3), dtype=np.uint8)
+    frame[:, : width // 2] = [255, 0, 0]  # left half red
+    frame[:, width // 2:] = [0, 0, 255]  # right half blue
+    pipeline = make_pipeline()
+    pipeline.feed(_image(T0, width, height, "rgb8", frame.tobytes(), width * 3))
+    pipeline.close()
+    (record,) = by_topic(mem, _session(mem), "/camera/image_raw")
+    data = mem.get_data(record["id"])
+    shape = data["thumbnail_shape"]
+    assert shape == [48, 64, 3]
+    assert data["thumbnail"]["bytes"] == 48 * 64 * 3  # get_data gives bytes as {"base64", "bytes"}
+    thumb = np.frombuffer(base64.b64decode(data["thumbnail"]["base64"]), dtype=np.uint8).reshape(shape)
+    assert thumb[0, 0].tolist() == [255, 0, 0] and thumb[0, -1].tolist() == [0, 0, 255]
+    assert record["perception_type"] == "visual"
+    assert record["context"]["perception"] == {"width": 640, "height": 480, "encoding": "rgb8", "frame_id": "cam"}
+    assert record["payload"]["bytes"] < 20_000  # the frame itself was 921,600 bytes
+
+
+def test_bgr_frames_are_reordered_and_mono16_is_scaled_to_its_range() -> None:
+    bgr = np.array([[[10, 20, 30]]], dtype=np.uint8)
+    assert thumbnail(bgr.tobytes(), 1, 1, 3, "bgr8", False, 64).tolist() == [[[30, 20, 10]]]
+    depth = np.array([[1000, 2000], [3000, 5000]], dtype="<u2")
+    grey = thumbnail(depth.tobytes(), 2, 2, 4, "mono16", False, 64)
+    assert grey.tolist() == [[0, 64], [128, 255]]
+
+
+def test_images_are_sampled_once_per_second_by_default(make_pipeline: MakePipeline) -> None:
+    pipeline = make_pipeline()
+    pixels = bytes(16 * 16)
+    for i in range(30):  # 3 s at 10 Hz
+        pipeline.feed(_image(T0 + i * S // 10, 16, 16, "mono8", pixels, 16))
+    stats = pipeline.close()
+    assert stats.topics["/camera/image_raw"].records == 3
+    assert stats.topics["/camera/image_raw"].sampled_out == 27
+
+
+def test_an_unsupported_encoding_keeps_metadata_and_a_short_buffer_is_malformed(
+    mem: Memory, make_pipeline: MakePipeline
+) -> None:
+    pipeline = make_pipeline()
+    pipeline.feed(_image(T0, 4, 4, "bayer_rggb8", bytes(16), 4))
+    pipeline.feed(_image(T0 + 2 * S, 4, 4, "rgb8", bytes(10), 12))
+    stats = pipeline.close()
+    assert stats.topics["/camera/image_raw"].malformed == 1
+    (record,) = by_topic(mem, _session(mem), "/camera/image_raw")
+    assert "thumbnail" not in mem.get_data(record["id"])
+    assert "metadata only" in record["content"]
+
+
+def test_compressed_images_keep_their_bytes_only_under_the_cap(mem: Memory, make_pipeline: MakePipeline) -> None:
+    pipeline = make_pipeline(config=BridgeConfig(compressed_image_max_bytes=100))
+    for i, size in enumerate([50, 5000]):
+        data = {"header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": "cam"}, "format": "jpeg", "data": bytes(size)}
+        pipeline.feed(RosMessage("/cam/compressed", "sensor_msgs/msg/CompressedImage", T0 + 2 * i * S, data))
+    pipeline.close()
+    kept = {mem.get_data(r["id"])["bytes"]: "compressed" in mem.get_data(r["id"])
+            for r in by_topic(mem, _session(mem), "/cam/compressed")}
+    assert kept == {50: True, 5000: False}
+
+
+def test_a_laser_scan_is_stored_as_a_compact_summary(mem: Memory, make_pipeline: MakePipeline) -> None:
+    ranges = [2.0] * 360
+    ranges[90] = 0.5  # nearest obstacle at +90 degrees
+    ranges[10] = float("inf")
+    ranges[11] = float("nan")
+    ranges[12] = 0.01  # below range_min
+    data = {"header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": "laser"}, "angle_min": 0.0,
+            "angle_max": 2 * math.pi * 359 / 360, "angle_increment": 2 * math.pi / 360, "time_increment": 0.0,
+            "scan_time": 0.1, "range_min": 0.1, "range_max": 10.0, "ranges": ranges, "intensities": []}
+    pipeline = make_pipeline()
+    pipeline.feed(RosMessage("/scan", "sensor_msgs/msg/LaserScan", T0, data))
+    pipeline.close()
+    (record,) = by_topic(mem, _session(mem), "/scan")
+    summary = mem.get_data(record["id"])
+    assert summary["beams"] == 360 and summary["valid"] == 357
+    assert summary["min_range"] == 0.5 and summary["max_range"] == 2.0
+    assert summary["nearest_bearing_rad"] == pytest.approx(math.pi / 2)
+    assert len(summary["sectors"]) == 36 and min(summary["sectors"]) == 0.5
+    assert "nearest obstacle 0.50 m at 90 deg" in record["content"]
+
+
+def test_json_perception_stores_small_messages_and_only_field_names_of_big_ones(
+    mem: Memory, make_pipeline: MakePipeline
+) -> None:
+    config = BridgeConfig(topics=(TopicRule("/battery", None, "json_perception"),), json_max_bytes=200)
+    pipeline = make_pipeline(config=config)
+    pipeline.feed(RosMessage("/battery", "sensor_msgs/msg/BatteryState", T0,
+                             {"percentage": 0.8, "voltage": float("nan"), "blob": b"\x00\x01"}))
+    pipeline.feed(RosMessage("/battery", "sensor_msgs/msg/BatteryState", T0 + S, {"cells": list(range(200))}))
+    pipeline.close()
+    small, big = sorted(by_topic(mem, _session(mem), "/battery"), key=lambda r: r["context"]["episode"]["t_ns"])
+    assert mem.get_data(small["id"]) == {"percentage": 0.8, "voltage": None, "blob": "<2 bytes>"}
+    assert mem.get_data(big["id"])["truncated"] is True
+    assert small["content"].startswith("sensor_msgs/msg/BatteryState on /battery: ")

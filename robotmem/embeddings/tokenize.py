@@ -12,6 +12,7 @@ costs microseconds next to the encoder, so nothing is lost.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,21 @@ from tokenizers import Tokenizer
 __all__ = ["MAX_SEQ_LENGTH", "TokenBatch", "WordPiece"]
 
 MAX_SEQ_LENGTH = 256
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _PAD_ID = 0
+
+
+def _encodable(text: str) -> str:
+    """The text, with lone surrogates (valid in a Python str, not in UTF-8) as U+FFFD.
+
+    The Rust tokenizer only accepts valid Unicode; the vector is derived data, so one
+    replaced code point is better than refusing to embed (or store) the memory.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text)
+    return text
 
 
 @dataclass(frozen=True)
@@ -40,7 +55,7 @@ class WordPiece:
         self._tokenizer.enable_truncation(max_length=max_length)
 
     def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
-        return [self._tokenizer.encode(text).ids for text in texts]
+        return [self._tokenizer.encode(_encodable(text)).ids for text in texts]
 
     @staticmethod
     def pad(ids: Sequence[Sequence[int]]) -> TokenBatch:

@@ -140,3 +140,8 @@ def test_concurrent_embeds_equal_serial_ones(fp32_embedder: OnnxEmbedder) -> Non
         parallel = list(pool.map(concurrently, workloads, timeout=WAIT_S))
     for expected, actual in zip(serial, parallel):
         np.testing.assert_allclose(actual, expected, atol=1e-6)
+
+
+def test_a_lone_surrogate_is_embedded_as_a_replacement_character(fp32_embedder: OnnxEmbedder) -> None:
+    broken, replaced = fp32_embedder.embed(["gripper \ud800 slipped", "gripper \ufffd slipped"])
+    np.testing.assert_allclose(broken, replaced, atol=1e-6)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from bridges.pipeline.config import BridgeConfig
 from bridges.pipeline.episodes import EpisodePolicy, TopicEpisodes
@@ -107,7 +108,7 @@ class RosBridge:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> "RosBridge":
+    def __enter__(self) -> RosBridge:
         self.start()
         return self
 

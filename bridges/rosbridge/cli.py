@@ -24,7 +24,7 @@ from robotmem.errors import RobotMemError
 from .bridge import BridgeOptions, RosBridge
 from .connection import validate_url
 
-__all__ = ["register", "run", "add_arguments"]
+__all__ = ["add_arguments", "register", "run"]
 
 LOG = logging.getLogger("bridges.rosbridge")
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 import roslibpy
@@ -28,7 +29,7 @@ from roslibpy.core import RosTimeoutError, ServiceException
 
 from robotmem.errors import ConfigError
 
-__all__ = ["RosbridgeConnection", "ConnectionCounters", "validate_url"]
+__all__ = ["ConnectionCounters", "RosbridgeConnection", "validate_url"]
 
 LOG = logging.getLogger("bridges.rosbridge")
 MessageCallback = Callable[[Any], None]
@@ -40,7 +41,7 @@ def validate_url(url: str) -> str:
     if parsed is None or parsed.scheme not in ("ws", "wss") or not parsed.hostname:
         raise ConfigError(f"url: expected ws://HOST:PORT or wss://HOST:PORT, got {url!r}", field="url")
     try:
-        parsed.port
+        _ = parsed.port  # urllib raises only when the port is read
     except ValueError as exc:
         raise ConfigError(f"url: bad port in {url!r}", field="url") from exc
     return url
@@ -148,7 +149,7 @@ class RosbridgeConnection:
         logging.getLogger("roslibpy").removeHandler(self._frame_errors)
         # roslibpy has no public "stop reconnecting" for a connection that is down; its
         # factory checks this flag before scheduling each retry.
-        setattr(ros.factory, "_stop", True)
+        ros.factory._stop = True
         if proto is not None:
             proto.send_close()
 

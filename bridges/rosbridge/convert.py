@@ -19,11 +19,17 @@ import base64
 import binascii
 from typing import Any
 
-from bridges.pipeline.messages import RosMessage, header_stamp_ns, message_time_ns, normalize_msgtype, to_plain
+from bridges.pipeline.messages import (
+    RosMessage,
+    header_stamp_ns,
+    message_time_ns,
+    normalize_msgtype,
+    to_plain,
+)
 
 from .inbox import Received
 
-__all__ = ["MalformedMessage", "BYTE_FIELDS", "MessageClock", "has_stamp", "to_ros_message"]
+__all__ = ["BYTE_FIELDS", "MalformedMessage", "MessageClock", "has_stamp", "to_ros_message"]
 
 #: ``uint8[]`` fields per normalised type (dotted paths from the message root).
 BYTE_FIELDS: dict[str, tuple[str, ...]] = {

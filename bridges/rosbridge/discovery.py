@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from bridges.pipeline.config import BridgeConfig, TopicRule
 from bridges.pipeline.messages import normalize_msgtype
 
-__all__ = ["PlannedSubscription", "DiscoveryReport", "plan_subscriptions", "wire_type"]
+__all__ = ["DiscoveryReport", "PlannedSubscription", "plan_subscriptions", "wire_type"]
 
 
 @dataclass(frozen=True)

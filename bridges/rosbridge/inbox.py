@@ -15,7 +15,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Received", "BoundedInbox"]
+__all__ = ["BoundedInbox", "Received"]
 
 
 @dataclass(frozen=True)

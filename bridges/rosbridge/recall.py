@@ -20,11 +20,12 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from robotmem.errors import RobotMemError, ValidationError
 
-__all__ = ["RecallResponder", "REQUEST_TOPIC", "RESPONSE_TOPIC", "answer_request"]
+__all__ = ["REQUEST_TOPIC", "RESPONSE_TOPIC", "RecallResponder", "answer_request"]
 
 LOG = logging.getLogger("bridges.rosbridge.recall")
 REQUEST_TOPIC = "/robotmem/recall/request"
@@ -138,8 +139,9 @@ class RecallResponder:
                 msg = self._pending.pop(0)
             text = msg.get("data") if isinstance(msg, dict) else None
             response = answer_request(self.memory, text, self.collection)
-            # default=str: recall results are JSON already; this only guards odd values.
-            sent = self._publish(self.response_topic, {"data": json.dumps(response, default=str)})
             with self._cond:
                 self.answered += 1
-                self.unsent += 0 if sent else 1
+            # default=str: recall results are JSON already; this only guards odd values.
+            if not self._publish(self.response_topic, {"data": json.dumps(response, default=str)}):
+                with self._cond:
+                    self.unsent += 1

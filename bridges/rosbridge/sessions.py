@@ -4,9 +4,9 @@ A control loop (an agent over MCP, a Python script with ``Memory.start_session``
 knows best when a task starts and ends. When it opens a session in the bridge's
 collection, the bridge starts an episode; when that session ends, the episode ends with
 the session's outcome score. The bridge's episode is its own robotmem session (the
-pipeline owns its sessions); it carries ``episode.control_session_id`` so
-``recall(context_filter={"episode.control_session_id": sid})`` finds the trajectories of
-the control loop's session.
+pipeline owns its sessions); its session context carries ``episode.control_session_id``
+(and the control session's ``task``), so ``list_sessions`` leads from the control
+session to the bridge's episode, and ``recall(session_id=...)`` to its trajectories.
 
 The follower polls ``Memory.list_sessions`` and turns what it sees into ordinary episode
 markers (the same JSON ``/robotmem/episode`` accepts), put into the inbox like a message,
@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from robotmem.errors import RobotMemError
 

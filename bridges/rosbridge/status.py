@@ -70,14 +70,14 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
     received = snap.total("received")
     rate = received / elapsed_s if elapsed_s > 0 else 0.0
     lines = [
-        f"bridge summary: {elapsed_s:.1f} s, {received} messages received ({rate:.1f}/s), "
-        f"{snap.total('fed')} ingested, {snap.total('dropped')} dropped, "
-        f"{snap.total('malformed') + snap.bad_frames} malformed",
-        f"  records written {snap.records_written}, facts learned {snap.facts_learned}, "
-        f"episodes {snap.episodes_started} started / {snap.episodes_ended} ended",
-        f"  connects {snap.connects}, disconnects {snap.disconnects}, peak queue {snap.queue_peak}/"
-        f"{snap.queue_capacity}, worst write {snap.max_write_s * 1000:.0f} ms, "
-        f"recall answered {snap.recall_answered}",
+        (f"bridge summary: {elapsed_s:.1f} s, {received} messages received ({rate:.1f}/s), "
+         f"{snap.total('fed')} ingested, {snap.total('dropped')} dropped, "
+         f"{snap.total('malformed') + snap.bad_frames} malformed"),
+        (f"  records written {snap.records_written}, facts learned {snap.facts_learned}, "
+         f"episodes {snap.episodes_started} started / {snap.episodes_ended} ended"),
+        (f"  connects {snap.connects}, disconnects {snap.disconnects}, peak queue {snap.queue_peak}/"
+         f"{snap.queue_capacity}, worst write {snap.max_write_s * 1000:.0f} ms, "
+         f"recall answered {snap.recall_answered}"),
     ]
     for topic in sorted(set(snap.received) | set(snap.malformed)):
         lines.append(

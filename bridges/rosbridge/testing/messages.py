@@ -13,16 +13,16 @@ import math
 from typing import Any
 
 __all__ = [
-    "msgtype",
-    "stamp",
+    "compressed_image",
     "header",
+    "image",
+    "joint_state",
+    "laser_scan",
+    "msgtype",
     "odometry",
     "pose_stamped",
     "pose_with_covariance_stamped",
-    "joint_state",
-    "image",
-    "compressed_image",
-    "laser_scan",
+    "stamp",
     "string",
 ]
 
@@ -32,8 +32,8 @@ def msgtype(package: str, name: str, ros_version: int = 2) -> str:
 
 
 def stamp(t_s: float, ros_version: int = 2) -> dict[str, int]:
-    sec = int(math.floor(t_s))
-    nanosec = int(round((t_s - sec) * 1e9))
+    sec = math.floor(t_s)
+    nanosec = round((t_s - sec) * 1e9)
     if nanosec >= 1_000_000_000:
         sec, nanosec = sec + 1, nanosec - 1_000_000_000
     return {"sec": sec, "nanosec": nanosec} if ros_version == 2 else {"secs": sec, "nsecs": nanosec}

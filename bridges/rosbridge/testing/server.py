@@ -25,14 +25,15 @@ import json
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, TypeVar
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-__all__ = ["RosbridgeTestServer", "Subscription", "StreamHandle"]
+__all__ = ["RosbridgeTestServer", "StreamHandle", "Subscription"]
 
 T = TypeVar("T")
 _ROSAPI_TOPICS = "/rosapi/topics"
@@ -97,7 +98,7 @@ class RosbridgeTestServer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> "RosbridgeTestServer":
+    def __enter__(self) -> RosbridgeTestServer:
         self.start()
         return self
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import pytest
 
+from bridges.pipeline.config import BridgeConfig
+from bridges.rosbridge.bridge import BridgeOptions, RosBridge
 from bridges.rosbridge.testing import RosbridgeTestServer
 from robotmem import Memory
 
@@ -35,3 +38,35 @@ def memory(robotmem_home: Path) -> Iterator[Memory]:
     """A real store with the real embedding model, in this test's ROBOTMEM_HOME."""
     with Memory(robotmem_home / "memory.db", collection="robot") as mem:
         yield mem
+
+
+class BridgeFactory:
+    """Starts bridges against the test server; stops (flushes) whatever is left at teardown."""
+
+    def __init__(self, memory: Memory, fast_reconnect: dict[str, float]) -> None:
+        self.memory = memory
+        self.fast_reconnect = fast_reconnect
+        self.status_lines: list[str] = []
+        self._bridges: list[RosBridge] = []
+
+    def __call__(self, server: RosbridgeTestServer, config: BridgeConfig | None = None,
+                 **options: Any) -> RosBridge:
+        settings: dict[str, Any] = {"url": server.url, "collection": "robot", "robot_id": "tb3",
+                                    "status_interval_s": 60.0, **self.fast_reconnect, **options}
+        bridge = RosBridge(self.memory, config or BridgeConfig(), BridgeOptions(**settings),
+                           status_sink=self.status_lines.append)
+        self._bridges.append(bridge)
+        bridge.start()
+        assert bridge.wait_connected(10), "bridge did not connect to the test server"
+        return bridge
+
+    def stop_all(self) -> None:
+        for bridge in self._bridges:
+            bridge.stop()
+
+
+@pytest.fixture
+def start_bridge(memory: Memory, fast_reconnect: dict[str, float]) -> Iterator[BridgeFactory]:
+    factory = BridgeFactory(memory, fast_reconnect)
+    yield factory
+    factory.stop_all()

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from bridges.rosbridge.connection import RosbridgeConnection
-from bridges.rosbridge.recall import REQUEST_TOPIC, RESPONSE_TOPIC, RecallResponder, answer_request
+from bridges.rosbridge.recall import (
+    REQUEST_TOPIC,
+    RESPONSE_TOPIC,
+    RecallResponder,
+    answer_request,
+)
 from bridges.rosbridge.testing import RosbridgeTestServer
 from bridges.rosbridge.testing import messages as m
 from robotmem import Memory

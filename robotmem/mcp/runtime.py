@@ -36,10 +36,11 @@ def open_memory(config: Config) -> Any:
 
 
 class _Opened:
-    """What opening produced: the memory, or the error every tool call then reports."""
+    """What opening produced: the memory, or the error of the last attempt."""
 
     def __init__(self) -> None:
         self.done = anyio.Event()
+        self.reopening = anyio.Lock()
         self.memory: Any = None
         self.error: BaseException | None = None
 
@@ -69,14 +70,29 @@ class MemoryRuntime:
         self.store = "closed"
 
     async def memory(self) -> Any:
-        """The open ``Memory``; waits while it is being opened, raises what opening raised."""
+        """The open ``Memory``; waits while it is being opened; retries a failed open."""
         opened = self._opened
         if opened is None:
             raise RuntimeError("the memory runtime is not running (lifespan not entered)")
         await opened.done.wait()
-        if opened.error is not None:
-            raise opened.error
+        if opened.memory is None:
+            await self._reopen(opened)
         return opened.memory
+
+    async def _reopen(self, opened: _Opened) -> None:
+        """Opening failed before: try again, so a server outlives a store that was briefly
+        unusable (locked, unmounted, replaced) instead of failing until restarted."""
+        async with opened.reopening:
+            if opened.memory is not None:
+                return  # another call reopened it while this one waited
+            try:
+                opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
+            except Exception as exc:
+                opened.error = exc
+                raise
+            opened.error = None
+            self.store = "ready"
+            log.info("memory store open at %s (on retry)", self.config.database)
 
     async def call(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(memory)`` on a worker thread."""
@@ -108,7 +124,7 @@ class MemoryRuntime:
             opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
             self.store = "ready"
             log.info("memory store open at %s", self.config.database)
-        except Exception as exc:  # reported to every tool call; the server keeps answering
+        except Exception as exc:  # tool calls retry and report it; the server keeps answering
             opened.error = exc
             self.store = "failed"
             log.error("cannot open the memory store at %s", self.config.database, exc_info=exc)

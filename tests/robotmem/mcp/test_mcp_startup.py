@@ -105,3 +105,16 @@ async def test_an_unreadable_store_gives_storage_errors_without_internals_and_th
         status = await read_json_resource(session, "robotmem://status")
         assert status["store"] == "failed"
     assert str(database) in log.read_text(encoding="utf-8"), "the cause is in the server log"
+
+
+async def test_once_the_store_is_usable_again_calls_succeed_without_a_restart(
+    robotmem_home: Path, tmp_path: Path
+) -> None:
+    database = robotmem_home / "memory.db"
+    database.write_bytes(b"this is not an SQLite database " * 512)
+    async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off") as session:
+        assert (await call_error(session, "learn", {"insight": "first try"}))["code"] == "storage_error"
+        database.unlink()  # an operator moves the broken file away
+        learned = await call_ok(session, "learn", {"insight": "second try"})
+        assert learned["status"] == "created"
+        assert (await read_json_resource(session, "robotmem://status"))["store"] == "ready"

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,7 +167,7 @@ class McapFileReader(_ReaderBase):
         if wanted is not None and not wanted:
             return
         for schema, channel, message in self._reader.iter_messages(
-            topics=wanted, start_time=start_time, end_time=end_time, log_time_order=True
+            topics=wanted, log_time_order=True, **self._window(start_time, end_time)
         ):
             decode = self._decoders.get(channel.id, _MISSING)
             if decode is _MISSING:
@@ -178,6 +179,16 @@ class McapFileReader(_ReaderBase):
             except Exception as exc:
                 raise RecordingError(f"{self.path}: cannot decode {channel.topic} at {message.log_time}: {exc}") from exc
             yield RosMessage(channel.topic, _schema_msgtype(schema), message_time_ns(data, message.log_time), data)
+
+    def _window(self, start_time: int | None, end_time: int | None) -> dict[str, int]:
+        """mcap >= 1.6 names the half-open window starting_at / ending_before; older: start/end_time."""
+        window: dict[str, int] = {}
+        new_names = "starting_at" in inspect.signature(self._reader.iter_messages).parameters
+        if start_time is not None:
+            window["starting_at" if new_names else "start_time"] = start_time
+        if end_time is not None:
+            window["ending_before" if new_names else "end_time"] = end_time
+        return window
 
     def _decoder_for(self, schema: Any, channel: Any) -> Callable[[bytes], Any] | None:
         from rosbags.typesys import get_types_from_idl, get_types_from_msg

@@ -1,0 +1,141 @@
+"""Replay of two public recordings made by others (../shared/datasets; skipped where absent).
+
+Ground truth comes from reading the files with other decoders than the replay path
+(mcap-ros2-support's decoder, rosbags' raw reader without decoding).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from mcap.reader import make_reader
+from mcap_ros2.decoder import DecoderFactory
+from rosbags.rosbag1 import Reader as Ros1Reader
+
+from bridges.pipeline import BridgeConfig
+from bridges.replay import ReplayOptions, replay_recording
+from robotmem import Memory
+
+MCAP = "nav2_turtlebot_sim_mcap/nav2_turtlebot.mcap"
+BAG = "turtlebot3_nav_ros1_bag/rosbag_demo.bag"
+
+
+def _raw_odom(path: Path) -> np.ndarray:
+    """Every /odom position, decoded by mcap-ros2-support (not by the replay path)."""
+    points = []
+    with open(path, "rb") as handle:
+        reader = make_reader(handle, decoder_factories=[DecoderFactory()])
+        for _schema, _channel, _message, odom in reader.iter_decoded_messages(topics=["/odom"]):
+            p = odom.pose.pose.position
+            points.append((p.x, p.y, p.z))
+    return np.asarray(points)
+
+
+def _length(points: np.ndarray) -> float:
+    return float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())
+
+
+def _session_records(memory: Memory, session_id: str) -> list[dict[str, Any]]:
+    return memory.session_timeline(session_id)["memories"]
+
+
+def _stored_path(memory: Memory, session_id: str, topic: str) -> np.ndarray:
+    chunks = [m for m in _session_records(memory, session_id)
+              if m["context"].get("source", {}).get("topic") == topic]
+    chunks.sort(key=lambda m: m["context"]["episode"]["t_start_ns"])
+    data = [memory.get_data(c["id"]) for c in chunks]
+    return np.concatenate([np.column_stack([d["x"], d["y"], d["z"]]) for d in data])
+
+
+def _summary(memory: Memory, session_id: str) -> dict[str, Any]:
+    (summary,) = [m for m in _session_records(memory, session_id) if m["perception_type"] == "procedural"]
+    return summary
+
+
+def test_nav2_mcap_counts_path_length_and_stored_path_match_the_raw_odometry(
+    shared_datasets: Path, memory: Memory
+) -> None:
+    path = shared_datasets / MCAP
+    raw = _raw_odom(path)
+    raw_length = _length(raw)
+    assert len(raw) == 2639 and raw_length == pytest.approx(34.32, abs=0.01)
+
+    result = replay_recording(memory, path, BridgeConfig(), ReplayOptions(collection="nav2", robot_id="tb3"))
+
+    assert result.stats.topics["/odom"].messages == 2639
+    assert result.stats.topics["/amcl_pose"].messages == 135
+    (session_id,) = result.stats.session_ids
+    spatial = _summary(memory, session_id)["spatial"]
+    assert spatial["topic"] == "/odom" and spatial["path_quality"] == "ok"
+    assert spatial["path_length_m"] == pytest.approx(raw_length, rel=0.02)
+    assert spatial["start_position"] == pytest.approx(raw[0].tolist(), abs=1e-4)
+    assert spatial["end_position"] == pytest.approx(raw[-1].tolist(), abs=1e-4)
+    stored = _stored_path(memory, session_id, "/odom")
+    assert len(stored) < len(raw) / 2  # RDP downsampled what is stored...
+    assert _length(stored) == pytest.approx(raw_length, rel=0.02)  # ...and it still traces the same path
+
+
+def test_spatial_recall_near_a_point_on_the_route_returns_that_episode_first(
+    shared_datasets: Path, memory: Memory
+) -> None:
+    mcap = replay_recording(memory, shared_datasets / MCAP, BridgeConfig(), ReplayOptions(collection="tb"))
+    replay_recording(memory, shared_datasets / BAG, BridgeConfig(), ReplayOptions(collection="tb"))
+    raw = _raw_odom(shared_datasets / MCAP)
+    far_corner = raw[int(np.argmax(raw[:, 0]))]  # x = 12.4 m: well away from the other run
+    hits = memory.recall("", collection="tb", n=3, spatial_sort={
+        "field": "spatial.position", "target": far_corner[:2].tolist()})["results"]
+    assert hits[0]["session_id"] == mcap.stats.session_ids[0]
+    assert hits[0]["distance"] < 2.0
+
+
+def test_replaying_the_same_recording_again_adds_nothing(shared_datasets: Path, memory: Memory) -> None:
+    options = ReplayOptions(collection="nav2")
+    first = replay_recording(memory, shared_datasets / MCAP, BridgeConfig(), options)
+    before = memory.stats()
+    again = replay_recording(memory, shared_datasets / MCAP, BridgeConfig(), options)
+    assert memory.stats() == before
+    assert again.stats.episodes_skipped == 1 and again.stats.records_written == 0
+    assert again.stats.session_ids == first.stats.session_ids
+
+
+def test_ros1_bag_every_topic_is_read_with_the_recordings_message_counts(shared_datasets: Path, tmp_path: Path) -> None:
+    path = shared_datasets / BAG
+    memory = Memory(tmp_path / "counts.db", embedder=None)  # ~700 JSON records: vectors would only cost time
+    with Ros1Reader(path) as raw:
+        expected = {c.topic: 0 for c in raw.connections}
+        for connection, _t, _data in raw.messages():
+            expected[connection.topic] += 1
+    result = replay_recording(memory, path, BridgeConfig(), ReplayOptions(topics=tuple(expected), collection="bag"))
+    assert {t: s.messages for t, s in result.stats.topics.items() if s.messages} == expected
+    assert expected["/location"] == 5273
+    assert result.stats.topics["/location"].converter == "pose_trajectory"
+    assert result.stats.topics["/battery"].converter == "json_perception"  # asked for, no rule: sampled JSON
+    assert sum(s.malformed for s in result.stats.topics.values()) == 0
+    memory.close()
+
+
+def test_interleaved_location_stream_reports_its_tracks_instead_of_a_nonsense_path_length(
+    shared_datasets: Path, memory: Memory
+) -> None:
+    path = shared_datasets / BAG
+    with Ros1Reader(path) as raw:
+        conns = [c for c in raw.connections if c.topic == "/location"]
+        # naive length straight from the bytes: PoseStamped header(seq, stamp, frame_id='') then x, y, z float64
+        points = [np.frombuffer(data, dtype="<f8", count=3, offset=16) for _c, _t, data in raw.messages(conns)]
+    naive = _length(np.asarray(points))
+    assert naive > 8000  # what summing consecutive messages would claim (the robot drove metres)
+
+    result = replay_recording(memory, path, BridgeConfig(), ReplayOptions(collection="bag"))
+    summary = _summary(memory, result.stats.session_ids[0])
+    spatial = summary["spatial"]
+    assert spatial["path_quality"] == "interleaved"
+    assert "path_length_m" not in spatial
+    assert "not one physical track" in spatial["path_note"]
+    assert len(spatial["tracks"]) == 2
+    assert all(1.0 < track["path_length_m"] < 50.0 for track in spatial["tracks"])
+    assert "path length not reported" in summary["content"]
+    chunks = [m for m in _session_records(memory, result.stats.session_ids[0]) if m["perception_type"] != "procedural"]
+    assert all(m["spatial"].get("path_length_m", 0) < 20 for m in chunks)  # no chunk claims kilometres either

@@ -1,0 +1,164 @@
+"""The bridge's small parts on their own: conversion, clock, discovery plan, inbox, status text."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bridges.pipeline.config import BridgeConfig, TopicRule
+from bridges.rosbridge.convert import MalformedMessage, MessageClock, to_ros_message
+from bridges.rosbridge.discovery import plan_subscriptions, wire_type
+from bridges.rosbridge.inbox import BoundedInbox, Received
+from bridges.rosbridge.sessions import ControlSessionFollower
+from bridges.rosbridge.status import BridgeSnapshot, format_status, format_summary
+from bridges.rosbridge.testing import messages as m
+from robotmem import Memory
+
+
+def received(topic: str, msgtype: str, raw: object, receive_ns: int = 5_000_000_000) -> Received:
+    return Received(topic, msgtype, raw, receive_ns, time.monotonic_ns())
+
+
+# ---------------------------------------------------------------- conversion
+
+
+def test_image_data_arrives_as_base64_and_becomes_bytes() -> None:
+    msg = to_ros_message(received("/cam", "sensor_msgs/msg/Image", m.image(2.0, 4, 2, encoding="mono8")))
+    assert msg.msgtype == "sensor_msgs/msg/Image"
+    assert isinstance(msg.data["data"], bytes) and len(msg.data["data"]) == 8
+    assert msg.t_ns == 2_000_000_000
+
+
+def test_ros1_type_names_and_secs_nsecs_stamps_are_normalised() -> None:
+    raw = m.odometry(12.25, 1.0, 2.0, ros_version=1)
+    msg = to_ros_message(received("/odom", "nav_msgs/Odometry", raw))
+    assert msg.msgtype == "nav_msgs/msg/Odometry"
+    assert msg.data["header"]["stamp"] == {"sec": 12, "nanosec": 250_000_000}
+    assert msg.t_ns == 12_250_000_000
+
+
+def test_message_without_stamp_takes_its_receive_time() -> None:
+    assert to_ros_message(received("/robotmem/learn", "std_msgs/String", {"data": "x"}, 7)).t_ns == 7
+
+
+@pytest.mark.parametrize("raw, field", [
+    ([1, 2, 3], "msg"),
+    ("odometry", "msg"),
+    ({**m.image(1.0, 2, 2), "data": "%%% not base64"}, "data"),
+    ({**m.image(1.0, 2, 2), "data": 42}, "data"),
+])
+def test_unusable_message_is_malformed_naming_the_field(raw: object, field: str) -> None:
+    with pytest.raises(MalformedMessage, match=f"/cam: {field}"):
+        to_ros_message(received("/cam", "sensor_msgs/msg/Image", raw))
+
+
+def test_unparseable_type_name_is_malformed_naming_type() -> None:
+    with pytest.raises(MalformedMessage, match="type"):
+        to_ros_message(received("/x", "not a type", {"data": 1}))
+
+
+def test_message_clock_places_unstamped_messages_on_the_stamped_clock() -> None:
+    clock = MessageClock()
+    sim_stamp = m.odometry(100.0, 0.0, 0.0)  # sim time 100 s, received at wall 5 s
+    to_ros_message(received("/odom", "nav_msgs/msg/Odometry", sim_stamp, 5_000_000_000), clock)
+    marker = to_ros_message(received("/robotmem/episode", "std_msgs/String", {"data": "start"}, 6_000_000_000),
+                            clock)
+    assert marker.t_ns == 101_000_000_000
+    assert clock.to_message_time(7_000_000_000) == 102_000_000_000
+
+
+# ---------------------------------------------------------------- discovery
+
+
+def test_plan_without_rosapi_uses_the_configured_topics_in_portable_type_form() -> None:
+    report = plan_subscriptions(BridgeConfig(), None)
+    planned = {s.topic: s for s in report.subscriptions}
+    assert planned["/odom"].wire_type == "nav_msgs/Odometry" and not planned["/odom"].seen
+    assert not report.rosapi and "rosapi unavailable" in report.describe()
+
+
+def test_plan_with_rosapi_skips_a_configured_topic_of_another_type() -> None:
+    report = plan_subscriptions(BridgeConfig(), {"/odom": "std_msgs/msg/String", "/imu": "sensor_msgs/msg/Imu"})
+    assert "/odom" not in {s.topic for s in report.subscriptions}
+    assert report.type_mismatch == {"/odom": "std_msgs/msg/String"} and report.ignored == ["/imu"]
+    assert "skipped (other type): /odom is std_msgs/msg/String" in report.describe()
+
+
+def test_config_rule_passes_throttle_rate_and_queue_length_to_the_subscription() -> None:
+    config = BridgeConfig(topics=(TopicRule("/battery", "sensor_msgs/msg/BatteryState", "json_perception",
+                                            throttle_rate_ms=2000, queue_length=3),))
+    (planned,) = plan_subscriptions(config, {"/battery": "sensor_msgs/msg/BatteryState"}).subscriptions
+    assert (planned.wire_type, planned.throttle_rate_ms, planned.queue_length, planned.seen) == (
+        "sensor_msgs/msg/BatteryState", 2000, 3, True)
+
+
+def test_wire_type_follows_the_servers_ros_version() -> None:
+    assert wire_type("nav_msgs/Odometry", ros2_style=True) == "nav_msgs/msg/Odometry"
+    assert wire_type("nav_msgs/msg/Odometry", ros2_style=False) == "nav_msgs/Odometry"
+
+
+# ---------------------------------------------------------------- inbox
+
+
+def test_inbox_refuses_and_counts_beyond_capacity_and_hands_out_in_order() -> None:
+    inbox = BoundedInbox(3)
+    results = [inbox.put(received("/a" if i % 2 else "/b", "std_msgs/String", {"data": i})) for i in range(5)]
+    assert results == [True, True, True, False, False]
+    assert inbox.dropped() == {"/a": 1, "/b": 1} and inbox.peak == 3
+    assert [item.raw["data"] for item in inbox.take(10, timeout=0)] == [0, 1, 2]
+    assert inbox.take(10, timeout=0) == []
+
+
+def test_closed_inbox_counts_late_messages_as_dropped_but_keeps_what_it_holds() -> None:
+    inbox = BoundedInbox(10)
+    inbox.put(received("/a", "std_msgs/String", {"data": 1}))
+    inbox.close()
+    assert not inbox.put(received("/a", "std_msgs/String", {"data": 2}))
+    assert len(inbox.take(10, timeout=0)) == 1 and inbox.dropped() == {"/a": 1}
+
+
+# ---------------------------------------------------------------- status
+
+
+def test_status_line_shows_per_topic_rates_drops_malformed_queue_and_lag() -> None:
+    before = BridgeSnapshot(received={"/odom": 100, "/joint_states": 1000})
+    now = BridgeSnapshot(connected=True, received={"/odom": 350, "/joint_states": 6000},
+                         dropped={"/joint_states": 7}, malformed={"/odom": 2}, bad_frames=1, queue=12,
+                         queue_capacity=20000, max_lag_s=0.034, records_written=9, episodes_started=1)
+    line = format_status(before, now, 5.0)
+    assert "bridge connected" in line
+    assert "/joint_states 1000.0/s" in line and "/odom 50.0/s" in line
+    assert "drops 7 malformed 3" in line and "queue 12/20000 lag 34 ms" in line
+
+
+def test_status_line_says_when_the_bridge_is_reconnecting() -> None:
+    assert "DISCONNECTED (reconnecting)" in format_status(None, BridgeSnapshot(connected=False), 5.0)
+
+
+def test_exit_summary_lists_totals_and_each_topic() -> None:
+    snap = BridgeSnapshot(received={"/odom": 30}, fed={"/odom": 30}, records_written=3, episodes_started=1,
+                          episodes_ended=1, connects=2, disconnects=1)
+    text = format_summary(snap, 10.0)
+    assert "30 messages received (3.0/s), 30 ingested, 0 dropped" in text
+    assert "connects 2, disconnects 1" in text and "/odom: received 30, ingested 30" in text
+
+
+# ---------------------------------------------------------------- control sessions
+
+
+def test_control_session_follower_emits_start_and_end_markers_and_ignores_pipeline_sessions(
+        memory: Memory) -> None:
+    markers: list[dict] = []
+    follower = ControlSessionFollower(memory, "robot", markers.append)
+    memory.start_session("robot", context={"source": {"url": "ws://other-bridge:9090"}})
+    follower.poll()
+    assert markers == []
+    sid = memory.start_session("robot", context={"task": {"name": "inspect"}})["session_id"]
+    follower.poll()
+    follower.poll()  # the same open session: no second start
+    memory.end_session(sid, 0.25)
+    follower.poll()
+    assert markers == [{"event": "start", "context": {"episode": {"control_session_id": sid},
+                                                      "task": {"name": "inspect"}}},
+                       {"event": "end", "score": 0.25}]

@@ -84,6 +84,11 @@ class Memory:
     def embedder(self) -> Embedder | None:
         return self._embeddings.embedder
 
+    @property
+    def recall_engine(self) -> RecallEngine:
+        """The recall engine (and its warm vector mirror); consolidation ranks related memories with it."""
+        return self._engine
+
     def now(self) -> float:
         return float(self._clock())
 
@@ -258,7 +263,7 @@ class Memory:
         now = self.now()
         with self._db.write() as conn:
             mstore.replace_content(
-                conn, mid, content=text, search_text=index_tokens(text), context_json=canonical_json(ctx),
+                conn, mid, content=text, search_text=index_tokens(text), context=ctx,
                 content_hash=content_hash(text, ctx), protected=_is_protected(ctx), now=now,
             )
             if vectors is not None:
@@ -297,6 +302,15 @@ class Memory:
         from .consolidation import end_session as consolidate_end
 
         return consolidate_end(self, self._db, sid, score, self.now())
+
+    def consolidate(
+        self, collection: str | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> dict[str, Any]:
+        """Offline: consolidate every ended session (oldest first), then decay; counts summed."""
+        coll = None if collection is None else validation.collection(collection, self.collection)
+        from .consolidation import consolidate_ended
+
+        return consolidate_ended(self, self._db, coll, self.now(), progress=progress)
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         sid = validation.session_id(session_id)
@@ -407,7 +421,7 @@ class Memory:
         self._flush_access(conn=conn)
         return mstore.insert_memory(conn, mstore.NewMemory(
             collection=collection, session_id=session_id, type=kind, perception_type=ptype, content=text,
-            search_text=index_tokens(text), context_json=canonical_json(ctx), content_hash=content_hash(text, ctx),
+            search_text=index_tokens(text), context=ctx, content_hash=content_hash(text, ctx),
             protected=_is_protected(ctx), confidence=self.config.initial_confidence, now=now, occurred_at=occurred_at,
         ))
 

@@ -1,26 +1,95 @@
-"""end_session: close the episode and consolidate it."""
+"""end_session: close the episode and consolidate what it learned (docs/consolidation.md).
+
+Two phases. Reading and deciding (facts, stored vectors, the merge plan, the related
+memories) happens first, outside any write lock. Then one write transaction records the
+outcome, applies the merges, moves memories across the archive floor and closes the
+session, so a crash leaves either the open episode or the fully consolidated one.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import apsw
 
 from ..errors import NotFoundError
 from ..store import sessions as sstore
 from ..store.connection import Database
+from .decay import decay_pass
+from .plan import Absorption, MergeRules, absorptions, group_episode, match_earlier
+from .reads import NOT_ENDED, earlier_facts, episode_facts
+from .related import find_related, refresh_confidence
+from .writes import MergeCounts, apply_absorptions, attach_outcome
 
 if TYPE_CHECKING:
     from ..service import Memory
 
-__all__ = ["end_session"]
+__all__ = ["Settings", "end_session", "plan_session"]
+
+_DAY = 86_400.0
 
 
-def end_session(memory: "Memory", db: Database, session_id: str, score: float | None, now: float) -> dict[str, Any]:
-    with db.write() as conn:
-        session = sstore.get_session(conn, session_id)
-        if session is None:
-            raise NotFoundError(f"no session {session_id!r}", field="session_id")
+@dataclass(frozen=True)
+class Settings:
+    rules: MergeRules
+    reinforce_step: float
+    max_confidence: float
+    half_life_s: float
+    archive_floor: float
+    model_id: str | None
+    dim: int | None
+
+    @classmethod
+    def of(cls, memory: Memory) -> Settings:
+        config, embedder = memory.config, memory.embedder
+        return cls(
+            rules=MergeRules.from_config(config),
+            reinforce_step=config.reinforce_step,
+            max_confidence=config.max_confidence,
+            half_life_s=config.half_life_days * _DAY,
+            archive_floor=config.archive_floor,
+            model_id=embedder.model_id if embedder is not None else None,
+            dim=embedder.dim if embedder is not None else None,
+        )
+
+
+def plan_session(
+    conn: apsw.Connection, session_id: str, collection: str, ended_at: float, settings: Settings
+) -> list[Absorption]:
+    """What the session's facts merge into: each other, or facts of sessions that ended before ``ended_at``."""
+    episode = episode_facts(conn, session_id, settings.model_id, settings.dim)
+    if not len(episode):
+        return []
+    groups = group_episode(episode, settings.rules)
+    earlier = earlier_facts(conn, collection, session_id, ended_at, [r.id for r in episode.rows],
+                            settings.model_id, settings.dim)
+    matches = match_earlier(episode, groups, earlier, settings.rules)
+    return absorptions(episode, groups, matches, earlier)
+
+
+def apply_plan(conn: apsw.Connection, plan: list[Absorption], now: float, settings: Settings) -> MergeCounts:
+    return apply_absorptions(conn, plan, now, step=settings.reinforce_step, ceiling=settings.max_confidence,
+                             half_life_s=settings.half_life_s)
+
+
+def end_session(memory: Memory, db: Database, session_id: str, score: float | None, now: float) -> dict[str, Any]:
+    settings = Settings.of(memory)
+    with db.read() as conn:
+        session = _require_session(conn, session_id)
         if session["status"] == "ended":
-            return {**(session["summary"] or {}), "status": "already_ended"}
+            return _already_ended(session)
+        plan = plan_session(conn, session_id, session["collection"], NOT_ENDED, settings)
+        related = find_related(memory.recall_engine, conn, session, now, settings.model_id, settings.dim)
+    with db.write() as conn:
+        session = _require_session(conn, session_id)
+        if session["status"] == "ended":  # another caller ended it while we were planning
+            return _already_ended(session)
+        if score is not None:
+            attach_outcome(conn, session_id, score, now)
+        merges = apply_plan(conn, plan, now, settings)
+        decay = decay_pass(conn, session["collection"], now, half_life_s=settings.half_life_s,
+                           floor=settings.archive_floor)
         facts, perceptions = sstore.session_counts(conn, session_id)
         summary: dict[str, Any] = {
             "session_id": session_id,
@@ -30,11 +99,29 @@ def end_session(memory: "Memory", db: Database, session_id: str, score: float | 
             "duration_s": round(max(0.0, now - session["started_at"]), 3),
             "memories": facts,
             "perceptions": perceptions,
-            "merged": 0,
-            "reinforced": 0,
-            "decayed": 0,
-            "archived": 0,
-            "related": [],
+            "merged": merges.merged,
+            "reinforced": merges.reinforced,
+            "decayed": decay.decayed,
+            "archived": decay.archived,
+            "related": refresh_confidence(conn, related, now, settings.half_life_s),
         }
         sstore.close_session(conn, session_id, now, score, summary)
     return summary
+
+
+def _require_session(conn: apsw.Connection, session_id: str) -> dict[str, Any]:
+    session = sstore.get_session(conn, session_id)
+    if session is None:
+        raise NotFoundError(f"no session {session_id!r}", field="session_id")
+    return session
+
+
+def _already_ended(session: dict[str, Any]) -> dict[str, Any]:
+    """The first summary, unchanged but for the status (sessions imported without one get zeros)."""
+    summary = session["summary"] or {
+        "session_id": session["session_id"], "collection": session["collection"],
+        "outcome_score": session["outcome_score"],
+        "duration_s": round(max(0.0, (session["ended_at"] or 0.0) - session["started_at"]), 3),
+        "memories": 0, "perceptions": 0, "merged": 0, "reinforced": 0, "decayed": 0, "archived": 0, "related": [],
+    }
+    return {**summary, "status": "already_ended"}

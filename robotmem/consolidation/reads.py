@@ -1,0 +1,78 @@
+"""The reads consolidation needs, done before the write transaction.
+
+Vectors come from the ``embeddings`` table (only those of the active model), never
+from re-embedding: consolidating is cheap and works offline. A fact without a vector
+of that model is compared by the text rule alone.
+"""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+
+from .pool import FactPool
+
+__all__ = ["NOT_ENDED", "earlier_facts", "episode_facts"]
+
+#: Cut-off for "earlier" when the session being consolidated has not ended yet.
+NOT_ENDED = float("inf")
+
+_FACT_COLUMNS = (
+    "m.id, m.content, json(m.context), m.evidence_count, m.first_seen, m.last_seen, e.vector"
+)
+_VECTOR_JOIN = "LEFT JOIN embeddings e ON e.memory_id = m.id AND e.model_id = ?"
+
+
+def episode_facts(conn: apsw.Connection, session_id: str, model_id: str | None, dim: int | None) -> FactPool:
+    """Active, unprotected facts written in the session, oldest first: the merge sources."""
+    rows = conn.execute(
+        f"SELECT {_FACT_COLUMNS} FROM memories m {_VECTOR_JOIN} "
+        "WHERE m.session_id = ? AND m.type = 'fact' AND m.status = 'active' AND NOT m.protected "
+        "ORDER BY m.first_seen, m.id",
+        (model_id, session_id),
+    ).fetchall()
+    return FactPool.from_db_rows(rows, dim)
+
+
+def earlier_facts(
+    conn: apsw.Connection, collection: str, session_id: str, ended_at: float, episode_ids: list[int],
+    model_id: str | None, dim: int | None,
+) -> FactPool:
+    """Facts that may absorb the episode's: same collection, unprotected, active or archived,
+    from sessions that ended before this one (``ended_at``; ties broken by id) or from no
+    session, and sharing robot.id / task.name / task.success with some episode fact.
+
+    The identity columns are compared as JSON text produced by SQLite on both sides, so
+    the pre-filter is exact; the full context rule runs afterwards in Python.
+    """
+    cutoff = _finite(ended_at)
+    rows = conn.execute(
+        f"""
+        WITH keys(robot, task, success) AS (
+            SELECT DISTINCT x.context -> '$.robot.id', x.context -> '$.task.name', x.context -> '$.task.success'
+            FROM memories x WHERE x.id IN (SELECT value FROM json_each(?))
+        )
+        SELECT {_FACT_COLUMNS} FROM memories m {_VECTOR_JOIN}
+        LEFT JOIN sessions s ON s.id = m.session_id
+        WHERE m.collection = ? AND m.type = 'fact' AND m.status IN ('active', 'archived') AND NOT m.protected
+          AND (
+            (m.session_id IS NULL AND m.created_at <= ?)
+            OR (s.ended_at IS NOT NULL AND m.session_id != ?
+                AND (s.ended_at < ? OR (s.ended_at = ? AND s.id < ?)))
+          )
+          AND EXISTS (
+            SELECT 1 FROM keys k WHERE (m.context -> '$.robot.id') IS k.robot
+              AND (m.context -> '$.task.name') IS k.task AND (m.context -> '$.task.success') IS k.success
+          )
+        ORDER BY m.first_seen, m.id
+        """,
+        (json.dumps(episode_ids), model_id, collection, cutoff, session_id, cutoff, cutoff, session_id),
+    ).fetchall()
+    return FactPool.from_db_rows(rows, dim)
+
+
+def _finite(value: float) -> float:
+    """SQLite has no infinity literal in parameters that compares reliably; clamp to a huge REAL."""
+    return max(min(value, 1e300), -1e300)
+

@@ -263,7 +263,7 @@ class Memory:
         now = self.now()
         with self._db.write() as conn:
             mstore.replace_content(
-                conn, mid, content=text, search_text=index_tokens(text), context_json=canonical_json(ctx),
+                conn, mid, content=text, search_text=index_tokens(text), context=ctx,
                 content_hash=content_hash(text, ctx), protected=_is_protected(ctx), now=now,
             )
             if vectors is not None:
@@ -421,7 +421,7 @@ class Memory:
         self._flush_access(conn=conn)
         return mstore.insert_memory(conn, mstore.NewMemory(
             collection=collection, session_id=session_id, type=kind, perception_type=ptype, content=text,
-            search_text=index_tokens(text), context_json=canonical_json(ctx), content_hash=content_hash(text, ctx),
+            search_text=index_tokens(text), context=ctx, content_hash=content_hash(text, ctx),
             protected=_is_protected(ctx), confidence=self.config.initial_confidence, now=now, occurred_at=occurred_at,
         ))
 

@@ -13,7 +13,8 @@ from ..context import lift_sections
 from ..store.connection import Database
 from . import sql
 from .request import RecallRequest
-from .tokens import fts_match_expression
+from .fulltext import fulltext_hits, plan_fulltext
+from .spatial import nearest
 from .vector_index import Eligibility, VectorIndex
 
 __all__ = ["RecallEngine", "row_to_record"]
@@ -46,14 +47,16 @@ class RecallEngine:
         with self._db.read() as conn:
             bm25_ids: list[int] = []
             vector_hits: list[tuple[int, float]] = []
-            match = fts_match_expression(req.query) if req.query else None
-            if match:
-                q, p = sql.bm25_sql(req, match, now, self._half_life_s, pool)
-                bm25_ids = [row[0] for row in conn.execute(q, p)]
+            with_vectors = query_vector is not None and model_id is not None
+            plan = (plan_fulltext(conn, req.query, allow_window=with_vectors and not req.needs_sql_candidates)
+                    if req.query else None)
+            match = plan is not None
+            if plan is not None:
+                bm25_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool)
             if req.query and query_vector is not None and model_id is not None:
                 vector_hits = self._vector_hits(conn, req, now, query_vector, model_id, pool)
             relevance = _fuse(bm25_ids, [memory_id for memory_id, _ in vector_hits])
-            mode = _mode(req, bool(match), query_vector is not None and model_id is not None)
+            mode = _mode(req, match, query_vector is not None and model_id is not None)
             distances: dict[int, float] = {}
             if req.spatial is not None:
                 ranked = self._spatial_order(conn, req, now, relevance, distances)
@@ -104,9 +107,8 @@ class RecallEngine:
         distances: dict[int, float],
     ) -> list[int]:
         assert req.spatial is not None
-        # Fetch extra rows so equal distances can be ordered by relevance.
-        q, p = sql.spatial_sql(req, req.spatial, now, self._half_life_s, req.n * 3 + 10)
-        rows = [(int(i), float(d2) ** 0.5) for i, d2 in conn.execute(q, p)]
+        # Extra rows so that equal distances can be ordered by relevance.
+        rows = nearest(conn, req, now, self._half_life_s, req.n * 2)
         rows.sort(key=lambda r: (round(r[1], 9), -relevance.get(r[0], 0.0)))
         ranked = [memory_id for memory_id, _ in rows[: req.n]]
         distances.update(rows[: req.n])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .request import RecallRequest, SpatialSort
+from .request import RecallRequest
 
 __all__ = [
     "effective_confidence_sql",
@@ -15,7 +15,6 @@ __all__ = [
     "bm25_sql",
     "candidates_sql",
     "vector_sql",
-    "spatial_sql",
     "recent_sql",
     "hits_sql",
 ]
@@ -55,13 +54,16 @@ def eligibility_sql(req: RecallRequest, now: float, half_life_s: float, *, with_
     return " AND ".join(parts), params
 
 
-def bm25_sql(req: RecallRequest, match: str, now: float, half_life_s: float, limit: int) -> Query:
+def bm25_sql(
+    req: RecallRequest, match: str, now: float, half_life_s: float, limit: int, *, min_rowid: int | None = None
+) -> Query:
     where, params = eligibility_sql(req, now, half_life_s)
+    floor = " AND memories_fts.rowid >= ?" if min_rowid is not None else ""
     return (
-        "SELECT m.id, bm25(memories_fts) AS rank FROM memories_fts "
+        "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
         "JOIN memories m ON m.id = memories_fts.rowid "
-        f"WHERE memories_fts MATCH ? AND {where} ORDER BY rank LIMIT ?",
-        [match, *params, limit],
+        f"WHERE memories_fts MATCH ?{floor} AND {where} ORDER BY score LIMIT ?",
+        [match, *([min_rowid] if min_rowid is not None else []), *params, limit],
     )
 
 
@@ -78,33 +80,6 @@ def vector_sql(memory_ids_json: str, model_id: str, query_blob: bytes, limit: in
         "ORDER BY similarity DESC LIMIT ?",
         [query_blob, model_id, memory_ids_json, limit],
     )
-
-
-def _coordinate(path: str, index: int, name: str) -> str:
-    return f"coalesce(json_extract(m.context, '{path}[{index}]'), json_extract(m.context, '{path}.\"{name}\"'))"
-
-
-def spatial_sql(req: RecallRequest, spatial: SpatialSort, now: float, half_life_s: float, limit: int) -> Query:
-    """Nearest first over every eligible memory that has the field; points are [x,y(,z)] or {x,y(,z)}."""
-    path = spatial.json_path.replace("'", "''")
-    axes = [_coordinate(path, i, name) for i, name in enumerate("xyz"[: len(spatial.target)])]
-    # A 2-D point compared with a 3-D target sits at z = 0.
-    if len(axes) == 3:
-        axes[2] = f"coalesce({axes[2]}, 0.0)"
-    squared = " + ".join(f"(({axis}) - ?) * (({axis}) - ?)" for axis in axes)
-    sq_params: list[Any] = []
-    for value in spatial.target:
-        sq_params += [value, value]
-    where, params = eligibility_sql(req, now, half_life_s)
-    having = f"{axes[0]} IS NOT NULL AND {axes[1]} IS NOT NULL"
-    sql = f"SELECT id, d2 FROM (SELECT m.id AS id, {squared} AS d2 FROM memories m WHERE {where} AND {having})"
-    out_params = sq_params + params
-    if spatial.max_distance is not None:
-        sql += " WHERE d2 <= ?"
-        out_params.append(spatial.max_distance**2)
-    sql += " ORDER BY d2, id DESC LIMIT ?"
-    out_params.append(limit)
-    return sql, out_params
 
 
 def recent_sql(req: RecallRequest, now: float, half_life_s: float, limit: int, exclude_json: str = "[]") -> Query:

@@ -172,20 +172,32 @@ class VectorIndex:
                     (self._row_of.get(int(c), -1) for c in candidates), dtype=np.int64, count=len(candidates)
                 )
                 rows = rows[rows >= 0]
-                if len(rows) * 4 < size:
-                    scores = self._matrix[rows] @ query
-                else:
-                    scores = (self._matrix[:size] @ query)[rows]
+                scores = self._matrix[rows] @ query if len(rows) * 4 < size else (self._matrix[:size] @ query)[rows]
             else:
-                rows = np.arange(size)
+                rows = None
                 scores = self._matrix[:size] @ query
-            keep = self._eligible(rows, rules) & (scores >= min_similarity)
-            rows, scores = rows[keep], scores[keep]
-            if len(rows) > k:
-                top = np.argpartition(-scores, k - 1)[:k]
-                rows, scores = rows[top], scores[top]
-            order = np.argsort(-scores, kind="stable")
-            return [(int(self._ids[r]), float(s)) for r, s in zip(rows[order], scores[order])]
+            # Most rows are eligible: check eligibility on a short list first, all rows only if it runs dry.
+            shortlist = min(len(scores), 4 * k + 16)
+            top = np.argpartition(-scores, shortlist - 1)[:shortlist] if shortlist < len(scores) else np.arange(len(scores))
+            hits = self._eligible_top(top, rows, scores, k, rules, min_similarity)
+            if len(hits) < k and shortlist < len(scores):
+                hits = self._eligible_top(np.arange(len(scores)), rows, scores, k, rules, min_similarity)
+            return hits
+
+    def _eligible_top(
+        self, positions: np.ndarray, rows: np.ndarray | None, scores: np.ndarray, k: int, rules: Eligibility,
+        min_similarity: float,
+    ) -> list[tuple[int, float]]:
+        """Best k among ``positions`` (indexes into ``scores``) that pass the eligibility rules."""
+        index_rows = positions if rows is None else rows[positions]
+        picked = scores[positions]
+        keep = self._eligible(index_rows, rules) & (picked >= min_similarity)
+        index_rows, picked = index_rows[keep], picked[keep]
+        if len(picked) > k:
+            best = np.argpartition(-picked, k - 1)[:k]
+            index_rows, picked = index_rows[best], picked[best]
+        order = np.argsort(-picked, kind="stable")
+        return [(int(self._ids[r]), float(s)) for r, s in zip(index_rows[order], picked[order])]
 
     def _eligible(self, rows: np.ndarray, rules: Eligibility) -> np.ndarray:
         ok = self._live[rows].copy()

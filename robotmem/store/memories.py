@@ -9,7 +9,9 @@ from typing import Any
 import apsw
 import numpy as np
 
+from ..context import canonical_json
 from ..search import sql
+from .points import index_points
 
 __all__ = ["NewMemory", "insert_memory", "insert_payload", "put_embedding", "find_duplicate", "reinforce",
            "fetch_row", "mark_forgotten", "replace_content", "flush_access_counts"]
@@ -23,7 +25,7 @@ class NewMemory:
     perception_type: str | None
     content: str
     search_text: str
-    context_json: str
+    context: dict[str, Any]
     content_hash: str
     protected: bool
     confidence: float
@@ -32,15 +34,18 @@ class NewMemory:
 
 
 def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:
+    """Insert the row, its full-text entry (trigger) and its points (spatial index)."""
     conn.execute(
         "INSERT INTO memories (collection, session_id, type, perception_type, content, search_text, context, "
         "content_hash, protected, confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, "
         "updated_at) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text, m.context_json,
+        (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text, canonical_json(m.context),
          m.content_hash, int(m.protected), m.confidence, m.now, m.occurred_at, m.occurred_at, m.now,
          m.occurred_at, m.now),
     )
-    return int(conn.last_insert_rowid())
+    memory_id = int(conn.last_insert_rowid())
+    index_points(conn, memory_id, m.context)
+    return memory_id
 
 
 def insert_payload(conn: apsw.Connection, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None:
@@ -98,14 +103,15 @@ def mark_forgotten(conn: apsw.Connection, memory_id: int, reason: str, now: floa
 
 
 def replace_content(
-    conn: apsw.Connection, memory_id: int, *, content: str, search_text: str, context_json: str,
+    conn: apsw.Connection, memory_id: int, *, content: str, search_text: str, context: dict[str, Any],
     content_hash: str, protected: bool, now: float,
 ) -> None:
     conn.execute(
         "UPDATE memories SET content = ?, search_text = ?, context = jsonb(?), content_hash = ?, protected = ?, "
         "updated_at = ? WHERE id = ?",
-        (content, search_text, context_json, content_hash, int(protected), now, memory_id),
+        (content, search_text, canonical_json(context), content_hash, int(protected), now, memory_id),
     )
+    index_points(conn, memory_id, context)
 
 
 def flush_access_counts(conn: apsw.Connection, counts: dict[int, int], now: float) -> None:

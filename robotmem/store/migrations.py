@@ -7,11 +7,12 @@ repairs) updates the index.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Callable, Final, Union
 
 import apsw
 
 from ..search.tokens import FTS_TOKENIZE
+from .points import reindex_all_points
 
 __all__ = ["MIGRATIONS", "migrate", "SCHEMA_VERSION"]
 
@@ -116,8 +117,29 @@ CREATE TRIGGER embeddings_ad_log AFTER DELETE ON embeddings BEGIN
 END;
 """
 
-#: (version, SQL). Append only.
-MIGRATIONS: Final[tuple[tuple[int, str], ...]] = ((1, _V1),)
+# Document frequencies per term, so recall can leave out words that occur nearly everywhere.
+_V2 = """
+CREATE VIRTUAL TABLE memories_fts_vocab USING fts5vocab(memories_fts, 'row');
+"""
+
+# Points of every context in an R*Tree, for nearest-first recall (robotmem.store.points).
+_V3 = """
+CREATE VIRTUAL TABLE spatial_points USING rtree(
+    id, minx, maxx, miny, maxy, minz, maxz,
+    +memory_id INTEGER, +field TEXT, +px REAL, +py REAL, +pz REAL
+);
+"""
+
+Step = Union[str, Callable[[apsw.Connection], None]]
+
+
+def _v3(conn: apsw.Connection) -> None:
+    conn.execute(_V3)
+    reindex_all_points(conn)
+
+
+#: (version, SQL or a function for steps SQL alone cannot do). Append only.
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 
@@ -131,8 +153,11 @@ def migrate(conn: apsw.Connection) -> int:
             f"the memory store has schema version {current}, newer than this robotmem "
             f"({SCHEMA_VERSION}); upgrade robotmem"
         )
-    for version, sql in MIGRATIONS:
+    for version, step in MIGRATIONS:
         if version > current:
-            conn.execute(sql)
+            if callable(step):
+                step(conn)
+            else:
+                conn.execute(step)
             conn.execute(f"PRAGMA user_version={version}")
     return SCHEMA_VERSION

@@ -1,0 +1,76 @@
+"""The spatial index: every point-like value of a context, in an R*Tree.
+
+A point is a list of 2 or 3 finite numbers (``[x, y]``, ``[x, y, z]``) or an object
+with numeric ``x`` and ``y`` (and optionally ``z``), at any dot path of the context up
+to ``MAX_DEPTH`` levels deep. 2-D points sit at z = 0. The R*Tree answers "what lies
+inside this box" in logarithmic time; spatial recall grows a box around the target
+until it holds enough eligible points, then sorts them by exact distance (the exact
+coordinates are kept beside the tree's 32-bit boxes).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterator
+
+import apsw
+
+__all__ = ["extract_points", "index_points", "reindex_all_points", "MAX_DEPTH"]
+
+MAX_DEPTH = 4
+_MAX_POINTS = 64
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _as_point(value: Any) -> tuple[float, float, float] | None:
+    if isinstance(value, list) and len(value) in (2, 3) and all(_number(v) for v in value):
+        return (float(value[0]), float(value[1]), float(value[2]) if len(value) == 3 else 0.0)
+    if isinstance(value, dict) and _number(value.get("x")) and _number(value.get("y")):
+        z = value.get("z", 0.0)
+        return (float(value["x"]), float(value["y"]), float(z) if _number(z) else 0.0)
+    return None
+
+
+def extract_points(context: dict[str, Any]) -> Iterator[tuple[str, tuple[float, float, float]]]:
+    """(dot path, point) for every point-like value in the context."""
+
+    def walk(node: dict[str, Any], prefix: str, depth: int) -> Iterator[tuple[str, tuple[float, float, float]]]:
+        for key, value in node.items():
+            path = f"{prefix}.{key}" if prefix else key
+            point = _as_point(value)
+            if point is not None:
+                yield path, point
+            elif isinstance(value, dict) and depth < MAX_DEPTH:
+                yield from walk(value, path, depth + 1)
+
+    count = 0
+    for item in walk(context, "", 1):
+        yield item
+        count += 1
+        if count >= _MAX_POINTS:
+            return
+
+
+def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any]) -> None:
+    """Replace the memory's points with those of ``context``."""
+    conn.execute("DELETE FROM spatial_points WHERE memory_id = ?", (memory_id,))
+    rows = [
+        (x, x, y, y, z, z, memory_id, field, x, y, z)
+        for field, (x, y, z) in extract_points(context)
+    ]
+    if rows:
+        conn.executemany(
+            "INSERT INTO spatial_points (minx, maxx, miny, maxy, minz, maxz, memory_id, field, px, py, pz) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+
+
+def reindex_all_points(conn: apsw.Connection) -> None:
+    """Backfill for stores created before the spatial index existed."""
+    for memory_id, context in conn.execute("SELECT id, json(context) FROM memories").fetchall():
+        index_points(conn, memory_id, json.loads(context))

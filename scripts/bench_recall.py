@@ -1,0 +1,159 @@
+"""Recall benchmark: learn, bulk insert and recall at 10,000 and 100,000 memories.
+
+Random unit vectors stand in for embeddings (the embedding model is measured by
+scripts/bench_embed.py), so the figures are the store's own cost. numpy brute-force
+top-10 over the same vectors is measured in the same run as the physical reference.
+
+    python scripts/bench_recall.py [--sizes 10000 100000] [--queries 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from robotmem import Memory
+
+DIM = 384
+BASE = ("grip force slip wet glass bottle cube push door dock lidar wheel joint torque camera "
+        "shelf bin arm gripper conveyor pallet pick place drawer cable valve sensor").split()
+# A Zipf-like vocabulary: a few words everywhere, most words rare, as in real logs.
+WORDS = BASE + [f"{BASE[i % len(BASE)]}{i}" for i in range(5000)]
+ZIPF = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.1
+ZIPF /= ZIPF.sum()
+
+
+class RandomVectors:
+    """Stand-in embedder: a fixed random unit vector per text (hash-seeded), no model cost."""
+
+    model_id = "bench-random/384"
+    dim = DIM
+
+    def __init__(self) -> None:
+        self.next: np.ndarray | None = None  # the vector for the next single text
+        self.batch: np.ndarray | None = None  # the vectors for the next bulk call
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if self.batch is not None and len(texts) > 1:
+            return self.batch[: len(texts)]
+        if self.next is not None and len(texts) == 1:
+            return self.next[None, :]
+        rng = np.random.default_rng(abs(hash(texts[0])) % (2**32))
+        v = rng.standard_normal((len(texts), DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def pct(samples: list[float], q: float) -> float:
+    return float(np.percentile(samples, q)) * 1000
+
+
+def timed(fn: Callable[[], object], repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def record(i: int, rng: np.random.Generator) -> dict:
+    words = " ".join(rng.choice(WORDS, size=8, p=ZIPF))
+    return {
+        "description": f"episode {i}: {words}",
+        "perception_type": "tactile",
+        "metadata": {
+            "params": {"grip_force": {"value": round(float(rng.uniform(1, 30)), 2), "unit": "N"}},
+            "task": {"name": str(rng.choice(["pick", "place", "push", "open"])), "success": bool(rng.random() < 0.5),
+                     "batch": int(i % 1000)},
+            "spatial": {"object_position": [round(float(x), 3) for x in rng.uniform(-5, 5, size=3)]},
+            "robot": {"id": f"arm-{i % 4}"},
+        },
+    }
+
+
+def run(size: int, queries: int, folder: Path) -> dict[str, float]:
+    rng = np.random.default_rng(size)
+    embedder = RandomVectors()
+    figures: dict[str, float] = {}
+    with Memory(folder / f"bench{size}.db", embedder=embedder) as mem:
+        batch = 1000
+        elapsed = 0.0
+        for start in range(0, size, batch):
+            vectors = rng.standard_normal((batch, DIM)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            embedder.batch = vectors
+            records = [record(i, rng) for i in range(start, start + batch)]
+            t0 = time.perf_counter()
+            mem.save_perceptions(records)
+            elapsed += time.perf_counter() - t0
+        figures["bulk_insert_per_s"] = size / elapsed
+        embedder.batch = None
+
+        conn = mem._db.connection()  # the reference reads the same vectors the store holds
+        ids, blobs = zip(*conn.execute("SELECT memory_id, vector FROM embeddings ORDER BY memory_id"))
+        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, DIM)
+        qs = matrix[rng.integers(0, len(matrix), size=queries)] + rng.standard_normal((queries, DIM)).astype(np.float32) * 0.05
+        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+
+        def brute(q: np.ndarray) -> np.ndarray:
+            scores = matrix @ q
+            top = np.argpartition(-scores, 10)[:10]
+            return top[np.argsort(-scores[top])]
+
+        figures["numpy_top10"] = statistics.median(
+            timed(lambda: brute(qs[rng.integers(0, queries)]), queries)) * 1000
+
+        learn_times = []
+        for i in range(200):
+            embedder.next = qs[i % queries]
+            t = time.perf_counter()
+            mem.learn(f"bench insight {size} {i} about the {WORDS[i % len(WORDS)]}", {"task": {"batch": -1}})
+            learn_times.append(time.perf_counter() - t)
+        figures["learn_p50"], figures["learn_p95"] = pct(learn_times, 50), pct(learn_times, 95)
+
+        mem.recall("warm up the vector index")  # the first recall loads the in-process mirror
+        cases = {
+            "recall": dict(),
+            "recall_filter_selective": dict(context_filter={"task.batch": 7, "task.success": True}),
+            "recall_filter_broad": dict(context_filter={"params.grip_force.value": {"$gte": 3}}),
+            "recall_spatial": dict(spatial_sort={"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}),
+            "recall_filter_spatial": dict(context_filter={"task.name": "pick", "task.success": True},
+                                          spatial_sort={"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}),
+        }
+        for name, kwargs in cases.items():
+            samples = []
+            for i in range(queries):
+                embedder.next = qs[i]
+                text = " ".join(rng.choice(WORDS, size=3, p=ZIPF))
+                t = time.perf_counter()
+                mem.recall(text, n=10, **kwargs)
+                samples.append(time.perf_counter() - t)
+            figures[f"{name}_p50"], figures[f"{name}_p95"] = pct(samples, 50), pct(samples, 95)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}")
+    with tempfile.TemporaryDirectory() as folder:
+        for size in args.sizes:
+            figures = run(size, args.queries, Path(folder))
+            print(f"\n== {size:,} memories ==")
+            print(f"bulk insert (save_perceptions): {figures.pop('bulk_insert_per_s'):,.0f} records/s")
+            print(f"numpy brute-force top-10: p50 {figures.pop('numpy_top10'):.2f} ms")
+            for key in sorted({k.rsplit('_', 1)[0] for k in figures}):
+                print(f"{key:<26} p50 {figures[key + '_p50']:7.2f} ms   p95 {figures[key + '_p95']:7.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

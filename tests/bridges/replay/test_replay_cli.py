@@ -1,0 +1,155 @@
+"""``robotmem replay``: the summary table, JSON, dry run, errors, idempotency and crash recovery."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from bridges.pipeline import BridgeConfig, Pipeline, TopicEpisodes
+from bridges.replay import open_reader
+from bridges.replay.discovery import content_digest, session_id_prefix
+from bridges.replay.report import ProgressBar
+from robotmem import Memory
+
+RunCli = Callable[..., tuple[int, str, str]]
+SPLIT = ("--episode-split", "topic:/robotmem/episode")
+
+
+def _table_row(out: str, topic: str) -> list[str]:
+    (line,) = [line for line in out.splitlines() if line.split() and line.split()[0] == topic]
+    return line.split()
+
+
+def test_replay_prints_a_table_of_messages_read_and_records_written(run_cli: RunCli, datasets: Path) -> None:
+    code, out, err = run_cli("replay", str(datasets / "nav_demo.mcap"), *SPLIT, "--robot-id", "demo-bot")
+    assert code == 0, err
+    assert _table_row(out, "/odom")[3:5] == ["992", "6"]
+    assert _table_row(out, "/robotmem/learn")[3:5] == ["3", "3"]
+    scan = _table_row(out, "/scan")
+    assert scan[3] == "100" and "50 sampled out" in " ".join(scan)
+    assert "episodes: 2 new, 0 already stored, 0 rewritten" in out
+    assert "msgs/s" in out
+
+
+def test_a_second_replay_of_the_same_file_stores_nothing(run_cli: RunCli, datasets: Path, robotmem_home: Path) -> None:
+    run_cli("replay", str(datasets / "arm_push_ros2"), *SPLIT)
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        before = mem.stats()
+    code, out, _ = run_cli("replay", str(datasets / "arm_push_ros2"), *SPLIT)
+    assert code == 0
+    assert "episodes: 0 new, 3 already stored" in out and "records written: 0" in out
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        assert mem.stats() == before
+
+
+def test_json_output_has_per_topic_stats_and_the_ignored_topics(run_cli: RunCli, datasets: Path) -> None:
+    code, out, _ = run_cli("--json", "replay", "--topics", "/odom", "/nope", "--", str(datasets / "nav_demo.mcap"))
+    assert code == 0
+    (recording,) = json.loads(out)["recordings"]
+    assert recording["selected_topics"] == ["/odom"]
+    assert recording["missing_topics"] == ["/nope"]
+    assert recording["ignored_topics"]["/scan"] == 100
+    assert recording["stats"]["topics"]["/odom"]["messages"] == 992
+    assert recording["stats"]["episodes_started"] == 1  # --episode-split file (default)
+
+
+def test_a_topic_named_with_topics_but_without_a_rule_is_stored_as_sampled_json(run_cli: RunCli, tmp_path: Path,
+                                                                               datasets: Path) -> None:
+    config = tmp_path / "bridge.toml"
+    config.write_text("default_topics = false\n")  # no rule covers anything now
+    code, out, _ = run_cli("--json", "replay", str(datasets / "arm_push_ros2"), "--config", str(config),
+                           "--topics", "/ee_pose")
+    assert code == 0
+    stats = json.loads(out)["recordings"][0]["stats"]["topics"]["/ee_pose"]
+    assert stats["converter"] == "json_perception"
+    assert stats["messages"] == 120 and stats["records"] + stats["sampled_out"] == 120 and stats["records"] <= 15
+
+
+def test_dry_run_lists_episodes_and_records_and_creates_no_database(
+    run_cli: RunCli, datasets: Path, robotmem_home: Path
+) -> None:
+    code, out, _ = run_cli("replay", str(datasets / "nav_demo.mcap"), *SPLIT, "--dry-run")
+    assert code == 0
+    assert not (robotmem_home / "memory.db").exists()
+    assert out.count("would start episode rpl_") == 2
+    assert "would learn: The cup is on the kitchen counter next to the window" in out
+    assert "would store [proprioceptive] pose trajectory /odom" in out
+    assert "would end episode" in out and "(outcome score 0.9)" in out
+
+
+def test_dry_run_after_a_real_run_says_the_episodes_are_already_stored(run_cli: RunCli, datasets: Path) -> None:
+    run_cli("replay", str(datasets / "arm_push_ros2"), *SPLIT)
+    code, out, _ = run_cli("replay", str(datasets / "arm_push_ros2"), *SPLIT, "--dry-run")
+    assert code == 0
+    assert out.count("is already stored: nothing to do") == 3
+    assert "would store" not in out
+
+
+def test_bad_arguments_are_errors_naming_the_problem(run_cli: RunCli, tmp_path: Path, datasets: Path) -> None:
+    code, _, err = run_cli("replay", str(datasets / "nav_demo.mcap"), "--episode-split", "gap:soon")
+    assert code == 2 and "episode_split" in err and "gap:SECONDS" in err
+    code, _, err = run_cli("replay", str(tmp_path / "missing.bag"))
+    assert code == 1 and "missing.bag: no such file" in err
+    config = tmp_path / "bridge.toml"
+    config.write_text("chunk_seconds = -3\n")
+    code, _, err = run_cli("replay", str(datasets / "nav_demo.mcap"), "--config", str(config))
+    assert code == 1 and "(chunk_seconds)" in err
+
+
+def test_a_bridge_toml_in_the_home_folder_is_used(run_cli: RunCli, datasets: Path, robotmem_home: Path) -> None:
+    (robotmem_home / "bridge.toml").write_text("chunk_seconds = 100\n")
+    code, out, _ = run_cli("replay", str(datasets / "nav_demo.mcap"))
+    assert code == 0
+    assert _table_row(out, "/odom")[3:5] == ["992", "1"]  # one 100 s chunk instead of six 10 s chunks
+
+
+def test_an_episode_a_crashed_replay_left_open_is_rewritten(run_cli: RunCli, datasets: Path, robotmem_home: Path,
+                                                            tmp_path: Path) -> None:
+    recording = datasets / "nav_demo.mcap"
+    prefix = session_id_prefix(content_digest(recording), "default")
+    with Memory(robotmem_home / "memory.db") as mem:  # a run that dies half way through the first errand
+        crashed = Pipeline(mem, BridgeConfig(), collection="default", robot_id=None, episode_policy=TopicEpisodes(),
+                           source=str(recording.resolve()), session_id_for=lambda t: f"{prefix}_{t}")
+        with open_reader(recording) as reader:
+            for i, msg in enumerate(reader.iter_messages()):
+                crashed.feed(msg)
+                if i == 300:
+                    break
+        crashed.flush()
+        open_sessions = mem.list_sessions(status="open")
+    assert len(open_sessions) == 1
+
+    code, out, _ = run_cli("replay", str(recording), *SPLIT)
+    assert code == 0 and "1 new, 0 already stored, 1 rewritten" in out
+
+    clean_home = tmp_path / "clean"
+    code, _, _ = run_cli("--home", str(clean_home), "replay", str(recording), *SPLIT)
+    assert code == 0
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem, Memory(clean_home / "memory.db", embedder=None) as ref:
+        assert mem.list_sessions(status="open") == []
+        active = mem.stats()["collections"]["default"]["by_status"]["active"]
+        assert active == ref.stats()["collections"]["default"]["by_status"]["active"]
+
+
+def test_the_progress_bar_shows_messages_and_percent() -> None:
+    out = io.StringIO()
+    bar = ProgressBar("demo.mcap", out=out, width=10)
+    bar(500, 1000)
+    bar(1000, 1000)
+    text = out.getvalue()
+    assert "demo.mcap [#####     ]  50%  500/1000 msgs" in text
+    assert text.endswith("[##########] 100%  1000/1000 msgs\n")
+
+
+def test_the_installed_robotmem_command_has_replay(datasets: Path, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "robotmem", "--home", str(tmp_path), "--json", "replay", str(datasets / "arm_push_ros2"),
+         "--dry-run"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["recordings"][0]["stats"]["topics"]["/joint_states"]["messages"] == 600

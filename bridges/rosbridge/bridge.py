@@ -176,7 +176,8 @@ class RosBridge:
             dropped=self.inbox.dropped(), malformed=malformed, bad_frames=conn.bad_frames,
             server_status=conn.server_status, feed_errors=counters.feed_errors, queue=len(self.inbox),
             queue_peak=self.inbox.peak, queue_capacity=self.inbox.capacity, lag_s=counters.lag_s,
-            max_lag_s=counters.max_lag_s, records_written=stats.records_written, facts_learned=stats.facts_learned,
+            max_lag_s=counters.max_lag_s, worst_lag_s=counters.worst_lag_s,
+            records_written=stats.records_written, facts_learned=stats.facts_learned,
             episodes_started=stats.episodes_started, episodes_ended=stats.episodes_ended,
             last_write_s=stats.last_write_s, max_write_s=stats.max_write_s, recall_answered=self.recall.answered,
             recall_dropped=self.recall.dropped, subscribed=self.connection.subscribed_topics())

@@ -19,7 +19,7 @@ from typing import Any
 from bridges.pipeline.config import load_bridge_config
 from robotmem import Memory
 from robotmem.config import Config
-from robotmem.errors import RobotMemError
+from robotmem.errors import ConfigError, RobotMemError
 
 from .bridge import BridgeOptions, RosBridge
 from .connection import validate_url
@@ -84,9 +84,11 @@ def run(args: argparse.Namespace) -> int:
 def _options(args: argparse.Namespace) -> BridgeOptions:
     validate_url(args.url)
     if args.queue_size < 1:
-        raise RobotMemError("--queue-size must be at least 1", field="queue_size")
+        raise ConfigError("--queue-size must be at least 1", field="queue_size")
     if not args.status_interval > 0:
-        raise RobotMemError("--status-interval must be positive", field="status_interval")
+        raise ConfigError("--status-interval must be positive", field="status_interval")
+    if not args.reconnect_max > 0:
+        raise ConfigError("--reconnect-max must be positive", field="reconnect_max")
     collection = getattr(args, "collection", None) or Config.load(home=getattr(args, "home", None)).collection
     return BridgeOptions(url=args.url, collection=collection, robot_id=args.robot_id,
                          queue_capacity=args.queue_size, status_interval_s=args.status_interval,

@@ -29,8 +29,10 @@ class BridgeSnapshot:
     queue: int = 0
     queue_peak: int = 0
     queue_capacity: int = 0
+    #: receive -> fed (seconds): latest, worst since the last status line, worst of the run
     lag_s: float = 0.0
     max_lag_s: float = 0.0
+    worst_lag_s: float = 0.0
     records_written: int = 0
     facts_learned: int = 0
     episodes_started: int = 0
@@ -76,7 +78,8 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
         (f"  records written {snap.records_written}, facts learned {snap.facts_learned}, "
          f"episodes {snap.episodes_started} started / {snap.episodes_ended} ended"),
         (f"  connects {snap.connects}, disconnects {snap.disconnects}, peak queue {snap.queue_peak}/"
-         f"{snap.queue_capacity}, worst write {snap.max_write_s * 1000:.0f} ms, "
+         f"{snap.queue_capacity}, worst lag {snap.worst_lag_s * 1000:.0f} ms, "
+         f"worst write {snap.max_write_s * 1000:.0f} ms, "
          f"recall answered {snap.recall_answered}"),
     ]
     for topic in sorted(set(snap.received) | set(snap.malformed)):

@@ -49,9 +49,10 @@ class WriterCounters:
     malformed: Counter[str] = field(default_factory=Counter)
     #: the pipeline raised (it should not): logged, counted, the bridge goes on
     feed_errors: int = 0
-    #: receive -> fed, seconds: the latest and the worst since the last reset
+    #: receive -> fed, seconds: the latest, the worst since the last reset, the worst of the run
     lag_s: float = 0.0
     max_lag_s: float = 0.0
+    worst_lag_s: float = 0.0
 
 
 class IngestWriter:
@@ -145,6 +146,7 @@ class IngestWriter:
         lag = (time.monotonic_ns() - item.receive_mono_ns) / 1e9
         self.counters.lag_s = lag
         self.counters.max_lag_s = max(self.counters.max_lag_s, lag)
+        self.counters.worst_lag_s = max(self.counters.worst_lag_s, lag)
 
     def _tick(self) -> None:
         if self._held and time.monotonic_ns() - self._held[0].receive_mono_ns >= self.clock_grace_ns:

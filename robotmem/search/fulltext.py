@@ -23,7 +23,7 @@ from . import sql
 from .request import RecallRequest
 from .tokens import query_tokens
 
-__all__ = ["FullTextPlan", "plan_fulltext", "fulltext_hits", "COMMON_SHARE", "COMMON_WINDOW"]
+__all__ = ["FullTextPlan", "plan_fulltext", "fulltext_hits", "eligible_subset", "COMMON_SHARE", "COMMON_WINDOW"]
 
 COMMON_SHARE = 0.05
 COMMON_MIN_DOCS = 2000
@@ -72,16 +72,19 @@ def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> Fu
 def fulltext_hits(
     conn: apsw.Connection, req: RecallRequest, plan: FullTextPlan, now: float, half_life_s: float, k: int
 ) -> list[int]:
-    """Top-k memory ids by BM25 among eligible memories, best first."""
-    if not req.needs_sql_candidates:
-        # Cheap path: rank in the FTS index alone, then check eligibility of a few pages.
-        page = 4 * k
-        q, p = _fts_only(plan, page)
-        ranked = [row[0] for row in conn.execute(q, p)]
-        eligible = _eligible_subset(conn, req, ranked, now, half_life_s)
-        hits = [m for m in ranked if m in eligible]
-        if len(hits) >= k or len(ranked) < page:
-            return hits[:k]
+    """Top-k memory ids by BM25 among eligible memories, best first.
+
+    First rank in the FTS index alone and check eligibility (filters included) on that
+    page: when k of the best-ranked pass, they are exactly the eligible top k. Only
+    when the page runs dry does SQLite rank every eligible match.
+    """
+    page = 8 * k
+    q, p = _fts_only(plan, page)
+    ranked = [row[0] for row in conn.execute(q, p)]
+    eligible = eligible_subset(conn, req, ranked, now, half_life_s)
+    hits = [m for m in ranked if m in eligible]
+    if len(hits) >= k or len(ranked) < page:
+        return hits[:k]
     q, p = sql.bm25_sql(req, plan.match, now, half_life_s, k, min_rowid=plan.min_rowid)
     return [row[0] for row in conn.execute(q, p)]
 
@@ -92,7 +95,7 @@ def _fts_only(plan: FullTextPlan, limit: int) -> tuple[str, list[Any]]:
     return f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?{floor} ORDER BY rank LIMIT ?", params
 
 
-def _eligible_subset(conn: apsw.Connection, req: RecallRequest, ids: list[int], now: float, half_life_s: float) -> set[int]:
+def eligible_subset(conn: apsw.Connection, req: RecallRequest, ids: list[int], now: float, half_life_s: float) -> set[int]:
     if not ids:
         return set()
     where, params = sql.eligibility_sql(req, now, half_life_s)

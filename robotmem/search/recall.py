@@ -13,7 +13,7 @@ from ..context import lift_sections
 from ..store.connection import Database
 from . import sql
 from .request import RecallRequest
-from .fulltext import fulltext_hits, plan_fulltext
+from .fulltext import eligible_subset, fulltext_hits, plan_fulltext
 from .spatial import nearest
 from .vector_index import Eligibility, VectorIndex
 
@@ -75,15 +75,6 @@ class RecallEngine:
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int
     ) -> list[tuple[int, float]]:
         index = self.index_for(req.collection, model_id, int(query.shape[0]))
-        candidates: np.ndarray | None = None
-        if req.needs_sql_candidates:
-            q, p = sql.candidates_sql(req, now, self._half_life_s)
-            candidates = np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
-            if len(candidates) == 0:
-                return []
-            if len(candidates) <= _SQL_VECTOR_LIMIT and not index.loaded:
-                return self._sql_vector_hits(conn, candidates, model_id, query, k)
-        index.sync(conn)
         rules = Eligibility(
             now=now,
             half_life_s=self._half_life_s,
@@ -92,6 +83,26 @@ class RecallEngine:
             since=req.since,
             until=req.until,
         )
+        if not req.needs_sql_candidates:
+            index.sync(conn)
+            return index.search(query, k, rules, min_similarity=self._min_similarity)
+        if index.loaded:
+            # Broad filters: the best rows overall usually pass, and then the best k that
+            # pass are exactly the filtered top k. Check the filter on a shortlist first.
+            index.sync(conn)
+            for shortlist in (8 * k, 64 * k):
+                top = index.search(query, shortlist, rules, min_similarity=self._min_similarity)
+                passing = eligible_subset(conn, req, [m for m, _ in top], now, self._half_life_s)
+                hits = [(m, s) for m, s in top if m in passing]
+                if len(hits) >= k or len(top) < shortlist:
+                    return hits[:k]
+        q, p = sql.candidates_sql(req, now, self._half_life_s)
+        candidates = np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
+        if len(candidates) == 0:
+            return []
+        if len(candidates) <= _SQL_VECTOR_LIMIT and not index.loaded:
+            return self._sql_vector_hits(conn, candidates, model_id, query, k)
+        index.sync(conn)
         return index.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity)
 
     def _sql_vector_hits(

@@ -44,6 +44,8 @@ def _fold(text: str) -> str:
 
     Marks are only stripped below U+3000: in kana the voicing mark changes the word.
     """
+    if text.isascii():
+        return text.lower()
     out: list[str] = []
     for char in unicodedata.normalize("NFKC", text.casefold()):
         if ord(char) < 0x3000:
@@ -55,6 +57,8 @@ def _fold(text: str) -> str:
 
 def _split_cjk(token: str) -> list[str]:
     """CJK has no spaces: index single characters and overlapping pairs of a CJK run."""
+    if token.isascii():
+        return [token]
     out: list[str] = []
     run: list[str] = []
     rest: list[str] = []

@@ -65,6 +65,7 @@ class VectorIndex:
         self._occurred = np.zeros(0)
         self._protected = np.zeros(0, dtype=bool)
         self._row_of: dict[int, int] = {}
+        self._order: np.ndarray | None = None  # argsort of ids, rebuilt after rows are added
 
     @property
     def loaded(self) -> bool:
@@ -93,7 +94,10 @@ class VectorIndex:
         self._last_seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM change_log").fetchone()[0])
         self._size = 0
         self._row_of = {}
-        rows = conn.execute(_SELECT_ROWS + " WHERE e.collection = ? AND e.model_id = ?", (self.collection, self.model_id))
+        rows = conn.execute(
+            _SELECT_ROWS + " WHERE e.collection = ? AND e.model_id = ? ORDER BY e.memory_id",
+            (self.collection, self.model_id),
+        )
         self._apply(list(rows), removed=())
 
     def _refresh(self, conn: apsw.Connection, memory_ids: Sequence[int]) -> None:
@@ -118,6 +122,8 @@ class VectorIndex:
         if not rows:
             return
         new = [r for r in rows if r[0] not in self._row_of]
+        if new:
+            self._order = None
         self._reserve(self._size + len(new))
         for r in new:
             self._row_of[r[0]] = self._size
@@ -168,10 +174,7 @@ class VectorIndex:
             if size == 0:
                 return []
             if candidates is not None:
-                rows = np.fromiter(
-                    (self._row_of.get(int(c), -1) for c in candidates), dtype=np.int64, count=len(candidates)
-                )
-                rows = rows[rows >= 0]
+                rows = self._rows_of(candidates)
                 scores = self._matrix[rows] @ query if len(rows) * 4 < size else (self._matrix[:size] @ query)[rows]
             else:
                 rows = None
@@ -183,6 +186,17 @@ class VectorIndex:
             if len(hits) < k and shortlist < len(scores):
                 hits = self._eligible_top(np.arange(len(scores)), rows, scores, k, rules, min_similarity)
             return hits
+
+    def _rows_of(self, memory_ids: np.ndarray) -> np.ndarray:
+        """Mirror rows of the given memory ids (ids without a vector are skipped), vectorised."""
+        size = self._size
+        if self._order is None:
+            self._order = np.argsort(self._ids[:size], kind="stable")
+        sorted_ids = self._ids[:size][self._order]
+        pos = np.searchsorted(sorted_ids, memory_ids)
+        pos = np.minimum(pos, size - 1)
+        found = sorted_ids[pos] == memory_ids
+        return np.asarray(self._order[pos[found]], dtype=np.int64)
 
     def _eligible_top(
         self, positions: np.ndarray, rows: np.ndarray | None, scores: np.ndarray, k: int, rules: Eligibility,

@@ -19,6 +19,7 @@ import apsw
 __all__ = ["extract_points", "index_points", "reindex_all_points", "MAX_DEPTH"]
 
 MAX_DEPTH = 4
+#: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.
 _MAX_POINTS = 64
 
 
@@ -57,15 +58,16 @@ def extract_points(context: dict[str, Any]) -> Iterator[tuple[str, tuple[float, 
 
 def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any]) -> None:
     """Replace the memory's points with those of ``context``."""
-    conn.execute("DELETE FROM spatial_points WHERE memory_id = ?", (memory_id,))
+    first = memory_id * _MAX_POINTS
+    conn.execute("DELETE FROM spatial_points WHERE id BETWEEN ? AND ?", (first, first + _MAX_POINTS - 1))
     rows = [
-        (x, x, y, y, z, z, memory_id, field, x, y, z)
-        for field, (x, y, z) in extract_points(context)
+        (first + k, x, x, y, y, z, z, memory_id, field, x, y, z)
+        for k, (field, (x, y, z)) in enumerate(extract_points(context))
     ]
     if rows:
         conn.executemany(
-            "INSERT INTO spatial_points (minx, maxx, miny, maxy, minz, maxz, memory_id, field, px, py, pz) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO spatial_points (id, minx, maxx, miny, maxy, minz, maxz, memory_id, field, px, py, pz) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
 

@@ -1,0 +1,110 @@
+"""end_session as a whole: the summary, the outcome, repeat calls, unknown ids, atomicity."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import apsw
+import pytest
+
+from robotmem import Memory, NotFoundError, StorageError, ValidationError
+
+from conftest import Episode
+
+SUMMARY_FIELDS = {"session_id", "status", "duration_s", "memories", "perceptions", "merged", "reinforced",
+                  "decayed", "archived", "related"}
+
+
+def store_fingerprint(db_path: Path) -> str:
+    """A digest of every row of the tables end_session may change."""
+    conn = apsw.Connection(str(db_path))
+    try:
+        digest = hashlib.sha256()
+        for table in ("sessions", "memories", "change_log"):
+            for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid"):
+                digest.update(repr(row).encode())
+        return digest.hexdigest()
+    finally:
+        conn.close()
+
+
+def test_the_summary_reports_every_field(mem: Memory, episode: Episode, clock):
+    sid, _ = episode(mem, [("the bin lid sticks", None), ("The bin lid sticks.", None)], step_s=5)
+    mem.save_perception("camera sees the bin", session_id=sid)
+    clock.advance(20)
+    summary = mem.end_session(sid, outcome_score=0.9)
+    assert SUMMARY_FIELDS <= set(summary)
+    assert summary["status"] == "ended" and summary["session_id"] == sid
+    assert summary["duration_s"] == 30.0 and summary["memories"] == 2 and summary["perceptions"] == 1
+    assert summary["merged"] == 1 and summary["outcome_score"] == 0.9
+
+
+def test_the_outcome_is_stored_and_recall_can_filter_on_it(mem: Memory, episode: Episode):
+    good, (a,) = episode(mem, [("push the drawer with the flat gripper", {"task": {"success": True}})])
+    mem.save_perception("drawer closed fully", session_id=good)
+    bad, (b,) = episode(mem, [("push the drawer with the hook", {"task": {"success": True}})])
+    mem.end_session(good, outcome_score=0.9)
+    mem.end_session(bad, outcome_score=0.3)
+    assert mem.get_session(good)["outcome_score"] == 0.9
+    assert mem.get(a)["context"]["episode"] == {"outcome": 0.9}
+    hits = mem.recall("push the drawer", n=10, context_filter={"episode.outcome": {"$gte": 0.8},
+                                                              "task.success": True})["results"]
+    assert [h["id"] for h in hits] == [a]
+    perceptions = mem.recall("drawer", n=10, context_filter={"episode.outcome": {"$gte": 0.8}})["results"]
+    assert {h["type"] for h in perceptions} == {"fact", "perception"}
+    assert mem.get(b)["context"]["episode"]["outcome"] == 0.3
+
+
+def test_without_a_score_no_outcome_is_attached(mem: Memory, episode: Episode):
+    sid, (mid,) = episode(mem, [("the west door is locked at night", None)])
+    mem.end_session(sid)
+    assert "episode" not in mem.get(mid)["context"] and mem.get_session(sid)["outcome_score"] is None
+
+
+def test_an_episode_key_that_is_not_an_object_is_left_alone(mem: Memory, episode: Episode):
+    sid, (mid,) = episode(mem, [("run 12 used the spare battery", {"episode": "run-12"})])
+    mem.end_session(sid, outcome_score=0.5)
+    assert mem.get(mid)["context"]["episode"] == "run-12"
+
+
+def test_ending_twice_returns_the_first_summary_and_changes_nothing(mem: Memory, episode: Episode, clock, db_path):
+    sid, _ = episode(mem, [("the scale reads 2 g high", None), ("The scale reads 2 g high.", None)])
+    first = mem.end_session(sid, outcome_score=0.6)
+    before = store_fingerprint(db_path)
+    clock.advance(400 * 86_400.0)  # a pass now would archive everything
+    again = mem.end_session(sid, outcome_score=0.1)
+    assert again == {**first, "status": "already_ended"}
+    assert store_fingerprint(db_path) == before
+
+
+def test_ending_an_unknown_session_is_a_not_found_error(mem: Memory):
+    with pytest.raises(NotFoundError) as info:
+        mem.end_session("ses_nothere")
+    assert info.value.field == "session_id"
+
+
+def test_a_bad_session_id_is_a_validation_error(mem: Memory):
+    with pytest.raises(ValidationError) as info:
+        mem.end_session("bad id with spaces")
+    assert info.value.field == "session_id"
+
+
+def test_a_failure_while_closing_leaves_the_episode_open_and_unmerged(
+    mem: Memory, episode: Episode, clock, db_path
+):
+    sid, (a, b) = episode(mem, [("the label printer jams", None), ("The label printer jams.", None)])
+    clock.advance(400 * 86_400.0)
+    before = store_fingerprint(db_path)
+    # A real fault inside the same transaction: SQLite aborts the final UPDATE of the session.
+    admin = apsw.Connection(str(db_path))
+    admin.execute("CREATE TRIGGER fail_close BEFORE UPDATE OF ended_at ON sessions "
+                  "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    with pytest.raises(StorageError):
+        mem.end_session(sid, outcome_score=0.4)
+    assert store_fingerprint(db_path) == before
+    admin.execute("DROP TRIGGER fail_close")
+    admin.close()
+    summary = mem.end_session(sid, outcome_score=0.4)
+    assert summary["status"] == "ended" and summary["merged"] == 1
+    assert mem.get(b)["superseded_by"] == a

@@ -27,11 +27,11 @@ def resolve_embedder(choice: object, config: Config) -> Embedder | None:
         if config.embeddings == "off":
             return None
         try:
-            from ..embeddings import load_embedder  # type: ignore[attr-defined]
+            from ..embeddings import load_embedder
         except ImportError:  # pragma: no cover - the embeddings package always ships load_embedder
             log.warning("robotmem.embeddings.load_embedder is missing; recall runs bm25_only")
             return None
-        return load_embedder(config)  # type: ignore[no-any-return]
+        return load_embedder(config)
     if not isinstance(choice, Embedder):
         raise ValueError("embedder must provide model_id, dim and embed(texts)")
     return choice

@@ -19,6 +19,7 @@ from typing import Any
 
 import apsw
 
+from ..store.connection import scalar
 from . import sql
 from .request import RecallRequest
 from .tokens import query_tokens
@@ -50,7 +51,7 @@ def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> Fu
         "SELECT term, doc FROM memories_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
         (json.dumps(tokens),),
     ))
-    max_id = conn.execute("SELECT coalesce(max(id), 0) FROM memories").fetchone()[0]
+    max_id = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories"))
     limit = max(COMMON_MIN_DOCS, COMMON_SHARE * max_id)
     kept = [t for t in tokens if df.get(t, 0) <= limit]
     min_rowid = None

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, cast
 
 import apsw
 import numpy as np
+
+from ..store.connection import scalar
 
 __all__ = ["VectorIndex", "Eligibility", "decayed_confidence"]
 
@@ -87,11 +89,11 @@ class VectorIndex:
             ).fetchall()
             if not rows:
                 return
-            self._last_seq = max(seq for seq, _ in rows)
-            self._refresh(conn, sorted({memory_id for _, memory_id in rows}))
+            self._last_seq = max(cast(int, seq) for seq, _ in rows)
+            self._refresh(conn, sorted({cast(int, memory_id) for _, memory_id in rows}))
 
     def _full_load(self, conn: apsw.Connection) -> None:
-        self._last_seq = int(conn.execute("SELECT coalesce(max(seq), 0) FROM change_log").fetchone()[0])
+        self._last_seq = int(scalar(conn, "SELECT coalesce(max(seq), 0) FROM change_log"))
         self._size = 0
         self._row_of = {}
         rows = conn.execute(

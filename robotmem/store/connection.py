@@ -11,14 +11,14 @@ import logging
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import apsw
 import sqlite_vec
 
 from ..errors import StorageError
 
-__all__ = ["Database"]
+__all__ = ["Database", "scalar", "one_row"]
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,18 @@ class Database:
             except apsw.Error:  # pragma: no cover
                 log.exception("closing a connection failed")
         self._local = threading.local()
+
+
+def one_row(conn: apsw.Connection, query: str, params: Any = ()) -> tuple[Any, ...]:
+    """The single row of a query that always returns one (aggregates, PRAGMAs)."""
+    row = conn.execute(query, params).fetchone()
+    if row is None:  # pragma: no cover - aggregates always return a row
+        raise StorageError("the memory store returned no row where one was expected")
+    return tuple(row)
+
+
+def scalar(conn: apsw.Connection, query: str, params: Any = ()) -> Any:
+    return one_row(conn, query, params)[0]
 
 
 def _describe(exc: apsw.Error) -> str:

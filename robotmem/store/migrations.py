@@ -12,6 +12,7 @@ from typing import Callable, Final, Union
 import apsw
 
 from ..search.tokens import FTS_TOKENIZE
+from .connection import scalar
 from .points import reindex_all_points
 
 __all__ = ["MIGRATIONS", "migrate", "SCHEMA_VERSION"]
@@ -145,7 +146,7 @@ SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 def migrate(conn: apsw.Connection) -> int:
     """Bring the schema to SCHEMA_VERSION inside one write transaction; returns the version."""
-    current = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    current = int(scalar(conn, "PRAGMA user_version"))
     if current > SCHEMA_VERSION:
         from ..errors import StorageError
 

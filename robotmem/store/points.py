@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import apsw
 
@@ -75,4 +75,4 @@ def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any])
 def reindex_all_points(conn: apsw.Connection) -> None:
     """Backfill for stores created before the spatial index existed."""
     for memory_id, context in conn.execute("SELECT id, json(context) FROM memories").fetchall():
-        index_points(conn, memory_id, json.loads(context))
+        index_points(conn, cast(int, memory_id), json.loads(cast(str, context)))

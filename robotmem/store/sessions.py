@@ -7,6 +7,8 @@ from typing import Any
 
 import apsw
 
+from .connection import one_row
+
 __all__ = ["insert_session", "get_session", "list_sessions", "close_session", "session_counts"]
 
 _COLUMNS = "id, collection, json(context), started_at, ended_at, outcome_score, summary"
@@ -67,9 +69,10 @@ def close_session(
 
 def session_counts(conn: apsw.Connection, session_id: str) -> tuple[int, int]:
     """(facts, perceptions) written in the session that are still searchable or archived."""
-    row = conn.execute(
+    row = one_row(
+        conn,
         "SELECT coalesce(sum(type = 'fact'), 0), coalesce(sum(type = 'perception'), 0) FROM memories "
         "WHERE session_id = ? AND status IN ('active', 'archived', 'superseded')",
         (session_id,),
-    ).fetchone()
+    )
     return int(row[0]), int(row[1])

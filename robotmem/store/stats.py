@@ -6,6 +6,8 @@ from typing import Any
 
 import apsw
 
+from .connection import scalar
+
 __all__ = ["store_stats"]
 
 
@@ -31,13 +33,14 @@ def store_stats(conn: apsw.Connection, collection: str | None) -> dict[str, Any]
             f"SELECT model_id, count(*) FROM embeddings {where} GROUP BY 1", params
         )
     }
-    payload_bytes = conn.execute(
+    payload_bytes = scalar(
+        conn,
         "SELECT coalesce(sum(length(p.data)), 0) FROM payloads p JOIN memories m ON m.id = p.memory_id "
         + where.replace("collection", "m.collection"),
         params,
-    ).fetchone()[0]
-    page_count = conn.execute("PRAGMA page_count").fetchone()[0]
-    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    )
+    page_count = scalar(conn, "PRAGMA page_count")
+    page_size = scalar(conn, "PRAGMA page_size")
     totals = {
         "facts": sum(e["facts"] for e in by_collection.values()),
         "perceptions": sum(e["perceptions"] for e in by_collection.values()),
@@ -50,5 +53,5 @@ def store_stats(conn: apsw.Connection, collection: str | None) -> dict[str, Any]
         "embeddings": models,
         "payload_bytes": payload_bytes,
         "file_bytes": page_count * page_size,
-        "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
+        "schema_version": scalar(conn, "PRAGMA user_version"),
     }

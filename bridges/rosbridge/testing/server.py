@@ -320,8 +320,8 @@ class RosbridgeTestServer:
         known = self._topics.get(topic)
         if known is None and not msgtype:
             # rosbridge (ROS 2) cannot subscribe to an unknown topic without a type.
-            await self._status(client, "error", f"Cannot infer topic type for topic {topic} as it is not yet advertised",
-                               op.get("id"))
+            await self._status(client, "error",
+                               f"Cannot infer topic type for topic {topic} as it is not yet advertised", op.get("id"))
             return
         with self._changed:
             if known is None and isinstance(msgtype, str):

@@ -119,7 +119,7 @@ def test_pose_stream_is_stored_as_downsampled_chunks_with_spatial_context(
     payloads = [memory.get_data(c["id"]) for c in chunks]
     assert sum(p["raw_points"] for p in payloads) == 300
     assert all(len(p["x"]) <= 4 for p in payloads)  # straight legs collapse to their ends (RDP)
-    spatial = sorted((c["context"]["spatial"] for c in chunks), key=lambda s: s["start_position"][0] + s["start_position"][1])
+    spatial = sorted((c["context"]["spatial"] for c in chunks), key=lambda s: sum(s["start_position"]))
     assert spatial[0]["start_position"] == pytest.approx([0.0, 0.0, 0.0])
     assert spatial[-1]["end_position"] == pytest.approx([15.0, 14.9, 0.0], abs=1e-6)
     assert sum(s["path_length_m"] for s in spatial) == pytest.approx(29.9, abs=0.3)
@@ -258,3 +258,15 @@ def test_ros_node_recall_request_through_the_bridge_finds_the_episode_near_a_pla
     answer = json.loads(rosbridge_server.wait_for_message(RESPONSE_TOPIC)["data"])
     (session,) = bridge_sessions(memory)
     assert answer["id"] == "nav2-7" and answer["results"][0]["session_id"] == session["session_id"]
+
+
+def test_status_lines_come_every_interval_with_per_topic_rates(rosbridge_server: RosbridgeTestServer,
+                                                               start_bridge) -> None:
+    bridge = start_bridge(rosbridge_server, status_interval_s=0.05)
+    wait_subscribed(rosbridge_server, "/odom")
+    for i in range(5):
+        rosbridge_server.publish("/odom", zigzag_odometry(i))
+    wait_received(bridge, "/odom", 5)
+    lines = start_bridge.status_lines
+    assert bridge.wait_until(lambda s: any("/odom" in line for line in lines if line.startswith("bridge connected |")),
+                             10)

@@ -92,7 +92,8 @@ def test_ros_node_publishing_a_request_receives_the_answer_on_the_response_topic
         rosbridge_server.publish(REQUEST_TOPIC, m.string(json.dumps({"id": request_id, "query": "wheels slip"})))
     answers = {}
     for request_id in ("first", "second"):
-        raw = rosbridge_server.wait_for_message(RESPONSE_TOPIC, lambda msg, i=request_id: json.loads(msg["data"])["id"] == i)
+        raw = rosbridge_server.wait_for_message(
+            RESPONSE_TOPIC, lambda msg, wanted=request_id: json.loads(msg["data"])["id"] == wanted)
         answers[request_id] = json.loads(raw["data"])
     assert all(a["results"][0]["content"] == "the hallway carpet makes the wheels slip" for a in answers.values())
     assert responder_on_server.answered == 2

@@ -1,0 +1,35 @@
+"""Changing the model never mixes vector spaces; reindex re-embeds with the active one."""
+
+from pathlib import Path
+
+from robotmem import Config, Memory
+from robotmem.cli.main import main
+
+
+def test_a_new_model_ignores_old_vectors_until_reindex(tmp_path: Path, clock):
+    db = tmp_path / "m.db"
+    fp32 = Config.load(db_path=db, embedding_precision="fp32")
+    int8 = Config.load(db_path=db, embedding_precision="int8")
+    with Memory(db, clock=clock, config=fp32) as mem:
+        slip = mem.learn("the gripper slipped on the wet glass bottle")["memory_id"]
+        mem.learn("the battery charger LED blinks red")
+        assert mem.stats()["embeddings"] == {"all-MiniLM-L6-v2/fp32": 2}
+    with Memory(db, clock=clock, config=int8) as mem:
+        assert mem.embedder is not None and mem.embedder.model_id != "all-MiniLM-L6-v2/fp32"
+        before = mem.recall("grasp failure with slippery item")
+        assert before["results"] == []  # no words in common, and no int8 vectors yet
+        report = mem.reindex(batch_size=1)
+        assert report == {"model_id": mem.embedder.model_id, "reembedded": 2, "total": 2}
+        after = mem.recall("grasp failure with slippery item")
+        assert after["mode"] == "hybrid" and after["results"][0]["id"] == slip
+        assert mem.reindex()["reembedded"] == 0
+
+
+def test_reindex_command_shows_progress(capsys, robotmem_home: Path):
+    assert main(["learn", "the gripper slipped on the wet glass bottle"]) == 0
+    capsys.readouterr()
+    with Memory(embedder=None) as mem:
+        mem._db.connection().execute("DELETE FROM embeddings")
+    assert main(["--json", "reindex"]) == 0
+    captured = capsys.readouterr()
+    assert '"reembedded": 1' in captured.out and "100%" in captured.err

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .background import BackgroundRecordWriter
 from .config import BridgeConfig, TopicRule
 from .converters import Converter, EpisodeContext, Record, make_converter
 from .episodes import EndEpisode, EpisodeAction, EpisodePolicy, StartEpisode
@@ -69,16 +70,22 @@ class Pipeline:
         source: str,
         dry_run: bool = False,
         session_id_for: Callable[[int], str] | None = None,
+        background_writes: bool = False,
     ) -> None:
         """``session_id_for(start_ns)`` gives deterministic session ids (replay); an id that
-        already exists as an ended session is skipped, an open one is rewritten from scratch."""
+        already exists as an ended session is skipped, an open one is rewritten from scratch.
+        ``background_writes`` writes (and embeds) on a worker thread in batches (replay; see
+        background.py); ``flush`` and ``close`` wait for it."""
         self.config = config
         self.collection = collection
         self.robot_id = robot_id
         self.policy = episode_policy
         self.source = source
         self.stats = PipelineStats()
-        self.writer = RecordWriter(memory, self.stats, dry_run=dry_run)
+        self.writer: RecordWriter = (
+            BackgroundRecordWriter(memory, self.stats) if background_writes and not dry_run
+            else RecordWriter(memory, self.stats, dry_run=dry_run)
+        )
         self._session_id_for = session_id_for
         self._source_meta = {"url": source} if "://" in source else {"file": source}
         self._handlers: dict[tuple[str, str], _Handler] = {}
@@ -118,11 +125,15 @@ class Pipeline:
         """Write every buffered chunk now; the episode stays open."""
         if self._episode is not None:
             self._drain(self._converters())
+        self.writer.drain()
 
     def close(self) -> PipelineStats:
         """Flush, end the open episode, return the counters."""
-        if self._episode is not None:
-            self._end(EndEpisode(self._episode.last_ns))
+        try:
+            if self._episode is not None:
+                self._end(EndEpisode(self._episode.last_ns))
+        finally:
+            self.writer.close()
         return self.stats
 
     @property

@@ -28,6 +28,8 @@ class TopicStats:
     already_stored: int = 0
     #: no rule / converter for this topic and type
     ignored: int = 0
+    #: records robotmem refused (logged with the field it named); the others were written
+    rejected: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -94,7 +94,7 @@ class RecordWriter:
             try:
                 self.memory.save_perceptions([record])
             except ValidationError as exc:
-                self.stats.topic(topic).malformed += 1
+                self.stats.topic(topic).rejected += 1
                 log.warning("%s: record rejected by robotmem: %s (field %s)", topic, exc.message, exc.field)
                 continue
             self.stats.topic(topic).records += 1
@@ -118,6 +118,12 @@ class RecordWriter:
             self.plan.append({"action": "end_episode", "session_id": session_id, "outcome_score": score})
             return
         self.memory.end_session(session_id, outcome_score=score)
+
+    def drain(self) -> None:
+        """Wait until everything handed over has been written (synchronous: nothing to wait for)."""
+
+    def close(self) -> None:
+        """Write what is pending and release resources."""
 
 
 def _planned(topic: str, record: Record) -> dict[str, Any]:

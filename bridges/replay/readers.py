@@ -180,9 +180,9 @@ class McapFileReader(_ReaderBase):
                 raise RecordingError(f"{self.path}: cannot decode {channel.topic} at {message.log_time}: {exc}") from exc
             yield RosMessage(channel.topic, _schema_msgtype(schema), message_time_ns(data, message.log_time), data)
 
-    def _window(self, start_time: int | None, end_time: int | None) -> dict[str, int]:
+    def _window(self, start_time: int | None, end_time: int | None) -> dict[str, Any]:
         """mcap >= 1.6 names the half-open window starting_at / ending_before; older: start/end_time."""
-        window: dict[str, int] = {}
+        window: dict[str, Any] = {}
         new_names = "starting_at" in inspect.signature(self._reader.iter_messages).parameters
         if start_time is not None:
             window["starting_at" if new_names else "start_time"] = start_time

@@ -117,6 +117,7 @@ def replay_recording(
         pipeline = Pipeline(
             memory, run_config, collection=options.collection, robot_id=options.robot_id, episode_policy=policy,
             source=str(path.resolve()), dry_run=options.dry_run, session_id_for=lambda start_ns: f"{prefix}_{start_ns}",
+            background_writes=True,
         )
         counts = [file_topics[t].count for t in selected]
         total = None if any(c is None for c in counts) else sum(c or 0 for c in counts)

@@ -94,6 +94,7 @@ class RosbridgeConnection:
         self.counters = ConnectionCounters()
         self._reconnect = (reconnect_initial_s, reconnect_max_s)
         self._lock = threading.Lock()
+        self._subscribe_lock = threading.Lock()
         self._connected = threading.Condition(self._lock)
         self._subscriptions: dict[str, _Subscription] = {}
         self._advertised: dict[str, str] = {}
@@ -159,13 +160,18 @@ class RosbridgeConnection:
                   queue_length: int = 0) -> bool:
         """Subscribe (now if connected, and again after every reconnect). False if already subscribed."""
         sub = _Subscription(topic, msgtype, int(throttle_rate_ms), int(queue_length))
-        with self._lock:
-            if topic in self._subscriptions:
-                return False
-            self._subscriptions[topic] = sub
-            proto = self._proto
         assert self._ros is not None, "open() first"
-        self._ros.on(topic, callback)
+        # Not under self._lock: roslibpy's emitter lock is held while it calls _on_ready,
+        # which takes self._lock; taking them in the other order here could deadlock.
+        with self._subscribe_lock:
+            with self._lock:
+                if topic in self._subscriptions:
+                    return False
+            # The listener goes first: a reconnect may send the subscription any moment.
+            self._ros.on(topic, callback)
+            with self._lock:
+                self._subscriptions[topic] = sub
+                proto = self._proto
         if proto is not None:
             self._send(proto, self._subscribe_op(sub))
         return True

@@ -31,6 +31,8 @@ from bridges.pipeline.messages import (
     to_plain,
 )
 
+from .mcap_chunks import iter_raw_messages
+
 __all__ = ["McapFileReader", "RecordingError", "RecordingReader", "RosbagsReader", "TopicInfo", "open_reader"]
 
 
@@ -134,6 +136,7 @@ class McapFileReader(_ReaderBase):
             self._file.close()
             raise RecordingError(f"{self.path}: not a readable MCAP file: {exc}") from exc
         self._decoders: dict[int, Callable[[bytes], Any] | None] = {}
+        self._msgtypes: dict[int, str] = {}
         self._typestore: Any = None
 
     def topics(self) -> dict[str, TopicInfo]:
@@ -166,19 +169,39 @@ class McapFileReader(_ReaderBase):
         wanted = None if topics is None else list(topics)
         if wanted is not None and not wanted:
             return
-        for schema, channel, message in self._reader.iter_messages(
-            topics=wanted, log_time_order=True, **self._window(start_time, end_time)
-        ):
+        for channel, log_time, raw in self._raw_messages(wanted, start_time, end_time):
             decode = self._decoders.get(channel.id, _MISSING)
             if decode is _MISSING:
-                decode = self._decoders[channel.id] = self._decoder_for(schema, channel)
+                decode = self._decoders[channel.id] = self._decoder_for(self._schema(channel), channel)
             if decode is None:
                 continue  # not a ROS encoding (JSON, protobuf...): nothing to convert
             try:
-                data = to_plain(decode(message.data))
+                data = to_plain(decode(raw))
             except Exception as exc:
-                raise RecordingError(f"{self.path}: cannot decode {channel.topic} at {message.log_time}: {exc}") from exc
-            yield RosMessage(channel.topic, _schema_msgtype(schema), message_time_ns(data, message.log_time), data)
+                raise RecordingError(f"{self.path}: cannot decode {channel.topic} at {log_time}: {exc}") from exc
+            yield RosMessage(channel.topic, self._msgtypes[channel.id], message_time_ns(data, log_time), data)
+
+    def _raw_messages(
+        self, topics: list[str] | None, start_time: int | None, end_time: int | None
+    ) -> Iterator[tuple[Any, int, bytes]]:
+        """(channel, log_time, payload) in log-time order: the fast chunk scan when the file allows it."""
+        summary = self._summary
+        if summary is not None:
+            channels = {cid: ch for cid, ch in summary.channels.items() if topics is None or ch.topic in topics}
+            self._msgtypes.update({cid: _schema_msgtype(self._schema(ch)) for cid, ch in channels.items()})
+            fast = iter_raw_messages(self._file, summary, set(channels), start_time, end_time) if channels else None
+            if fast is not None:
+                for log_time, channel_id, raw in fast:
+                    yield channels[channel_id], log_time, raw
+                return
+        for schema, channel, message in self._reader.iter_messages(
+            topics=topics, log_time_order=True, **self._window(start_time, end_time)
+        ):
+            self._msgtypes.setdefault(channel.id, _schema_msgtype(schema))
+            yield channel, message.log_time, message.data
+
+    def _schema(self, channel: Any) -> Any:
+        return self._summary.schemas.get(channel.schema_id) if self._summary is not None else None
 
     def _window(self, start_time: int | None, end_time: int | None) -> dict[str, Any]:
         """mcap >= 1.6 names the half-open window starting_at / ending_before; older: start/end_time."""

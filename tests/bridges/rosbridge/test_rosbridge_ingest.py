@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from rosbridge_helpers import (
@@ -16,7 +17,7 @@ from rosbridge_helpers import (
     zigzag_odometry,
 )
 
-from bridges.pipeline.config import BridgeConfig
+from bridges.pipeline.config import BridgeConfig, load_bridge_config
 from bridges.rosbridge.recall import REQUEST_TOPIC, RESPONSE_TOPIC
 from bridges.rosbridge.testing import RosbridgeTestServer
 from bridges.rosbridge.testing import messages as m
@@ -270,3 +271,49 @@ def test_status_lines_come_every_interval_with_per_topic_rates(rosbridge_server:
     lines = start_bridge.status_lines
     assert bridge.wait_until(lambda s: any("/odom" in line for line in lines if line.startswith("bridge connected |")),
                              10)
+
+
+def test_automatic_episodes_end_after_an_idle_gap_and_restart_when_the_robot_moves(
+        rosbridge_server: RosbridgeTestServer, start_bridge, memory: Memory) -> None:
+    bridge = start_bridge(rosbridge_server, BridgeConfig(idle_gap_s=5.0))
+    wait_subscribed(rosbridge_server, "/odom")
+    poses = [(float(t), 0.5 * t) for t in range(10)]  # driving for 10 s
+    poses += [(float(t), 4.5) for t in range(10, 20)]  # parked for 10 s: longer than the gap
+    poses += [(float(t), 4.5 + 0.5 * (t - 19)) for t in range(20, 30)]  # driving again
+    for t, x in poses:
+        rosbridge_server.publish("/odom", m.odometry(500.0 + t, x, 0.0))
+    wait_received(bridge, "/odom", len(poses))
+    bridge.stop()
+
+    first, second = bridge_sessions(memory)
+    assert first["context"]["source"]["policy"] == "topic:/robotmem/episode"  # markers, else automatic
+    assert max(stored_pose_x(memory, first["session_id"])) == pytest.approx(4.5)
+    assert min(stored_pose_x(memory, second["session_id"])) >= 4.5
+
+
+def test_config_file_maps_another_topic_with_its_rosbridge_throttle_and_queue(
+        rosbridge_server: RosbridgeTestServer, start_bridge, memory: Memory, tmp_path: Path) -> None:
+    config_file = tmp_path / "bridge.toml"
+    config_file.write_text(
+        'default_topics = false\n'
+        '[[topics]]\n'
+        'topic = "/battery_state"\n'
+        'msgtype = "sensor_msgs/msg/BatteryState"\n'
+        'converter = "json_perception"\n'
+        'throttle_rate_ms = 2000\n'
+        'queue_length = 3\n', encoding="utf-8")
+    rosbridge_server.add_topic("/battery_state", "sensor_msgs/msg/BatteryState")
+    rosbridge_server.add_topic("/odom", "nav_msgs/msg/Odometry")
+    bridge = start_bridge(rosbridge_server, load_bridge_config(config_file))
+    subscription = rosbridge_server.wait_for_subscription("/battery_state")
+    assert (subscription.throttle_rate, subscription.queue_length) == (2000, 3)
+    assert bridge.wait_until(lambda s: bool(bridge.discovery_log), 10)
+    assert "/odom" not in bridge.snapshot().subscribed  # the defaults are off
+    rosbridge_server.publish("/battery_state", {"header": m.header(7.0, "base"), "voltage": 12.1,
+                                                "percentage": 0.8})
+    wait_received(bridge, "/battery_state", 1)
+    bridge.stop()
+
+    (session,) = bridge_sessions(memory)
+    (battery,) = records(memory, session["session_id"], topic="/battery_state")
+    assert memory.get_data(battery["id"])["percentage"] == pytest.approx(0.8)

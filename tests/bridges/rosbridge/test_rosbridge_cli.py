@@ -1,0 +1,37 @@
+"""`robotmem bridge` through the real robotmem CLI: options and bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from robotmem.cli.main import build_parser, main
+
+
+def test_bridge_command_is_registered_with_the_documented_options() -> None:
+    args = build_parser().parse_args(["--collection", "lab", "bridge", "--url", "ws://10.0.0.5:9090",
+                                      "--config", "bridge.toml", "--robot-id", "tb3"])
+    assert (args.url, args.config, args.robot_id, args.collection) == (
+        "ws://10.0.0.5:9090", Path("bridge.toml"), "tb3", "lab")  # --collection before the command survives
+
+
+def test_bridge_command_with_a_non_websocket_url_exits_2_naming_url(
+        robotmem_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bridge", "--url", "http://127.0.0.1:9090"]) == 2
+    assert "url: expected ws://HOST:PORT" in capsys.readouterr().err
+
+
+def test_bridge_command_with_a_bad_config_exits_2_naming_the_key(
+        robotmem_home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "bridge.toml"
+    config.write_text('[[topics]]\ntopic = "/odom"\nconverter = "teleport"\n', encoding="utf-8")
+    assert main(["--json", "bridge", "--config", str(config)]) == 2
+    captured = capsys.readouterr()
+    assert "topics[0].converter" in captured.err and '"field": "topics[0].converter"' in captured.out
+
+
+def test_bridge_command_with_a_zero_queue_exits_2_naming_the_option(
+        robotmem_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bridge", "--queue-size", "0"]) == 2
+    assert "--queue-size" in capsys.readouterr().err

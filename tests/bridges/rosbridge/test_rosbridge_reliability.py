@@ -22,6 +22,7 @@ from rosbridge_helpers import (
 )
 
 from bridges.pipeline.config import BridgeConfig
+from bridges.rosbridge.bridge import BridgeOptions, RosBridge
 from bridges.rosbridge.recall import REQUEST_TOPIC
 from bridges.rosbridge.status import format_status
 from bridges.rosbridge.testing import RosbridgeTestServer
@@ -155,3 +156,21 @@ def test_robotmem_bridge_command_flushes_everything_received_on_signal(
         (session,) = bridge_sessions(memory)
         assert session["status"] == "ended" and session["context"]["robot"]["id"] == "tb3"
         assert len(stored_pose_x(memory, session["session_id"])) == 200
+
+
+def test_a_bridge_started_before_the_robot_side_connects_when_it_comes_up(
+        rosbridge_server: RosbridgeTestServer, memory: Memory, fast_reconnect: dict[str, float]) -> None:
+    rosbridge_server.stop()  # the port is known, nothing listens on it yet
+    bridge = RosBridge(memory, BridgeConfig(), BridgeOptions(url=rosbridge_server.url, collection="robot",
+                                                             **fast_reconnect))
+    bridge.start()
+    try:
+        assert not bridge.connection.is_connected  # it retries with backoff meanwhile
+        rosbridge_server.start()
+        wait_subscribed(rosbridge_server, "/odom")
+        for i in range(5):
+            rosbridge_server.publish("/odom", zigzag_odometry(i))
+        wait_received(bridge, "/odom", 5)
+    finally:
+        snapshot = bridge.stop()
+    assert snapshot.connects == 1 and snapshot.fed == {"/odom": 5}

@@ -28,9 +28,9 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bridges.pipeline import BridgeConfig  # noqa: E402
-from bridges.replay import ReplayOptions, open_reader, replay_recording  # noqa: E402
-from robotmem import Memory  # noqa: E402
+from bridges.pipeline import BridgeConfig
+from bridges.replay import ReplayOptions, open_reader, replay_recording
+from robotmem import Memory
 
 SHARED = REPO.parent / "shared" / "datasets"
 RECORDINGS = {

@@ -27,6 +27,7 @@ import numpy as np
 from mcap.writer import CompressionType
 from mcap_ros2._dynamic import serialize_dynamic
 from mcap_ros2.writer import Writer as McapRos2Writer
+from rosbags.rosbag2 import StoragePlugin
 from rosbags.rosbag2 import Writer as Bag2Writer
 from rosbags.typesys import Stores, get_typestore
 
@@ -234,11 +235,13 @@ def write_mcap(path: Path, messages: list[Message]) -> None:
         writer.finish()
 
 
-def write_ros2_bag(folder: Path, messages: list[Message]) -> None:
+def write_ros2_bag(folder: Path, messages: list[Message], storage: str = "sqlite3") -> None:
+    """A ROS 2 bag folder; ``storage`` "sqlite3" (.db3) or "mcap"."""
     if folder.exists():
         shutil.rmtree(folder)
     encoders = {m: serialize_dynamic(m, msgdef(m))[m] for m in {msg[2] for msg in messages}}
-    with Bag2Writer(folder, version=8) as writer:
+    plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+    with Bag2Writer(folder, version=8, storage_plugin=plugin) as writer:
         connections = {}
         for t_ns, topic, msgtype, data in messages:
             if topic not in connections:

@@ -85,6 +85,18 @@ def test_reading_a_recording_returns_exactly_the_messages_that_were_written(
         assert msg.data == data
 
 
+def test_a_ros2_bag_folder_with_mcap_storage_reads_back_what_was_written(
+    make_datasets: ModuleType, tmp_path: Path
+) -> None:
+    written = make_datasets.arm_push_messages()
+    make_datasets.write_ros2_bag(tmp_path / "arm_mcap", written, storage="mcap")
+    assert list((tmp_path / "arm_mcap").glob("*.mcap"))
+    with open_reader(tmp_path / "arm_mcap") as reader:
+        assert isinstance(reader, RosbagsReader)
+        read = [(m.t_ns, m.topic, m.msgtype, m.data) for m in reader.iter_messages()]
+    assert read == [tuple(m) for m in written]
+
+
 def test_find_recordings_expands_folders_and_treats_bag_folders_as_one_recording(
     datasets: Path, tmp_path: Path
 ) -> None:

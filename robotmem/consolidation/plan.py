@@ -1,5 +1,8 @@
 """Deciding what merges into what. Pure functions over :class:`FactPool`; no SQL.
 
+Facts are only compared within a bucket (see pool.py); buckets are scored together in
+batches, with pairs from different buckets masked out.
+
 1. Inside the episode, facts are visited oldest first; each joins the most similar
    existing *survivor* it is a near-duplicate of (text rule) with an agreeing context
    (context rule), or becomes a survivor itself. Comparing with the survivor only, not
@@ -45,25 +48,43 @@ class Group:
     members: list[int] = field(default_factory=list)
 
 
+#: Rows compared in one go: buckets are packed into batches of about this many facts, and
+#: earlier facts are scored in chunks of at most _CELLS pairs, to bound memory and calls.
+_BATCH_ROWS = 1500
+_CELLS = 4_000_000
+
+
+def _time_order(pool: FactPool, indices: list[int]) -> list[int]:
+    return sorted(indices, key=lambda i: (pool.rows[i].first_seen, pool.rows[i].id))
+
+
+def _batches(pool: FactPool) -> list[list[int]]:
+    """Whole buckets packed into batches (scored together; pair_scores masks other buckets out)."""
+    batches: list[list[int]] = [[]]
+    for members in pool.buckets.values():
+        if batches[-1] and len(batches[-1]) + len(members) > _BATCH_ROWS:
+            batches.append([])
+        batches[-1].extend(members)
+    return [_time_order(pool, b) for b in batches if b]
+
+
 def group_episode(pool: FactPool, rules: MergeRules) -> list[Group]:
     groups: list[Group] = []
-    for members in pool.buckets.values():
-        groups.extend(_group_bucket(pool, members, rules))
+    for batch in _batches(pool):
+        groups.extend(_group_batch(pool, batch, rules))
     groups.sort(key=lambda g: g.survivor)
     return groups
 
 
-def _group_bucket(pool: FactPool, bucket: list[int], rules: MergeRules) -> list[Group]:
-    if len(bucket) == 1:
-        return [Group(bucket[0])]
-    order = sorted(bucket, key=lambda i: (pool.rows[i].first_seen, pool.rows[i].id))
+def _group_batch(pool: FactPool, order: list[int], rules: MergeRules) -> list[Group]:
+    """Oldest first, each fact joins its best qualifying survivor or becomes one."""
     qualifies, similarity = pair_scores(pool, order, pool, order, cosine=rules.cosine, text=rules.text_similarity)
-    survivors: list[int] = []  # positions in ``order``
+    is_survivor = np.zeros(len(order), dtype=bool)
     groups: dict[int, Group] = {}
     for pos, index in enumerate(order):
-        best = _best_partner(pool, pool, index, order, survivors, qualifies[pos], similarity[pos], rules)
+        best = _best_partner(pool, index, pool, order, qualifies[pos] & is_survivor, similarity[pos], rules)
         if best is None:
-            survivors.append(pos)
+            is_survivor[pos] = True
             groups[pos] = Group(index)
         else:
             groups[best].members.append(index)
@@ -71,14 +92,11 @@ def _group_bucket(pool: FactPool, bucket: list[int], rules: MergeRules) -> list[
 
 
 def _best_partner(
-    a: FactPool, b: FactPool, a_index: int, b_indices: list[int], candidates: list[int],
-    qualifies: np.ndarray, similarity: np.ndarray, rules: MergeRules,
+    a: FactPool, a_index: int, b: FactPool, b_indices: list[int], qualifies: np.ndarray, similarity: np.ndarray,
+    rules: MergeRules,
 ) -> int | None:
-    """The position (in ``b_indices``) of the most similar qualifying candidate whose context agrees."""
-    if not candidates:
-        return None
-    positions = np.asarray(candidates, dtype=np.int64)
-    positions = positions[qualifies[positions]]
+    """The position (in ``b_indices``) of the most similar qualifying partner whose context agrees."""
+    positions = np.flatnonzero(qualifies)
     for pos in positions[np.argsort(-similarity[positions], kind="stable")]:
         if contexts_agree(a.rows[a_index].context, b.rows[b_indices[pos]].context, rules.tolerance):
             return int(pos)
@@ -87,22 +105,20 @@ def _best_partner(
 
 def match_earlier(episode: FactPool, groups: list[Group], earlier: FactPool, rules: MergeRules) -> dict[int, int]:
     """For each group (by position in ``groups``) the index in ``earlier`` that absorbs it."""
+    keys = {episode.bucket_keys[g.survivor] for g in groups}
+    targets = [t for key in keys for t in earlier.buckets.get(key, ())]
+    if not targets:
+        return {}
     matches: dict[int, int] = {}
-    by_bucket: dict[object, list[int]] = {}
-    for g, group in enumerate(groups):
-        by_bucket.setdefault(episode.bucket_keys[group.survivor], []).append(g)
-    for key, group_positions in by_bucket.items():
-        targets = earlier.buckets.get(key)
-        if not targets:
-            continue
-        survivors = [groups[g].survivor for g in group_positions]
+    chunk = max(1, _CELLS // len(targets))
+    for start in range(0, len(groups), chunk):
+        positions = range(start, min(start + chunk, len(groups)))
+        survivors = [groups[g].survivor for g in positions]
         qualifies, similarity = pair_scores(
             episode, survivors, earlier, targets, cosine=rules.cosine, text=rules.text_similarity
         )
-        everyone = list(range(len(targets)))
-        for row, g in enumerate(group_positions):
-            best = _best_partner(episode, earlier, survivors[row], targets, everyone, qualifies[row],
-                                 similarity[row], rules)
+        for row, g in enumerate(positions):
+            best = _best_partner(episode, survivors[row], earlier, targets, qualifies[row], similarity[row], rules)
             if best is None:
                 continue
             target = targets[best]

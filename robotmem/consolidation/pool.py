@@ -3,7 +3,7 @@
 Facts are only ever compared inside a *bucket*: the same context identity and params
 shape (:func:`context_bucket`) and the same text guard (numbers, negations, contrast
 words). Everything in a bucket is then scored at once: cosine by one matrix product,
-word Jaccard by one sparse matrix product.
+word Jaccard by one binary word-matrix product.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -34,18 +35,29 @@ class FactRow:
     last_seen: float
 
 
+@lru_cache(maxsize=65_536)
+def _parse_context(context_json: str) -> tuple[dict[str, Any], Hashable]:
+    """Parsed context and its bucket, cached: the same earlier facts are read at every end_session.
+
+    The returned dict is shared between callers and must not be modified.
+    """
+    context = json.loads(context_json) if context_json else {}
+    return context, context_bucket(context)
+
+
 @dataclass
 class FactPool:
     rows: list[FactRow]
     vectors: np.ndarray  # (n, dim) float32; zero rows where has_vector is False
     has_vector: np.ndarray  # (n,) bool
+    context_buckets: list[Hashable]
     signatures: list[TextSignature] = field(init=False)
     bucket_keys: list[Hashable] = field(init=False)
     buckets: dict[Hashable, list[int]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.signatures = [signature(r.content) for r in self.rows]
-        self.bucket_keys = [(context_bucket(r.context), s.guard) for r, s in zip(self.rows, self.signatures)]
+        self.bucket_keys = [(c, s.guard) for c, s in zip(self.context_buckets, self.signatures)]
         self.buckets = {}
         for i, key in enumerate(self.bucket_keys):
             self.buckets.setdefault(key, []).append(i)
@@ -56,32 +68,52 @@ class FactPool:
     @classmethod
     def from_db_rows(cls, raw: Sequence[tuple[Any, ...]], dim: int | None) -> FactPool:
         """``raw`` rows: (id, content, context_json, evidence, first_seen, last_seen, vector_blob|None)."""
+        parsed = [_parse_context(r[2]) for r in raw]
         rows = [
-            FactRow(id=int(r[0]), content=r[1], context=json.loads(r[2]) if r[2] else {}, evidence=int(r[3]),
-                    first_seen=float(r[4]), last_seen=float(r[5]))
-            for r in raw
+            FactRow(id=int(r[0]), content=r[1], context=ctx, evidence=int(r[3]), first_seen=float(r[4]),
+                    last_seen=float(r[5]))
+            for r, (ctx, _) in zip(raw, parsed)
         ]
-        width = dim or 1
-        vectors = np.zeros((len(rows), width), dtype=np.float32)
+        vectors = np.zeros((len(rows), dim or 1), dtype=np.float32)
         has_vector = np.zeros(len(rows), dtype=bool)
         if dim:
-            for i, r in enumerate(raw):
-                blob = r[6]
-                if blob is not None and len(blob) == 4 * dim:
-                    vectors[i] = np.frombuffer(blob, dtype=np.float32)
-                    has_vector[i] = True
-        return cls(rows=rows, vectors=vectors, has_vector=has_vector)
+            present = [i for i, r in enumerate(raw) if r[6] is not None and len(r[6]) == 4 * dim]
+            if present:
+                blob = b"".join(raw[i][6] for i in present)
+                vectors[present] = np.frombuffer(blob, dtype=np.float32).reshape(-1, dim)
+                has_vector[present] = True
+        return cls(rows=rows, vectors=vectors, has_vector=has_vector, context_buckets=[b for _, b in parsed])
 
 
-def _word_matrix(sigs: Sequence[TextSignature], vocabulary: dict[str, int]) -> sparse.csr_matrix:
-    """Binary (texts x vocabulary) matrix: row i marks the words of text i."""
-    indptr: list[int] = [0]
-    indices: list[int] = []
-    for sig in sigs:
-        indices.extend(vocabulary[w] for w in sig.words)
-        indptr.append(len(indices))
-    data = np.ones(len(indices), dtype=np.float32)
-    return sparse.csr_matrix((data, indices, indptr), shape=(len(sigs), max(1, len(vocabulary))))
+#: Above this many cells a dense word matrix would waste memory; use a sparse one.
+_DENSE_CELLS = 4_000_000
+
+
+def _word_matrix(sigs: Sequence[TextSignature], vocabulary: dict[str, int]) -> Any:
+    """Binary (texts x vocabulary) matrix, row i marking the words of text i: dense when small
+    (no per-call overhead for the many small buckets), sparse when large."""
+    rows = [i for i, sig in enumerate(sigs) for _ in sig.words]
+    cols = [vocabulary[w] for sig in sigs for w in sig.words]
+    shape = (len(sigs), max(1, len(vocabulary)))
+    if shape[0] * shape[1] <= _DENSE_CELLS:
+        dense = np.zeros(shape, dtype=np.float32)
+        dense[rows, cols] = 1.0
+        return dense
+    return sparse.csr_matrix((np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=shape)
+
+
+def _jaccard(sigs_a: Sequence[TextSignature], sigs_b: Sequence[TextSignature]) -> np.ndarray:
+    vocabulary: dict[str, int] = {}
+    for sig in (*sigs_a, *sigs_b):
+        for word in sig.words:
+            vocabulary.setdefault(word, len(vocabulary))
+    wa, wb = _word_matrix(sigs_a, vocabulary), _word_matrix(sigs_b, vocabulary)
+    inter = wa @ wb.T
+    inter = np.asarray(inter.todense()) if sparse.issparse(inter) else inter
+    size_a = np.array([len(s.words) for s in sigs_a], dtype=np.float32).reshape(-1, 1)
+    size_b = np.array([len(s.words) for s in sigs_b], dtype=np.float32).reshape(1, -1)
+    union = size_a + size_b - inter
+    return np.where(union > 0, inter / np.maximum(union, np.float32(1.0)), np.float32(1.0))
 
 
 def pair_scores(
@@ -89,22 +121,17 @@ def pair_scores(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(qualifies, similarity) matrices of shape (len(a_idx), len(b_idx)).
 
-    A pair qualifies when cosine >= ``cosine`` (both have vectors) or word Jaccard >= ``text``;
-    ``similarity`` is the larger of the two, used to pick the best partner.
+    A pair qualifies when both facts are in the same bucket and their cosine >= ``cosine``
+    (both have vectors) or their word Jaccard >= ``text``; ``similarity`` is the larger of
+    the two, used to pick the best partner.
     """
     ai, bi = np.asarray(a_idx, dtype=np.int64), np.asarray(b_idx, dtype=np.int64)
     both = np.outer(a.has_vector[ai], b.has_vector[bi])
-    cos = np.where(both, a.vectors[ai] @ b.vectors[bi].T, -1.0)
-    sigs_a, sigs_b = [a.signatures[i] for i in a_idx], [b.signatures[i] for i in b_idx]
-    vocabulary: dict[str, int] = {}
-    for sig in (*sigs_a, *sigs_b):
-        for word in sig.words:
-            vocabulary.setdefault(word, len(vocabulary))
-    wa, wb = _word_matrix(sigs_a, vocabulary), _word_matrix(sigs_b, vocabulary)
-    inter = np.asarray((wa @ wb.T).todense())
-    size_a = np.asarray(wa.sum(axis=1)).reshape(-1, 1)
-    size_b = np.asarray(wb.sum(axis=1)).reshape(1, -1)
-    union = size_a + size_b - inter
-    jac = np.where(union > 0, inter / np.maximum(union, 1), 1.0)
-    qualifies = (cos >= cosine) | (jac >= text)
+    cos = np.where(both, a.vectors[ai] @ b.vectors[bi].T, np.float32(-1.0))
+    jac = _jaccard([a.signatures[i] for i in a_idx], [b.signatures[i] for i in b_idx])
+    numbering: dict[Hashable, int] = {}
+    bucket_a = np.array([numbering.setdefault(a.bucket_keys[i], len(numbering)) for i in a_idx])
+    bucket_b = np.array([numbering.setdefault(b.bucket_keys[i], len(numbering)) for i in b_idx])
+    same_bucket = bucket_a[:, None] == bucket_b[None, :]
+    qualifies = same_bucket & ((cos >= cosine) | (jac >= text))
     return qualifies, np.maximum(cos, jac)

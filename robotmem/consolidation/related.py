@@ -2,7 +2,7 @@
 
 The episode is summarised as a query without running the model:
 
-* text: its most frequent search tokens (facts first; perceptions when it has no facts);
+* text: its most frequent words (facts first; perceptions when it has no facts);
 * vector: the normalised mean of its memories' stored vectors (same preference);
 * filter: memories of *other* sessions only, with the episode's ``task.name`` and
   ``robot.id`` when it has them (from the session context, else the most common value
@@ -24,13 +24,13 @@ from ..search.filters import CompiledFilter
 from ..search.recall import RecallEngine
 from ..search.request import RecallRequest
 from ..search.sql import effective_confidence_sql
-from ..search.tokens import query_tokens
+from .similarity import signature
 
 __all__ = ["RELATED_LIMIT", "find_related", "refresh_confidence"]
 
 RELATED_LIMIT = 5
 _MIN_CONFIDENCE = 0.3
-_QUERY_TOKENS = 24
+_QUERY_TOKENS = 16
 _QUERY_ROWS = 500
 
 
@@ -72,9 +72,11 @@ def _episode_texts(conn: apsw.Connection, session_id: str) -> list[str]:
 
 
 def _query_text(texts: list[str]) -> str:
+    """The episode's most frequent words of three letters or more (the cached signatures'
+    words; every such word is also an indexed search token)."""
     counts: Counter[str] = Counter()
     for text in texts:
-        counts.update(t for t in query_tokens(text) if len(t) > 2)
+        counts.update(w for w in signature(text).words if len(w) > 2)
     return " ".join(token for token, _ in counts.most_common(_QUERY_TOKENS))
 
 

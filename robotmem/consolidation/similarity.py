@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..context import normalize_text
 
@@ -67,7 +68,9 @@ def _number(token: str) -> float:
     return float(token.replace(",", "."))
 
 
+@lru_cache(maxsize=65_536)
 def signature(text: str) -> TextSignature:
+    """Cached: the same earlier facts are compared at every end_session."""
     folded = normalize_text(text).replace("\u2019", "'")
     words = frozenset(_WORD_RE.findall(folded))
     numbers = tuple(sorted(_number(t) for t in _NUMBER_RE.findall(folded)))

@@ -224,6 +224,8 @@ class Pipeline:
         except _MALFORMED as exc:
             self._log_malformed(msg, handler, exc)
             return
+        if self._episode is None and self.policy.opens_on_data and not self._idle:
+            self._start(StartEpisode(msg.t_ns))  # a note belongs to the episode its recording is in
         episode = self._episode
         if episode is not None and episode.skipping:
             handler.stats.already_stored += 1

@@ -269,7 +269,3 @@ def _describe(
         length = f"{verdict.path_length_m:.1f} m"
     return f"{what} {topic} {duration_s:.1f} s {length} {where}{frame}"
 
-
-def describe_path(what: str, topic: str, duration_s: float, verdict: PathVerdict, points: NDArray[np.float64], frame_id: str) -> str:
-    """Public alias used by the episode summary."""
-    return _describe(what, topic, duration_s, verdict, points, frame_id)

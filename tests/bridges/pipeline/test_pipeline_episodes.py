@@ -276,3 +276,16 @@ def test_dry_run_writes_nothing_and_plans_every_record(mem: Memory, make_pipelin
     perceptions = [s for s in pipeline.plan if s["action"] == "perception"]
     assert len(perceptions) == stats.records_written == 2 * 2 + 2
     assert all(s["session_id"].startswith("rpl_dry_") for s in perceptions)
+
+
+def test_a_note_before_any_data_opens_the_files_episode_and_is_not_relearned(
+    mem: Memory, make_pipeline: MakePipeline
+) -> None:
+    messages = [learn(T0, "Battery was at 40 % at the start"), *straight_drive(T0 + S, 5)]
+    for _ in range(2):
+        pipeline = make_pipeline(session_id_for=lambda t: f"rpl_note_{t}")
+        for msg in messages:
+            pipeline.feed(msg)
+        pipeline.close()
+    (fact,) = [m for m in records(mem, f"rpl_note_{T0}") if m["type"] == "fact"]
+    assert mem.get(fact["id"])["evidence_count"] == 1

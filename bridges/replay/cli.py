@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -46,7 +47,16 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def missing_ros_packages() -> list[str]:
+    """The reading packages of the ``ros`` extra that are not installed."""
+    return [name for name in ("rosbags", "mcap", "mcap_ros2") if importlib.util.find_spec(name) is None]
+
+
 def run(args: argparse.Namespace) -> int:
+    missing = missing_ros_packages()
+    if missing:
+        print(f"error: replay needs {', '.join(missing)}: pip install 'robotmem[ros]'", file=sys.stderr)
+        return 1
     config = Config.load(home=args.home, db_path=args.db)
     collection = args.replay_collection or getattr(args, "collection", None) or config.collection
     try:

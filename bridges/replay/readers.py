@@ -31,8 +31,6 @@ from bridges.pipeline.messages import (
     to_plain,
 )
 
-from .mcap_chunks import iter_raw_messages
-
 __all__ = ["McapFileReader", "RecordingError", "RecordingReader", "RosbagsReader", "TopicInfo", "open_reader"]
 
 
@@ -185,6 +183,8 @@ class McapFileReader(_ReaderBase):
         self, topics: list[str] | None, start_time: int | None, end_time: int | None
     ) -> Iterator[tuple[Any, int, bytes]]:
         """(channel, log_time, payload) in log-time order: the fast chunk scan when the file allows it."""
+        from .mcap_chunks import iter_raw_messages
+
         summary = self._summary
         if summary is not None:
             channels = {cid: ch for cid, ch in summary.channels.items() if topics is None or ch.topic in topics}

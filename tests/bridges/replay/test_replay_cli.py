@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from bridges.pipeline import BridgeConfig, Pipeline, TopicEpisodes
 from bridges.replay import open_reader
 from bridges.replay.discovery import content_digest, session_id_prefix
@@ -153,3 +155,12 @@ def test_the_installed_robotmem_command_has_replay(datasets: Path, tmp_path: Pat
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["recordings"][0]["stats"]["topics"]["/joint_states"]["messages"] == 600
+
+
+def test_without_the_ros_extra_replay_says_what_to_install(
+    run_cli: RunCli, datasets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "mcap_ros2", None)  # as if mcap-ros2-support were not installed
+    code, _, err = run_cli("replay", str(datasets / "nav_demo.mcap"))
+    assert code == 1
+    assert "replay needs mcap_ros2" in err and "robotmem[ros]" in err

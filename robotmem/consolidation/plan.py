@@ -1,7 +1,6 @@
 """Deciding what merges into what. Pure functions over :class:`FactPool`; no SQL.
 
-Facts are only compared within a bucket (see pool.py); buckets are scored together in
-batches, with pairs from different buckets masked out.
+Facts are only compared within a bucket (see pool.py).
 
 1. Inside the episode, facts are visited oldest first; each joins the most similar
    existing *survivor* it is a near-duplicate of (text rule) with an agreeing context
@@ -48,8 +47,8 @@ class Group:
     members: list[int] = field(default_factory=list)
 
 
-#: Rows compared in one go: buckets are packed into batches of about this many facts, and
-#: earlier facts are scored in chunks of at most _CELLS pairs, to bound memory and calls.
+#: Inside the episode, buckets are packed into batches of about this many facts (few
+#: matrix products); against earlier facts, at most _CELLS pairs are scored at once.
 _BATCH_ROWS = 1500
 _CELLS = 4_000_000
 
@@ -104,20 +103,35 @@ def _best_partner(
 
 
 def match_earlier(episode: FactPool, groups: list[Group], earlier: FactPool, rules: MergeRules) -> dict[int, int]:
-    """For each group (by position in ``groups``) the index in ``earlier`` that absorbs it."""
-    keys = {episode.bucket_keys[g.survivor] for g in groups}
-    targets = [t for key in keys for t in earlier.buckets.get(key, ())]
-    if not targets:
-        return {}
+    """For each group (by position in ``groups``) the index in ``earlier`` that absorbs it.
+
+    Scored bucket by bucket: earlier facts outnumber the episode's, so packing buckets
+    together (as inside the episode) would mostly compute pairs that are masked out.
+    """
+    by_bucket: dict[object, list[int]] = {}
+    for g, group in enumerate(groups):
+        by_bucket.setdefault(episode.bucket_keys[group.survivor], []).append(g)
+    matches: dict[int, int] = {}
+    for key, positions in by_bucket.items():
+        targets = earlier.buckets.get(key)
+        if targets:
+            matches.update(_match_bucket(episode, groups, positions, earlier, targets, rules))
+    return matches
+
+
+def _match_bucket(
+    episode: FactPool, groups: list[Group], positions: list[int], earlier: FactPool, targets: list[int],
+    rules: MergeRules,
+) -> dict[int, int]:
     matches: dict[int, int] = {}
     chunk = max(1, _CELLS // len(targets))
-    for start in range(0, len(groups), chunk):
-        positions = range(start, min(start + chunk, len(groups)))
-        survivors = [groups[g].survivor for g in positions]
+    for start in range(0, len(positions), chunk):
+        rows = positions[start : start + chunk]
+        survivors = [groups[g].survivor for g in rows]
         qualifies, similarity = pair_scores(
             episode, survivors, earlier, targets, cosine=rules.cosine, text=rules.text_similarity
         )
-        for row, g in enumerate(positions):
+        for row, g in enumerate(rows):
             best = _best_partner(episode, survivors[row], earlier, targets, qualifies[row], similarity[row], rules)
             if best is None:
                 continue

@@ -12,7 +12,7 @@ import json
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import sparse
@@ -23,9 +23,9 @@ from .similarity import TextSignature, signature
 __all__ = ["FactPool", "FactRow", "pair_scores"]
 
 
-@dataclass(frozen=True)
-class FactRow:
-    """One fact as consolidation sees it (columns of ``memories``)."""
+class FactRow(NamedTuple):
+    """One fact as consolidation sees it (columns of ``memories``); a tuple because thousands
+    of earlier facts are loaded at every end_session."""
 
     id: int
     content: str
@@ -69,11 +69,7 @@ class FactPool:
     def from_db_rows(cls, raw: Sequence[tuple[Any, ...]], dim: int | None) -> FactPool:
         """``raw`` rows: (id, content, context_json, evidence, first_seen, last_seen, vector_blob|None)."""
         parsed = [_parse_context(r[2]) for r in raw]
-        rows = [
-            FactRow(id=int(r[0]), content=r[1], context=ctx, evidence=int(r[3]), first_seen=float(r[4]),
-                    last_seen=float(r[5]))
-            for r, (ctx, _) in zip(raw, parsed)
-        ]
+        rows = [FactRow(r[0], r[1], ctx, r[3], r[4], r[5]) for r, (ctx, _) in zip(raw, parsed)]
         vectors = np.zeros((len(rows), dim or 1), dtype=np.float32)
         has_vector = np.zeros(len(rows), dtype=bool)
         if dim:

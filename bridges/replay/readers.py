@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ from bridges.pipeline.messages import (
     normalize_msgtype,
     to_plain,
 )
+
+log = logging.getLogger("bridges.replay")
 
 __all__ = ["McapFileReader", "RecordingError", "RecordingReader", "RosbagsReader", "TopicInfo", "open_reader"]
 
@@ -48,6 +51,8 @@ class TopicInfo:
 class RecordingReader(Protocol):
     path: Path
 
+    undecodable: dict[str, int]
+
     def topics(self) -> dict[str, TopicInfo]: ...
 
     def iter_messages(
@@ -63,6 +68,14 @@ class RecordingReader(Protocol):
 
 class _ReaderBase:
     path: Path
+    #: messages per topic whose payload could not be decoded (skipped, logged)
+    undecodable: dict[str, int]
+
+    def _undecodable(self, topic: str, log_ns: int, exc: Exception) -> None:
+        """A corrupt payload costs one message, not the whole recording."""
+        count = self.undecodable[topic] = self.undecodable.get(topic, 0) + 1
+        if count <= 5:
+            log.warning("%s: cannot decode %s at %d, skipped: %s", self.path, topic, log_ns, exc)
 
     def __enter__(self) -> Self:
         return self
@@ -83,6 +96,7 @@ class RosbagsReader(_ReaderBase):
         from rosbags.highlevel import AnyReader, AnyReaderError
 
         self.path = Path(path)
+        self.undecodable = {}
         try:
             self._reader = AnyReader([self.path])
             self._reader.open()
@@ -109,8 +123,9 @@ class RosbagsReader(_ReaderBase):
         for connection, log_ns, raw in self._reader.messages(connections, start=start_time, stop=end_time):
             try:
                 data = to_plain(decode(raw, connection.msgtype))
-            except Exception as exc:  # rosbags raises several types for corrupt payloads
-                raise RecordingError(f"{self.path}: cannot decode {connection.topic} at {log_ns}: {exc}") from exc
+            except Exception as exc:  # noqa: BLE001 - rosbags raises several types for corrupt payloads
+                self._undecodable(connection.topic, log_ns, exc)
+                continue
             yield RosMessage(connection.topic, msgtypes[id(connection)], message_time_ns(data, log_ns), data)
 
     def close(self) -> None:
@@ -126,6 +141,7 @@ class McapFileReader(_ReaderBase):
         from mcap.reader import make_reader
 
         self.path = Path(path)
+        self.undecodable = {}
         self._file: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         try:
             self._reader = make_reader(self._file)
@@ -175,8 +191,9 @@ class McapFileReader(_ReaderBase):
                 continue  # not a ROS encoding (JSON, protobuf...): nothing to convert
             try:
                 data = to_plain(decode(raw))
-            except Exception as exc:
-                raise RecordingError(f"{self.path}: cannot decode {channel.topic} at {log_time}: {exc}") from exc
+            except Exception as exc:  # noqa: BLE001 - decoders raise several types for corrupt payloads
+                self._undecodable(channel.topic, log_time, exc)
+                continue
             yield RosMessage(channel.topic, self._msgtypes[channel.id], message_time_ns(data, log_time), data)
 
     def _raw_messages(

@@ -129,6 +129,9 @@ def replay_recording(
             if progress is not None and done % PROGRESS_EVERY == 0:
                 progress(done, total)
         stats = pipeline.close()
+        for topic, count in reader.undecodable.items():  # read from the file, but not decodable
+            stats.topic(topic).messages += count
+            stats.topic(topic).malformed += count
     if progress is not None:
         progress(done, total if total is not None else done)
     return RecordingResult(path, prefix, stats, time.perf_counter() - started, file_topics, selected, missing,

@@ -164,3 +164,25 @@ def test_without_the_ros_extra_replay_says_what_to_install(
     code, _, err = run_cli("replay", str(datasets / "nav_demo.mcap"))
     assert code == 1
     assert "replay needs mcap_ros2" in err and "robotmem[ros]" in err
+
+
+def test_a_corrupt_message_is_counted_as_malformed_and_the_rest_is_replayed(run_cli: RunCli, tmp_path: Path) -> None:
+    from mcap.writer import Writer
+
+    path = tmp_path / "notes.mcap"
+    with open(path, "wb") as handle:
+        writer = Writer(handle)
+        writer.start(profile="ros2", library="test")
+        schema = writer.register_schema("std_msgs/msg/String", "ros2msg", b"string data")
+        channel = writer.register_channel("/robotmem/learn", "cdr", schema)
+        for i, text in enumerate([b"Keep the gripper closed on stairs", None, b"Charge before long missions"]):
+            if text is None:
+                payload = b"\x00\x01\x00\x00\xff\xff\xff\x7f"  # a string length far past the end
+            else:
+                payload = b"\x00\x01\x00\x00" + len(text + b"\0").to_bytes(4, "little") + text + b"\0"
+            writer.add_message(channel, log_time=(i + 1) * 1_000_000_000, data=payload, publish_time=0)
+        writer.finish()
+    code, out, _ = run_cli("--json", "replay", str(path))
+    assert code == 0
+    stats = json.loads(out)["recordings"][0]["stats"]["topics"]["/robotmem/learn"]
+    assert stats["messages"] == 3 and stats["malformed"] == 1 and stats["records"] == 2

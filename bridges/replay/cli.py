@@ -73,18 +73,25 @@ def run(args: argparse.Namespace) -> int:
         episode_split=args.episode_split, dry_run=args.dry_run,
     )
     show_progress = not args.no_progress and not args.json and sys.stderr.isatty()
+    failed: list[Path] = []
+
+    def report(path: Path, exc: RecordingError) -> None:
+        failed.append(path)
+        print(f"error: {exc} (skipped)", file=sys.stderr)
+
     memory = _open_memory(config, collection, dry_run=args.dry_run)
     try:
         results = replay_paths(memory, list(args.paths), bridge_config, options,
-                               progress_for=(lambda p: ProgressBar(p.name)) if show_progress else None)
-    except RecordingError as exc:
+                               progress_for=(lambda p: ProgressBar(p.name)) if show_progress else None,
+                               on_error=report)
+    except RecordingError as exc:  # a path that does not exist or holds no recording
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         if memory is not None:
             memory.close()
     _print(results, as_json=args.json, dry_run=args.dry_run)
-    return 0
+    return 1 if failed else 0
 
 
 def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | None:

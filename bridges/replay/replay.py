@@ -26,7 +26,7 @@ from bridges.pipeline import (
 from bridges.pipeline.episodes import EpisodePolicy
 
 from .discovery import content_digest, find_recordings, session_id_prefix
-from .readers import TopicInfo, open_reader
+from .readers import RecordingError, TopicInfo, open_reader
 
 __all__ = ["RecordingResult", "ReplayOptions", "replay_paths", "replay_recording", "select_topics"]
 
@@ -144,10 +144,20 @@ def replay_paths(
     config: BridgeConfig,
     options: ReplayOptions,
     progress_for: Callable[[Path], Progress | None] | None = None,
+    on_error: Callable[[Path, RecordingError], None] | None = None,
 ) -> list[RecordingResult]:
-    """Replay every recording the paths name (files, bag folders, folders of recordings)."""
+    """Replay every recording the paths name (files, bag folders, folders of recordings).
+
+    A recording that cannot be opened raises RecordingError, or, with ``on_error``, is
+    reported there and skipped so the others are still replayed (a nightly job).
+    """
     results = []
     for recording in find_recordings(paths):
         progress = progress_for(recording) if progress_for is not None else None
-        results.append(replay_recording(memory, recording, config, options, progress))
+        try:
+            results.append(replay_recording(memory, recording, config, options, progress))
+        except RecordingError as exc:
+            if on_error is None:
+                raise
+            on_error(recording, exc)
     return results

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -186,3 +187,15 @@ def test_a_corrupt_message_is_counted_as_malformed_and_the_rest_is_replayed(run_
     assert code == 0
     stats = json.loads(out)["recordings"][0]["stats"]["topics"]["/robotmem/learn"]
     assert stats["messages"] == 3 and stats["malformed"] == 1 and stats["records"] == 2
+
+
+def test_an_unreadable_file_in_a_folder_is_skipped_and_the_others_are_replayed(
+    run_cli: RunCli, datasets: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "nightly"
+    shutil.copytree(datasets / "arm_push_ros2", folder / "b_arm")
+    (folder / "a_broken.mcap").write_bytes(b"\x89MCAP0\r\n truncated by a full disk")
+    code, out, err = run_cli("replay", str(folder))
+    assert code == 1
+    assert "a_broken.mcap" in err and "(skipped)" in err
+    assert "b_arm" in out and _table_row(out, "/joint_states")[3] == "600"

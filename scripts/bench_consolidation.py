@@ -194,7 +194,8 @@ def main() -> None:
     print()
     print(f"Machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, "
           f"Python {platform.python_version()}; store: {total:,} memories "
-          f"({args.background:,} perceptions + {args.prior_episodes * args.episode_size:,} facts)")
+          f"({args.background:,} perceptions + {args.prior_episodes * args.episode_size:,} facts); "
+          f"load average during the run {os.getloadavg()[0]:.1f}")
     print()
     print("| figure | result |")
     print("|---|---|")

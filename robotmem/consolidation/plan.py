@@ -76,17 +76,25 @@ def group_episode(pool: FactPool, rules: MergeRules) -> list[Group]:
 
 
 def _group_batch(pool: FactPool, order: list[int], rules: MergeRules) -> list[Group]:
-    """Oldest first, each fact joins its best qualifying survivor or becomes one."""
-    qualifies, similarity = pair_scores(pool, order, pool, order, cosine=rules.cosine, text=rules.text_similarity)
+    """Oldest first, each fact joins its best qualifying survivor or becomes one.
+
+    Scores are computed for a chunk of rows at a time (against the whole batch), so a
+    single huge bucket costs time, not memory.
+    """
     is_survivor = np.zeros(len(order), dtype=bool)
     groups: dict[int, Group] = {}
-    for pos, index in enumerate(order):
-        best = _best_partner(pool, index, pool, order, qualifies[pos] & is_survivor, similarity[pos], rules)
-        if best is None:
-            is_survivor[pos] = True
-            groups[pos] = Group(index)
-        else:
-            groups[best].members.append(index)
+    chunk = max(1, _CELLS // len(order))
+    for start in range(0, len(order), chunk):
+        qualifies, similarity = pair_scores(pool, order[start : start + chunk], pool, order,
+                                            cosine=rules.cosine, text=rules.text_similarity)
+        for row in range(qualifies.shape[0]):
+            pos, index = start + row, order[start + row]
+            best = _best_partner(pool, index, pool, order, qualifies[row] & is_survivor, similarity[row], rules)
+            if best is None:
+                is_survivor[pos] = True
+                groups[pos] = Group(index)
+            else:
+                groups[best].members.append(index)
     return list(groups.values())
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 
 import apsw
@@ -108,3 +109,25 @@ def test_a_failure_while_closing_leaves_the_episode_open_and_unmerged(
     summary = mem.end_session(sid, outcome_score=0.4)
     assert summary["status"] == "ended" and summary["merged"] == 1
     assert mem.get(b)["superseded_by"] == a
+
+
+def test_concurrent_end_session_calls_consolidate_exactly_once(mem: Memory, episode: Episode):
+    sid, (a, b) = episode(mem, [("the forklift horn is broken", None), ("The forklift horn is broken.", None)])
+    start = threading.Barrier(4)
+    results: list[dict] = []
+    lock = threading.Lock()
+
+    def end() -> None:
+        start.wait(timeout=30)
+        summary = mem.end_session(sid, outcome_score=0.5)
+        with lock:
+            results.append(summary)
+
+    threads = [threading.Thread(target=end) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(r["status"] for r in results) == ["already_ended"] * 3 + ["ended"]
+    assert {r["merged"] for r in results} == {1}
+    assert mem.get(a)["evidence_count"] == 2 and mem.get(b)["superseded_by"] == a

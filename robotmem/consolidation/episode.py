@@ -85,28 +85,37 @@ def end_session(memory: Memory, db: Database, session_id: str, score: float | No
         session = _require_session(conn, session_id)
         if session["status"] == "ended":  # another caller ended it while we were planning
             return _already_ended(session)
-        if score is not None:
-            attach_outcome(conn, session_id, score, now)
-        merges = apply_plan(conn, plan, now, settings)
-        decay = decay_pass(conn, session["collection"], now, half_life_s=settings.half_life_s,
-                           floor=settings.archive_floor)
-        facts, perceptions = sstore.session_counts(conn, session_id)
-        summary: dict[str, Any] = {
-            "session_id": session_id,
-            "status": "ended",
-            "collection": session["collection"],
-            "outcome_score": score,
-            "duration_s": round(max(0.0, now - session["started_at"]), 3),
-            "memories": facts,
-            "perceptions": perceptions,
-            "merged": merges.merged,
-            "reinforced": merges.reinforced,
-            "decayed": decay.decayed,
-            "archived": decay.archived,
-            "related": refresh_confidence(conn, related, now, settings.half_life_s),
-        }
+        summary = _consolidate(conn, session, score, plan, related, now, settings)
         sstore.close_session(conn, session_id, now, score, summary)
     return summary
+
+
+def _consolidate(
+    conn: apsw.Connection, session: dict[str, Any], score: float | None, plan: list[Absorption],
+    related: list[dict[str, Any]], now: float, settings: Settings,
+) -> dict[str, Any]:
+    """The state changes, inside the caller's write transaction; returns the summary."""
+    session_id = session["session_id"]
+    if score is not None:
+        attach_outcome(conn, session_id, score, now)
+    merges = apply_plan(conn, plan, now, settings)
+    decay = decay_pass(conn, session["collection"], now, half_life_s=settings.half_life_s,
+                       floor=settings.archive_floor)
+    facts, perceptions = sstore.session_counts(conn, session_id)
+    return {
+        "session_id": session_id,
+        "status": "ended",
+        "collection": session["collection"],
+        "outcome_score": score,
+        "duration_s": round(max(0.0, now - session["started_at"]), 3),
+        "memories": facts,
+        "perceptions": perceptions,
+        "merged": merges.merged,
+        "reinforced": merges.reinforced,
+        "decayed": decay.decayed,
+        "archived": decay.archived,
+        "related": refresh_confidence(conn, related, now, settings.half_life_s),
+    }
 
 
 def _require_session(conn: apsw.Connection, session_id: str) -> dict[str, Any]:

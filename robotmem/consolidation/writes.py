@@ -89,24 +89,24 @@ def apply_absorptions(
         return MergeCounts(0, 0)
     current = _current_rows(conn, [i for a in plan for i in (a.target, *a.sources)])
     plan = _still_valid(plan, current)
-    sources: list[list[int]] = []
-    targets: list[list[Any]] = []
-    for absorption in plan:
-        absorbed = list(current[absorption.target].absorbed)
-        for source in absorption.sources:
-            absorbed.append(source)
-            absorbed.extend(current[source].absorbed)
-            sources.append([source, absorption.target])
-            sources.extend([child, absorption.target] for child in current[source].absorbed)
-        rows = [current[s] for s in absorption.sources]
-        targets.append([
-            absorption.target, sum(r.evidence for r in rows), min(r.first_seen for r in rows),
-            max(r.last_seen for r in rows), json.dumps(absorbed),
-        ])
-    _supersede(conn, sources, now)
-    _reinforce_targets(conn, targets, now, step=step, ceiling=ceiling, half_life_s=half_life_s)
     merged = sum(len(a.sources) - (1 if a.reinforcing else 0) for a in plan)
-    return MergeCounts(merged=merged, reinforced=sum(1 for a in plan if a.reinforcing))
+    reinforced = {a.target for a in plan if a.reinforcing}
+    by_target: dict[int, list[int]] = {}  # two groups of an episode may repeat the same earlier fact
+    for absorption in plan:
+        by_target.setdefault(absorption.target, []).extend(absorption.sources)
+    pairs: list[list[int]] = []
+    targets: list[list[Any]] = []
+    for target, sources in by_target.items():
+        absorbed = list(current[target].absorbed)
+        for source in sources:
+            absorbed += [source, *current[source].absorbed]
+            pairs += [[moved, target] for moved in (source, *current[source].absorbed)]
+        rows = [current[s] for s in sources]
+        targets.append([target, sum(r.evidence for r in rows), min(r.first_seen for r in rows),
+                        max(r.last_seen for r in rows), json.dumps(absorbed)])
+    _supersede(conn, pairs, now)
+    _reinforce_targets(conn, targets, now, step=step, ceiling=ceiling, half_life_s=half_life_s)
+    return MergeCounts(merged=merged, reinforced=len(reinforced))
 
 
 def _supersede(conn: apsw.Connection, pairs: list[list[int]], now: float) -> None:

@@ -88,3 +88,18 @@ def test_an_exact_duplicate_learned_in_a_later_episode_returns_the_existing_id(m
     assert again == {"memory_id": original, "status": "duplicate"}
     record = mem.get(original)
     assert record["evidence_count"] == 2 and record["reinforced_at"] == clock.now
+
+
+def test_two_groups_repeating_the_same_earlier_fact_both_reinforce_it(mem: Memory, episode: Episode):
+    def gentle(force: float) -> dict:
+        return {"params": {"grip_force": force}}
+
+    sid, (earlier,) = episode(mem, [("grip the cup gently", gentle(5.2))])
+    mem.end_session(sid)
+    # 5.0 and 5.45 are 9 % apart (two groups) but each within 5 % of the earlier 5.2.
+    sid, (a, b) = episode(mem, [("Grip the cup gently.", gentle(5.0)), ("grip the cup gently!", gentle(5.45))])
+    summary = mem.end_session(sid)
+    assert summary["reinforced"] == 1 and summary["merged"] == 0
+    record = mem.get(earlier)
+    assert record["evidence_count"] == 3 and record["absorbed"] == [a, b]
+    assert mem.get(a)["superseded_by"] == earlier and mem.get(b)["superseded_by"] == earlier

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from robotmem import Memory
-
 from conftest import DAY, Episode, expected_confidence
+
+from robotmem import Memory
 
 
 def test_a_hundred_end_sessions_leave_confidence_exactly_where_the_clock_says(mem: Memory, episode: Episode, clock):

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import apsw
 import pytest
+from conftest import Episode
 
 from robotmem import Memory, NotFoundError, StorageError, ValidationError
-
-from conftest import Episode
 
 SUMMARY_FIELDS = {"session_id", "status", "duration_s", "memories", "perceptions", "merged", "reinforced",
                   "decayed", "archived", "related"}

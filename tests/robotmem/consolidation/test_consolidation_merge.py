@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from robotmem import Memory
-
 from conftest import Episode
+
+from robotmem import Memory
 
 PICK = {"task": {"name": "pick"}, "robot": {"id": "arm-1"}}
 
@@ -88,6 +88,7 @@ def test_different_robots_keep_their_own_memories(hybrid_mem: Memory, episode: E
         ("the left wheel encoder drifts.", {"robot": {"id": "tb3-2"}}),
     ])
     assert hybrid_mem.end_session(sid)["merged"] == 0
+    assert {hybrid_mem.get(i)["status"] for i in ids} == {"active"}
 
 
 def test_perceptions_are_never_merged(hybrid_mem: Memory):

@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import Episode
+from test_consolidation_end_session import store_fingerprint
 
 from robotmem import Memory, ValidationError
 from robotmem.cli.main import main
-
-from conftest import Episode
-from test_consolidation_end_session import store_fingerprint
 
 LIFT = {"task": {"name": "deliver"}, "robot": {"id": "tb3-1"}}
 

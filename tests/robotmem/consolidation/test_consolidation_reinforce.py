@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import DAY, Episode, expected_confidence
 
 from robotmem import Memory
-
-from conftest import DAY, Episode, expected_confidence
 
 DOCK = {"task": {"name": "dock"}, "robot": {"id": "tb3-1"}}
 
@@ -73,7 +72,7 @@ def test_an_archived_memory_repeated_in_an_episode_comes_back(hybrid_mem: Memory
 
 
 def test_facts_of_a_session_still_open_are_not_reinforcement_targets(hybrid_mem: Memory, episode: Episode):
-    open_sid, (other,) = episode(hybrid_mem, [("the hallway light flickers", DOCK)])
+    _, (other,) = episode(hybrid_mem, [("the hallway light flickers", DOCK)])
     sid, (mine,) = episode(hybrid_mem, [("The hallway light flickers.", DOCK)])
     assert hybrid_mem.end_session(sid)["reinforced"] == 0
     assert hybrid_mem.get(mine)["status"] == "active" and hybrid_mem.get(other)["status"] == "active"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from robotmem import Memory
-
 from conftest import Episode
+
+from robotmem import Memory
 
 PICK = {"task": {"name": "pick-mug"}, "robot": {"id": "arm-1"}}
 DOCK = {"task": {"name": "dock"}, "robot": {"id": "arm-1"}}
@@ -19,13 +19,14 @@ def test_related_holds_memories_of_other_sessions_with_the_same_task_only(hybrid
     other_task, _ = episode(hybrid_mem, [("the mug sits next to the dock", None)], context=DOCK)
     hybrid_mem.end_session(other_task)
     hybrid_mem.learn("mugs are stored in the left cabinet", PICK)  # not from any episode
-    current, current_ids = episode(hybrid_mem, [
+    current, mine = episode(hybrid_mem, [
         ("grasping the mug by the handle worked", None),
         ("the mug was wet after washing", None),
     ], context=PICK)
     related = hybrid_mem.end_session(current)["related"]
     assert related, "an earlier episode of the same task exists"
     assert {hit["id"] for hit in related} <= set(earlier_ids)
+    assert not {hit["id"] for hit in related} & set(mine)
     assert all(hit["session_id"] == earlier for hit in related)
     assert set(related[0]) == {"id", "content", "type", "session_id", "confidence", "score"}
     assert [h["score"] for h in related] == sorted((h["score"] for h in related), reverse=True)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from robotmem.consolidation.context_rule import Tolerance, context_bucket, contexts_agree, values_close
+from robotmem.consolidation.context_rule import (
+    Tolerance,
+    context_bucket,
+    contexts_agree,
+    values_close,
+)
 from robotmem.consolidation.similarity import jaccard, signature
 
 TOL = Tolerance(relative=0.05, absolute=1e-6)

@@ -86,3 +86,22 @@ def test_the_cli_only_touches_the_named_collection(no_merge_mem: Memory, episode
 def test_the_cli_names_the_field_of_a_bad_collection(db_path: Path, capsys):
     code = main(["--db", str(db_path), "consolidate", "--collection", "bad name"])
     assert code == 1 and "collection" in capsys.readouterr().err
+
+
+def test_consolidate_after_replaying_a_real_recording_counts_it_and_is_stable(
+    shared_datasets: Path, db_path: Path, capsys
+):
+    bag = shared_datasets / "turtlebot3_nav_ros1_bag" / "rosbag_demo.bag"
+    assert main(["--db", str(db_path), "--json", "replay", str(bag), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["--db", str(db_path), "--json", "consolidate"]) == 0
+    totals = json.loads(capsys.readouterr().out)
+    with Memory(db_path, embedder=None) as mem:
+        stats = mem.stats()
+    assert totals["sessions"] == stats["sessions"] >= 1
+    assert totals["perceptions"] == stats["perceptions"] > 0 and totals["memories"] == stats["facts"]
+    assert totals["merged"] == 0  # a replay stores perceptions, which are never merged
+    before = store_fingerprint(db_path)
+    assert main(["--db", str(db_path), "--json", "consolidate"]) == 0
+    assert json.loads(capsys.readouterr().out)["reinforced"] == 0
+    assert store_fingerprint(db_path) == before

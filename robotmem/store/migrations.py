@@ -139,8 +139,23 @@ def _v3(conn: apsw.Connection) -> None:
     reindex_all_points(conn)
 
 
+# Consolidation reads the facts of a collection; moving between active and archived
+# (both searchable) no longer rewrites the full-text entry.
+_V4 = """
+CREATE INDEX memories_by_type ON memories(collection, type, status);
+DROP TRIGGER memories_au_fts;
+CREATE TRIGGER memories_au_fts AFTER UPDATE OF search_text, status ON memories
+    WHEN old.search_text IS NOT new.search_text
+      OR (old.status IN ('active', 'archived')) IS NOT (new.status IN ('active', 'archived')) BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, search_text)
+        SELECT 'delete', old.id, old.search_text WHERE old.status IN ('active', 'archived');
+    INSERT INTO memories_fts(rowid, search_text)
+        SELECT new.id, new.search_text WHERE new.status IN ('active', 'archived');
+END;
+"""
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
-MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3))
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

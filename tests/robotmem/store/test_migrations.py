@@ -42,3 +42,14 @@ def test_the_store_runs_in_wal_mode(db_path: Path):
     conn = apsw.Connection(str(db_path))
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+
+
+def test_archiving_and_reviving_keeps_the_memory_searchable(mem):
+    mid = mem.learn("the lidar lens was dusty")["memory_id"]
+    conn = mem._db.connection()
+    conn.execute("UPDATE memories SET status = 'archived' WHERE id = ?", (mid,))
+    assert [h["id"] for h in mem.recall("lidar", min_confidence=0)["results"]] == [mid]
+    conn.execute("UPDATE memories SET status = 'active' WHERE id = ?", (mid,))
+    assert [h["id"] for h in mem.recall("lidar")["results"]] == [mid]
+    conn.execute("UPDATE memories SET status = 'superseded' WHERE id = ?", (mid,))
+    assert mem.recall("lidar", min_confidence=0)["results"] == []

@@ -42,6 +42,12 @@ _ACCESS_FLUSH_EVERY = 256
 _DAY = 86_400.0
 
 
+def _flag(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValidationError(f"{field} must be true or false", field=field)
+    return value
+
+
 def _is_protected(context: dict[str, Any]) -> bool:
     return context.get("protected") is True or context.get("category") in _PROTECTED_CATEGORIES
 
@@ -156,7 +162,9 @@ class Memory:
         """Bulk save_perception: one transaction, descriptions embedded in batches.
 
         Each record takes save_perception's keyword arguments, plus optional ``occurred_at``
-        (epoch seconds; recordings set the recorded time).
+        (epoch seconds; recordings set the recorded time) and ``embed`` (default true;
+        false for templated numeric records such as trajectory chunks, whose text the
+        semantic model adds nothing to: they stay findable by full text, filters and space).
         """
         if not isinstance(records, (list, tuple)):
             raise ValidationError("records must be a list of dicts", field="records")
@@ -166,7 +174,8 @@ class Memory:
     def _prepare_perception(self, raw: Any, *, field_prefix: str) -> dict[str, Any]:
         if not isinstance(raw, dict):
             raise ValidationError(f"{field_prefix or 'record'} must be a dict", field=field_prefix.rstrip(".") or None)
-        allowed = {"description", "perception_type", "data", "metadata", "collection", "session_id", "occurred_at"}
+        allowed = {"description", "perception_type", "data", "metadata", "collection", "session_id", "occurred_at",
+                   "embed"}
         unknown = set(raw) - allowed
         if unknown:
             raise ValidationError(f"unknown field(s) {', '.join(sorted(unknown))}",
@@ -181,10 +190,13 @@ class Memory:
         coll = self._collection_for(raw.get("collection"), session_id)
         occurred = validation.timestamp(raw.get("occurred_at"), field_prefix + "occurred_at")
         return {"text": text, "ptype": ptype, "context": ctx, "blob": blob, "collection": coll,
-                "session_id": session_id, "occurred_at": occurred}
+                "session_id": session_id, "occurred_at": occurred, "embed": _flag(raw.get("embed", True),
+                                                                                  field_prefix + "embed")}
 
     def _write_perceptions(self, prepared: list[dict[str, Any]]) -> list[int]:
-        vectors = self._embeddings.embed([p["text"] for p in prepared])
+        to_embed = [i for i, p in enumerate(prepared) if p["embed"]]
+        embedded = self._embeddings.embed([prepared[i]["text"] for i in to_embed])
+        vector_of = {} if embedded is None else {i: row for row, i in enumerate(to_embed)}
         now = self.now()
         ids: list[int] = []
         with self._db.write() as conn:
@@ -199,7 +211,8 @@ class Memory:
                 if p["blob"] is not None:
                     summary = summarize_payload(decode_payload(p["blob"]), len(p["blob"]))
                     mstore.insert_payload(conn, memory_id, p["blob"], summary)
-                self._store_vector(conn, memory_id, p["collection"], vectors, i)
+                if i in vector_of:
+                    self._store_vector(conn, memory_id, p["collection"], embedded, vector_of[i])
                 ids.append(memory_id)
         return ids
 

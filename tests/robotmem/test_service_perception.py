@@ -57,3 +57,17 @@ def test_binary_bytes_round_trip_as_base64(mem: Memory):
     mid = mem.save_perception("thumbnail of the shelf", "visual", data={"png": b"\x89PNG\r\n"})["memory_id"]
     assert mem.get_data(mid) == {"png": {"base64": "iVBORw0K", "bytes": 6}}
     assert mem.get_data(mid, as_numpy=True)["png"] == b"\x89PNG\r\n"
+
+
+def test_bulk_records_can_skip_embedding(hybrid_mem):
+    ids = hybrid_mem.save_perceptions([
+        {"description": "pose trajectory /odom 10.0 s 3.2 m", "perception_type": "proprioceptive", "embed": False},
+        {"description": "episode summary: drove to the kitchen", "perception_type": "procedural"},
+    ])
+    conn = hybrid_mem._db.connection()
+    with_vectors = [row[0] for row in conn.execute("SELECT memory_id FROM embeddings ORDER BY memory_id")]
+    assert with_vectors == [ids[1]]
+    assert hybrid_mem.recall("trajectory odom")["results"][0]["id"] == ids[0]
+    with pytest.raises(ValidationError) as info:
+        hybrid_mem.save_perceptions([{"description": "valid text", "embed": "no"}])
+    assert info.value.field == "records[0].embed"

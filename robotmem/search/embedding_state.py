@@ -72,6 +72,7 @@ class EmbeddingState:
             with self._lock:
                 if not self._failed:
                     self._failed = True
-                    log.warning("embeddings unavailable, recall runs bm25_only: %s", exc)
+                    # The embedder has already said why, once per process.
+                    log.debug("embeddings unavailable, recall runs bm25_only: %s", exc)
             return None
         return np.ascontiguousarray(vectors, dtype=np.float32)

@@ -53,9 +53,14 @@ class RecallEngine:
             match = plan is not None
             if plan is not None:
                 bm25_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool)
+            bm25_weights: list[float] | None = None
             if req.query and query_vector is not None and model_id is not None:
                 vector_hits = self._vector_hits(conn, req, now, query_vector, model_id, pool)
-            relevance = _fuse(bm25_ids, [memory_id for memory_id, _ in vector_hits])
+                similarity = dict(vector_hits)
+                missing = [m for m in bm25_ids if m not in similarity]
+                similarity.update(self._similarities(conn, missing, model_id, query_vector))
+                bm25_weights = [_keyword_weight(similarity.get(m)) for m in bm25_ids]
+            relevance = _fuse((bm25_ids, bm25_weights), ([m for m, _ in vector_hits], None))
             mode = _mode(req, match, query_vector is not None and model_id is not None)
             distances: dict[int, float] = {}
             if req.spatial is not None:
@@ -105,6 +110,15 @@ class RecallEngine:
         index.sync(conn)
         return index.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity)
 
+    def _similarities(
+        self, conn: apsw.Connection, memory_ids: list[int], model_id: str, query: np.ndarray
+    ) -> dict[int, float]:
+        """Cosine of the query with a few given memories (full-text hits outside the vector list)."""
+        if not memory_ids:
+            return {}
+        q, p = sql.vector_sql(json.dumps(memory_ids), model_id, query.astype(np.float32).tobytes(), len(memory_ids))
+        return {int(i): float(s) for i, s in conn.execute(q, p)}
+
     def _sql_vector_hits(
         self, conn: apsw.Connection, candidates: np.ndarray, model_id: str, query: np.ndarray, k: int
     ) -> list[tuple[int, float]]:
@@ -142,13 +156,26 @@ class RecallEngine:
         return [by_id[i] for i in ids if i in by_id]
 
 
-def _fuse(*rankings: list[int]) -> dict[int, float]:
-    """Reciprocal rank fusion, normalised so that first place in every list scores 1.0."""
+def _keyword_weight(similarity: float | None) -> float:
+    """How much a full-text hit counts, by its meaning's closeness to the query.
+
+    A hit that shares a word but not the meaning (cosine near 0) is most likely a
+    coincidence of wording; it still counts, at a quarter, so exact terms (part numbers,
+    parameter names) keep their say. From cosine 0.5 up it counts fully.
+    """
+    if similarity is None:
+        return 0.25
+    return min(1.0, max(0.25, similarity / 0.5))
+
+
+def _fuse(*rankings: tuple[list[int], list[float] | None]) -> dict[int, float]:
+    """Weighted reciprocal rank fusion, normalised so that first place in every list scores 1.0."""
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    for ranking, weights in rankings:
         for rank, memory_id in enumerate(ranking):
-            scores[memory_id] = scores.get(memory_id, 0.0) + 1.0 / (_RRF_K + rank + 1)
-    used = max(1, sum(1 for r in rankings if r))
+            weight = 1.0 if weights is None else weights[rank]
+            scores[memory_id] = scores.get(memory_id, 0.0) + weight / (_RRF_K + rank + 1)
+    used = max(1, sum(1 for ranking, _ in rankings if ranking))
     best = used / (_RRF_K + 1)
     return {m: s / best for m, s in sorted(scores.items(), key=lambda kv: -kv[1])}
 

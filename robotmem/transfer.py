@@ -136,7 +136,7 @@ def _insert_exported(conn: apsw.Connection, r: dict[str, Any]) -> int:
     placeholders = ", ".join("jsonb(?)" if c == "context" else "?" for c in columns)
     conn.execute(f"INSERT INTO memories ({', '.join(columns)}) VALUES ({placeholders})", values)
     new_id = int(conn.last_insert_rowid())
-    index_points(conn, new_id, r["context"])
+    index_points(conn, new_id, r["context"], fresh=True)
     if r.get("payload") is not None:
         mstore.insert_payload(conn, new_id, base64.b64decode(r["payload"]), r["payload_summary"] or {})
     return new_id

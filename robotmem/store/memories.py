@@ -44,7 +44,7 @@ def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:
          m.occurred_at, m.now),
     )
     memory_id = int(conn.last_insert_rowid())
-    index_points(conn, memory_id, m.context)
+    index_points(conn, memory_id, m.context, fresh=True)
     return memory_id
 
 

@@ -56,10 +56,12 @@ def extract_points(context: dict[str, Any]) -> Iterator[tuple[str, tuple[float, 
             return
 
 
-def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any]) -> None:
-    """Replace the memory's points with those of ``context``."""
+def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any], *, fresh: bool = False) -> None:
+    """Replace the memory's points with those of ``context`` (``fresh``: it has none yet)."""
     first = memory_id * _MAX_POINTS
-    conn.execute("DELETE FROM spatial_points WHERE id BETWEEN ? AND ?", (first, first + _MAX_POINTS - 1))
+    if not fresh:
+        # The R*Tree looks rows up by id equality only (a rowid range would scan the tree).
+        conn.executemany("DELETE FROM spatial_points WHERE id = ?", [(first + k,) for k in range(_MAX_POINTS)])
     rows = [
         (first + k, x, x, y, y, z, z, memory_id, field, x, y, z)
         for k, (field, (x, y, z)) in enumerate(extract_points(context))
@@ -75,4 +77,4 @@ def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any])
 def reindex_all_points(conn: apsw.Connection) -> None:
     """Backfill for stores created before the spatial index existed."""
     for memory_id, context in conn.execute("SELECT id, json(context) FROM memories").fetchall():
-        index_points(conn, cast(int, memory_id), json.loads(cast(str, context)))
+        index_points(conn, cast(int, memory_id), json.loads(cast(str, context)), fresh=True)

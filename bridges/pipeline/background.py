@@ -6,7 +6,7 @@ the two overlap on a 2-core machine instead of adding up. Records are also group
 batches of ``batch_records`` (one transaction and one embedding call per batch).
 
 Order is kept: every write, learn and session call goes through one FIFO queue. Reads
-(``session_status``) and calls that need an answer first wait for the queue to empty. An
+(``session_info``) and calls that need an answer first wait for the queue to empty. An
 error on the worker is raised again in the caller's thread at its next call (or at
 ``drain``/``close``); operations after the failed one are not run.
 """
@@ -62,9 +62,13 @@ class BackgroundRecordWriter(RecordWriter):
         self._submit_pending()
         self._submit(functools.partial(RecordWriter.end_session, self, session_id, score))
 
-    def session_status(self, session_id: str) -> str | None:
+    def session_info(self, session_id: str) -> dict[str, Any] | None:
         self.drain()
-        return RecordWriter.session_status(self, session_id)
+        return RecordWriter.session_info(self, session_id)
+
+    def release_session(self, session_id: str) -> None:
+        self._submit_pending()  # the session's last records are written first
+        self._submit(functools.partial(RecordWriter.release_session, self, session_id))
 
     def forget_session_records(self, session_id: str) -> int:
         self.drain()

@@ -6,7 +6,9 @@
 * :class:`TopicEpisodes` - explicit markers on a topic (default ``/robotmem/episode``,
   ``std_msgs/String``): ``start`` optionally followed by a JSON object (the episode context),
   ``end`` optionally followed by an outcome score in [0, 1]. The JSON form
-  ``{"event": "start", "context": {...}}`` / ``{"event": "end", "score": 0.8}`` works too.
+  ``{"event": "start", "context": {...}}`` / ``{"event": "end", "score": 0.8}`` works too;
+  in it, ``"session_id"`` attaches the episode to a session someone else opened (see
+  :class:`StartEpisode`) and, on ``end``, ends only the episode attached to that session.
 
 Every policy can also be limited by ``max_episode_s`` (default: the config's) and, for
 live use, ``idle_gap_s``. The pipeline applies those two rules; a policy only says what
@@ -28,22 +30,48 @@ __all__ = [
     "EpisodePolicy",
     "FileEpisodes",
     "GapEpisodes",
+    "Marker",
     "StartEpisode",
     "TopicEpisodes",
     "parse_episode_split",
+    "parse_marker",
 ]
 
 
 @dataclass(frozen=True)
 class StartEpisode:
+    """Open an episode at ``t_ns``; ``context`` (a start marker's JSON) goes on every record.
+
+    ``session_id`` with ``owned=False`` attaches the episode to a session someone else opened
+    (a control loop, through the API or MCP): records are written into it and the episode's
+    end does not end it - its owner does. When that session is not open (any more) the
+    episode gets a session of its own instead. ``session_id`` with ``owned=True`` is the id
+    of the session the pipeline opens (and ends) itself.
+    """
+
     t_ns: int
     context: dict[str, Any] = field(default_factory=dict)
+    session_id: str | None = None
+    owned: bool = True
 
 
 @dataclass(frozen=True)
 class EndEpisode:
+    """End the open episode; with ``session_id``, only when it is the one attached to that session."""
+
     t_ns: int
     score: float | None = None
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A parsed episode marker."""
+
+    event: str
+    context: dict[str, Any] = field(default_factory=dict)
+    score: float | None = None
+    session_id: str | None = None
 
 
 EpisodeAction = StartEpisode | EndEpisode
@@ -124,20 +152,22 @@ class TopicEpisodes(EpisodePolicy):
         return f"topic:{self.marker_topic}"
 
     def on_marker(self, msg: RosMessage, episode_open: bool) -> list[EpisodeAction]:
-        event, argument = parse_marker(msg.data)
-        if event == "start":
-            context = _marker_context(argument)
+        marker = parse_marker(msg.data)
+        if marker.event == "start":
             actions: list[EpisodeAction] = [EndEpisode(msg.t_ns)] if episode_open else []
-            return actions + [StartEpisode(msg.t_ns, context)]
-        return [EndEpisode(msg.t_ns, _marker_score(argument))] if episode_open else []
+            start = StartEpisode(msg.t_ns, marker.context, session_id=marker.session_id,
+                                 owned=marker.session_id is None)
+            return actions + [start]
+        return [EndEpisode(msg.t_ns, marker.score, marker.session_id)] if episode_open else []
 
 
-def parse_marker(data: dict[str, Any]) -> tuple[str, Any]:
-    """``("start", context-or-None)`` or ``("end", score-or-None)``; ValueError otherwise."""
+def parse_marker(data: dict[str, Any]) -> Marker:
+    """A :class:`Marker` from a ``std_msgs/String`` message; ValueError names what is wrong."""
     text = data.get("data")
     if not isinstance(text, str) or not text.strip():
         raise ValueError("episode marker: 'data' must be a non-empty string ('start [json]' or 'end [score]')")
     text = text.strip()
+    session_id = None
     if text.startswith("{"):
         try:
             obj = json.loads(text)
@@ -147,12 +177,23 @@ def parse_marker(data: dict[str, Any]) -> tuple[str, Any]:
             raise ValueError("episode marker: JSON form must be an object")
         event = obj.get("event")
         argument = obj.get("context") if event == "start" else obj.get("score")
+        session_id = _marker_session_id(obj.get("session_id"))
     else:
         event, _, rest = text.partition(" ")
         argument = rest.strip() or None
-    if event not in ("start", "end"):
-        raise ValueError(f"episode marker: event must be 'start' or 'end', got {event!r}")
-    return str(event), argument
+    if event == "start":
+        return Marker("start", _marker_context(argument), session_id=session_id)
+    if event == "end":
+        return Marker("end", score=_marker_score(argument), session_id=session_id)
+    raise ValueError(f"episode marker: event must be 'start' or 'end', got {event!r}")
+
+
+def _marker_session_id(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > 128:
+        raise ValueError(f"episode marker: session_id must be a session id string, got {value!r}")
+    return value.strip()
 
 
 def _marker_context(argument: Any) -> dict[str, Any]:

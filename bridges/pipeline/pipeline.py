@@ -51,6 +51,10 @@ class _Episode:
     last_ns: int
     last_motion_ns: int
     task: dict[str, Any]
+    #: the start marker's context (kept for a split at max_episode_s)
+    marker: dict[str, Any] = field(default_factory=dict)
+    #: False: attached to a session someone else owns; its end does not end the session
+    owned: bool = True
     #: already stored by an earlier run (idempotent replay): follow it, write nothing
     skipping: bool = False
     saw_motion_source: bool = False
@@ -120,6 +124,15 @@ class Pipeline:
                and now_ns - h.converter.pending_since_ns >= h.converter.chunk_ns]
         if due and self._episode is not None:
             self._drain(due)
+
+    def episode(self, action: EpisodeAction) -> None:
+        """Start or end an episode directly, as a marker would (for callers that know the boundaries).
+
+        ``StartEpisode(t_ns, session_id=..., owned=False)`` attaches the episode to a session
+        someone else opened; see :class:`~bridges.pipeline.episodes.StartEpisode`.
+        """
+        self._advance(action.t_ns)
+        self._apply([action])
 
     def flush(self) -> None:
         """Write every buffered chunk now; the episode stays open."""
@@ -268,26 +281,72 @@ class Pipeline:
         for action in actions:
             if isinstance(action, StartEpisode):
                 self._start(action)
-            elif self._episode is not None:
+            elif self._episode is not None and action.session_id in (None, self._attached_session()):
                 self._end(action)
+            elif action.session_id is not None:
+                log.info("end of session %s ignored: the open episode is not attached to it", action.session_id)
+
+    def _attached_session(self) -> str | None:
+        episode = self._episode
+        return episode.context.session_id if episode is not None and not episode.owned else None
 
     def _advance(self, now_ns: int) -> None:
         """Apply the idle-gap and maximum-duration rules to the open episode."""
         episode = self._episode
         if episode is None:
             return
-        if self._idle_ns and now_ns - episode.last_motion_ns > self._idle_ns:
+        # An attached episode ends when the session's owner says so, never for idleness.
+        if self._idle_ns and episode.owned and now_ns - episode.last_motion_ns > self._idle_ns:
             self._end(EndEpisode(episode.last_motion_ns))
             self._idle = True
         elif self._max_ns and now_ns - episode.start_ns >= self._max_ns:
-            task = dict(episode.task, continues=episode.context.session_id)
+            # Split: the next part goes on in the same attached session, or in a new own one.
+            task = dict(episode.task, continues=episode.context.session_id) if episode.owned else episode.task
+            marker = dict(episode.marker, task=task) if task else episode.marker
             self._end(EndEpisode(now_ns))
-            self._start(StartEpisode(now_ns, {"task": task} if task else {}))
+            self._start(StartEpisode(now_ns, marker, session_id=None if episode.owned else episode.context.session_id,
+                                     owned=episode.owned))
 
     def _start(self, action: StartEpisode) -> None:
         self._idle = False
         context = _session_context(action.context, self.robot_id, self._source_meta, self.policy.name, action.t_ns)
-        session_id = self._session_id_for(action.t_ns) if self._session_id_for is not None else None
+        status: str | None
+        if not action.owned and action.session_id is not None and self._can_attach(action.session_id):
+            session_id, status = action.session_id, "attached"
+            self.writer.attach_session(session_id)
+            self.stats.episodes_attached += 1
+        else:
+            if not action.owned and action.session_id is not None and isinstance(context.get("episode"), dict):
+                context["episode"]["requested_session_id"] = action.session_id
+            session_id, status = self._own_session(action, context)
+        self.stats.session_ids.append(session_id)
+        if status != "ended":
+            self.stats.episodes_started += 1
+        episode_context = EpisodeContext(session_id, action.t_ns, self.collection, self.robot_id, self._source_meta)
+        task = context.get("task", {}) if isinstance(context.get("task"), dict) else {}
+        self._episode = _Episode(episode_context, action.t_ns, action.t_ns, action.t_ns, task, marker=action.context,
+                                 owned=status != "attached", skipping=status == "ended")
+        for handler in self._converters():
+            assert handler.converter is not None
+            handler.converter.start_episode()
+
+    def _can_attach(self, session_id: str) -> bool:
+        """Whether a session someone else opened can take this episode's records."""
+        info = self.writer.session_info(session_id)
+        if info is not None and info.get("status") == "open" and info.get("collection") == self.collection:
+            return True
+        why = "does not exist" if info is None else (
+            f"belongs to collection {info.get('collection')!r}" if info.get("collection") != self.collection
+            else "has already ended")
+        log.warning("cannot attach the episode to session %s: it %s; the episode gets a session of its own",
+                    session_id, why)
+        return False
+
+    def _own_session(self, action: StartEpisode, context: dict[str, Any]) -> tuple[str, str | None]:
+        """Open (or find, or skip) the session the pipeline owns: (session id, prior status)."""
+        session_id = action.session_id if action.owned else None
+        if session_id is None and self._session_id_for is not None:
+            session_id = self._session_id_for(action.t_ns)
         status = self.writer.session_status(session_id) if session_id is not None else None
         if status == "open":
             self.writer.forget_session_records(session_id or "")
@@ -298,15 +357,7 @@ class Pipeline:
             self.writer.skip_session(session_id or "")
             self.stats.episodes_skipped += 1
         assert session_id is not None
-        self.stats.session_ids.append(session_id)
-        if status != "ended":
-            self.stats.episodes_started += 1
-        episode_context = EpisodeContext(session_id, action.t_ns, self.collection, self.robot_id, self._source_meta)
-        task = context.get("task", {}) if isinstance(context.get("task"), dict) else {}
-        self._episode = _Episode(episode_context, action.t_ns, action.t_ns, action.t_ns, task, skipping=status == "ended")
-        for handler in self._converters():
-            assert handler.converter is not None
-            handler.converter.start_episode()
+        return session_id, status
 
     def _end(self, action: EndEpisode) -> None:
         episode = self._episode
@@ -323,7 +374,10 @@ class Pipeline:
             outcome_score=action.score,
         )
         self.writer.write([("(episode)", summary)])
-        self.writer.end_session(episode.context.session_id, action.score)
+        if episode.owned:
+            self.writer.end_session(episode.context.session_id, action.score)
+        else:
+            self.writer.release_session(episode.context.session_id)  # its owner ends the session
         self.stats.episodes_ended += 1
 
 

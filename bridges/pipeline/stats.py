@@ -46,8 +46,12 @@ class PipelineStats:
     episodes_skipped: int = 0
     #: episodes a crashed run left open: their records were forgotten and rewritten
     episodes_rewritten: int = 0
+    #: of the episodes started, those written into a session someone else owns (and ends)
+    episodes_attached: int = 0
     records_written: int = 0
     facts_learned: int = 0
+    #: records of an attached episode written after the session's owner ended it (without the session)
+    records_after_session_end: int = 0
     writes: int = 0
     #: seconds the last / slowest write took
     last_write_s: float = 0.0

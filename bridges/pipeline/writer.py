@@ -2,16 +2,23 @@
 
 In dry-run mode nothing is written; every would-be write is appended to ``plan`` instead
 (existing sessions are still looked up, so a dry run shows what a real run would skip).
+
+Sessions someone else owns (see ``attach_session``) can end under our feet: robotmem then
+refuses writes into them. What the pipeline still had buffered for such a session is
+written without a session, keeping ``episode.key`` (the session id) and marked
+``episode.after_session_end``, so nothing received is lost and
+``recall(context_filter={"episode.key": ...})`` still finds it.
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 import time
 from typing import Any
 
-from robotmem.errors import NotFoundError, ValidationError
+from robotmem.errors import ConflictError, NotFoundError, ValidationError
 
 from .converters.base import Record
 from .stats import PipelineStats
@@ -32,15 +39,34 @@ class RecordWriter:
         #: dry run: what would have been written, in order
         self.plan: list[dict[str, Any]] = []
         self._dry_ids = itertools.count(1)
+        #: attached sessions (someone else owns them) -> whether their owner has ended them
+        self._attached: dict[str, bool] = {}
 
-    def session_status(self, session_id: str) -> str | None:
-        """"open", "ended", or None when no such session exists."""
+    def session_info(self, session_id: str) -> dict[str, Any] | None:
+        """The stored session (robotmem's ``get_session``), or None when there is no such session."""
         if self.memory is None:
             return None
         try:
-            return str(self.memory.get_session(session_id)["status"])
-        except NotFoundError:
+            return dict(self.memory.get_session(session_id))
+        except (NotFoundError, ValidationError):
             return None
+
+    def session_status(self, session_id: str) -> str | None:
+        """"open", "ended", or None when no such session exists."""
+        info = self.session_info(session_id)
+        return None if info is None else str(info["status"])
+
+    def attach_session(self, session_id: str) -> None:
+        """Records will go into a session someone else owns (and ends); see the module docstring."""
+        self._attached[session_id] = False
+        if self.dry_run:
+            self.plan.append({"action": "attach_episode", "session_id": session_id})
+
+    def release_session(self, session_id: str) -> None:
+        """The episode attached to ``session_id`` is over: its owner keeps the session open."""
+        self._attached.pop(session_id, None)
+        if self.dry_run:
+            self.plan.append({"action": "release_episode", "session_id": session_id})
 
     def start_session(self, collection: str, context: dict[str, Any], session_id: str | None) -> str:
         if self.dry_run:
@@ -77,7 +103,7 @@ class RecordWriter:
         else:
             started = time.perf_counter()
             try:
-                self.memory.save_perceptions([record for _, record in records])
+                self._save(records)
             except ValidationError as exc:
                 self._write_one_by_one(records, exc)
                 return
@@ -87,12 +113,45 @@ class RecordWriter:
             self.stats.topic(topic).records += 1
         self.stats.records_written += len(records)
 
+    def _save(self, records: list[tuple[str, Record]]) -> None:
+        """One bulk call; records for an attached session its owner has ended go without it."""
+        batch = [self._detached_if_ended(record) for _, record in records]
+        try:
+            self.memory.save_perceptions(batch)
+        except ConflictError:
+            if not self._notice_ended_sessions(batch):
+                raise
+            batch = [self._detached_if_ended(record) for record in batch]
+            self.memory.save_perceptions(batch)
+        self.stats.records_after_session_end += sum(
+            1 for (_, original), written in zip(records, batch) if written is not original)
+
+    def _notice_ended_sessions(self, records: list[Record]) -> bool:
+        """Robotmem refused a write: did the owner of an attached session end it? (True: retry)"""
+        noticed = False
+        for session_id in {r.get("session_id") for r in records}:
+            if (isinstance(session_id, str) and self._attached.get(session_id) is False
+                    and self.session_status(session_id) != "open"):
+                self._attached[session_id] = True
+                log.info("session %s was ended by its owner; the rest of its episode is stored without it",
+                         session_id)
+                noticed = True
+        return noticed
+
+    def _detached_if_ended(self, record: Record) -> Record:
+        session_id = record.get("session_id")
+        if not (isinstance(session_id, str) and self._attached.get(session_id)):
+            return record
+        detached = dict(record, session_id=None, metadata=copy.deepcopy(record.get("metadata") or {}))
+        detached["metadata"].setdefault("episode", {}).update({"key": session_id, "after_session_end": True})
+        return detached
+
     def _write_one_by_one(self, records: list[tuple[str, Record]], first_error: ValidationError) -> None:
         """One record was rejected: write the others, count and log the rejected ones."""
         log.warning("bulk write rejected (%s: %s); retrying record by record", first_error.field, first_error.message)
         for topic, record in records:
             try:
-                self.memory.save_perceptions([record])
+                self._save([(topic, record)])
             except ValidationError as exc:
                 self.stats.topic(topic).rejected += 1
                 log.warning("%s: record rejected by robotmem: %s (field %s)", topic, exc.message, exc.field)
@@ -109,7 +168,17 @@ class RecordWriter:
         if self.dry_run:
             self.plan.append({"action": "learn", "topic": topic, "insight": insight, "session_id": session_id})
         else:
-            self.memory.learn(insight, context=context, collection=collection, session_id=session_id)
+            note = self._detached_if_ended({"session_id": session_id, "metadata": context})
+            try:
+                self.memory.learn(insight, context=note["metadata"], collection=collection,
+                                  session_id=note["session_id"])
+            except ConflictError:
+                if not self._notice_ended_sessions([note]):
+                    raise
+                note = self._detached_if_ended(note)
+                self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=None)
+            if note["session_id"] != session_id:
+                self.stats.records_after_session_end += 1
         self.stats.topic(topic).records += 1
         self.stats.facts_learned += 1
 

@@ -179,6 +179,7 @@ class RosBridge:
             max_lag_s=counters.max_lag_s, worst_lag_s=counters.worst_lag_s,
             records_written=stats.records_written, facts_learned=stats.facts_learned,
             episodes_started=stats.episodes_started, episodes_ended=stats.episodes_ended,
+            episodes_attached=stats.episodes_attached,
             last_write_s=stats.last_write_s, max_write_s=stats.max_write_s, recall_answered=self.recall.answered,
             recall_dropped=self.recall.dropped, subscribed=self.connection.subscribed_topics())
 

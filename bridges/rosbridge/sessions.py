@@ -2,17 +2,19 @@
 
 A control loop (an agent over MCP, a Python script with ``Memory.start_session``) often
 knows best when a task starts and ends. When it opens a session in the bridge's
-collection, the bridge starts an episode; when that session ends, the episode ends with
-the session's outcome score. The bridge's episode is its own robotmem session (the
-pipeline owns its sessions); its session context carries ``episode.control_session_id``
-(and the control session's ``task``), so ``list_sessions`` leads from the control
-session to the bridge's episode, and ``recall(session_id=...)`` to its trajectories.
+collection, the bridge attaches an episode to that very session: trajectories,
+perceptions and notes are written into it (``recall(session_id=...)`` finds them), and
+every record carries the control session's ``task`` and ``episode.control_session_id``.
+The session stays the control loop's: the bridge never ends it. When the control loop
+ends it, the bridge ends its episode (the last chunks and the episode summary; robotmem
+refuses writes into an ended session, so those are stored without a session, keeping
+``episode.key``, see bridges/pipeline/writer.py).
 
 The follower polls ``Memory.list_sessions`` and turns what it sees into ordinary episode
-markers (the same JSON ``/robotmem/episode`` accepts), put into the inbox like a message,
-so the pipeline keeps being driven by one thread. Sessions written by a pipeline (their
-context has ``source.url`` or ``source.file``: this bridge, another bridge, a replay) are
-not control sessions and are ignored.
+markers (the JSON form ``/robotmem/episode`` accepts, with the ``session_id`` to attach
+to), put into the inbox like a message, so the pipeline keeps being driven by one thread.
+Sessions written by a pipeline (their context has ``source.url`` or ``source.file``: this
+bridge, another bridge, a replay) are not control sessions and are ignored.
 """
 
 from __future__ import annotations
@@ -68,8 +70,8 @@ class ControlSessionFollower:
         task = (session.get("context") or {}).get("task")
         if isinstance(task, dict):
             context["task"] = task
-        LOG.info("control session %s opened: starting an episode", sid)
-        self.emit_marker({"event": "start", "context": context})
+        LOG.info("control session %s opened: attaching an episode to it", sid)
+        self.emit_marker({"event": "start", "session_id": sid, "context": context})
 
     def _end(self, sid: str) -> None:
         self.following = None
@@ -79,7 +81,7 @@ class ControlSessionFollower:
         except RobotMemError:
             pass  # forgotten or unreadable: end without a score
         LOG.info("control session %s ended: ending its episode", sid)
-        marker: dict[str, Any] = {"event": "end"}
+        marker: dict[str, Any] = {"event": "end", "session_id": sid}
         if isinstance(score, (int, float)) and 0.0 <= score <= 1.0:
             marker["score"] = float(score)
         self.emit_marker(marker)

@@ -37,6 +37,8 @@ class BridgeSnapshot:
     facts_learned: int = 0
     episodes_started: int = 0
     episodes_ended: int = 0
+    #: of the episodes started, those attached to a control loop's session
+    episodes_attached: int = 0
     last_write_s: float = 0.0
     max_write_s: float = 0.0
     recall_answered: int = 0
@@ -76,7 +78,8 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
          f"{snap.total('fed')} ingested, {snap.total('dropped')} dropped, "
          f"{snap.total('malformed') + snap.bad_frames} malformed"),
         (f"  records written {snap.records_written}, facts learned {snap.facts_learned}, "
-         f"episodes {snap.episodes_started} started / {snap.episodes_ended} ended"),
+         f"episodes {snap.episodes_started} started ({snap.episodes_attached} in control sessions) / "
+         f"{snap.episodes_ended} ended"),
         (f"  connects {snap.connects}, disconnects {snap.disconnects}, peak queue {snap.queue_peak}/"
          f"{snap.queue_capacity}, worst lag {snap.worst_lag_s * 1000:.0f} ms, "
          f"worst write {snap.max_write_s * 1000:.0f} ms, "

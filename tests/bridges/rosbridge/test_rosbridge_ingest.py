@@ -228,26 +228,6 @@ def test_malformed_messages_are_counted_and_ingestion_goes_on(rosbridge_server: 
     assert sorted(stored_pose_x(memory, session["session_id"])) == pytest.approx([0.1 * i for i in range(10)])
 
 
-def test_episode_follows_a_session_a_control_loop_opens_and_ends(rosbridge_server: RosbridgeTestServer,
-                                                                 start_bridge, memory: Memory) -> None:
-    bridge = start_bridge(rosbridge_server, follow_interval_s=0.05)
-    wait_subscribed(rosbridge_server, "/odom")
-    control = memory.start_session("robot", context={"task": {"name": "fetch the cup"}})["session_id"]
-    wait_received(bridge, EPISODE, 1)  # the bridge noticed the session and queued a start marker
-    for i in range(20):
-        rosbridge_server.publish("/odom", zigzag_odometry(i))
-    wait_received(bridge, "/odom", 20)
-    memory.end_session(control, 0.6)
-    assert bridge.wait_until(lambda s: s.episodes_ended >= 1, 10)
-    bridge.stop()
-
-    (session,) = bridge_sessions(memory)
-    assert session["context"]["episode"]["control_session_id"] == control
-    assert session["context"]["task"]["name"] == "fetch the cup"
-    assert session["outcome_score"] == 0.6
-    assert len(stored_pose_x(memory, session["session_id"])) == 20
-
-
 def test_ros_node_recall_request_through_the_bridge_finds_the_episode_near_a_place(
         rosbridge_server: RosbridgeTestServer, start_bridge, memory: Memory) -> None:
     bridge = start_bridge(rosbridge_server)

@@ -159,6 +159,6 @@ def test_control_session_follower_emits_start_and_end_markers_and_ignores_pipeli
     follower.poll()  # the same open session: no second start
     memory.end_session(sid, 0.25)
     follower.poll()
-    assert markers == [{"event": "start", "context": {"episode": {"control_session_id": sid},
-                                                      "task": {"name": "inspect"}}},
-                       {"event": "end", "score": 0.25}]
+    assert markers == [{"event": "start", "session_id": sid,
+                        "context": {"episode": {"control_session_id": sid}, "task": {"name": "inspect"}}},
+                       {"event": "end", "session_id": sid, "score": 0.25}]

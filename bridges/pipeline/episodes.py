@@ -196,6 +196,10 @@ def _marker_session_id(value: Any) -> str | None:
     return value.strip()
 
 
+#: context sections robotmem requires to be JSON objects (robotmem/context.py)
+_OBJECT_SECTIONS = ("params", "spatial", "robot", "task")
+
+
 def _marker_context(argument: Any) -> dict[str, Any]:
     if argument is None:
         return {}
@@ -206,6 +210,10 @@ def _marker_context(argument: Any) -> dict[str, Any]:
             raise ValueError(f"episode marker: start context is not JSON: {exc}") from exc
     if not isinstance(argument, dict):
         raise ValueError("episode marker: start context must be a JSON object")  # noqa: TRY004 - bad input, not a bug
+    for section in _OBJECT_SECTIONS:
+        if section in argument and not isinstance(argument[section], dict):
+            # the context is copied onto every record: robotmem would refuse each one
+            raise ValueError(f"episode marker: start context '{section}' must be a JSON object")
     return argument
 
 

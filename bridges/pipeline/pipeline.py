@@ -16,7 +16,13 @@ from typing import Any
 
 from .background import BackgroundRecordWriter
 from .config import BridgeConfig, TopicRule
-from .converters import Converter, EpisodeContext, Record, make_converter
+from .converters import (
+    Converter,
+    EpisodeContext,
+    Record,
+    make_converter,
+    record_metadata,
+)
 from .episodes import EndEpisode, EpisodeAction, EpisodePolicy, StartEpisode
 from .messages import RosMessage
 from .stats import PipelineStats, TopicStats
@@ -246,6 +252,9 @@ class Pipeline:
         context.setdefault("source", {}).update({"topic": msg.topic, **self._source_meta})
         if self.robot_id:
             context.setdefault("robot", {}).setdefault("id", self.robot_id)
+        if episode is not None:
+            context.setdefault("episode", {}).setdefault("key", episode.context.session_id)
+            context = record_metadata(episode.context, context)
         session_id = episode.context.session_id if episode is not None else None
         self.writer.learn(msg.topic, insight, context, self.collection, session_id)
         if episode is not None:
@@ -322,7 +331,8 @@ class Pipeline:
         self.stats.session_ids.append(session_id)
         if status != "ended":
             self.stats.episodes_started += 1
-        episode_context = EpisodeContext(session_id, action.t_ns, self.collection, self.robot_id, self._source_meta)
+        episode_context = EpisodeContext(session_id, action.t_ns, self.collection, self.robot_id, self._source_meta,
+                                         marker=action.context)
         task = context.get("task", {}) if isinstance(context.get("task"), dict) else {}
         self._episode = _Episode(episode_context, action.t_ns, action.t_ns, action.t_ns, task, marker=action.context,
                                  owned=status != "attached", skipping=status == "ended")

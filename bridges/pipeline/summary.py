@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from .converters.base import PERCEPTION_TYPES, EpisodeContext, Record, base_metadata
+from .converters.base import (
+    PERCEPTION_TYPES,
+    EpisodeContext,
+    Record,
+    base_metadata,
+    record_metadata,
+)
 
 __all__ = ["episode_summary_record"]
 
@@ -43,7 +49,7 @@ def episode_summary_record(
         "description": description,
         "perception_type": PERCEPTION_TYPES["episode_summary"],
         "data": data,
-        "metadata": metadata,
+        "metadata": record_metadata(episode, metadata),
         "collection": episode.collection,
         "session_id": episode.session_id,
     }

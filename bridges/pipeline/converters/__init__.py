@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from ..config import BridgeConfig, TopicRule
-from .base import Converter, EpisodeContext, PerMessageConverter, Record, base_metadata
+from .base import (
+    Converter,
+    EpisodeContext,
+    PerMessageConverter,
+    Record,
+    base_metadata,
+    record_metadata,
+)
 from .image import ImageConverter
 from .joints import JointTrajectoryConverter
 from .json_perception import JsonPerceptionConverter
@@ -18,6 +25,7 @@ __all__ = [
     "Record",
     "base_metadata",
     "make_converter",
+    "record_metadata",
 ]
 
 DATA_CONVERTERS: dict[str, type[Converter]] = {

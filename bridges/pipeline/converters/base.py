@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import BridgeConfig, TopicRule
 from ..messages import RosMessage
 
-__all__ = ["PERCEPTION_TYPES", "Converter", "EpisodeContext", "PerMessageConverter", "Record", "base_metadata"]
+__all__ = [
+    "PERCEPTION_TYPES",
+    "Converter",
+    "EpisodeContext",
+    "PerMessageConverter",
+    "Record",
+    "base_metadata",
+    "merged_under",
+    "record_metadata",
+]
 
 #: keyword arguments of Memory.save_perception
 Record = dict[str, Any]
@@ -34,6 +44,8 @@ class EpisodeContext:
     robot_id: str | None
     #: {"file": path} for replay, {"url": ws://...} for the live bridge
     source: dict[str, str]
+    #: the start marker's JSON context (task, robot, episode.*, ...): copied onto every record
+    marker: dict[str, Any] = field(default_factory=dict)
 
 
 def base_metadata(episode: EpisodeContext, topic: str, msgtype: str, duration_s: float) -> dict[str, Any]:
@@ -46,6 +58,24 @@ def base_metadata(episode: EpisodeContext, topic: str, msgtype: str, duration_s:
     if episode.robot_id:
         metadata["robot"] = {"id": episode.robot_id}
     return metadata
+
+
+def merged_under(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """``own`` laid over a copy of ``base``: nested objects merge key by key, ``own``'s values win."""
+    result = copy.deepcopy(base)
+    for key, value in own.items():
+        below = result.get(key)
+        result[key] = merged_under(below, value) if isinstance(value, dict) and isinstance(below, dict) else value
+    return result
+
+
+def record_metadata(episode: EpisodeContext, metadata: dict[str, Any]) -> dict[str, Any]:
+    """A record's final metadata: its own sections over the episode's start-marker context.
+
+    So ``recall(context_filter={"task.name": ...})`` finds every record of the episodes
+    started for that task, not only their summaries.
+    """
+    return merged_under(episode.marker, metadata) if episode.marker else metadata
 
 
 class Converter:
@@ -100,7 +130,7 @@ class Converter:
             "description": description,
             "perception_type": self.perception_type,
             "data": data,
-            "metadata": metadata,
+            "metadata": record_metadata(episode, metadata),
             "collection": episode.collection,
             "session_id": episode.session_id,
         }

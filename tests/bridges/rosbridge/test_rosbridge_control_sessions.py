@@ -43,6 +43,9 @@ def test_records_land_in_the_control_loops_session_and_the_bridge_leaves_it_open
     assert snapshot.episodes_attached == snapshot.episodes_started == snapshot.episodes_ended == 1
     chunks = memory.recall(collection="robot", session_id=control, context_filter={"source.topic": "/odom"}, n=10)
     assert chunks["count"] == 2
+    for chunk in chunks["results"]:  # the control session's task travels on every record
+        assert chunk["task"]["name"] == "fetch the cup"
+        assert chunk["context"]["episode"]["control_session_id"] == control
     assert sorted(stored_pose_x(memory, control)) == pytest.approx([0.1 * i for i in range(40)])
     note = memory.recall("where was the cup", collection="robot", session_id=control, n=1)["results"]
     assert note and note[0]["content"] == "the cup was behind the kettle"

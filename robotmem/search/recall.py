@@ -91,12 +91,15 @@ class RecallEngine:
         if not req.needs_sql_candidates:
             index.sync(conn)
             return index.search(query, k, rules, min_similarity=self._min_similarity)
+        all_scores = None
         if index.loaded:
             # Broad filters: the best rows overall usually pass, and then the best k that
             # pass are exactly the filtered top k. Check the filter on a shortlist first.
             index.sync(conn)
+            all_scores = index.score_all(query)
             for shortlist in (8 * k, 64 * k):
-                top = index.search(query, shortlist, rules, min_similarity=self._min_similarity)
+                top = index.search(query, shortlist, rules, min_similarity=self._min_similarity,
+                                   all_scores=all_scores)
                 passing = eligible_subset(conn, req, [m for m, _ in top], now, self._half_life_s)
                 hits = [(m, s) for m, s in top if m in passing]
                 if len(hits) >= k or len(top) < shortlist:
@@ -108,7 +111,8 @@ class RecallEngine:
         if len(candidates) <= _SQL_VECTOR_LIMIT and not index.loaded:
             return self._sql_vector_hits(conn, candidates, model_id, query, k)
         index.sync(conn)
-        return index.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity)
+        return index.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity,
+                            all_scores=all_scores)
 
     def _similarities(
         self, conn: apsw.Connection, memory_ids: list[int], model_id: str, query: np.ndarray

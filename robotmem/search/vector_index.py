@@ -161,6 +161,11 @@ class VectorIndex:
 
     # -- searching -------------------------------------------------------------------
 
+    def score_all(self, query: np.ndarray) -> np.ndarray:
+        """Cosine of the query with every row (one matrix-vector product), to reuse across searches."""
+        with self._lock:
+            return self._matrix[: self._size] @ query
+
     def search(
         self,
         query: np.ndarray,
@@ -169,23 +174,38 @@ class VectorIndex:
         *,
         candidates: np.ndarray | None = None,
         min_similarity: float = -1.0,
+        all_scores: np.ndarray | None = None,
     ) -> list[tuple[int, float]]:
-        """Top-k (memory_id, cosine) among eligible rows (and ``candidates`` when given), best first."""
+        """Top-k (memory_id, cosine) among eligible rows (and ``candidates`` when given), best first.
+
+        ``all_scores`` (from :meth:`score_all`, same query) saves recomputing the product.
+        """
         with self._lock:
             size = self._size
             if size == 0:
                 return []
+            if all_scores is not None and len(all_scores) != size:
+                all_scores = None  # rows arrived in between
             if candidates is not None:
                 rows = self._rows_of(candidates)
-                scores = self._matrix[rows] @ query if len(rows) * 4 < size else (self._matrix[:size] @ query)[rows]
+                if all_scores is not None:
+                    scores = all_scores[rows]
+                elif len(rows) * 4 < size:
+                    scores = self._matrix[rows] @ query
+                else:
+                    scores = (self._matrix[:size] @ query)[rows]
             else:
                 rows = None
-                scores = self._matrix[:size] @ query
+                scores = all_scores if all_scores is not None else self._matrix[:size] @ query
+            if len(scores) == 0:
+                return []
             # Most rows are eligible: check eligibility on a short list first, all rows only if it runs dry.
             shortlist = min(len(scores), 4 * k + 16)
             top = np.argpartition(-scores, shortlist - 1)[:shortlist] if shortlist < len(scores) else np.arange(len(scores))
             hits = self._eligible_top(top, rows, scores, k, rules, min_similarity)
-            if len(hits) < k and shortlist < len(scores):
+            # Rows outside the shortlist score lower; they matter only if they can still pass.
+            may_have_more = shortlist < len(scores) and float(scores[top].min()) >= min_similarity
+            if len(hits) < k and may_have_more:
                 hits = self._eligible_top(np.arange(len(scores)), rows, scores, k, rules, min_similarity)
             return hits
 

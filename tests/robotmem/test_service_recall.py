@@ -199,3 +199,19 @@ def test_recall_sees_writes_from_another_memory_instance(db_path: Path, clock):
         assert len(reader.recall("lidar")["results"]) == 1
         writer.learn("second note about the lidar")
         assert len(reader.recall("lidar")["results"]) == 2
+
+
+@pytest.mark.parametrize("context_filter", [{"task.batch": 3}, {"task.batch": {"$ne": 3}}, {"task.batch": {"$lt": 19}}])
+def test_filtered_vector_ranking_is_the_same_on_every_path(db_path: Path, clock, context_filter):
+    """sqlite-vec in SQL (cold process), the shortlist check and the candidate set agree."""
+    with Memory(db_path, clock=clock) as mem:
+        mem.save_perceptions([{"description": f"observation {i}: object {i % 7} moved {i % 11} cm on table {i % 3}",
+                               "metadata": {"task": {"batch": i % 20}}} for i in range(400)])
+    query = "an object was pushed across the table"
+    with Memory(db_path, clock=clock) as cold:
+        in_sql = cold.recall(query, n=20, context_filter=context_filter)
+    with Memory(db_path, clock=clock) as warm:
+        warm.recall(query)  # loads the in-process index
+        in_numpy = warm.recall(query, n=20, context_filter=context_filter)
+    assert in_sql["mode"] == in_numpy["mode"] == "hybrid"
+    assert _ids(in_sql) == _ids(in_numpy)

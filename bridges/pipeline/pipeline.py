@@ -225,15 +225,14 @@ class Pipeline:
         if not self.policy.opens_on_data:
             handler.stats.outside_episode += 1
             return False
-        if self._idle:
-            try:
-                moving = converter.would_move(msg)
-            except _MALFORMED as exc:
-                self._log_malformed(msg, handler, exc)
-                return False
-            if not moving:
+        try:  # a malformed message must not open an (empty) episode: validate first
+            if self._idle and not converter.would_move(msg):
                 handler.stats.outside_episode += 1
                 return False
+            converter.check(msg)
+        except _MALFORMED as exc:
+            self._log_malformed(msg, handler, exc)
+            return False
         self._start(StartEpisode(msg.t_ns))
         return True
 

@@ -104,6 +104,11 @@ class Converter:
     def feed(self, msg: RosMessage) -> bool:
         raise NotImplementedError
 
+    def check(self, msg: RosMessage) -> None:
+        """Raise as :meth:`feed` would for a malformed message, without buffering it (so that a
+        bad message never opens an episode)."""
+        raise NotImplementedError
+
     def would_move(self, msg: RosMessage) -> bool:
         """Whether this message shows motion, without buffering it (reopening after an idle gap)."""
         return False
@@ -143,9 +148,15 @@ class PerMessageConverter(Converter):
         super().__init__(topic, msgtype, rule, config, kind)
         self._pending: list[tuple[int, str, Any, dict[str, Any]]] = []
         self._count = 0
+        #: the message check() converted last, and its conversion
+        self._checked: tuple[RosMessage, tuple[str, Any, dict[str, Any]]] | None = None
+
+    def check(self, msg: RosMessage) -> None:
+        self._checked = (msg, self.convert(msg))  # feed() reuses the conversion
 
     def feed(self, msg: RosMessage) -> bool:
-        description, data, extra = self.convert(msg)
+        checked, self._checked = self._checked, None
+        description, data, extra = checked[1] if checked is not None and checked[0] is msg else self.convert(msg)
         self._pending.append((msg.t_ns, description, data, extra))
         self._count += 1
         if self.pending_since_ns is None:

@@ -62,6 +62,9 @@ class JointTrajectoryConverter(Converter):
             self.ready = True
         return self._moved(positions)
 
+    def check(self, msg: RosMessage) -> None:
+        self._read(msg)
+
     def would_move(self, msg: RosMessage) -> bool:
         positions = self._read(msg)[1]
         anchor = self._anchor

@@ -115,6 +115,9 @@ class PoseTrajectoryConverter(Converter):
             self.ready = True
         return self._moved(x, y, z)
 
+    def check(self, msg: RosMessage) -> None:
+        self._read(msg)
+
     def would_move(self, msg: RosMessage) -> bool:
         x, y, z = self._read(msg)[:3]
         anchor = self._anchor

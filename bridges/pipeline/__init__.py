@@ -12,6 +12,7 @@ from .episodes import (
     parse_episode_split,
 )
 from .messages import RosMessage, normalize_msgtype, to_plain
+from .outbox import RetryPolicy
 from .pipeline import Pipeline
 from .stats import PipelineStats, TopicStats
 
@@ -23,6 +24,7 @@ __all__ = [
     "GapEpisodes",
     "Pipeline",
     "PipelineStats",
+    "RetryPolicy",
     "RosMessage",
     "TopicEpisodes",
     "TopicRule",

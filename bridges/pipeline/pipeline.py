@@ -2,8 +2,8 @@
 
 One instance per stream of messages (a recording, a rosbridge connection). ``feed`` is
 called from one thread; it never raises for a bad message (counted as malformed and
-logged). Errors of the store itself (robotmem StorageError) do propagate: the caller
-decides whether to retry or stop.
+logged). Errors of the store itself (robotmem StorageError) propagate unless a
+``write_retry`` policy is given: then writes are held and retried (outbox.py).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .converters import (
 )
 from .episodes import EndEpisode, EpisodeAction, EpisodePolicy, StartEpisode
 from .messages import RosMessage
+from .outbox import RetryPolicy
 from .stats import PipelineStats, TopicStats
 from .summary import episode_summary_record
 from .writer import RecordWriter
@@ -81,11 +82,13 @@ class Pipeline:
         dry_run: bool = False,
         session_id_for: Callable[[int], str] | None = None,
         background_writes: bool = False,
+        write_retry: RetryPolicy | None = None,
     ) -> None:
         """``session_id_for(start_ns)`` gives deterministic session ids (replay); an id that
         already exists as an ended session is skipped, an open one is rewritten from scratch.
         ``background_writes`` writes (and embeds) on a worker thread in batches (replay; see
-        background.py); ``flush`` and ``close`` wait for it."""
+        background.py); ``flush`` and ``close`` wait for it. ``write_retry`` holds and retries
+        writes the store refuses with StorageError (the live bridge; see outbox.py)."""
         self.config = config
         self.collection = collection
         self.robot_id = robot_id
@@ -94,7 +97,7 @@ class Pipeline:
         self.stats = PipelineStats()
         self.writer: RecordWriter = (
             BackgroundRecordWriter(memory, self.stats) if background_writes and not dry_run
-            else RecordWriter(memory, self.stats, dry_run=dry_run)
+            else RecordWriter(memory, self.stats, dry_run=dry_run, retry=write_retry)
         )
         self._session_id_for = session_id_for
         self._source_meta = {"url": source} if "://" in source else {"file": source}
@@ -125,6 +128,7 @@ class Pipeline:
 
     def tick(self, now_ns: int) -> None:
         """Time passed without messages: end an idle episode, write chunks that are due."""
+        self.writer.retry_due()
         self._advance(now_ns)
         due = [h for h in self._converters() if h.converter is not None and h.converter.pending_since_ns is not None
                and now_ns - h.converter.pending_since_ns >= h.converter.chunk_ns]

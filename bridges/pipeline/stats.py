@@ -30,6 +30,8 @@ class TopicStats:
     ignored: int = 0
     #: records robotmem refused (logged with the field it named); the others were written
     rejected: int = 0
+    #: records given up after the store kept failing (see outbox.py)
+    store_dropped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -50,6 +52,10 @@ class PipelineStats:
     episodes_attached: int = 0
     records_written: int = 0
     facts_learned: int = 0
+    #: store writes that failed with StorageError and were tried again (see outbox.py)
+    write_retries: int = 0
+    #: records given up: the store failed past the retry limit, or too many were held
+    records_dropped: int = 0
     #: records of an attached episode written after the session's owner ended it (without the session)
     records_after_session_end: int = 0
     writes: int = 0

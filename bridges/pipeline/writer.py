@@ -3,6 +3,11 @@
 In dry-run mode nothing is written; every would-be write is appended to ``plan`` instead
 (existing sessions are still looked up, so a dry run shows what a real run would skip).
 
+With a :class:`~bridges.pipeline.outbox.RetryPolicy` (the live bridge), every store call
+goes through a :class:`~bridges.pipeline.outbox.WriteOutbox`: a busy or failing store
+delays writes (bounded, counted) instead of losing them. Without one, StorageError
+propagates to the caller (replay: the run stops and can be repeated).
+
 Sessions someone else owns (see ``attach_session``) can end under our feet: robotmem then
 refuses writes into them. What the pipeline still had buffered for such a session is
 written without a session, keeping ``episode.key`` (the session id) and marked
@@ -13,14 +18,18 @@ written without a session, keeping ``episode.key`` (the session id) and marked
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import logging
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from robotmem.errors import ConflictError, NotFoundError, ValidationError
 
 from .converters.base import Record
+from .outbox import RetryPolicy, StoreOperation, WriteOutbox
 from .stats import PipelineStats
 
 __all__ = ["RecordWriter"]
@@ -32,10 +41,12 @@ _PLAN_DATA_KEYS = 12
 
 
 class RecordWriter:
-    def __init__(self, memory: Any, stats: PipelineStats, *, dry_run: bool = False) -> None:
+    def __init__(self, memory: Any, stats: PipelineStats, *, dry_run: bool = False,
+                 retry: RetryPolicy | None = None) -> None:
         self.memory = memory
         self.stats = stats
         self.dry_run = dry_run
+        self.outbox = WriteOutbox(retry, stats) if retry is not None and not dry_run else None
         #: dry run: what would have been written, in order
         self.plan: list[dict[str, Any]] = []
         self._dry_ids = itertools.count(1)
@@ -64,17 +75,41 @@ class RecordWriter:
 
     def release_session(self, session_id: str) -> None:
         """The episode attached to ``session_id`` is over: its owner keeps the session open."""
-        self._attached.pop(session_id, None)
         if self.dry_run:
             self.plan.append({"action": "release_episode", "session_id": session_id})
+        # after the session's last records (they may still wait in the outbox)
+        self._perform(f"releasing session {session_id}", functools.partial(self._attached.pop, session_id, None))
+
+    @property
+    def pending_records(self) -> int:
+        """Records waiting for the store to take them again (see outbox.py)."""
+        return self.outbox.pending_records if self.outbox is not None else 0
+
+    def retry_due(self) -> None:
+        """Try held writes again when their backoff has passed."""
+        if self.outbox is not None:
+            self.outbox.pump()
+
+    def _perform(self, what: str, run: Callable[[], Any], records: list[tuple[str, Any]] | None = None) -> None:
+        """Run a store call now, or in order through the outbox."""
+        if self.outbox is None:
+            run()
+        else:
+            self.outbox.submit(StoreOperation(what, run, records if records is not None else []))
 
     def start_session(self, collection: str, context: dict[str, Any], session_id: str | None) -> str:
         if self.dry_run:
             sid = session_id or f"dry_run_{next(self._dry_ids)}"
             self.plan.append({"action": "start_episode", "session_id": sid, "collection": collection, "context": context})
             return sid
-        result = self.memory.start_session(collection=collection, context=context, session_id=session_id)
-        return str(result["session_id"])
+        if self.outbox is None:
+            result = self.memory.start_session(collection=collection, context=context, session_id=session_id)
+            return str(result["session_id"])
+        # The outbox may run it later: choose the id now (robotmem's form; starting is idempotent).
+        sid = session_id or "ses_" + uuid.uuid4().hex[:16]
+        self._perform(f"starting session {sid}", functools.partial(
+            self.memory.start_session, collection=collection, context=context, session_id=sid))
+        return sid
 
     def skip_session(self, session_id: str) -> None:
         """An episode that is already stored; only a dry run's plan mentions it."""
@@ -100,15 +135,23 @@ class RecordWriter:
             return
         if self.dry_run:
             self.plan.extend(_planned(topic, record) for topic, record in records)
-        else:
-            started = time.perf_counter()
-            try:
-                self._save(records)
-            except ValidationError as exc:
-                self._write_one_by_one(records, exc)
-                return
-            finally:
-                self._note_write(time.perf_counter() - started)
+            self._count_written(records)
+            return
+        batch = list(records)  # the outbox's copy: a partial write removes what it wrote
+        self._perform(f"writing {len(batch)} records", functools.partial(self._write_now, batch), batch)
+
+    def _write_now(self, batch: list[tuple[str, Record]]) -> None:
+        started = time.perf_counter()
+        try:
+            self._save(batch)
+        except ValidationError as exc:
+            self._write_one_by_one(batch, exc)
+            return
+        finally:
+            self._note_write(time.perf_counter() - started)
+        self._count_written(batch)
+
+    def _count_written(self, records: list[tuple[str, Record]]) -> None:
         for topic, _ in records:
             self.stats.topic(topic).records += 1
         self.stats.records_written += len(records)
@@ -146,18 +189,22 @@ class RecordWriter:
         detached["metadata"].setdefault("episode", {}).update({"key": session_id, "after_session_end": True})
         return detached
 
-    def _write_one_by_one(self, records: list[tuple[str, Record]], first_error: ValidationError) -> None:
-        """One record was rejected: write the others, count and log the rejected ones."""
+    def _write_one_by_one(self, batch: list[tuple[str, Record]], first_error: ValidationError) -> None:
+        """One record was rejected: write the others, count and log the rejected ones.
+
+        Each record leaves ``batch`` once handled, so after a StorageError a retry goes on
+        with the rest instead of writing the first ones twice."""
         log.warning("bulk write rejected (%s: %s); retrying record by record", first_error.field, first_error.message)
-        for topic, record in records:
+        while batch:
+            topic, record = batch[0]
             try:
                 self._save([(topic, record)])
             except ValidationError as exc:
                 self.stats.topic(topic).rejected += 1
                 log.warning("%s: record rejected by robotmem: %s (field %s)", topic, exc.message, exc.field)
-                continue
-            self.stats.topic(topic).records += 1
-            self.stats.records_written += 1
+            else:
+                self._count_written([(topic, record)])
+            batch.pop(0)
 
     def _note_write(self, seconds: float) -> None:
         self.stats.writes += 1
@@ -167,18 +214,27 @@ class RecordWriter:
     def learn(self, topic: str, insight: str, context: dict[str, Any], collection: str, session_id: str | None) -> None:
         if self.dry_run:
             self.plan.append({"action": "learn", "topic": topic, "insight": insight, "session_id": session_id})
-        else:
-            note = self._detached_if_ended({"session_id": session_id, "metadata": context})
-            try:
-                self.memory.learn(insight, context=note["metadata"], collection=collection,
-                                  session_id=note["session_id"])
-            except ConflictError:
-                if not self._notice_ended_sessions([note]):
-                    raise
-                note = self._detached_if_ended(note)
-                self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=None)
-            if note["session_id"] != session_id:
-                self.stats.records_after_session_end += 1
+            self._count_learned(topic)
+            return
+        self._perform(f"learning a note from {topic}",
+                      functools.partial(self._learn_now, topic, insight, context, collection, session_id),
+                      [(topic, insight)])
+
+    def _learn_now(self, topic: str, insight: str, context: dict[str, Any], collection: str,
+                   session_id: str | None) -> None:
+        note = self._detached_if_ended({"session_id": session_id, "metadata": context})
+        try:
+            self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=note["session_id"])
+        except ConflictError:
+            if not self._notice_ended_sessions([note]):
+                raise
+            note = self._detached_if_ended(note)
+            self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=None)
+        if note["session_id"] != session_id:
+            self.stats.records_after_session_end += 1
+        self._count_learned(topic)
+
+    def _count_learned(self, topic: str) -> None:
         self.stats.topic(topic).records += 1
         self.stats.facts_learned += 1
 
@@ -186,13 +242,18 @@ class RecordWriter:
         if self.dry_run:
             self.plan.append({"action": "end_episode", "session_id": session_id, "outcome_score": score})
             return
-        self.memory.end_session(session_id, outcome_score=score)
+        self._perform(f"ending session {session_id}",
+                      functools.partial(self.memory.end_session, session_id, outcome_score=score))
 
     def drain(self) -> None:
-        """Wait until everything handed over has been written (synchronous: nothing to wait for)."""
+        """Write everything handed over now (held writes are tried again at once)."""
+        if self.outbox is not None:
+            self.outbox.pump(force=True)
 
     def close(self) -> None:
-        """Write what is pending and release resources."""
+        """Write what is pending (held writes: retried for a while, then dropped and counted)."""
+        if self.outbox is not None:
+            self.outbox.close()
 
 
 def _planned(topic: str, record: Record) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from bridges.pipeline.config import BridgeConfig
 from bridges.pipeline.episodes import EpisodePolicy, TopicEpisodes
+from bridges.pipeline.outbox import RetryPolicy
 from bridges.pipeline.pipeline import Pipeline
 
 from .connection import RosbridgeConnection
@@ -60,6 +61,8 @@ class BridgeOptions:
     #: start/end episodes with sessions a control loop opens in the collection (see sessions.py)
     follow_control_sessions: bool = True
     follow_interval_s: float = 1.0
+    #: a busy or failing store: writes are held and retried, bounded (bridges/pipeline/outbox.py)
+    write_retry: RetryPolicy = RetryPolicy()
     dry_run: bool = False
 
 
@@ -86,7 +89,8 @@ class RosBridge:
         self.inbox = BoundedInbox(options.queue_capacity)
         policy = episode_policy or default_episode_policy(config)
         self.pipeline = Pipeline(memory, config, collection=options.collection, robot_id=options.robot_id,
-                                 episode_policy=policy, source=options.url, dry_run=options.dry_run)
+                                 episode_policy=policy, source=options.url, dry_run=options.dry_run,
+                                 write_retry=options.write_retry)
         self.follower: ControlSessionFollower | None = None
         if options.follow_control_sessions and policy.marker_topic is not None:
             marker_topic = policy.marker_topic
@@ -179,7 +183,8 @@ class RosBridge:
             max_lag_s=counters.max_lag_s, worst_lag_s=counters.worst_lag_s,
             records_written=stats.records_written, facts_learned=stats.facts_learned,
             episodes_started=stats.episodes_started, episodes_ended=stats.episodes_ended,
-            episodes_attached=stats.episodes_attached,
+            episodes_attached=stats.episodes_attached, write_retries=stats.write_retries,
+            held_records=self.pipeline.writer.pending_records, store_dropped=stats.records_dropped,
             last_write_s=stats.last_write_s, max_write_s=stats.max_write_s, recall_answered=self.recall.answered,
             recall_dropped=self.recall.dropped, subscribed=self.connection.subscribed_topics())
 

@@ -39,6 +39,10 @@ class BridgeSnapshot:
     episodes_ended: int = 0
     #: of the episodes started, those attached to a control loop's session
     episodes_attached: int = 0
+    #: the store refused writes (busy, failing): retries, records held for retry, records given up
+    write_retries: int = 0
+    held_records: int = 0
+    store_dropped: int = 0
     last_write_s: float = 0.0
     max_write_s: float = 0.0
     recall_answered: int = 0
@@ -66,7 +70,15 @@ def format_status(prev: BridgeSnapshot | None, cur: BridgeSnapshot, interval_s: 
         f"drops {cur.total('dropped')} malformed {cur.total('malformed') + cur.bad_frames} | "
         f"queue {cur.queue}/{cur.queue_capacity} lag {cur.max_lag_s * 1000:.0f} ms | "
         f"records {cur.records_written} episodes {cur.episodes_started} | write {cur.last_write_s * 1000:.0f} ms"
+        + _store_trouble(cur)
     )
+
+
+def _store_trouble(snap: BridgeSnapshot) -> str:
+    """Only when the store has refused writes: retries, records held, records given up."""
+    if not (snap.write_retries or snap.held_records or snap.store_dropped):
+        return ""
+    return f" | store retries {snap.write_retries} held {snap.held_records} dropped {snap.store_dropped}"
 
 
 def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
@@ -84,6 +96,8 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
          f"{snap.queue_capacity}, worst lag {snap.worst_lag_s * 1000:.0f} ms, "
          f"worst write {snap.max_write_s * 1000:.0f} ms, "
          f"recall answered {snap.recall_answered}"),
+        (f"  store write retries {snap.write_retries}, records held {snap.held_records}, "
+         f"records given up {snap.store_dropped}"),
     ]
     for topic in sorted(set(snap.received) | set(snap.malformed)):
         lines.append(

@@ -12,6 +12,7 @@ from bridges.pipeline.config import BridgeConfig
 from bridges.rosbridge.bridge import BridgeOptions, RosBridge
 from bridges.rosbridge.testing import RosbridgeTestServer
 from robotmem import Memory
+from robotmem.config import Config
 
 
 @pytest.fixture
@@ -68,5 +69,20 @@ class BridgeFactory:
 @pytest.fixture
 def start_bridge(memory: Memory, fast_reconnect: dict[str, float]) -> Iterator[BridgeFactory]:
     factory = BridgeFactory(memory, fast_reconnect)
+    yield factory
+    factory.stop_all()
+
+
+@pytest.fixture
+def busy_memory(robotmem_home: Path) -> Iterator[Memory]:
+    """A real store whose writers give up after 100 ms when another connection holds the write lock."""
+    config = Config.load(busy_timeout_ms=100)
+    with Memory(robotmem_home / "busy.db", collection="robot", config=config) as mem:
+        yield mem
+
+
+@pytest.fixture
+def start_bridge_on_busy_store(busy_memory: Memory, fast_reconnect: dict[str, float]) -> Iterator[BridgeFactory]:
+    factory = BridgeFactory(busy_memory, fast_reconnect)
     yield factory
     factory.stop_all()

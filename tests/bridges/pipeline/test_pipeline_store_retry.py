@@ -1,0 +1,172 @@
+"""A store that refuses writes (another connection holds SQLite's write lock): held, retried, bounded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+from pipeline_helpers import (
+    T0,
+    S,
+    by_topic,
+    learn,
+    marker,
+    records,
+    straight_drive,
+    summary_of,
+)
+
+from bridges.pipeline import (
+    BridgeConfig,
+    FileEpisodes,
+    Pipeline,
+    RetryPolicy,
+    TopicEpisodes,
+)
+from bridges.pipeline.episodes import EpisodePolicy
+from robotmem import Memory
+from robotmem.config import Config
+from robotmem.errors import StorageError
+
+
+class ManualClock:
+    """Backoff time under the test's control (the lock itself is real)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+class WriteLock:
+    """Another connection to the same file holding the write lock, as a second process would."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = apsw.Connection(str(path))
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.conn.execute("COMMIT")
+            self.conn.close()
+            self.held = False
+
+
+@pytest.fixture
+def busy_mem(tmp_path: Path) -> Iterator[Memory]:
+    """A real store whose writers give up after 50 ms of waiting for the lock."""
+    config = Config.load(busy_timeout_ms=50)
+    with Memory(tmp_path / "busy.db", embedder=None, config=config) as memory:
+        yield memory
+
+
+@pytest.fixture
+def lock(busy_mem: Memory) -> Iterator[WriteLock]:
+    holder = WriteLock(busy_mem.path)
+    yield holder
+    holder.release()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+def _pipeline(mem: Memory, clock: ManualClock, policy: EpisodePolicy | None = None, **retry: float) -> Pipeline:
+    return Pipeline(mem, BridgeConfig(), collection="test", robot_id="bot-1", episode_policy=policy or FileEpisodes(),
+                    source="ws://robot:9090", write_retry=RetryPolicy(clock=clock, sleep=clock.advance, **retry))
+
+
+def test_writes_refused_while_another_connection_holds_the_lock_are_written_once_it_is_gone(
+        busy_mem: Memory, lock: WriteLock, clock: ManualClock) -> None:
+    pipeline = _pipeline(busy_mem, clock, TopicEpisodes())
+    pipeline.feed(marker(T0, 'start {"task": {"name": "dock"}}'))
+    drive = straight_drive(T0, seconds=25)
+    for msg in drive:
+        pipeline.feed(msg)
+    pipeline.feed(learn(T0 + 5 * S, "The dock is behind the pillar"))
+    pipeline.feed(marker(T0 + 26 * S, "end 0.8"))
+
+    stats = pipeline.stats
+    assert busy_mem.list_sessions() == [] and stats.records_written == 0
+    assert stats.write_retries == 1  # the session start failed; the rest waits behind it, in order
+    assert pipeline.writer.pending_records == 5  # three chunks, the note, the summary
+    clock.advance(0.1)
+    pipeline.tick(T0 + 27 * S)
+    assert stats.write_retries == 1  # the backoff has not passed
+    clock.advance(1.0)
+    pipeline.tick(T0 + 28 * S)
+    assert stats.write_retries == 2
+
+    lock.release()
+    clock.advance(10.0)
+    pipeline.tick(T0 + 29 * S)
+    assert pipeline.writer.pending_records == 0 and stats.records_dropped == 0
+    (session,) = stats.session_ids
+    assert busy_mem.get_session(session)["outcome_score"] == 0.8
+    chunks = by_topic(busy_mem, session, "/odom")
+    assert sum(busy_mem.get_data(c["id"])["raw_points"] for c in chunks) == len(drive)  # every pose, once
+    assert [m["content"] for m in records(busy_mem, session) if m["type"] == "fact"] == ["The dock is behind the pillar"]
+    assert summary_of(busy_mem, session)["task"]["name"] == "dock"
+    pipeline.close()
+
+
+def test_a_write_still_failing_after_the_attempt_limit_is_dropped_and_counted(
+        busy_mem: Memory, clock: ManualClock) -> None:
+    pipeline = _pipeline(busy_mem, clock, max_attempts=2)
+    for msg in straight_drive(T0, seconds=11):
+        pipeline.feed(msg)  # the session and the first chunk are stored
+    lock = WriteLock(busy_mem.path)
+    try:
+        for msg in straight_drive(T0 + 11 * S, seconds=10, origin=(5.5, 0.0)):
+            pipeline.feed(msg)  # the second chunk fails once ...
+        clock.advance(1.0)
+        pipeline.tick(T0 + 21 * S)  # ... and twice: dropped
+        assert pipeline.stats.records_dropped == 1 and pipeline.stats.topics["/odom"].store_dropped == 1
+        assert pipeline.writer.pending_records == 0
+    finally:
+        lock.release()
+    stats = pipeline.close()
+    (session,) = stats.session_ids
+    assert busy_mem.get_session(session)["status"] == "ended"
+    assert len(by_topic(busy_mem, session, "/odom")) == 2  # the first and the last chunk
+    assert stats.write_retries == 2
+
+
+def test_held_records_stay_bounded_by_dropping_the_oldest(busy_mem: Memory, lock: WriteLock, clock: ManualClock) -> None:
+    pipeline = _pipeline(busy_mem, clock, max_pending_records=2)
+    for msg in straight_drive(T0, seconds=50):
+        pipeline.feed(msg)  # four chunks complete while the store is locked
+    assert pipeline.writer.pending_records == 2 and pipeline.stats.records_dropped == 2
+    lock.release()
+    pipeline.close()  # the last chunk and the summary push out two more of the oldest
+    (session,) = pipeline.stats.session_ids
+    (chunk,) = by_topic(busy_mem, session, "/odom")
+    assert chunk["context"]["episode"]["t_start_ns"] > T0 + 40 * S  # the newest data was kept
+    assert pipeline.stats.records_dropped == 4 and len(records(busy_mem, session)) == 2
+
+
+def test_close_gives_up_on_a_store_that_stays_locked_and_counts_what_it_dropped(
+        busy_mem: Memory, lock: WriteLock, clock: ManualClock) -> None:
+    pipeline = _pipeline(busy_mem, clock, close_timeout_s=3.0)
+    for msg in straight_drive(T0, seconds=12):
+        pipeline.feed(msg)
+    stats = pipeline.close()  # does not raise
+    assert stats.records_dropped == 3  # two chunks and the summary
+    assert stats.write_retries >= 3 and pipeline.writer.pending_records == 0
+    lock.release()
+    assert busy_mem.list_sessions() == []
+
+
+def test_without_a_retry_policy_a_store_error_still_propagates(busy_mem: Memory, lock: WriteLock) -> None:
+    pipeline = Pipeline(busy_mem, BridgeConfig(), collection="test", robot_id=None, episode_policy=FileEpisodes(),
+                        source="/recordings/a.mcap")
+    with pytest.raises(StorageError, match="busy"):
+        pipeline.feed(straight_drive(T0, seconds=1)[0])

@@ -265,6 +265,7 @@ def _planned(topic: str, record: Record) -> dict[str, Any]:
         "session_id": record.get("session_id"),
         "perception_type": record.get("perception_type"),
         "description": record.get("description"),
+        "embed": record.get("embed", True),
         "data_fields": shape,
         "metadata": record.get("metadata"),
     }

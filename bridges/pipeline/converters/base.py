@@ -88,6 +88,11 @@ class Converter:
 
     #: whether feed() reports motion (pose and joint streams do)
     motion_aware = False
+    #: whether robotmem embeds the record descriptions. Templated numeric text ("pose
+    #: trajectory /odom 10.0 s 4.6 m from ...") gains nothing from the semantic model and
+    #: embedding it was most of a short replay's time; such records stay findable by full
+    #: text, context filters and spatial_sort.
+    embed_descriptions = True
 
     def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig, kind: str) -> None:
         self.topic = topic
@@ -138,6 +143,7 @@ class Converter:
             "metadata": record_metadata(episode, metadata),
             "collection": episode.collection,
             "session_id": episode.session_id,
+            "embed": self.embed_descriptions,
         }
 
 

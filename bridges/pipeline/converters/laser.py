@@ -20,6 +20,8 @@ __all__ = ["LaserScanConverter"]
 
 
 class LaserScanConverter(PerMessageConverter):
+    embed_descriptions = False  # templated numbers: full text, filters and space find it
+
     def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig) -> None:
         super().__init__(topic, msgtype, rule, config, "laser_scan")
 

@@ -77,6 +77,7 @@ class _Buffer:
 
 class PoseTrajectoryConverter(Converter):
     motion_aware = True
+    embed_descriptions = False  # templated numbers: full text, filters and space find it
 
     def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig) -> None:
         super().__init__(topic, msgtype, rule, config, "pose_trajectory")

@@ -18,8 +18,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from bridges.pipeline.config import BridgeConfig
 from bridges.pipeline.episodes import EpisodePolicy, TopicEpisodes
@@ -33,6 +33,9 @@ from .recall import REQUEST_TOPIC, RESPONSE_TOPIC, RecallResponder
 from .sessions import ControlSessionFollower, marker_message
 from .status import BridgeSnapshot, format_status, format_summary
 from .writer import IngestWriter
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11 on
 
 __all__ = ["BridgeOptions", "RosBridge", "default_episode_policy"]
 
@@ -62,7 +65,7 @@ class BridgeOptions:
     follow_control_sessions: bool = True
     follow_interval_s: float = 1.0
     #: a busy or failing store: writes are held and retried, bounded (bridges/pipeline/outbox.py)
-    write_retry: RetryPolicy = RetryPolicy()
+    write_retry: RetryPolicy = field(default_factory=RetryPolicy)
     dry_run: bool = False
 
 
@@ -112,7 +115,7 @@ class RosBridge:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> RosBridge:
+    def __enter__(self) -> Self:
         self.start()
         return self
 

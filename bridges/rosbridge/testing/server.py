@@ -28,10 +28,13 @@ from collections import defaultdict
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11 on
 
 __all__ = ["RosbridgeTestServer", "StreamHandle", "Subscription"]
 
@@ -98,7 +101,7 @@ class RosbridgeTestServer:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def __enter__(self) -> RosbridgeTestServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -280,10 +283,11 @@ class RosbridgeTestServer:
     async def _dispatch(self, client: _Client, frame: str | bytes) -> None:
         try:
             op = json.loads(frame)
-            if not isinstance(op, dict) or not isinstance(op.get("op"), str):
-                raise ValueError("not a rosbridge op object")
         except ValueError as exc:
             await self._status(client, "error", f"cannot parse frame: {exc}")
+            return
+        if not isinstance(op, dict) or not isinstance(op.get("op"), str):
+            await self._status(client, "error", "cannot parse frame: not a rosbridge op object")
             return
         with self._changed:
             self._ops.append(op)

@@ -14,16 +14,15 @@ import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
 from robotmem import Memory
 
 DIM = 384
-BASE = ("grip force slip wet glass bottle cube push door dock lidar wheel joint torque camera "
-        "shelf bin arm gripper conveyor pallet pick place drawer cable valve sensor").split()
+BASE = ["grip", "force", "slip", "wet", "glass", "bottle", "cube", "push", "door", "dock", "lidar", "wheel", "joint", "torque", "camera", "shelf", "bin", "arm", "gripper", "conveyor", "pallet", "pick", "place", "drawer", "cable", "valve", "sensor"]
 # A Zipf-like vocabulary: a few words everywhere, most words rare, as in real logs.
 WORDS = BASE + [f"{BASE[i % len(BASE)]}{i}" for i in range(5000)]
 ZIPF = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.1
@@ -97,7 +96,7 @@ def run(size: int, queries: int, folder: Path) -> dict[str, float]:
         embedder.batch = None
 
         conn = mem._db.connection()  # the reference reads the same vectors the store holds
-        ids, blobs = zip(*conn.execute("SELECT memory_id, vector FROM embeddings ORDER BY memory_id"))
+        _ids, blobs = zip(*conn.execute("SELECT memory_id, vector FROM embeddings ORDER BY memory_id"))
         matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, DIM)
         qs = matrix[rng.integers(0, len(matrix), size=queries)] + rng.standard_normal((queries, DIM)).astype(np.float32) * 0.05
         qs /= np.linalg.norm(qs, axis=1, keepdims=True)
@@ -120,12 +119,12 @@ def run(size: int, queries: int, folder: Path) -> dict[str, float]:
 
         mem.recall("warm up the vector index")  # the first recall loads the in-process mirror
         cases = {
-            "recall": dict(),
-            "recall_filter_selective": dict(context_filter={"task.batch": 7, "task.success": True}),
-            "recall_filter_broad": dict(context_filter={"params.grip_force.value": {"$gte": 3}}),
-            "recall_spatial": dict(spatial_sort={"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}),
-            "recall_filter_spatial": dict(context_filter={"task.name": "pick", "task.success": True},
-                                          spatial_sort={"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}),
+            "recall": {},
+            "recall_filter_selective": {"context_filter": {"task.batch": 7, "task.success": True}},
+            "recall_filter_broad": {"context_filter": {"params.grip_force.value": {"$gte": 3}}},
+            "recall_spatial": {"spatial_sort": {"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}},
+            "recall_filter_spatial": {"context_filter": {"task.name": "pick", "task.success": True},
+                                          "spatial_sort": {"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}},
         }
         for name, kwargs in cases.items():
             samples = []

@@ -21,14 +21,14 @@ from .service import Memory
 __version__ = "0.1.0"
 
 __all__ = [
-    "Memory",
     "Config",
-    "RobotMemError",
-    "ValidationError",
-    "NotFoundError",
-    "ConflictError",
-    "StorageError",
     "ConfigError",
+    "ConflictError",
     "EmbeddingUnavailableError",
+    "Memory",
+    "NotFoundError",
+    "RobotMemError",
+    "StorageError",
+    "ValidationError",
     "__version__",
 ]

@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import ConfigError
 
@@ -73,7 +74,7 @@ class Config:
         *,
         environ: Mapping[str, str] | None = None,
         **explicit: Any,
-    ) -> "Config":
+    ) -> Config:
         """Merge defaults < config.json < environment < ``explicit`` (None values are ignored)."""
         env = os.environ if environ is None else environ
         names = {f.name: f for f in dataclasses.fields(cls)}

@@ -18,7 +18,7 @@ from . import validation
 from .errors import ValidationError
 from .models import CONTEXT_SECTIONS
 
-__all__ = ["parse_context", "canonical_json", "content_hash", "lift_sections", "normalize_text"]
+__all__ = ["canonical_json", "content_hash", "lift_sections", "normalize_text", "parse_context"]
 
 _MAX_DEPTH = 32
 

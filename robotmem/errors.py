@@ -18,13 +18,13 @@ where ``to_dict()`` gives the wire shape ``{"code", "field", "message"}``.
 from __future__ import annotations
 
 __all__ = [
-    "RobotMemError",
-    "ValidationError",
-    "NotFoundError",
-    "ConflictError",
-    "StorageError",
     "ConfigError",
+    "ConflictError",
     "EmbeddingUnavailableError",
+    "NotFoundError",
+    "RobotMemError",
+    "StorageError",
+    "ValidationError",
 ]
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
-    "CONTEXT_SECTIONS",
-    "PERCEPTION_TYPES",
-    "MEMORY_TYPES",
-    "STATUSES",
-    "INSIGHT_MAX_CHARS",
-    "DESCRIPTION_MIN_CHARS",
-    "DESCRIPTION_MAX_CHARS",
-    "RECALL_MAX_N",
     "COLLECTION_MAX_CHARS",
+    "CONTEXT_SECTIONS",
+    "DESCRIPTION_MAX_CHARS",
+    "DESCRIPTION_MIN_CHARS",
+    "INSIGHT_MAX_CHARS",
+    "MEMORY_TYPES",
+    "PERCEPTION_TYPES",
     "REASON_MAX_CHARS",
+    "RECALL_MAX_N",
+    "STATUSES",
 ]
 
 #: Context sections that recall lifts to top-level keys of a hit.

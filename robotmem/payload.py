@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import ValidationError
 
-__all__ = ["encode_payload", "decode_payload", "summarize_payload", "to_json_safe"]
+__all__ = ["decode_payload", "encode_payload", "summarize_payload", "to_json_safe"]
 
 _NDARRAY_EXT = 1
 _MAX_SUMMARY_KEYS = 20

@@ -12,8 +12,11 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
+
+from typing_extensions import Self
 
 from . import validation
 from .config import Config
@@ -24,8 +27,8 @@ from .models import DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
 from .search.recall import RecallEngine, row_to_record
-from .search.sql import HIT_COLUMNS
 from .search.request import build_request
+from .search.sql import HIT_COLUMNS
 from .search.tokens import index_tokens
 from .store import memories as mstore
 from .store import sessions as sstore
@@ -104,7 +107,7 @@ class Memory:
         finally:
             self._db.close()
 
-    def __enter__(self) -> "Memory":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -179,7 +182,7 @@ class Memory:
         unknown = set(raw) - allowed
         if unknown:
             raise ValidationError(f"unknown field(s) {', '.join(sorted(unknown))}",
-                                  field=field_prefix + sorted(unknown)[0])
+                                  field=field_prefix + min(unknown))
         text = validation.description(raw.get("description"), field_prefix + "description")
         ptype = validation.perception_type(raw.get("perception_type", "visual"))
         ctx = parse_context(raw.get("metadata"), field_prefix + "metadata")

@@ -49,10 +49,8 @@ def run_demo(mem: Memory, out: TextIO) -> dict[str, Any]:
     query = "how hard should I grip a slippery bottle?"
     hits = mem.recall(query, context_filter={"task.success": True, "params.grip_force.value": {"$lt": 12}})
     out.write(f"recall {query!r} where task.success and grip_force < 12 N  [{hits['mode']}]\n")
-    for hit in hits["results"]:
-        out.write(f"  #{hit['id']} score={hit['score']:.3f}  {hit['content']}\n")
+    out.writelines(f"  #{hit['id']} score={hit['score']:.3f}  {hit['content']}\n" for hit in hits["results"])
     near = mem.recall("", spatial_sort={"field": "spatial.object_position", "target": [0.6, 0.0, 0.0]}, n=3)
     out.write("what happened near (0.6, 0.0, 0.0)?\n")
-    for hit in near["results"]:
-        out.write(f"  #{hit['id']} {hit['distance']:.3f} m  {hit['content']}\n")
+    out.writelines(f"  #{hit['id']} {hit['distance']:.3f} m  {hit['content']}\n" for hit in near["results"])
     return {"session": summary, "recall": hits, "near": near}

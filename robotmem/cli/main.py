@@ -10,16 +10,17 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..config import Config
 from ..errors import RobotMemError
 from ..service import Memory
 from .output import emit, progress_printer
 
-__all__ = ["main", "build_parser", "open_memory"]
+__all__ = ["build_parser", "main", "open_memory"]
 
 log = logging.getLogger("robotmem.cli")
 _BUILTIN_PLUGINS = ("robotmem.mcp.cli", "robotmem.embeddings.cli", "robotmem.consolidation.cli")

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["CompiledFilter", "compile_filter", "json_path", "OPERATORS"]
+__all__ = ["OPERATORS", "CompiledFilter", "compile_filter", "json_path"]
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 _ORDER_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}

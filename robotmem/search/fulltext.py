@@ -24,7 +24,7 @@ from . import sql
 from .request import RecallRequest
 from .tokens import query_tokens
 
-__all__ = ["FullTextPlan", "plan_fulltext", "fulltext_hits", "eligible_subset", "COMMON_SHARE", "COMMON_WINDOW"]
+__all__ = ["COMMON_SHARE", "COMMON_WINDOW", "FullTextPlan", "eligible_subset", "fulltext_hits", "plan_fulltext"]
 
 COMMON_SHARE = 0.05
 COMMON_MIN_DOCS = 2000

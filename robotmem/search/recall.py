@@ -12,8 +12,8 @@ import numpy as np
 from ..context import lift_sections
 from ..store.connection import Database
 from . import sql
-from .request import RecallRequest
 from .fulltext import eligible_subset, fulltext_hits, plan_fulltext
+from .request import RecallRequest
 from .spatial import nearest
 from .vector_index import Eligibility, VectorIndex
 

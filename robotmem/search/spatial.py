@@ -39,8 +39,8 @@ def _query(req: RecallRequest, spatial: SpatialSort, radius: float | None, now: 
         for value in spatial.target:
             box_params += [value - radius, value + radius]
     return (
-        "SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
-        f"WHERE r.field = ?{box} AND {where}",
+        ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
+        f"WHERE r.field = ?{box} AND {where}"),
         [spatial.field, *box_params, *params],
     )
 

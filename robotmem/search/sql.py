@@ -10,13 +10,13 @@ from typing import Any
 from .request import RecallRequest
 
 __all__ = [
-    "effective_confidence_sql",
-    "eligibility_sql",
     "bm25_sql",
     "candidates_sql",
-    "vector_sql",
-    "recent_sql",
+    "effective_confidence_sql",
+    "eligibility_sql",
     "hits_sql",
+    "recent_sql",
+    "vector_sql",
 ]
 
 Query = tuple[str, list[Any]]
@@ -25,8 +25,8 @@ Query = tuple[str, list[Any]]
 def effective_confidence_sql(now: float, half_life_s: float) -> Query:
     """Confidence decayed since the last reinforcement (the same formula as vector_index.decayed_confidence)."""
     return (
-        "(CASE WHEN m.protected THEN m.confidence "
-        "ELSE m.confidence * pow(2.0, -max(0.0, ? - m.reinforced_at) / ?) END)",
+        ("(CASE WHEN m.protected THEN m.confidence "
+        "ELSE m.confidence * pow(2.0, -max(0.0, ? - m.reinforced_at) / ?) END)"),
         [now, half_life_s],
     )
 
@@ -60,9 +60,9 @@ def bm25_sql(
     where, params = eligibility_sql(req, now, half_life_s)
     floor = " AND memories_fts.rowid >= ?" if min_rowid is not None else ""
     return (
-        "SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
+        ("SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
         "JOIN memories m ON m.id = memories_fts.rowid "
-        f"WHERE memories_fts MATCH ?{floor} AND {where} ORDER BY score LIMIT ?",
+        f"WHERE memories_fts MATCH ?{floor} AND {where} ORDER BY score LIMIT ?"),
         [match, *([min_rowid] if min_rowid is not None else []), *params, limit],
     )
 
@@ -75,9 +75,9 @@ def candidates_sql(req: RecallRequest, now: float, half_life_s: float) -> Query:
 def vector_sql(memory_ids_json: str, model_id: str, query_blob: bytes, limit: int) -> Query:
     """Exact cosine ranking inside SQLite (sqlite-vec) over a small candidate set."""
     return (
-        "SELECT e.memory_id, 1.0 - vec_distance_cosine(e.vector, ?) AS similarity FROM embeddings e "
+        ("SELECT e.memory_id, 1.0 - vec_distance_cosine(e.vector, ?) AS similarity FROM embeddings e "
         "WHERE e.model_id = ? AND e.memory_id IN (SELECT value FROM json_each(?)) "
-        "ORDER BY similarity DESC LIMIT ?",
+        "ORDER BY similarity DESC LIMIT ?"),
         [query_blob, model_id, memory_ids_json, limit],
     )
 
@@ -85,8 +85,8 @@ def vector_sql(memory_ids_json: str, model_id: str, query_blob: bytes, limit: in
 def recent_sql(req: RecallRequest, now: float, half_life_s: float, limit: int, exclude_json: str = "[]") -> Query:
     where, params = eligibility_sql(req, now, half_life_s)
     return (
-        f"SELECT m.id FROM memories m WHERE {where} AND m.id NOT IN (SELECT value FROM json_each(?)) "
-        "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?",
+        (f"SELECT m.id FROM memories m WHERE {where} AND m.id NOT IN (SELECT value FROM json_each(?)) "
+        "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?"),
         [*params, exclude_json, limit],
     )
 
@@ -101,11 +101,11 @@ HIT_COLUMNS = (
 
 def hits_sql(memory_ids_json: str) -> Query:
     return (
-        "SELECT m.id, m.collection, m.session_id, m.type, m.perception_type, m.content, json(m.context), "
+        ("SELECT m.id, m.collection, m.session_id, m.type, m.perception_type, m.content, json(m.context), "
         "m.confidence, m.reinforced_at, m.protected, m.created_at, m.occurred_at, m.updated_at, "
         "m.evidence_count, m.status, m.superseded_by, m.absorbed, m.first_seen, m.last_seen, "
         "m.forgotten_at, m.forget_reason, m.access_count, p.summary "
         "FROM memories m LEFT JOIN payloads p ON p.memory_id = m.id "
-        "WHERE m.id IN (SELECT value FROM json_each(?))",
+        "WHERE m.id IN (SELECT value FROM json_each(?))"),
         [memory_ids_json],
     )

@@ -10,10 +10,11 @@ only splits on our spaces.
 
 from __future__ import annotations
 
+import itertools
 import re
 import unicodedata
 
-__all__ = ["index_tokens", "query_tokens", "fts_match_expression", "FTS_TOKENIZE"]
+__all__ = ["FTS_TOKENIZE", "fts_match_expression", "index_tokens", "query_tokens"]
 
 #: FTS5 tokenizer spec: every character our tokens may contain is a token character,
 #: so FTS5 splits only on the spaces we put between tokens.
@@ -65,7 +66,7 @@ def _split_cjk(token: str) -> list[str]:
 
     def close_run() -> None:
         out.extend(run)
-        out.extend(a + b for a, b in zip(run, run[1:]))
+        out.extend(a + b for a, b in itertools.pairwise(run))
         run.clear()
 
     for char in token:

@@ -13,15 +13,16 @@ so the common case (no context filter) never touches SQL on the vector side.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence, cast
+from typing import cast
 
 import apsw
 import numpy as np
 
 from ..store.connection import scalar
 
-__all__ = ["VectorIndex", "Eligibility", "decayed_confidence"]
+__all__ = ["Eligibility", "VectorIndex", "decayed_confidence"]
 
 _GROW = 1.5
 _FETCH_CHUNK = 5000

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import apsw
 import sqlite_vec
 
 from ..errors import StorageError
 
-__all__ = ["Database", "scalar", "one_row"]
+__all__ = ["Database", "one_row", "scalar"]
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,18 @@ from ..context import canonical_json
 from ..search import sql
 from .points import index_points
 
-__all__ = ["NewMemory", "insert_memory", "insert_payload", "put_embedding", "find_duplicate", "reinforce",
-           "fetch_row", "mark_forgotten", "replace_content", "flush_access_counts"]
+__all__ = [
+    "NewMemory",
+    "fetch_row",
+    "find_duplicate",
+    "flush_access_counts",
+    "insert_memory",
+    "insert_payload",
+    "mark_forgotten",
+    "put_embedding",
+    "reinforce",
+    "replace_content",
+]
 
 
 @dataclass(frozen=True)

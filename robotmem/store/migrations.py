@@ -7,7 +7,8 @@ repairs) updates the index.
 
 from __future__ import annotations
 
-from typing import Callable, Final, Union
+from collections.abc import Callable
+from typing import Final, Union
 
 import apsw
 
@@ -15,7 +16,7 @@ from ..search.tokens import FTS_TOKENIZE
 from .connection import scalar
 from .points import reindex_all_points
 
-__all__ = ["MIGRATIONS", "migrate", "SCHEMA_VERSION"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 
 _V1 = f"""
 CREATE TABLE sessions (

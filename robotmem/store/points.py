@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterator, cast
+from collections.abc import Iterator
+from typing import Any, cast
 
 import apsw
 
-__all__ = ["extract_points", "index_points", "reindex_all_points", "MAX_DEPTH"]
+__all__ = ["MAX_DEPTH", "extract_points", "index_points", "reindex_all_points"]
 
 MAX_DEPTH = 4
 #: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.

@@ -9,7 +9,7 @@ import apsw
 
 from .connection import one_row
 
-__all__ = ["insert_session", "get_session", "list_sessions", "close_session", "session_counts"]
+__all__ = ["close_session", "get_session", "insert_session", "list_sessions", "session_counts"]
 
 _COLUMNS = "id, collection, json(context), started_at, ended_at, outcome_score, summary"
 

@@ -1,6 +1,6 @@
 """Nearest-first recall over the R*Tree of context points (robotmem.store.points).
 
-A box around the target grows (x4 each step) until it holds enough eligible points
+A box around the target grows (x2 each step) until it holds enough eligible points
 whose exact distance is within the box's half-width: every point outside the box is
 farther than that, so those are exactly the nearest. Exact filters are evaluated by
 SQL on the points inside the box only.
@@ -19,7 +19,7 @@ from .request import RecallRequest, SpatialSort
 __all__ = ["nearest"]
 
 _FIRST_RADIUS = 0.25
-_GROWTH = 4.0
+_GROWTH = 2.0
 _MAX_RADIUS = 1e6
 
 

@@ -241,7 +241,7 @@ class Memory:
         )
         vector = None
         if req.query:
-            vectors = self._embeddings.embed([req.query])
+            vectors = self._embeddings.embed([req.query], wait=False)
             vector = None if vectors is None else vectors[0]
         result = self._engine.recall(req, self.now(), vector, self._embeddings.model_id if vector is not None else None)
         self._note_access(r["id"] for r in result["results"])

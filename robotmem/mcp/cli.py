@@ -75,7 +75,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m robotmem.mcp", description="Run the robotmem MCP server."
+        prog="python -m robotmem", description="Run the robotmem MCP server."
     )
     parser.add_argument("--home", default=None, help="data directory (default $ROBOTMEM_HOME or ~/.robotmem)")
     parser.add_argument("--db", default=None, help="SQLite file (default HOME/memory.db)")

@@ -85,14 +85,14 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
             str, Field(description='What to look for, e.g. "how to grasp a cup". May be "" with a filter.')
         ],
         collection: Collection = None,
-        n: Annotated[int, Field(strict=True, description="Maximum results, 1-100.")] = 5,
+        n: Annotated[int, Field(strict=True, description="Maximum results, 1-100, e.g. 10.")] = 5,
         min_confidence: Annotated[
             float,
             Field(
-                strict=True, description="Skip memories below this confidence, 0-1 (0 also shows archived)."
+                strict=True, description="Skip memories below this (decayed) confidence, 0-1, e.g. 0.5; 0 also shows archived."
             ),
         ] = 0.3,
-        session_id: Annotated[str | None, Field(description="Only memories of this session.")] = None,
+        session_id: Annotated[str | None, Field(description='Only memories of this session, e.g. "ses_1a2b3c4d5e6f".')] = None,
         context_filter: Annotated[
             _JsonObject,
             Field(
@@ -110,10 +110,10 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         ] = None,
         since: Annotated[
             float | str | None,
-            Field(description='Created at/after: epoch seconds or ISO 8601, e.g. "2026-12-01T08:00:00Z".'),
+            Field(description='Happened at/after: epoch seconds or ISO 8601, e.g. "2026-12-01T08:00:00Z".'),
         ] = None,
         until: Annotated[
-            float | str | None, Field(description="Created before: epoch seconds or ISO 8601.")
+            float | str | None, Field(description="Happened at/before: epoch seconds or ISO 8601, e.g. 1796200000.")
         ] = None,
     ) -> Annotated[CallToolResult, RecallOutput]:
         """Find relevant memories before acting (hybrid text + vector search, with optional context
@@ -219,7 +219,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         session_id: Annotated[str, Field(description='The id from start_session, e.g. "ses_1a2b3c4d5e6f".')],
         outcome_score: Annotated[
             float | None,
-            Field(strict=True, description="How well the episode went, 0 (failed) to 1 (perfect)."),
+            Field(strict=True, description="How well the episode went, 0 (failed) to 1 (perfect), e.g. 0.8."),
         ] = None,
     ) -> Annotated[CallToolResult, EndSessionOutput]:
         """Close an episode: scores it and consolidates its memories (merge, reinforce, decay).

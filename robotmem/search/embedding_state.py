@@ -61,11 +61,17 @@ class EmbeddingState:
     def embedder(self) -> Embedder | None:
         return self._embedder
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray | None:
-        """Vectors for ``texts``, or None when embeddings are unavailable."""
+    def embed(self, texts: Sequence[str], *, wait: bool = True) -> np.ndarray | None:
+        """Vectors for ``texts``, or None when embeddings are unavailable.
+
+        ``wait=False`` (recall) does not wait for a model that another thread is still
+        loading (a server warming up): the caller answers from full text meanwhile.
+        """
         if not self.available or not texts:
             return None
         assert self._embedder is not None
+        if not wait and getattr(self._embedder, "state", "ready") == "loading":
+            return None
         try:
             vectors = self._embedder.embed(list(texts))
         except EmbeddingUnavailableError as exc:

@@ -89,6 +89,16 @@ class BackgroundRecordWriter(RecordWriter):
             self._queue.put(_STOP)
             self._thread.join()
 
+    def abandon(self) -> None:
+        """Stop the worker after a failure: what was not written yet is not written."""
+        if self._closed:
+            return
+        self._closed = True
+        self._pending = []
+        self._queue.put(_STOP)
+        self._thread.join()
+        self._error = None
+
     def _submit_pending(self) -> None:
         batch, self._pending = self._pending, []
         if batch:

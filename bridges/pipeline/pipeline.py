@@ -159,6 +159,12 @@ class Pipeline:
             self.writer.close()
         return self.stats
 
+    def abandon(self) -> None:
+        """The stream failed (a recording that cannot be read on, a store that fails): stop
+        writing. An episode left open is rewritten whole by the next replay."""
+        self._episode = None
+        self.writer.abandon()
+
     @property
     def plan(self) -> list[dict[str, Any]]:
         """Dry run: everything that would have been written."""

@@ -30,6 +30,8 @@ class TopicStats:
     ignored: int = 0
     #: records robotmem refused (logged with the field it named); the others were written
     rejected: int = 0
+    #: why robotmem refused the first rejected record of this topic ("" when none was)
+    rejected_reason: str = ""
     #: records given up after the store kept failing (see outbox.py)
     store_dropped: int = 0
 
@@ -52,6 +54,8 @@ class PipelineStats:
     episodes_attached: int = 0
     records_written: int = 0
     facts_learned: int = 0
+    #: records and notes robotmem refused (all topics; see TopicStats.rejected)
+    records_rejected: int = 0
     #: store writes that failed with StorageError and were tried again (see outbox.py)
     write_retries: int = 0
     #: records given up: the store failed past the retry limit, or too many were held

@@ -6,7 +6,12 @@ In dry-run mode nothing is written; every would-be write is appended to ``plan``
 With a :class:`~bridges.pipeline.outbox.RetryPolicy` (the live bridge), every store call
 goes through a :class:`~bridges.pipeline.outbox.WriteOutbox`: a busy or failing store
 delays writes (bounded, counted) instead of losing them. Without one, StorageError
-propagates to the caller (replay: the run stops and can be repeated).
+propagates to the caller (replay: that recording stops and can be repeated).
+
+Any other robotmem error while storing one record or note (a note too long, a context
+robotmem refuses, ...) rejects that record only: it is counted per topic as ``rejected``
+(the first reason is logged once per topic and kept in the topic's stats) and everything
+else goes on.
 
 Sessions someone else owns (see ``attach_session``) can end under our feet: robotmem then
 refuses writes into them. What the pipeline still had buffered for such a session is
@@ -26,7 +31,13 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from robotmem.errors import ConflictError, NotFoundError, ValidationError
+from robotmem.errors import (
+    ConflictError,
+    NotFoundError,
+    RobotMemError,
+    StorageError,
+    ValidationError,
+)
 
 from .converters.base import Record
 from .outbox import RetryPolicy, StoreOperation, WriteOutbox
@@ -52,6 +63,8 @@ class RecordWriter:
         self._dry_ids = itertools.count(1)
         #: attached sessions (someone else owns them) -> whether their owner has ended them
         self._attached: dict[str, bool] = {}
+        #: topics whose first rejection was logged (later ones are only counted)
+        self._rejection_logged: set[str] = set()
 
     def session_info(self, session_id: str) -> dict[str, Any] | None:
         """The stored session (robotmem's ``get_session``), or None when there is no such session."""
@@ -144,7 +157,9 @@ class RecordWriter:
         started = time.perf_counter()
         try:
             self._save(batch)
-        except ValidationError as exc:
+        except StorageError:
+            raise
+        except RobotMemError as exc:
             self._write_one_by_one(batch, exc)
             return
         finally:
@@ -189,22 +204,36 @@ class RecordWriter:
         detached["metadata"].setdefault("episode", {}).update({"key": session_id, "after_session_end": True})
         return detached
 
-    def _write_one_by_one(self, batch: list[tuple[str, Record]], first_error: ValidationError) -> None:
+    def _write_one_by_one(self, batch: list[tuple[str, Record]], first_error: RobotMemError) -> None:
         """One record was rejected: write the others, count and log the rejected ones.
 
         Each record leaves ``batch`` once handled, so after a StorageError a retry goes on
         with the rest instead of writing the first ones twice."""
-        log.warning("bulk write rejected (%s: %s); retrying record by record", first_error.field, first_error.message)
+        log.info("bulk write rejected (%s: %s); retrying record by record", first_error.field, first_error.message)
         while batch:
             topic, record = batch[0]
             try:
                 self._save([(topic, record)])
-            except ValidationError as exc:
-                self.stats.topic(topic).rejected += 1
-                log.warning("%s: record rejected by robotmem: %s (field %s)", topic, exc.message, exc.field)
+            except StorageError:
+                raise
+            except RobotMemError as exc:
+                self._reject(topic, exc)
             else:
                 self._count_written([(topic, record)])
             batch.pop(0)
+
+    def _reject(self, topic: str, exc: RobotMemError) -> None:
+        """Robotmem refused one record or note: count it; log the reason once per topic."""
+        stats = self.stats.topic(topic)
+        stats.rejected += 1
+        self.stats.records_rejected += 1
+        reason = f"{exc.message} (field {exc.field})" if exc.field else exc.message
+        if not stats.rejected_reason:
+            stats.rejected_reason = reason
+        if topic not in self._rejection_logged:
+            self._rejection_logged.add(topic)
+            log.warning("%s: record rejected by robotmem: %s; further rejections on this topic are only counted",
+                        topic, reason)
 
     def _note_write(self, seconds: float) -> None:
         self.stats.writes += 1
@@ -222,6 +251,15 @@ class RecordWriter:
 
     def _learn_now(self, topic: str, insight: str, context: dict[str, Any], collection: str,
                    session_id: str | None) -> None:
+        try:
+            self._learn_checked(topic, insight, context, collection, session_id)
+        except StorageError:
+            raise
+        except RobotMemError as exc:
+            self._reject(topic, exc)
+
+    def _learn_checked(self, topic: str, insight: str, context: dict[str, Any], collection: str,
+                       session_id: str | None) -> None:
         note = self._detached_if_ended({"session_id": session_id, "metadata": context})
         try:
             self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=note["session_id"])
@@ -249,6 +287,12 @@ class RecordWriter:
         """Write everything handed over now (held writes are tried again at once)."""
         if self.outbox is not None:
             self.outbox.pump(force=True)
+
+    def abandon(self) -> None:
+        """Give up after a failure the caller reports (replay: the recording failed).
+
+        Writes here run in the caller's thread, so nothing is left running; a subclass with a
+        worker stops it."""
 
     def close(self) -> None:
         """Write what is pending (held writes: retried for a while, then dropped and counted)."""

@@ -24,6 +24,7 @@ from bridges.pipeline import (
     parse_episode_split,
 )
 from bridges.pipeline.episodes import EpisodePolicy
+from robotmem.errors import RobotMemError
 
 from .discovery import content_digest, find_recordings, session_id_prefix
 from .readers import RecordingError, TopicInfo, open_reader
@@ -123,12 +124,16 @@ def replay_recording(
         total = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
         done = 0
         feed = pipeline.feed
-        for message in reader.iter_messages(topics=selected):
-            feed(message)
-            done += 1
-            if progress is not None and done % PROGRESS_EVERY == 0:
-                progress(done, total)
-        stats = pipeline.close()
+        try:
+            for message in reader.iter_messages(topics=selected):
+                feed(message)
+                done += 1
+                if progress is not None and done % PROGRESS_EVERY == 0:
+                    progress(done, total)
+            stats = pipeline.close()
+        except BaseException:
+            pipeline.abandon()  # the writer's thread stops; the open episode is rewritten next time
+            raise
         for topic, count in reader.undecodable.items():  # read from the file, but not decodable
             stats.topic(topic).messages += count
             stats.topic(topic).malformed += count
@@ -144,19 +149,21 @@ def replay_paths(
     config: BridgeConfig,
     options: ReplayOptions,
     progress_for: Callable[[Path], Progress | None] | None = None,
-    on_error: Callable[[Path, RecordingError], None] | None = None,
+    on_error: Callable[[Path, Exception], None] | None = None,
 ) -> list[RecordingResult]:
     """Replay every recording the paths name (files, bag folders, folders of recordings).
 
-    A recording that cannot be opened raises RecordingError, or, with ``on_error``, is
-    reported there and skipped so the others are still replayed (a nightly job).
+    A recording that cannot be read (RecordingError) or whose replay the store fails
+    (a robotmem StorageError, for example) raises, or, with ``on_error``, is reported there
+    and skipped so the others are still replayed (a nightly job). A record or note robotmem
+    refuses is not a failure of the recording: it is counted as ``rejected`` (writer.py).
     """
     results = []
     for recording in find_recordings(paths):
         progress = progress_for(recording) if progress_for is not None else None
         try:
             results.append(replay_recording(memory, recording, config, options, progress))
-        except RecordingError as exc:
+        except (RecordingError, RobotMemError) as exc:
             if on_error is None:
                 raise
             on_error(recording, exc)

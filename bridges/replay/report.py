@@ -69,7 +69,7 @@ def summary_table(result: RecordingResult) -> list[str]:
 
 def _notes(topic: Any) -> str:
     parts = []
-    for label, value in (("malformed", topic.malformed), ("sampled out", topic.sampled_out),
+    for label, value in (("rejected", topic.rejected), ("malformed", topic.malformed), ("sampled out", topic.sampled_out),
                          ("outside episodes", topic.outside_episode), ("already stored", topic.already_stored)):
         if value:
             parts.append(f"{value} {label}")

@@ -22,6 +22,8 @@ class BridgeSnapshot:
     dropped: dict[str, int] = field(default_factory=dict)
     #: per topic: rejected by the bridge or by the pipeline's converters
     malformed: dict[str, int] = field(default_factory=dict)
+    #: per topic: records and notes robotmem refused (a note too long, a bad context, ...)
+    rejected: dict[str, int] = field(default_factory=dict)
     #: frames roslibpy could not even parse or route
     bad_frames: int = 0
     server_status: int = 0
@@ -67,11 +69,19 @@ def format_status(prev: BridgeSnapshot | None, cur: BridgeSnapshot, interval_s: 
         rates.append(f"{topic} {rate:.1f}/s")
     return (
         f"bridge {state} | {', '.join(rates) or 'no messages yet'} | "
-        f"drops {cur.total('dropped')} malformed {cur.total('malformed') + cur.bad_frames} | "
+        f"drops {cur.total('dropped')} malformed {cur.total('malformed') + cur.bad_frames}"
+        f"{_rejected(cur)} | "
         f"queue {cur.queue}/{cur.queue_capacity} lag {cur.max_lag_s * 1000:.0f} ms | "
         f"records {cur.records_written} episodes {cur.episodes_started} | write {cur.last_write_s * 1000:.0f} ms"
         + _store_trouble(cur)
     )
+
+
+def _rejected(snap: BridgeSnapshot) -> str:
+    """Only when robotmem refused records: per topic."""
+    if not snap.rejected:
+        return ""
+    return " rejected " + ", ".join(f"{topic} {count}" for topic, count in sorted(snap.rejected.items()))
 
 
 def _store_trouble(snap: BridgeSnapshot) -> str:
@@ -88,7 +98,7 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
     lines = [
         (f"bridge summary: {elapsed_s:.1f} s, {received} messages received ({rate:.1f}/s), "
          f"{snap.total('fed')} ingested, {snap.total('dropped')} dropped, "
-         f"{snap.total('malformed') + snap.bad_frames} malformed"),
+         f"{snap.total('malformed') + snap.bad_frames} malformed, {snap.total('rejected')} rejected by robotmem"),
         (f"  records written {snap.records_written}, facts learned {snap.facts_learned}, "
          f"episodes {snap.episodes_started} started ({snap.episodes_attached} in control sessions) / "
          f"{snap.episodes_ended} ended"),
@@ -99,9 +109,10 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
         (f"  store write retries {snap.write_retries}, records held {snap.held_records}, "
          f"records given up {snap.store_dropped}"),
     ]
-    for topic in sorted(set(snap.received) | set(snap.malformed)):
+    for topic in sorted(set(snap.received) | set(snap.malformed) | set(snap.rejected)):
         lines.append(
             f"  {topic}: received {snap.received.get(topic, 0)}, ingested {snap.fed.get(topic, 0)}, "
-            f"dropped {snap.dropped.get(topic, 0)}, malformed {snap.malformed.get(topic, 0)}"
+            f"dropped {snap.dropped.get(topic, 0)}, malformed {snap.malformed.get(topic, 0)}, "
+            f"rejected {snap.rejected.get(topic, 0)}"
         )
     return "\n".join(lines)

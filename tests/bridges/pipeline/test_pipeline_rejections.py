@@ -1,0 +1,52 @@
+"""A record or note robotmem refuses is counted as rejected; the rest of the stream is stored."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+
+import pytest
+from pipeline_helpers import T0, S, learn, records, straight_drive
+
+from bridges.pipeline import Pipeline
+from robotmem import Memory
+
+TOO_LONG = "y" * 400  # robotmem's limit for an insight is 300 characters
+BAD_CONTEXT = json.dumps({"insight": "door was open", "context": {"spatial": "not an object"}})
+
+
+def test_a_note_robotmem_refuses_is_counted_as_rejected_and_the_episode_is_stored(
+        make_pipeline: Callable[..., Pipeline], mem: Memory, caplog: pytest.LogCaptureFixture) -> None:
+    pipeline = make_pipeline(background_writes=True)
+    for msg in straight_drive(T0, 2.0):
+        pipeline.feed(msg)
+    with caplog.at_level(logging.WARNING, logger="bridges.pipeline"):
+        pipeline.feed(learn(T0 + 2 * S, TOO_LONG))
+        pipeline.feed(learn(T0 + 2 * S + 1, BAD_CONTEXT))
+        pipeline.feed(learn(T0 + 2 * S + 2, "a fine short note"))
+        stats = pipeline.close()
+
+    notes = stats.topics["/robotmem/learn"]
+    assert (notes.rejected, notes.records) == (2, 1)
+    assert "300" in notes.rejected_reason and stats.records_rejected == 2
+    rejections = [r for r in caplog.records if "rejected by robotmem" in r.getMessage()]
+    assert len(rejections) == 1, "the reason is logged once per topic"
+    (session_id,) = stats.session_ids
+    assert mem.get_session(session_id)["status"] == "ended"
+    stored = [r["content"] for r in records(mem, session_id)]
+    assert "a fine short note" in stored and stats.topics["/odom"].records >= 1
+
+
+def test_a_perception_robotmem_refuses_in_a_batch_leaves_the_others_written(
+        make_pipeline: Callable[..., Pipeline], mem: Memory) -> None:
+    pipeline = make_pipeline()
+    good = {"description": "a good record", "perception_type": "visual", "data": {"a": 1}, "session_id": None,
+            "metadata": {"source": {"topic": "/good"}}}
+    bad = {"description": "a bad record", "perception_type": "smell", "session_id": None}
+    pipeline.writer.write([("/good", good), ("/bad", bad), ("/good", dict(good, description="another one"))])
+    stats = pipeline.close()
+    assert (stats.topics["/bad"].rejected, stats.topics["/good"].records) == (1, 2)
+    assert stats.topics["/bad"].rejected_reason.endswith("(field perception_type)")
+    found = mem.recall("", n=10, min_confidence=0, context_filter={"source.topic": "/good"})["results"]
+    assert {r["content"] for r in found} == {"a good record", "another one"}

@@ -46,9 +46,11 @@ class BackgroundRecordWriter(RecordWriter):
         if len(self._pending) >= self.batch_records:
             self._submit_pending()
 
-    def learn(self, topic: str, insight: str, context: dict[str, Any], collection: str, session_id: str | None) -> None:
+    def learn(self, topic: str, insight: str, context: dict[str, Any], collection: str, session_id: str | None,
+              once_key: str | None = None) -> None:
         self._submit_pending()
-        self._submit(functools.partial(RecordWriter.learn, self, topic, insight, context, collection, session_id))
+        self._submit(functools.partial(RecordWriter.learn, self, topic, insight, context, collection, session_id,
+                                       once_key))
 
     def start_session(self, collection: str, context: dict[str, Any], session_id: str | None) -> str:
         if session_id is None:  # the store picks the id: we need its answer now

@@ -81,11 +81,14 @@ class Pipeline:
         source: str,
         dry_run: bool = False,
         session_id_for: Callable[[int], str] | None = None,
+        note_key_for: Callable[[int], str] | None = None,
         background_writes: bool = False,
         write_retry: RetryPolicy | None = None,
     ) -> None:
         """``session_id_for(start_ns)`` gives deterministic session ids (replay); an id that
         already exists as an ended session is skipped, an open one is rewritten from scratch.
+        ``note_key_for(t_ns)`` keys a note that arrives outside any episode (replay): it is
+        stored once with ``source.note_key`` and skipped when a later run finds it stored.
         ``background_writes`` writes (and embeds) on a worker thread in batches (replay; see
         background.py); ``flush`` and ``close`` wait for it. ``write_retry`` holds and retries
         writes the store refuses with StorageError (the live bridge; see outbox.py)."""
@@ -100,6 +103,7 @@ class Pipeline:
             else RecordWriter(memory, self.stats, dry_run=dry_run, retry=write_retry)
         )
         self._session_id_for = session_id_for
+        self._note_key_for = note_key_for
         self._source_meta = {"url": source} if "://" in source else {"file": source}
         self._handlers: dict[tuple[str, str], _Handler] = {}
         self._episode: _Episode | None = None
@@ -265,7 +269,11 @@ class Pipeline:
             context.setdefault("episode", {}).setdefault("key", episode.context.session_id)
             context = record_metadata(episode.context, context)
         session_id = episode.context.session_id if episode is not None else None
-        self.writer.learn(msg.topic, insight, context, self.collection, session_id)
+        once_key = None
+        if episode is None and self._note_key_for is not None:
+            once_key = self._note_key_for(msg.t_ns)
+            context["source"].update({"note_key": once_key, "t_ns": msg.t_ns})
+        self.writer.learn(msg.topic, insight, context, self.collection, session_id, once_key)
         if episode is not None:
             episode.facts += 1
             episode.messages[msg.topic] = episode.messages.get(msg.topic, 0) + 1

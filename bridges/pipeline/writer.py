@@ -240,18 +240,37 @@ class RecordWriter:
         self.stats.last_write_s = seconds
         self.stats.max_write_s = max(self.stats.max_write_s, seconds)
 
-    def learn(self, topic: str, insight: str, context: dict[str, Any], collection: str, session_id: str | None) -> None:
+    def learn(self, topic: str, insight: str, context: dict[str, Any], collection: str, session_id: str | None,
+              once_key: str | None = None) -> None:
+        """Store a note. With ``once_key`` (replay: a note outside any episode) the note's context
+        carries ``source.note_key = once_key`` and a note already stored with it is skipped, so a
+        second replay does not reinforce it (robotmem's learn would)."""
         if self.dry_run:
+            if once_key is not None and self._note_stored(once_key, collection):
+                self.plan.append({"action": "skip_note", "topic": topic, "insight": insight, "reason": "already stored"})
+                self.stats.topic(topic).already_stored += 1
+                return
             self.plan.append({"action": "learn", "topic": topic, "insight": insight, "session_id": session_id})
             self._count_learned(topic)
             return
         self._perform(f"learning a note from {topic}",
-                      functools.partial(self._learn_now, topic, insight, context, collection, session_id),
+                      functools.partial(self._learn_now, topic, insight, context, collection, session_id, once_key),
                       [(topic, insight)])
 
+    def _note_stored(self, once_key: str, collection: str) -> bool:
+        """Whether a note keyed ``once_key`` is stored (an exact filter, not a search)."""
+        if self.memory is None:
+            return False
+        found = self.memory.recall(query="", collection=collection, n=1, min_confidence=0.0,
+                                   context_filter={"source.note_key": once_key})
+        return bool(found["results"])
+
     def _learn_now(self, topic: str, insight: str, context: dict[str, Any], collection: str,
-                   session_id: str | None) -> None:
+                   session_id: str | None, once_key: str | None = None) -> None:
         try:
+            if once_key is not None and self._note_stored(once_key, collection):
+                self.stats.topic(topic).already_stored += 1
+                return
             self._learn_checked(topic, insight, context, collection, session_id)
         except StorageError:
             raise

@@ -3,8 +3,9 @@
 Idempotent: each episode's session id is ``rpl_<hash16>_<start_ns>`` where ``hash16``
 comes from the recording's content (and the collection) and ``start_ns`` is the episode's
 first message time. Replaying the same file again finds every episode already ended and
-writes nothing; an episode a crashed run left open has its records forgotten and is
-written again from scratch (see docs/replay.md).
+writes nothing. A note outside any episode is keyed ``<prefix>_note_<t_ns>`` (its message
+time) in ``source.note_key`` and skipped when already stored. An episode a crashed run left
+open has its records forgotten and is written again from scratch (see docs/replay.md).
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def replay_recording(
         pipeline = Pipeline(
             memory, run_config, collection=options.collection, robot_id=options.robot_id, episode_policy=policy,
             source=str(path.resolve()), dry_run=options.dry_run, session_id_for=lambda start_ns: f"{prefix}_{start_ns}",
+            note_key_for=lambda t_ns: f"{prefix}_note_{t_ns}",
             background_writes=True,
         )
         counts = [file_topics[t].count for t in selected]

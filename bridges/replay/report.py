@@ -91,6 +91,8 @@ def plan_lines(result: RecordingResult) -> list[str]:
             lines.append(f"    would store [{step['perception_type']}] {step['description']}")
         elif action == "learn":
             lines.append(f"    would learn: {step['insight']}")
+        elif action == "skip_note":
+            lines.append(f"    note already stored: {step['insight']}")
         elif action == "end_episode":
             score = f" (outcome score {step['outcome_score']})" if step.get("outcome_score") is not None else ""
             lines.append(f"  would end episode {step['session_id']}{score}")

@@ -38,7 +38,15 @@ def _as_array(value: list[Any]) -> np.ndarray | None:
         array = np.asarray(value)
     else:
         return None
+    if array.dtype.kind == "f" and not _floats_are_exact(value):
+        return None  # a huge integer among floats would lose digits as float64: keep the list
     return array if array.dtype.kind in "if" else None
+
+
+def _floats_are_exact(items: list[Any]) -> bool:
+    """Integers mixed with floats convert to float64 without changing value (|i| <= 2**53)."""
+    flat = [x for row in items for x in row] if items and isinstance(items[0], list) else items
+    return all(not isinstance(x, int) or abs(x) <= 2**53 for x in flat)
 
 
 def _all_numbers(items: list[Any]) -> bool:

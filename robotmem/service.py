@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from typing_extensions import Self
 
 from . import validation
 from .config import Config
@@ -61,18 +60,22 @@ class Memory:
     def __init__(
         self,
         path: str | Path | None = None,
-        collection: str = "default",
+        collection: str | None = None,
         clock: Clock | None = None,
         *,
         embedder: Embedder | str | None = "auto",
         config: Config | None = None,
     ) -> None:
+        if path is not None and not isinstance(path, (str, Path)):
+            raise ValidationError(f"path must be a file path, got {type(path).__name__}", field="path")
+        if clock is not None and not callable(clock):
+            raise ValidationError("clock must be a callable returning epoch seconds", field="clock")
         if config is None:
             config = Config.load(db_path=path)
         elif path is not None:
             config = dataclasses.replace(config, db_path=Path(path).expanduser())
         self.config = config
-        self.collection = validation.collection(collection, "default")
+        self.collection = validation.collection(collection, config.collection)
         self._clock: Clock = clock if clock is not None else time.time
         self._db = Database(self.config.database, busy_timeout_ms=self.config.busy_timeout_ms)
         with self._db.write() as conn:
@@ -107,7 +110,7 @@ class Memory:
         finally:
             self._db.close()
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> "Memory":
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -129,6 +132,7 @@ class Memory:
         coll = self._collection_for(collection, session_id)
         digest = content_hash(text, ctx)
         with self._db.read() as conn:
+            self._check_session_open(conn, session_id, coll)
             existing = mstore.find_duplicate(conn, coll, digest)
         if existing is not None:
             with self._db.write() as conn:
@@ -210,7 +214,7 @@ class Memory:
                     checked.add((p["session_id"], p["collection"]))
                 occurred = p["occurred_at"] if p["occurred_at"] is not None else now
                 memory_id = self._insert(conn, p["collection"], p["session_id"], "perception", p["ptype"],
-                                         p["text"], p["context"], now, occurred)
+                                         p["text"], p["context"], now, occurred, embed=p["embed"])
                 if p["blob"] is not None:
                     summary = summarize_payload(decode_payload(p["blob"]), len(p["blob"]))
                     mstore.insert_payload(conn, memory_id, p["blob"], summary)
@@ -239,6 +243,9 @@ class Memory:
             min_confidence=min_confidence, session_id=session_id, context_filter=context_filter,
             spatial_sort=spatial_sort, since=since, until=until,
         )
+        if 0 < req.min_confidence < self.config.archive_floor:
+            # Below the archive floor a memory is as good as archived, swept or not yet.
+            req = dataclasses.replace(req, min_confidence=self.config.archive_floor)
         vector = None
         if req.query:
             vectors = self._embeddings.embed([req.query], wait=False)
@@ -386,15 +393,16 @@ class Memory:
     # -- bulk ------------------------------------------------------------------------
 
     def export(self, path: str | Path) -> dict[str, int]:
-        from .transfer import export_jsonl
+        from .transfer import as_path, export_jsonl
 
+        target = as_path(path)
         with self._db.read() as conn:
-            return export_jsonl(conn, Path(path))
+            return export_jsonl(conn, target)
 
     def import_(self, path: str | Path) -> dict[str, int]:
-        from .transfer import import_jsonl
+        from .transfer import as_path, import_jsonl
 
-        return import_jsonl(self._db, Path(path), self._embeddings, self.now())
+        return import_jsonl(self._db, as_path(path), self._embeddings, self.now())
 
     def reindex(self, *, batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Re-embed every searchable memory with the active model, in batches."""
@@ -432,13 +440,14 @@ class Memory:
 
     def _insert(
         self, conn: Any, collection: str, session_id: str | None, kind: str, ptype: str | None, text: str,
-        ctx: dict[str, Any], now: float, occurred_at: float,
+        ctx: dict[str, Any], now: float, occurred_at: float, *, embed: bool = True,
     ) -> int:
         self._flush_access(conn=conn)
         return mstore.insert_memory(conn, mstore.NewMemory(
             collection=collection, session_id=session_id, type=kind, perception_type=ptype, content=text,
             search_text=index_tokens(text), context=ctx, content_hash=content_hash(text, ctx),
             protected=_is_protected(ctx), confidence=self.config.initial_confidence, now=now, occurred_at=occurred_at,
+            embed=embed,
         ))
 
     def _store_vector(self, conn: Any, memory_id: int, collection: str, vectors: Any, row: int) -> None:

@@ -13,7 +13,7 @@ import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import apsw
 import numpy as np
@@ -31,18 +31,36 @@ _MEMORY_COLUMNS = (
     "id", "collection", "session_id", "type", "perception_type", "content", "search_text", "context",
     "content_hash", "protected", "confidence", "reinforced_at", "evidence_count", "first_seen", "last_seen",
     "created_at", "occurred_at", "updated_at", "status", "superseded_by", "absorbed", "forgotten_at",
-    "forget_reason", "access_count", "last_accessed",
+    "forget_reason", "access_count", "last_accessed", "embed",
 )
+
+
+_DEFAULTS = {"embed": 1}
+_REQUIRED_SESSION = ("id", "collection", "context", "started_at", "ended_at", "outcome_score", "summary")
+_REQUIRED_MEMORY = tuple(c for c in _MEMORY_COLUMNS if c not in _DEFAULTS)
 
 
 def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
 
 
+def as_path(value: Any) -> Path:
+    if not isinstance(value, (str, Path)) or str(value) == "":
+        raise ValidationError(f"path must be a file path, got {value!r}", field="path")
+    return Path(value).expanduser()
+
+
+def _opened(path: Path, mode: str) -> IO[str]:
+    try:
+        return path.open(mode, encoding="utf-8")
+    except OSError as exc:
+        raise ValidationError(f"cannot open {path}: {exc.strerror or exc}", field="path") from exc
+
+
 def export_jsonl(conn: apsw.Connection, path: Path) -> dict[str, int]:
     counts = {"sessions": 0, "memories": 0}
     select = ", ".join("json(m.context)" if c == "context" else f"m.{c}" for c in _MEMORY_COLUMNS)
-    with path.open("w", encoding="utf-8") as out:
+    with _opened(path, "w") as out:
         out.write(json.dumps({"kind": "header", "format": _FORMAT}) + "\n")
         for sid, coll, ctx, started, ended, score, summary in conn.execute(
             "SELECT id, collection, json(context), started_at, ended_at, outcome_score, summary FROM sessions "
@@ -71,7 +89,7 @@ def export_jsonl(conn: apsw.Connection, path: Path) -> dict[str, int]:
 
 def _read_lines(path: Path) -> list[dict[str, Any]]:
     records = []
-    with path.open(encoding="utf-8") as src:
+    with _opened(path, "r") as src:
         for number, line in enumerate(src, 1):
             if not line.strip():
                 continue
@@ -81,6 +99,11 @@ def _read_lines(path: Path) -> list[dict[str, Any]]:
                 raise ValidationError(f"{path}:{number} is not JSON: {exc}", field="path") from exc
             if not isinstance(record, dict) or record.get("kind") not in ("header", "session", "memory"):
                 raise ValidationError(f"{path}:{number} is not a robotmem export record", field="path")
+            required = {"session": _REQUIRED_SESSION, "memory": _REQUIRED_MEMORY}.get(record["kind"], ())
+            missing = [key for key in required if key not in record]
+            if missing:
+                raise ValidationError(f"{path}:{number}: a {record['kind']} record lacks {', '.join(missing)}",
+                                      field="path")
             records.append(record)
     if not records or records[0].get("format") != _FORMAT:
         raise ValidationError(f"{path} is not a {_FORMAT} file", field="path")
@@ -119,7 +142,7 @@ def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: floa
             if embedding:
                 mstore.put_embedding(conn, id_map[r["id"]], r["collection"], embedding["model_id"],
                                      np.frombuffer(base64.b64decode(embedding["vector"]), dtype=np.float32))
-            elif r["status"] in ("active", "archived"):
+            elif r["status"] in ("active", "archived") and r.get("embed", 1):
                 to_embed.append((id_map[r["id"]], r["collection"], r["content"]))
         for r in memories:
             new_id = id_map[r["id"]]
@@ -133,7 +156,7 @@ def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: floa
 
 def _insert_exported(conn: apsw.Connection, r: dict[str, Any]) -> int:
     columns = [c for c in _MEMORY_COLUMNS if c not in ("id", "superseded_by")]
-    values = [json.dumps(r[c]) if c in ("context", "absorbed") else r[c] for c in columns]
+    values = [json.dumps(r[c]) if c in ("context", "absorbed") else r.get(c, _DEFAULTS.get(c)) for c in columns]
     placeholders = ", ".join("jsonb(?)" if c == "context" else "?" for c in columns)
     conn.execute(f"INSERT INTO memories ({', '.join(columns)}) VALUES ({placeholders})", values)
     new_id = int(conn.last_insert_rowid())
@@ -162,11 +185,14 @@ def _embed_missing(db: Database, embeddings: EmbeddingState, items: list[tuple[i
 def reindex(db: Database, embeddings: EmbeddingState, *, batch_size: int,
             progress: Callable[[int, int], None] | None) -> dict[str, Any]:
     """Embed every active/archived memory whose vector is missing or from another model."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValidationError("batch_size must be a positive integer", field="batch_size")
     model_id = embeddings.model_id
     with db.read() as conn:
         items = [(int(i), c, t) for i, c, t in conn.execute(
             "SELECT m.id, m.collection, m.content FROM memories m LEFT JOIN embeddings e ON e.memory_id = m.id "
-            "WHERE m.status IN ('active', 'archived') AND (e.model_id IS NULL OR e.model_id != ?) ORDER BY m.id",
+            "WHERE m.status IN ('active', 'archived') AND m.embed AND (e.model_id IS NULL OR e.model_id != ?) "
+            "ORDER BY m.id",
             (model_id,),
         )]
     done = 0

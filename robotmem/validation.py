@@ -149,9 +149,13 @@ def timestamp(value: Any, field: str) -> float | None:
     if isinstance(value, str):
         raw = value.strip()
         try:
-            return float(raw)
+            number = float(raw)
         except ValueError:
             pass
+        else:
+            if not math.isfinite(number):
+                raise ValidationError(f"{field} must be a finite time", field=field)
+            return number
         try:
             parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError as exc:

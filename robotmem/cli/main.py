@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..errors import RobotMemError
+from ..errors import RobotMemError, ValidationError
 from ..service import Memory
 from .output import emit, progress_printer
 
@@ -41,7 +41,11 @@ def cmd_recall(args: argparse.Namespace) -> Any:
     spatial = None
     if args.near:
         field, *xyz = args.near
-        spatial = {"field": field, "target": [float(v) for v in xyz]}
+        try:
+            target = [float(v) for v in xyz]
+        except ValueError as exc:
+            raise ValidationError(f"--near takes FIELD X Y [Z] with numbers: {exc}", field="--near") from exc
+        spatial = {"field": field, "target": target}
         if args.max_distance is not None:
             spatial["max_distance"] = args.max_distance
     with open_memory(args) as mem:
@@ -114,7 +118,8 @@ def cmd_demo(args: argparse.Namespace) -> Any:
     from .demo import run_demo
 
     with open_memory(args) as mem:
-        return run_demo(mem, sys.stdout if not args.json else sys.stderr)
+        result = run_demo(mem, sys.stdout if not args.json else sys.stderr)
+    return result if args.json else None  # people already read the narration
 
 
 def _add(sub: Any, name: str, func: Callable[[argparse.Namespace], Any], help: str) -> argparse.ArgumentParser:
@@ -203,7 +208,11 @@ def _register_plugins(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # --json is accepted anywhere on the line (robotmem stats --json), not only before the verb.
+    as_json = "--json" in argv
+    args = parser.parse_args([a for a in argv if a != "--json"])
+    args.json = as_json
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config import Config
 from ..embeddings.base import Embedder
-from ..errors import EmbeddingUnavailableError
+from ..errors import EmbeddingUnavailableError, ValidationError
 
 __all__ = ["EmbeddingState", "resolve_embedder"]
 
@@ -23,7 +23,7 @@ def resolve_embedder(choice: object, config: Config) -> Embedder | None:
         return None
     if isinstance(choice, str):
         if choice != "auto":
-            raise ValueError(f"embedder must be 'auto', None or an Embedder, not {choice!r}")
+            raise ValidationError(f"embedder must be 'auto', None or an Embedder, not {choice!r}", field="embedder")
         if config.embeddings == "off":
             return None
         try:
@@ -33,7 +33,7 @@ def resolve_embedder(choice: object, config: Config) -> Embedder | None:
             return None
         return load_embedder(config)
     if not isinstance(choice, Embedder):
-        raise ValueError("embedder must provide model_id, dim and embed(texts)")
+        raise ValidationError("embedder must provide model_id, dim and embed(texts)", field="embedder")
     return choice
 
 

@@ -1,6 +1,6 @@
 """Compile a context filter into one SQL boolean expression over ``json_extract``.
 
-Grammar (see docs/filters.md)::
+Grammar (see docs/data-model.md)::
 
     filter    := { clause, ... }                 every clause must hold
     clause    := "dot.path": value               equality
@@ -17,6 +17,7 @@ exact and runs over the whole collection, so it is never a post-filter.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +62,9 @@ def _compile_object(spec: Any, column: str, field: str, params: list[Any], depth
     return "(" + " AND ".join(clauses) + ")" if clauses else "1"
 
 
-def _compile_clause(key: str, value: Any, column: str, field: str, params: list[Any], depth: int) -> str:
+def _compile_clause(key: Any, value: Any, column: str, field: str, params: list[Any], depth: int) -> str:
+    if not isinstance(key, str):
+        raise ValidationError(f"{field}: keys must be strings, got {key!r}", field=field)
     if key in ("$and", "$or"):
         if not isinstance(value, list) or not value:
             raise ValidationError(f"{field}.{key} must be a non-empty list of filters", field=f"{field}.{key}")
@@ -110,8 +113,10 @@ def _scalar_kind(value: Any, where: str) -> str:
         return "null"
     if isinstance(value, bool):
         return "bool"
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ValidationError(f"{where}: integers must fit in 64 bits", field=where)
     if isinstance(value, (int, float)):
-        if value != value or value in (float("inf"), float("-inf")):
+        if not math.isfinite(value):
             raise ValidationError(f"{where}: numbers must be finite", field=where)
         return "number"
     if isinstance(value, str):

@@ -22,7 +22,7 @@ import apsw
 from ..store.connection import scalar
 from . import sql
 from .request import RecallRequest
-from .tokens import query_tokens
+from .tokens import match_term, query_tokens
 
 __all__ = ["COMMON_SHARE", "COMMON_WINDOW", "FullTextPlan", "eligible_subset", "fulltext_hits", "plan_fulltext"]
 
@@ -37,10 +37,6 @@ class FullTextPlan:
     kept: tuple[str, ...]
     dropped: tuple[str, ...]
     min_rowid: int | None
-
-
-def _quote(token: str) -> str:
-    return '"' + token.replace('"', '""') + '"'
 
 
 def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> FullTextPlan | None:
@@ -63,7 +59,7 @@ def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> Fu
             window = int(COMMON_WINDOW * max_id / max(df[rarest], 1))
             min_rowid = max(0, max_id - window)
     return FullTextPlan(
-        match=" OR ".join(_quote(t) for t in kept),
+        match=" OR ".join(match_term(t) for t in kept),
         kept=tuple(kept),
         dropped=tuple(t for t in tokens if t not in kept),
         min_rowid=min_rowid,

@@ -67,6 +67,11 @@ class RecallEngine:
                 ranked = self._spatial_order(conn, req, now, relevance, distances)
             elif req.query:
                 ranked = list(relevance)
+                if len(ranked) < req.n and req.narrowed:
+                    # An explicit filter is exact: its matches come back even when they do not
+                    # relate to the query (after every related one, with score 0).
+                    q, p = sql.recent_sql(req, now, self._half_life_s, req.n - len(ranked), json.dumps(ranked))
+                    ranked += [row[0] for row in conn.execute(q, p)]
             else:
                 q, p = sql.recent_sql(req, now, self._half_life_s, req.n)
                 ranked = [row[0] for row in conn.execute(q, p)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,11 @@ class RecallRequest:
         return self.min_confidence == 0.0
 
     @property
+    def narrowed(self) -> bool:
+        """The caller restricted the set explicitly (filter, session or time window)."""
+        return self.needs_sql_candidates or self.since is not None or self.until is not None
+
+    @property
     def needs_sql_candidates(self) -> bool:
         return self.filter is not None or self.session_id is not None
 
@@ -58,14 +64,17 @@ def parse_spatial_sort(value: Any) -> SpatialSort | None:
     if (
         not isinstance(target, list)
         or len(target) not in (2, 3)
-        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in target)
+        or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in target)
     ):
-        raise ValidationError("spatial_sort.target must be [x, y] or [x, y, z] numbers", field="spatial_sort.target")
+        raise ValidationError("spatial_sort.target must be [x, y] or [x, y, z] finite numbers",
+                              field="spatial_sort.target")
     max_distance = spec.get("max_distance")
     if max_distance is not None and (
-        isinstance(max_distance, bool) or not isinstance(max_distance, (int, float)) or max_distance < 0
+        isinstance(max_distance, bool) or not isinstance(max_distance, (int, float))
+        or not math.isfinite(max_distance) or max_distance < 0
     ):
-        raise ValidationError("spatial_sort.max_distance must be a number >= 0", field="spatial_sort.max_distance")
+        raise ValidationError("spatial_sort.max_distance must be a finite number >= 0",
+                              field="spatial_sort.max_distance")
     return SpatialSort(
         field=field,
         json_path=path,

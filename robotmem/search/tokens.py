@@ -25,6 +25,7 @@ _NUMBER = r"[-+]?\d+(?:[.,]\d+)*(?:[a-z%°µ]+[a-z0-9/]*)?"
 # A word of letters/digits possibly joined by underscores (snake_case) or dots (module.path).
 _WORD = r"[^\W_](?:[\w]|[._](?=[^\W_]))*"
 _TOKEN_RE = re.compile(rf"{_NUMBER}|{_WORD}", re.UNICODE)
+_PLAIN_NUMBER_RE = re.compile(r"^[-+]?\d+(?:\.\d+)*$")
 _NUMBER_UNIT_RE = re.compile(r"^([-+]?\d+(?:[.,]\d+)*)([a-z%°µ].*)$")
 
 
@@ -89,12 +90,19 @@ def _split_cjk(token: str) -> list[str]:
 def _expand(token: str) -> list[str]:
     """A compound token and its parts, so `grip_force` matches `grip force` and vice versa."""
     parts = [token]
+    if _PLAIN_NUMBER_RE.match(token):
+        return parts  # 12.5 stays one token: its digits are not words
     number = _NUMBER_UNIT_RE.match(token)
     if number:
         parts += [number.group(1), number.group(2)]
     elif "_" in token or "." in token:
         parts += [p for p in re.split(r"[._]", token) if p]
     return parts
+
+
+def token_parts(token: str) -> list[str]:
+    """The parts of a compound token (``grip_force`` -> grip, force; ``12.5n`` -> 12.5, n), else []."""
+    return _expand(token)[1:]
 
 
 def _raw_tokens(text: str) -> list[str]:
@@ -121,12 +129,22 @@ def query_tokens(text: str) -> list[str]:
     return list(seen)
 
 
-def fts_match_expression(text: str) -> str | None:
-    """An FTS5 MATCH expression (any token may match; BM25 ranks) or None when nothing is searchable.
+def match_term(token: str) -> str:
+    """One token as FTS5 syntax: quoted; a compound also matches its parts as a phrase.
 
-    Every token is quoted, so punctuation in a query can never raise an FTS5 syntax error.
+    ``grip_force`` matches "grip_force" and the prose "grip force"; ``12.5N`` matches
+    "12.5 N". Quoting means punctuation in a query can never raise an FTS5 syntax error.
     """
+    quoted = '"' + token.replace('"', '""') + '"'
+    parts = token_parts(token)
+    if not parts:
+        return quoted
+    return "(" + quoted + ' OR "' + " ".join(parts).replace('"', '""') + '")'
+
+
+def fts_match_expression(text: str) -> str | None:
+    """An FTS5 MATCH expression (any token may match; BM25 ranks) or None when nothing is searchable."""
     tokens = query_tokens(text)
     if not tokens:
         return None
-    return " OR ".join('"' + token.replace('"', '""') + '"' for token in tokens)
+    return " OR ".join(match_term(token) for token in tokens)

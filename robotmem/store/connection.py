@@ -46,7 +46,10 @@ class Database:
         self._lock = threading.Lock()
         self._closed = False
         if str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StorageError(f"cannot create the folder for the memory store {path}: {exc.strerror}") from exc
 
     def connection(self) -> apsw.Connection:
         conn: apsw.Connection | None = getattr(self._local, "conn", None)

@@ -41,6 +41,7 @@ class NewMemory:
     confidence: float
     now: float
     occurred_at: float
+    embed: bool = True
 
 
 def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:
@@ -48,10 +49,10 @@ def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:
     conn.execute(
         "INSERT INTO memories (collection, session_id, type, perception_type, content, search_text, context, "
         "content_hash, protected, confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, "
-        "updated_at) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "updated_at, embed) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text, canonical_json(m.context),
          m.content_hash, int(m.protected), m.confidence, m.now, m.occurred_at, m.occurred_at, m.now,
-         m.occurred_at, m.now),
+         m.occurred_at, m.now, int(m.embed)),
     )
     memory_id = int(conn.last_insert_rowid())
     index_points(conn, memory_id, m.context, fresh=True)

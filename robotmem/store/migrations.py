@@ -12,7 +12,7 @@ from typing import Final, Union
 
 import apsw
 
-from ..search.tokens import FTS_TOKENIZE
+from ..search.tokens import FTS_TOKENIZE, index_tokens
 from .connection import scalar
 from .points import reindex_all_points
 
@@ -155,8 +155,18 @@ CREATE TRIGGER memories_au_fts AFTER UPDATE OF search_text, status ON memories
 END;
 """
 
+def _v5(conn: apsw.Connection) -> None:
+    """Records may opt out of embedding (``embed``), and plain decimals stay one token."""
+    conn.execute("ALTER TABLE memories ADD COLUMN embed INTEGER NOT NULL DEFAULT 1")
+    rows = conn.execute("SELECT id, content FROM memories").fetchall()
+    conn.executemany(
+        "UPDATE memories SET search_text = ? WHERE id = ?",
+        [(index_tokens(str(content)), memory_id) for memory_id, content in rows],
+    )
+
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
-MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4))
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

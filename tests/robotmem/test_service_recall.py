@@ -215,3 +215,25 @@ def test_filtered_vector_ranking_is_the_same_on_every_path(db_path: Path, clock,
         in_numpy = warm.recall(query, n=20, context_filter=context_filter)
     assert in_sql["mode"] == in_numpy["mode"] == "hybrid"
     assert _ids(in_sql) == _ids(in_numpy)
+
+
+@pytest.mark.parametrize("query", ["grip_force", "12.5N"])
+def test_compound_queries_also_find_prose_with_the_parts(mem: Memory, query):
+    prose = mem.learn("set grip force to 12.5 N on the bottle")["memory_id"]
+    compact = mem.learn("grip_force=12.5N held")["memory_id"]
+    assert set(_ids(mem.recall(query))) == {prose, compact}
+
+
+def test_a_filter_match_comes_back_even_when_the_query_is_unrelated(mem: Memory):
+    mem.save_perceptions([{"description": f"grasp red cube attempt {i}", "metadata": {"task": {"batch": i}}}
+                          for i in range(300)])
+    lone = mem.learn("battery swapped at the dock", {"task": {"batch": -1}})["memory_id"]
+    result = mem.recall("grasp red cube", context_filter={"task.batch": -1})
+    assert _ids(result) == [lone] and result["results"][0]["score"] == 0
+
+
+def test_memories_decayed_below_the_archive_floor_need_min_confidence_zero(mem: Memory, clock):
+    mid = mem.learn("an old observation about the drawer")["memory_id"]
+    clock.advance(30 * 86_400 * 5)  # 0.8 -> 0.025, below the 0.05 floor, not yet swept by end_session
+    assert mem.recall("drawer", min_confidence=0.01)["results"] == []
+    assert _ids(mem.recall("drawer", min_confidence=0)) == [mid]

@@ -43,3 +43,18 @@ def test_demo_writes_an_episode_and_recalls_from_it(robotmem_home: Path):
     assert proc.returncode == 0, proc.stderr
     assert "grip_force=9N held the wet glass bottle" in proc.stdout
     assert (robotmem_home / "memory.db").exists()
+
+
+def test_json_flag_works_after_the_verb_too(capsys, robotmem_home: Path):
+    code, out, _ = run(capsys, "stats", "--json")
+    assert code == 0 and json.loads(out)["memories"] == 0
+
+
+def test_near_with_a_non_number_is_a_clear_error(capsys, robotmem_home: Path):
+    code, _, err = run(capsys, "recall", "bottle", "--near", "spatial.p", "1", "x", "3")
+    assert code == 1 and "--near" in err
+
+
+def test_importing_a_missing_file_is_a_clear_error(capsys, tmp_path: Path, robotmem_home: Path):
+    code, _, err = run(capsys, "import", str(tmp_path / "nope.jsonl"))
+    assert code == 1 and "nope.jsonl" in err

@@ -1,0 +1,79 @@
+"""Bad input to any public method raises a RobotMemError that names the field; nothing else escapes."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from robotmem import Memory, RobotMemError, StorageError, ValidationError
+
+CALLS = [
+    ("recall", lambda m, tmp: m.recall("x", context_filter={5: 1}), "context_filter"),
+    ("recall", lambda m, tmp: m.recall("x", context_filter={"a": {"$eq": 2**70}}), "context_filter.a"),
+    ("recall", lambda m, tmp: m.recall("x", spatial_sort={"field": "a.b", "target": [1, float("nan")]}),
+     "spatial_sort.target"),
+    ("recall", lambda m, tmp: m.recall("x", spatial_sort={"field": "a.b", "target": [1, 2],
+                                                          "max_distance": float("nan")}), "spatial_sort.max_distance"),
+    ("recall", lambda m, tmp: m.recall("x", since="nan"), "since"),
+    ("recall", lambda m, tmp: m.recall("x", until="inf"), "until"),
+    ("recall", lambda m, tmp: m.recall("x", spatial_sort={"field": 3, "target": [1, 2]}), "spatial_sort.field"),
+    ("recall", lambda m, tmp: m.recall("x", n=True), "n"),
+    ("learn", lambda m, tmp: m.learn("x", {"a": 2**70}), "context.a"),
+    ("learn", lambda m, tmp: m.learn("x", []), "context"),
+    ("learn", lambda m, tmp: m.learn("x", session_id=5), "session_id"),
+    ("save_perception", lambda m, tmp: m.save_perception("valid text", data=object()), "data"),
+    ("forget", lambda m, tmp: m.forget("3", "x"), "memory_id"),
+    ("export", lambda m, tmp: m.export(tmp / "missing" / "x.jsonl"), "path"),
+    ("export", lambda m, tmp: m.export(5), "path"),
+    ("export", lambda m, tmp: m.export(tmp), "path"),
+    ("import_", lambda m, tmp: m.import_(tmp / "nope.jsonl"), "path"),
+    ("reindex", lambda m, tmp: m.reindex(batch_size=0), "batch_size"),
+]
+
+
+@pytest.mark.parametrize("name, call, field", CALLS, ids=[f"{c[0]}-{c[2]}-{i}" for i, c in enumerate(CALLS)])
+def test_bad_input_is_a_validation_error_naming_the_field(hybrid_mem: Memory, tmp_path: Path, name, call, field):
+    with pytest.raises(ValidationError) as info:
+        call(hybrid_mem, tmp_path)
+    assert info.value.field == field
+
+
+def test_an_import_record_missing_fields_names_the_line(mem: Memory, tmp_path: Path):
+    dump = tmp_path / "bad.jsonl"
+    dump.write_text(json.dumps({"kind": "header", "format": "robotmem-export/1"}) + "\n"
+                    + json.dumps({"kind": "memory", "content": "x"}) + "\n")
+    with pytest.raises(ValidationError, match="bad.jsonl:2"):
+        mem.import_(dump)
+
+
+@pytest.mark.parametrize("kwargs, field", [({"path": 123}, "path"), ({"embedder": "foo"}, "embedder"),
+                                           ({"embedder": 5}, "embedder"), ({"clock": "x"}, "clock")])
+def test_bad_constructor_arguments_are_validation_errors(tmp_path: Path, kwargs, field):
+    kwargs.setdefault("path", tmp_path / "m.db")
+    with pytest.raises(ValidationError) as info:
+        Memory(**kwargs)
+    assert info.value.field == field
+
+
+def test_an_unusable_store_location_is_a_storage_error(tmp_path: Path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(StorageError):
+        Memory(blocker / "sub" / "m.db", embedder=None)
+
+
+def test_a_duplicate_into_an_ended_session_is_still_a_conflict(mem: Memory):
+    sid = mem.start_session()["session_id"]
+    mem.learn("cafe robot served 3 cups", session_id=sid)
+    mem.end_session(sid)
+    with pytest.raises(RobotMemError) as info:
+        mem.learn("cafe robot served 3 cups", session_id=sid)
+    assert info.value.code == "conflict"
+
+
+def test_the_configured_collection_is_the_default(robotmem_home: Path):
+    (robotmem_home / "config.json").write_text(json.dumps({"collection": "lab-file"}))
+    with Memory(embedder=None) as mem:
+        assert mem.collection == "lab-file"
+        mid = mem.learn("door 4 sticks")["memory_id"]
+        assert mem.get(mid)["collection"] == "lab-file"

@@ -20,6 +20,7 @@ The same file (``bridge.toml``) drives the live rosbridge client and offline rep
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,17 +31,30 @@ from robotmem.errors import ConfigError
 from .messages import normalize_msgtype
 
 __all__ = [
+    "BRIDGE_CONFIG_NAME",
     "CONVERTERS",
     "DEFAULT_TOPICS",
+    "PERCEPTION_TYPES",
     "WILDCARD",
     "BridgeConfig",
     "TopicRule",
+    "default_bridge_config_path",
     "load_bridge_config",
     "parse_bridge_config",
     "replace_topics",
 ]
 
 WILDCARD = "*"
+
+#: the file ``robotmem bridge`` and ``robotmem replay`` read from ROBOTMEM_HOME without --config
+BRIDGE_CONFIG_NAME = "bridge.toml"
+
+#: robotmem's perception types (robotmem.models.PERCEPTION_TYPES, not part of its public API;
+#: kept in step by tests/bridges/pipeline/test_pipeline_config.py)
+PERCEPTION_TYPES = ("visual", "tactile", "auditory", "proprioceptive", "procedural")
+
+#: converters that store no perception, so a perception_type means nothing for them
+_NO_PERCEPTION = frozenset({"learn", "episode"})
 
 #: every converter name a rule may use
 CONVERTERS = frozenset(
@@ -142,6 +156,12 @@ class BridgeConfig:
         return tuple(r for r in self.topics if r.topic != WILDCARD)
 
 
+def default_bridge_config_path(home: Path) -> Path | None:
+    """``HOME/bridge.toml`` when it exists (the config used when --config is not given)."""
+    candidate = Path(home) / BRIDGE_CONFIG_NAME
+    return candidate if candidate.exists() else None
+
+
 def load_bridge_config(path: Path | None) -> BridgeConfig:
     """Read ``bridge.toml``; ``None`` gives the defaults. Raises ConfigError naming the bad key."""
     if path is None:
@@ -200,7 +220,7 @@ def _scalar(raw: dict[str, Any], name: str, origin: str) -> Any:
     if isinstance(default, int) and not isinstance(default, bool):
         ok = isinstance(value, int) and not isinstance(value, bool)
     else:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if not ok or value < 0:
         kind = "a non-negative integer" if isinstance(default, int) else "a non-negative number"
         raise ConfigError(f"{origin}: {name!r} must be {kind}, got {value!r}", field=name)
@@ -235,19 +255,39 @@ def _rule(entry: Any, index: int, origin: str) -> TopicRule:
             raise ConfigError(f"{origin}: {where}.msgtype: {exc}", field=f"{where}.msgtype") from exc
     elif topic == WILDCARD:
         raise ConfigError(f"{origin}: {where}: topic '*' needs a msgtype", field=f"{where}.msgtype")
-    numbers: dict[str, Any] = {}
-    for name in ("throttle_rate_ms", "queue_length", "sample_every_s"):
-        if name in entry:
-            value = entry[name]
-            integral = name != "sample_every_s"
-            valid = isinstance(value, int) if integral else isinstance(value, (int, float))
-            if isinstance(value, bool) or not valid or value < 0:
-                raise ConfigError(f"{origin}: {where}.{name} must be a non-negative number", field=f"{where}.{name}")
-            numbers[name] = value if integral else float(value)
-    perception_type = entry.get("perception_type")
-    if perception_type is not None and (not isinstance(perception_type, str) or not perception_type):
-        raise ConfigError(f"{origin}: {where}.perception_type must be a string", field=f"{where}.perception_type")
+    numbers: dict[str, Any] = {name: _rule_number(entry, name, where, origin)
+                               for name in ("throttle_rate_ms", "queue_length", "sample_every_s") if name in entry}
+    perception_type = _perception_type(entry, converter, where, origin)
     return TopicRule(topic=topic, msgtype=msgtype, converter=converter, perception_type=perception_type, **numbers)
+
+
+def _rule_number(entry: dict[str, Any], name: str, where: str, origin: str) -> int | float:
+    """throttle_rate_ms and queue_length: non-negative integers; sample_every_s: a finite number >= 0."""
+    value = entry[name]
+    integral = name != "sample_every_s"
+    if integral:
+        valid = isinstance(value, int) and not isinstance(value, bool)
+        kind = "a non-negative integer"
+    else:
+        valid = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        kind = "a non-negative number of seconds"
+    if not valid or value < 0:
+        raise ConfigError(f"{origin}: {where}.{name} must be {kind}, got {value!r}", field=f"{where}.{name}")
+    return int(value) if integral else float(value)
+
+
+def _perception_type(entry: dict[str, Any], converter: str, where: str, origin: str) -> str | None:
+    """One of robotmem's perception types, and only for converters that store perceptions."""
+    value = entry.get("perception_type")
+    if value is None:
+        return None
+    field = f"{where}.perception_type"
+    if converter in _NO_PERCEPTION:
+        raise ConfigError(f"{origin}: {field}: converter {converter!r} stores no perception", field=field)
+    if value not in PERCEPTION_TYPES:
+        raise ConfigError(f"{origin}: {field} must be one of {', '.join(PERCEPTION_TYPES)}, got {value!r}",
+                          field=field)
+    return str(value)
 
 
 def replace_topics(config: BridgeConfig, topics: tuple[TopicRule, ...]) -> BridgeConfig:

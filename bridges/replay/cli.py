@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bridges.pipeline import load_bridge_config, parse_episode_split
+from bridges.pipeline.config import BRIDGE_CONFIG_NAME, default_bridge_config_path
 from robotmem import Memory
 from robotmem.config import Config
 from robotmem.errors import ConfigError
@@ -20,9 +21,6 @@ from .replay import RecordingResult, ReplayOptions, replay_paths
 from .report import ProgressBar, plan_lines, summary_table
 
 __all__ = ["register", "run"]
-
-BRIDGE_CONFIG_NAME = "bridge.toml"
-
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -64,10 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error (episode_split): {exc}", file=sys.stderr)
         return 2
-    bridge_path = args.config
-    if bridge_path is None and (config.home / BRIDGE_CONFIG_NAME).exists():
-        bridge_path = config.home / BRIDGE_CONFIG_NAME
-    bridge_config = load_bridge_config(bridge_path)
+    bridge_config = load_bridge_config(args.config or default_bridge_config_path(config.home))
     options = ReplayOptions(
         topics=tuple(args.topics) if args.topics else None, collection=collection, robot_id=args.robot_id,
         episode_split=args.episode_split, dry_run=args.dry_run,

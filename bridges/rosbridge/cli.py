@@ -16,7 +16,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bridges.pipeline.config import load_bridge_config
+from bridges.pipeline.config import (
+    BRIDGE_CONFIG_NAME,
+    default_bridge_config_path,
+    load_bridge_config,
+)
 from robotmem import Memory
 from robotmem.config import Config
 from robotmem.errors import ConfigError, RobotMemError
@@ -40,7 +44,9 @@ def register(subparsers: Any) -> None:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default="ws://127.0.0.1:9090", help="rosbridge websocket (default %(default)s)")
-    parser.add_argument("--config", type=Path, default=None, help="bridge.toml (topic rules, chunking, episodes)")
+    parser.add_argument("--config", type=Path, default=None,
+                        help=f"bridge config: topic rules, chunking, episodes (default: HOME/{BRIDGE_CONFIG_NAME} "
+                             "when present, as for replay)")
     # SUPPRESS: the robotmem root parser has --collection too; an absent option here must not
     # overwrite the value given there (argparse copies sub-parser defaults over it).
     parser.add_argument("--collection", default=argparse.SUPPRESS,
@@ -59,7 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     _configure_logging()
     try:
-        options, config = _options(args), load_bridge_config(args.config)
+        options = _options(args)
+        home = Config.load(home=getattr(args, "home", None)).home
+        config = load_bridge_config(args.config or default_bridge_config_path(home))
         memory = _open_memory(args, options.collection)
     except RobotMemError as exc:
         return _fail(args, exc)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bridges.pipeline import DEFAULT_TOPICS, BridgeConfig, load_bridge_config
+from bridges.pipeline.config import PERCEPTION_TYPES
 from robotmem.errors import ConfigError
 
 
@@ -79,6 +80,21 @@ def test_no_file_gives_the_defaults() -> None:
         ('[[topics]]\ntopic = "/odom"\nconverter = "learn"\nsample_every_s = -2\n', "topics[0].sample_every_s"),
         ('[[topics]]\ntopic = "/odom"\nconverter = "learn"\nqueue_length = 1.5\n', "topics[0].queue_length"),
         ('[[topics]]\ntopic = "/odom"\nconverter = "learn"\ncolour = "red"\n', "topics[0].colour"),
+        ('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = "smell"\n',
+         "topics[0].perception_type"),
+        ('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = 3\n',
+         "topics[0].perception_type"),
+        ('[[topics]]\ntopic = "/notes"\nconverter = "learn"\nperception_type = "visual"\n',
+         "topics[0].perception_type"),
+        ('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nsample_every_s = inf\n',
+         "topics[0].sample_every_s"),
+        ('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nthrottle_rate_ms = true\n',
+         "topics[0].throttle_rate_ms"),
+        ('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nthrottle_rate_ms = 100.5\n',
+         "topics[0].throttle_rate_ms"),
+        ('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nmsgtype = 7\n', "topics[0].msgtype"),
+        ("rdp_tolerance_m = nan\n", "rdp_tolerance_m"),
+        ("max_episode_s = inf\n", "max_episode_s"),
     ],
 )
 def test_a_bad_config_value_is_a_config_error_naming_the_key(tmp_path: Path, text: str, field: str) -> None:
@@ -97,3 +113,16 @@ def test_invalid_toml_and_a_missing_file_are_config_errors(tmp_path: Path) -> No
         load_bridge_config(broken)
     with pytest.raises(ConfigError, match="cannot read"):
         load_bridge_config(tmp_path / "absent.toml")
+
+
+def test_every_perception_type_robotmem_knows_is_accepted_and_the_list_matches_robotmem(tmp_path: Path) -> None:
+    from robotmem.models import (
+        PERCEPTION_TYPES as ROBOTMEM_TYPES,  # only to keep the two lists in step
+    )
+
+    assert PERCEPTION_TYPES == tuple(ROBOTMEM_TYPES)
+    for kind in PERCEPTION_TYPES:
+        path = tmp_path / f"{kind}.toml"
+        path.write_text(f'[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = "{kind}"\n')
+        (rule,) = load_bridge_config(path).rules_for("/odom", "nav_msgs/msg/Odometry")
+        assert rule.perception_type == kind

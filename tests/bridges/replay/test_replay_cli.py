@@ -103,6 +103,19 @@ def test_bad_arguments_are_errors_naming_the_problem(run_cli: RunCli, tmp_path: 
     assert code == 1 and "(chunk_seconds)" in err
 
 
+def test_a_perception_type_typo_in_the_config_stops_the_replay_before_anything_is_written(
+        run_cli: RunCli, datasets: Path, robotmem_home: Path, tmp_path: Path) -> None:
+    config = tmp_path / "bridge.toml"
+    config.write_text('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = "smell"\n')
+    code, _, err = run_cli("replay", str(datasets / "nav_demo.mcap"), "--config", str(config))
+    assert code != 0 and "topics[0].perception_type" in err and "proprioceptive" in err
+    assert not (robotmem_home / "memory.db").exists()
+    config.write_text('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = "tactile"\n')
+    code, out, err = run_cli("replay", str(datasets / "nav_demo.mcap"), "--config", str(config))
+    assert code == 0, err
+    assert _table_row(out, "/odom")[3:5] == ["992", "6"]
+
+
 def test_a_bridge_toml_in_the_home_folder_is_used(run_cli: RunCli, datasets: Path, robotmem_home: Path) -> None:
     (robotmem_home / "bridge.toml").write_text("chunk_seconds = 100\n")
     code, out, _ = run_cli("replay", str(datasets / "nav_demo.mcap"))

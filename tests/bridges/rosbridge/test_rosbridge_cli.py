@@ -35,3 +35,12 @@ def test_bridge_command_with_a_zero_queue_exits_2_naming_the_option(
         robotmem_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bridge", "--queue-size", "0"]) == 2
     assert "--queue-size" in capsys.readouterr().err
+
+
+def test_bridge_command_reads_bridge_toml_from_the_home_folder_without_config(
+        robotmem_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (robotmem_home / "bridge.toml").write_text(
+        '[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = "smell"\n', encoding="utf-8")
+    assert main(["bridge"]) == 2  # the home config was read (and refused) before connecting
+    assert "topics[0].perception_type" in capsys.readouterr().err
+    assert not (robotmem_home / "memory.db").exists()

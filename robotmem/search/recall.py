@@ -54,9 +54,10 @@ class RecallEngine:
             if plan is not None:
                 bm25_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool)
             bm25_weights: list[float] | None = None
+            similarity: dict[int, float] = {}
             if req.query and query_vector is not None and model_id is not None:
                 vector_hits = self._vector_hits(conn, req, now, query_vector, model_id, pool)
-                similarity = dict(vector_hits)
+                similarity.update(vector_hits)
                 missing = [m for m in bm25_ids if m not in similarity]
                 similarity.update(self._similarities(conn, missing, model_id, query_vector))
                 bm25_weights = [_keyword_weight(similarity.get(m)) for m in bm25_ids]
@@ -77,6 +78,11 @@ class RecallEngine:
                 ranked = [row[0] for row in conn.execute(q, p)]
             records = self._load(conn, ranked if req.spatial is not None else ranked[: max(pool, req.n)], now)
         results = _score(records, relevance, distances, req, mode)
+        if mode in ("hybrid", "vector_only"):
+            # Rank-fused scores compare hits within one answer; cosine compares across answers.
+            for record in results:
+                cos = similarity.get(record["id"])
+                record["similarity"] = None if cos is None else round(cos, 4)
         return {"mode": mode, "count": len(results), "results": results}
 
     # -- vectors ---------------------------------------------------------------------

@@ -237,3 +237,11 @@ def test_memories_decayed_below_the_archive_floor_need_min_confidence_zero(mem: 
     clock.advance(30 * 86_400 * 5)  # 0.8 -> 0.025, below the 0.05 floor, not yet swept by end_session
     assert mem.recall("drawer", min_confidence=0.01)["results"] == []
     assert _ids(mem.recall("drawer", min_confidence=0)) == [mid]
+
+
+def test_hybrid_hits_report_their_cosine_similarity(hybrid_mem: Memory):
+    hybrid_mem.learn("the gripper slipped on the wet glass bottle")
+    hybrid_mem.learn("the battery charger LED blinks red")
+    hits = hybrid_mem.recall("grasp failed on a slippery object", n=2)["results"]
+    assert hits[0]["similarity"] > 0.4
+    assert all(h["similarity"] is None or h["similarity"] < hits[0]["similarity"] for h in hits[1:])

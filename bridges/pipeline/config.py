@@ -139,7 +139,9 @@ class BridgeConfig:
     laser_bins: int = 36
     #: json_perception: payloads larger than this (JSON bytes) keep only their field names
     json_max_bytes: int = 4096
-    #: joint trajectory chunks longer than this many samples are evenly thinned
+    #: joint chunks are downsampled to within this (radians) of the raw samples (joint_simplify.py)
+    joint_tolerance_rad: float = 0.01
+    #: at most this many samples per joint chunk (the tolerance grows when a noisy chunk needs more)
     joint_max_samples: int = 500
 
     def rules_for(self, topic: str, msgtype: str | None) -> tuple[TopicRule, ...]:

@@ -1,4 +1,10 @@
-"""sensor_msgs/JointState -> joint trajectory chunks of numeric arrays."""
+"""sensor_msgs/JointState -> joint trajectory chunks of numeric arrays.
+
+Chunks are downsampled shape-preservingly (joint_simplify.py): at most ``joint_max_samples``
+samples, within ``joint_tolerance_rad`` of every raw sample of every joint (or, when the
+signal is noisier than that, the smallest doubled tolerance that fits, stored as
+``tolerance_rad``), each joint's minimum and maximum kept exactly.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..config import BridgeConfig, TopicRule
+from ..joint_simplify import simplify_joints
 from ..messages import RosMessage
 from .base import Converter, EpisodeContext, Record, base_metadata
 
@@ -110,15 +117,19 @@ class JointTrajectoryConverter(Converter):
     def _chunk_record(self, episode: EpisodeContext, buffer: _Buffer) -> Record:
         t = np.asarray(buffer.t, dtype=np.int64)
         positions = np.asarray(buffer.positions, dtype=np.float64).reshape(len(t), len(buffer.names))
-        rows = _thin(len(t), self.config.joint_max_samples)
+        seconds = (t - episode.start_ns) / 1e9
+        rows, tolerance = simplify_joints(seconds, positions, self.config.joint_tolerance_rad,
+                                          self.config.joint_max_samples)
         data: dict[str, Any] = {
             "t0_ns": episode.start_ns,
-            "t": ((t[rows] - episode.start_ns) / 1e9).tolist(),
+            "t": seconds[rows].tolist(),
             "names": buffer.names,
             "positions": positions[rows].tolist(),
             "velocities": _full_rows(buffer.velocities, rows, len(buffer.names)),
             "efforts": _full_rows(buffer.efforts, rows, len(buffer.names)),
             "raw_samples": len(t),
+            # linear interpolation between the stored samples is within this of every raw one
+            "tolerance_rad": tolerance,
         }
         travel = positions.max(axis=0) - positions.min(axis=0) if len(t) else np.zeros(len(buffer.names))
         duration_s = float(t.max() - t.min()) / 1e9
@@ -134,13 +145,6 @@ class JointTrajectoryConverter(Converter):
 
     def episode_summary(self) -> dict[str, Any] | None:
         return {"topic": self.topic, "msgtype": self.msgtype, "records": self._chunks} if self._chunks else None
-
-
-def _thin(n: int, limit: int) -> np.ndarray:
-    """Evenly spaced row indices, at most ``limit`` of them, always keeping the first and last."""
-    if n <= limit:
-        return np.arange(n)
-    return np.unique(np.linspace(0, n - 1, limit).round().astype(np.int64))
 
 
 def _full_rows(rows: list[list[float]], index: np.ndarray, width: int) -> list[list[float]]:

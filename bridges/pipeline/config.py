@@ -125,8 +125,9 @@ class BridgeConfig:
     max_episode_s: float = 1800.0
     #: longest side of stored image thumbnails
     image_thumbnail_px: int = 64
-    #: compressed frames up to this size are stored as-is; larger ones as metadata only
-    compressed_image_max_bytes: int = 64 * 1024
+    #: CompressedImage: 0 (default) stores metadata only (format, bytes, frame, width/height from
+    #: the PNG/JPEG header); N > 0 also keeps frames of at most N compressed bytes as they are
+    compressed_image_max_bytes: int = 0
     #: a pose moving less than this is "no motion" (idle detection)
     motion_threshold_m: float = 0.05
     #: a joint moving less than this is "no motion"

@@ -4,12 +4,15 @@ Raw ``sensor_msgs/Image``: a thumbnail whose longest side is ``image_thumbnail_p
 (nearest-neighbour sampling, RGB or grey uint8, stored as bytes with its shape) for the
 encodings rgb8, bgr8, rgba8, bgra8, mono8, 8UC1, 8UC3, mono16, 16UC1 and 32FC1 (depth
 images are scaled to their own finite range). Other encodings (Bayer, YUV) keep metadata only.
-``sensor_msgs/CompressedImage``: the compressed bytes are kept when they are at most
-``compressed_image_max_bytes``, else metadata only (we do not decode JPEG/PNG).
+``sensor_msgs/CompressedImage``: metadata only by default - format, size in bytes, frame
+id, and width/height read from the PNG or JPEG header (no decoding: that would need an
+image library we do not depend on). ``compressed_image_max_bytes`` (default 0) opts in to
+keeping frames up to that many compressed bytes as they are.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -18,7 +21,7 @@ from ..config import BridgeConfig, TopicRule
 from ..messages import RosMessage
 from .base import PerMessageConverter
 
-__all__ = ["ImageConverter", "thumbnail"]
+__all__ = ["ImageConverter", "compressed_image_size", "thumbnail"]
 
 # encoding -> (dtype, channels, channel order to get RGB)
 _ENCODINGS: dict[str, tuple[str, int, tuple[int, ...] | None]] = {
@@ -68,14 +71,51 @@ class ImageConverter(PerMessageConverter):
         if not isinstance(blob, (bytes, bytearray)):
             raise TypeError("CompressedImage.data must be bytes (rosbridge base64 must be decoded first)")
         fmt = str(data.get("format", ""))
-        info = {"format": fmt, "bytes": len(blob), "frame_id": _frame_id(data)}
+        info: dict[str, Any] = {"format": fmt, "bytes": len(blob), "frame_id": _frame_id(data)}
+        size = compressed_image_size(bytes(blob[:_HEADER_SCAN_BYTES]))
+        if size is not None:
+            info.update({"width": size[0], "height": size[1]})
         payload: dict[str, Any] = dict(info)
-        if len(blob) <= self.config.compressed_image_max_bytes:
+        if 0 < len(blob) <= self.config.compressed_image_max_bytes:
             payload["compressed"] = bytes(blob)
             note = "compressed frame kept"
         else:
-            note = "metadata only (frame larger than the cap)"
-        return f"compressed image {self.topic} {fmt} {len(blob)} bytes ({note})", payload, {"perception": info}
+            note = "metadata only"
+        shown = f" {size[0]}x{size[1]}" if size is not None else ""
+        return f"compressed image {self.topic}{shown} {fmt} {len(blob)} bytes ({note})", payload, {"perception": info}
+
+
+#: JPEG headers (EXIF thumbnails included) put the frame size within the first bytes
+_HEADER_SCAN_BYTES = 256 * 1024
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: JPEG start-of-frame markers (all SOFn but DHT C4, JPG C8 and DAC CC)
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def compressed_image_size(blob: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG or JPEG header, without decoding; None for other data."""
+    if blob.startswith(_PNG_SIGNATURE) and len(blob) >= 24 and blob[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", blob[16:24])
+        return int(width), int(height)
+    if not blob.startswith(b"\xff\xd8"):
+        return None
+    at = 2
+    while at + 4 <= len(blob):
+        if blob[at] != 0xFF:
+            return None
+        marker = blob[at + 1]
+        if marker == 0xFF:  # fill byte
+            at += 1
+            continue
+        if marker in (0x01, *range(0xD0, 0xD8)):  # markers without a length
+            at += 2
+            continue
+        (length,) = struct.unpack(">H", blob[at + 2 : at + 4])
+        if marker in _JPEG_SOF and at + 9 <= len(blob):
+            height, width = struct.unpack(">HH", blob[at + 5 : at + 9])
+            return int(width), int(height)
+        at += 2 + length
+    return None
 
 
 def _frame_id(data: dict[str, Any]) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import math
+import struct
+import zlib
 from collections.abc import Callable
 
 import numpy as np
@@ -105,6 +107,42 @@ def test_an_unsupported_encoding_keeps_metadata_and_a_short_buffer_is_malformed(
     (record,) = by_topic(mem, _session(mem), "/camera/image_raw")
     assert "thumbnail" not in mem.get_data(record["id"])
     assert "metadata only" in record["content"]
+
+
+def _jpeg(width: int, height: int, body_bytes: int) -> bytes:
+    """A baseline JPEG's marker layout: SOI, APP0 (JFIF), SOF0 with the frame size, SOS, scan data, EOI."""
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    sof0 = b"\xff\xc0" + struct.pack(">HBHHB", 17, 8, height, width, 3) + b"\x01\x22\x00\x02\x11\x01\x03\x11\x01"
+    sos = b"\xff\xda" + struct.pack(">H", 12) + b"\x03\x01\x00\x02\x11\x03\x11\x00\x3f\x00"
+    return b"\xff\xd8" + app0 + sof0 + sos + bytes(body_bytes) + b"\xff\xd9"
+
+
+def _png(width: int, height: int) -> bytes:
+    """A real (grey, 8-bit) PNG file."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    raw = b"".join(b"\x00" + bytes(width) for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def _compressed(t_ns: int, fmt: str, blob: bytes) -> RosMessage:
+    data = {"header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": "cam"}, "format": fmt, "data": blob}
+    return RosMessage("/cam/compressed", "sensor_msgs/msg/CompressedImage", t_ns, data)
+
+
+def test_compressed_images_are_metadata_only_by_default_with_the_size_from_the_header(
+        mem: Memory, make_pipeline: MakePipeline) -> None:
+    pipeline = make_pipeline()
+    pipeline.feed(_compressed(T0, "jpeg", _jpeg(640, 480, 40_000)))  # a 640x480 frame well under 64 KiB
+    pipeline.feed(_compressed(T0 + 2 * S, "png", _png(32, 24)))
+    pipeline.close()
+    stored = sorted(by_topic(mem, _session(mem), "/cam/compressed"), key=lambda r: r["context"]["perception"]["format"])
+    jpeg, png = (mem.get_data(r["id"]) for r in stored)
+    assert "compressed" not in jpeg and "compressed" not in png
+    assert (jpeg["width"], jpeg["height"], jpeg["bytes"]) == (640, 480, len(_jpeg(640, 480, 40_000)))
+    assert (png["width"], png["height"]) == (32, 24)
+    assert "640x480" in stored[0]["content"] and "metadata only" in stored[0]["content"]
 
 
 def test_compressed_images_keep_their_bytes_only_under_the_cap(mem: Memory, make_pipeline: MakePipeline) -> None:

@@ -7,6 +7,7 @@ Registered through the ``robotmem.commands`` entry point (``robotmem/`` never im
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import signal
@@ -71,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         memory = _open_memory(args, options.collection)
     except RobotMemError as exc:
         return _fail(args, exc)
+    if options.dry_run:
+        # Answering a recall marks what it returns as accessed (a write); without a store
+        # there are no control sessions to follow.
+        options = dataclasses.replace(options, recall=False, follow_control_sessions=memory is not None)
     stop = threading.Event()
     _install_signal_handlers(stop)
     bridge = RosBridge(memory, config, options, status_sink=_print_err)
@@ -82,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         _print_err("bridge: stopping, flushing what was received ...")
     finally:
         snapshot = bridge.stop()
-        memory.close()
+        if memory is not None:
+            memory.close()
     if getattr(args, "json", False):
         print(json.dumps(snapshot.as_dict(), indent=2))
     _print_err(bridge.summary())
@@ -103,8 +109,13 @@ def _options(args: argparse.Namespace) -> BridgeOptions:
                          reconnect_max_s=args.reconnect_max, recall=not args.no_recall, dry_run=args.dry_run)
 
 
-def _open_memory(args: argparse.Namespace, collection: str) -> Memory:
+def _open_memory(args: argparse.Namespace, collection: str) -> Memory | None:
+    """The store; a dry run only reads an existing one (which sessions exist) and never creates it."""
     config = Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None))
+    if args.dry_run:
+        if not config.database.exists():
+            return None
+        return Memory(config.database, collection=collection, embedder=None, config=config)
     return Memory(config.database, collection=collection, config=config)
 
 

@@ -128,6 +128,8 @@ class BridgeConfig:
     #: CompressedImage: 0 (default) stores metadata only (format, bytes, frame, width/height from
     #: the PNG/JPEG header); N > 0 also keeps frames of at most N compressed bytes as they are
     compressed_image_max_bytes: int = 0
+    #: images, scans and joint chunks carry the episode's latest pose when it is at most this old (s)
+    pose_max_age_s: float = 3.0
     #: a pose moving less than this is "no motion" (idle detection)
     motion_threshold_m: float = 0.05
     #: a joint moving less than this is "no motion"

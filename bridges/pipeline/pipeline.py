@@ -26,6 +26,7 @@ from .converters import (
 from .episodes import EndEpisode, EpisodeAction, EpisodePolicy, StartEpisode
 from .messages import RosMessage
 from .outbox import RetryPolicy
+from .robot_pose import RobotPoseTracker
 from .stats import PipelineStats, TopicStats
 from .summary import episode_summary_record
 from .writer import RecordWriter
@@ -37,6 +38,8 @@ log = logging.getLogger("bridges.pipeline")
 _MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 #: malformed messages logged per topic before the log goes quiet (counting continues)
 _LOG_FIRST = 5
+#: converters whose records carry the robot's pose at their time (robot_pose.py)
+_POSE_TAKERS = frozenset({"image", "laser_scan", "joint_trajectory"})
 
 
 @dataclass
@@ -106,6 +109,7 @@ class Pipeline:
         self._note_key_for = note_key_for
         self._source_meta = {"url": source} if "://" in source else {"file": source}
         self._handlers: dict[tuple[str, str], _Handler] = {}
+        self._robot_pose = RobotPoseTracker(config.pose_max_age_s)
         self._episode: _Episode | None = None
         self._idle = False  # the last episode ended for lack of motion: wait for motion
         max_s = episode_policy.max_episode_s if episode_policy.max_episode_s is not None else config.max_episode_s
@@ -185,9 +189,17 @@ class Pipeline:
             handler = _Handler(rule.converter, stats, rule, sample_ns=int(rule.sample_every_s * 1e9))
             if rule.converter not in ("learn", "episode"):
                 handler.converter = make_converter(topic, msgtype, rule, self.config)
+                self._connect_pose(handler.converter, rule.converter)
         stats.converter = handler.kind
         self._handlers[(topic, msgtype)] = handler
         return handler
+
+    def _connect_pose(self, converter: Converter, kind: str) -> None:
+        """Pose streams report the robot's pose; images, scans and joint chunks record it."""
+        if kind == "pose_trajectory":
+            converter.pose_sink = self._robot_pose.note
+        elif kind in _POSE_TAKERS:
+            converter.robot_pose = self._robot_pose.at
 
     def _converters(self) -> list[_Handler]:
         return [h for h in self._handlers.values() if h.converter is not None]
@@ -335,6 +347,7 @@ class Pipeline:
 
     def _start(self, action: StartEpisode) -> None:
         self._idle = False
+        self._robot_pose.reset()
         context = _session_context(action.context, self.robot_id, self._source_meta, self.policy.name, action.t_ns)
         status: str | None
         if not action.owned and action.session_id is not None and self._can_attach(action.session_id):

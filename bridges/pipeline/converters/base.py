@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,6 +94,10 @@ class Converter:
     #: embedding it was most of a short replay's time; such records stay findable by full
     #: text, context filters and spatial_sort.
     embed_descriptions = True
+    #: set by the pipeline on pose streams: called with (t_ns, x, y, z, frame_id, topic) per pose
+    pose_sink: Callable[[int, float, float, float, str, str], None] | None = None
+    #: set by the pipeline on other perceptions: the robot's ``spatial`` section at a time, or None
+    robot_pose: Callable[[int], dict[str, Any] | None] | None = None
 
     def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig, kind: str) -> None:
         self.topic = topic
@@ -163,6 +168,9 @@ class PerMessageConverter(Converter):
     def feed(self, msg: RosMessage) -> bool:
         checked, self._checked = self._checked, None
         description, data, extra = checked[1] if checked is not None and checked[0] is msg else self.convert(msg)
+        spatial = self.robot_pose(msg.t_ns) if self.robot_pose is not None else None
+        if spatial is not None:
+            extra = {**extra, "spatial": spatial}
         self._pending.append((msg.t_ns, description, data, extra))
         self._count += 1
         if self.pending_since_ns is None:

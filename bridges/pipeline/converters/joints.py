@@ -28,6 +28,8 @@ class _Buffer:
     positions: list[list[float]] = field(default_factory=list)
     velocities: list[list[float]] = field(default_factory=list)
     efforts: list[list[float]] = field(default_factory=list)
+    #: where the robot was at the buffer's latest sample (robot_pose.py), if known
+    spatial: dict[str, Any] | None = None
 
 
 class JointTrajectoryConverter(Converter):
@@ -65,6 +67,8 @@ class JointTrajectoryConverter(Converter):
         buffer.positions.append(positions)
         buffer.velocities.append(velocities)
         buffer.efforts.append(efforts)
+        if self.robot_pose is not None:
+            buffer.spatial = self.robot_pose(msg.t_ns) or buffer.spatial
         assert self.pending_since_ns is not None
         if msg.t_ns - self.pending_since_ns >= self.chunk_ns:
             self.ready = True
@@ -137,6 +141,8 @@ class JointTrajectoryConverter(Converter):
         metadata["episode"].update({"t_start_ns": int(t.min()), "t_end_ns": int(t.max())})
         metadata["robot"] = {**metadata.get("robot", {}), "joints": buffer.names}
         metadata["params"] = {"joint_travel": {n: round(float(v), 4) for n, v in zip(buffer.names, travel)}}
+        if buffer.spatial is not None:
+            metadata["spatial"] = buffer.spatial
         self._chunks += 1
         return self._record(episode, _describe(self.topic, duration_s, buffer.names, travel), data, metadata)
 

@@ -100,6 +100,8 @@ class PoseTrajectoryConverter(Converter):
 
     def feed(self, msg: RosMessage) -> bool:
         x, y, z, qx, qy, qz, qw, frame = self._read(msg)
+        if self.pose_sink is not None:
+            self.pose_sink(msg.t_ns, x, y, z, frame, self.topic)
         buffer = self._buffer
         if buffer is None or buffer.frame_id != frame:
             buffer = self._start_buffer(frame, msg.t_ns)

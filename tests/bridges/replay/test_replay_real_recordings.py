@@ -16,6 +16,7 @@ from mcap_ros2.decoder import DecoderFactory
 from rosbags.rosbag1 import Reader as Ros1Reader
 
 from bridges.pipeline import BridgeConfig
+from bridges.pipeline.config import parse_bridge_config
 from bridges.replay import ReplayOptions, replay_recording
 from robotmem import Memory
 
@@ -32,6 +33,35 @@ def _raw_odom(path: Path) -> np.ndarray:
             p = odom.pose.pose.position
             points.append((p.x, p.y, p.z))
     return np.asarray(points)
+
+
+def _mcap_summary_counts(path: Path) -> dict[str, int]:
+    """Per-topic message counts from the MCAP's own summary statistics."""
+    with open(path, "rb") as handle:
+        summary = make_reader(handle).get_summary()
+    assert summary is not None and summary.statistics is not None
+    counts: dict[str, int] = {}
+    for channel_id, count in summary.statistics.channel_message_counts.items():
+        topic = summary.channels[channel_id].topic
+        counts[topic] = counts.get(topic, 0) + count
+    return counts
+
+
+def _raw_location_tracks(path: Path) -> list[np.ndarray]:
+    """The bag's /location positions split into its two interleaved tracks, straight from the bytes:
+    each pose joins the track whose latest pose is nearer (the tracks run metres apart)."""
+    with Ros1Reader(path) as raw:
+        conns = [c for c in raw.connections if c.topic == "/location"]
+        points = [np.frombuffer(data, dtype="<f8", count=3, offset=16) for _c, _t, data in raw.messages(conns)]
+    tracks: list[list[np.ndarray]] = [[points[0]], []]
+    for point in points[1:]:
+        near_first = np.linalg.norm(point[:2] - tracks[0][-1][:2])
+        if not tracks[1]:
+            tracks[0 if near_first < 1.0 else 1].append(point)
+            continue
+        near_second = np.linalg.norm(point[:2] - tracks[1][-1][:2])
+        tracks[0 if near_first <= near_second else 1].append(point)
+    return [np.asarray(track) for track in tracks]
 
 
 def _length(points: np.ndarray) -> float:
@@ -65,8 +95,13 @@ def test_nav2_mcap_counts_path_length_and_stored_path_match_the_raw_odometry(
 
     result = replay_recording(memory, path, BridgeConfig(), ReplayOptions(collection="nav2", robot_id="tb3"))
 
-    assert result.stats.topics["/odom"].messages == 2639
-    assert result.stats.topics["/amcl_pose"].messages == 135
+    expected = _mcap_summary_counts(path)
+    assert set(expected) == {"/odom", "/amcl_pose", "/tf", "/tf_static"}
+    read = {t: s.messages for t, s in result.stats.topics.items() if s.messages}
+    ignored = result.as_dict()["ignored_topics"]
+    assert set(ignored) == {"/tf", "/tf_static"}  # the default mapping has no rule for TF
+    assert {**read, **ignored} == expected  # every topic: read with the file's count, or counted as not read
+    assert sum(s.malformed for s in result.stats.topics.values()) == 0
     (session_id,) = result.stats.session_ids
     spatial = _summary(memory, session_id)["spatial"]
     assert spatial["topic"] == "/odom" and spatial["path_quality"] == "ok"
@@ -82,23 +117,63 @@ def test_spatial_recall_near_a_point_on_the_route_returns_that_episode_first(
     shared_datasets: Path, memory: Memory
 ) -> None:
     mcap = replay_recording(memory, shared_datasets / MCAP, BridgeConfig(), ReplayOptions(collection="tb"))
-    replay_recording(memory, shared_datasets / BAG, BridgeConfig(), ReplayOptions(collection="tb"))
+    bag = replay_recording(memory, shared_datasets / BAG, BridgeConfig(), ReplayOptions(collection="tb"))
     raw = _raw_odom(shared_datasets / MCAP)
     far_corner = raw[int(np.argmax(raw[:, 0]))]  # x = 12.4 m: well away from the other run
     hits = memory.recall("", collection="tb", n=3, spatial_sort={
         "field": "spatial.position", "target": far_corner[:2].tolist()})["results"]
     assert hits[0]["session_id"] == mcap.stats.session_ids[0]
     assert hits[0]["distance"] < 2.0
+    (bag_session,) = bag.stats.session_ids
+    tracks = _raw_location_tracks(shared_datasets / BAG)
+    assert sorted(len(t) for t in tracks) == [2423, 2850]
+    for track in tracks:  # on each track, the point farthest from the Nav2 run's route
+        away = np.min(np.linalg.norm(track[:, None, :2] - raw[None, :, :2], axis=2), axis=1)
+        probe = track[int(np.argmax(away))]
+        hits = memory.recall("", collection="tb", n=3, spatial_sort={
+            "field": "spatial.position", "target": probe[:2].tolist()})["results"]
+        assert hits[0]["session_id"] == bag_session, f"probe {probe[:2]} found another episode first"
+        assert hits[0]["distance"] < 1.0
 
 
-def test_replaying_the_same_recording_again_adds_nothing(shared_datasets: Path, memory: Memory) -> None:
-    options = ReplayOptions(collection="nav2")
-    first = replay_recording(memory, shared_datasets / MCAP, BridgeConfig(), options)
-    before = memory.stats()
-    again = replay_recording(memory, shared_datasets / MCAP, BridgeConfig(), options)
-    assert memory.stats() == before
+@pytest.mark.parametrize("recording", [MCAP, BAG])
+def test_replaying_the_same_recording_again_adds_nothing(shared_datasets: Path, tmp_path: Path,
+                                                         recording: str) -> None:
+    options = ReplayOptions(collection="again")
+    with Memory(tmp_path / "again.db", embedder=None) as memory:
+        first = replay_recording(memory, shared_datasets / recording, BridgeConfig(), options)
+        before = memory.stats()
+        again = replay_recording(memory, shared_datasets / recording, BridgeConfig(), options)
+        assert memory.stats() == before
     assert again.stats.episodes_skipped == 1 and again.stats.records_written == 0
     assert again.stats.session_ids == first.stats.session_ids
+
+
+def test_notes_outside_episodes_from_the_ros1_bag_are_stored_once_over_three_replays(
+        shared_datasets: Path, tmp_path: Path) -> None:
+    # The bag's /mode strings ("charging", "navigating") as notes; with topic markers (the bag
+    # has none) no episode opens, so every note is outside episodes.
+    config = parse_bridge_config({"topics": [{"topic": "/mode", "converter": "learn"}]})
+    options = ReplayOptions(collection="modes", episode_split="topic:/robotmem/episode")
+    with Memory(tmp_path / "modes.db", embedder=None) as memory:
+        first = replay_recording(memory, shared_datasets / BAG, config, options)
+        assert first.stats.topics["/mode"].records == 5 and first.stats.episodes_started == 0
+        stored = _notes(memory, "modes")
+        assert len(stored) == 5 and {n["content"] for n in stored} == {"charging", "navigating"}
+        before = memory.stats()
+        for _ in range(2):
+            again = replay_recording(memory, shared_datasets / BAG, config, options)
+            assert again.stats.topics["/mode"].already_stored == 5 and again.stats.records_written == 0
+        assert _notes(memory, "modes") == stored  # confidence, evidence count: untouched
+        assert memory.stats() == before
+
+
+def _notes(memory: Memory, collection: str) -> list[dict[str, Any]]:
+    found = memory.recall("", collection=collection, n=20, min_confidence=0,
+                          context_filter={"source.topic": "/mode"})["results"]
+    notes = [memory.get(r["id"]) for r in found]
+    keep = ("id", "content", "confidence", "evidence_count")
+    return sorted(({k: n[k] for k in keep} for n in notes), key=lambda n: n["id"])
 
 
 def test_ros1_bag_every_topic_is_read_with_the_recordings_message_counts(shared_datasets: Path, tmp_path: Path) -> None:

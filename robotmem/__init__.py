@@ -16,11 +16,13 @@ from .errors import (
     StorageError,
     ValidationError,
 )
+from .models import PERCEPTION_TYPES
 from .service import Memory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PERCEPTION_TYPES",
     "Config",
     "ConfigError",
     "ConflictError",

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from robotmem import PERCEPTION_TYPES
 from robotmem.errors import ConfigError
 
 from .messages import normalize_msgtype
@@ -49,9 +50,6 @@ WILDCARD = "*"
 #: the file ``robotmem bridge`` and ``robotmem replay`` read from ROBOTMEM_HOME without --config
 BRIDGE_CONFIG_NAME = "bridge.toml"
 
-#: robotmem's perception types (robotmem.models.PERCEPTION_TYPES, not part of its public API;
-#: kept in step by tests/bridges/pipeline/test_pipeline_config.py)
-PERCEPTION_TYPES = ("visual", "tactile", "auditory", "proprioceptive", "procedural")
 
 #: converters that store no perception, so a perception_type means nothing for them
 _NO_PERCEPTION = frozenset({"learn", "episode"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from ..config import BridgeConfig, TopicRule
 from ..messages import RosMessage
@@ -150,6 +150,49 @@ class Converter:
             "session_id": episode.session_id,
             "embed": self.embed_descriptions,
         }
+
+
+class _Samples(Protocol):
+    t: list[int]
+
+
+BufferT = TypeVar("BufferT", bound=_Samples)
+
+
+class ChunkedConverter(Converter, Generic[BufferT]):
+    """Buffers samples in chunks; every chunk becomes one record when drained."""
+
+    def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig, kind: str) -> None:
+        super().__init__(topic, msgtype, rule, config, kind)
+        self._closed: list[BufferT] = []
+        self._buffer: BufferT | None = None
+
+    def _begin_chunk(self, buffer: BufferT, t_ns: int) -> BufferT:
+        """Close the current chunk (if it has samples) and continue in ``buffer``."""
+        if self._buffer is not None and self._buffer.t:
+            self._closed.append(self._buffer)
+            self.ready = True
+        self._buffer = buffer
+        if self.pending_since_ns is None:
+            self.pending_since_ns = t_ns
+        return buffer
+
+    def _pending_chunks(self) -> list[BufferT]:
+        return self._closed + ([self._buffer] if self._buffer is not None and self._buffer.t else [])
+
+    def drain(self, episode: EpisodeContext) -> list[Record]:
+        records = [self._chunk_record(episode, buffer) for buffer in self._pending_chunks()]
+        self.drain_buffers()
+        return records
+
+    def drain_buffers(self) -> None:
+        self._closed = []
+        self._buffer = None
+        self.pending_since_ns = None
+        self.ready = False
+
+    def _chunk_record(self, episode: EpisodeContext, buffer: BufferT) -> Record:
+        raise NotImplementedError
 
 
 class PerMessageConverter(Converter):

@@ -16,7 +16,7 @@ import numpy as np
 from ..config import BridgeConfig, TopicRule
 from ..joint_simplify import simplify_joints
 from ..messages import RosMessage
-from .base import Converter, EpisodeContext, Record, base_metadata
+from .base import ChunkedConverter, EpisodeContext, Record, base_metadata
 
 __all__ = ["JointTrajectoryConverter"]
 
@@ -32,14 +32,12 @@ class _Buffer:
     spatial: dict[str, Any] | None = None
 
 
-class JointTrajectoryConverter(Converter):
+class JointTrajectoryConverter(ChunkedConverter[_Buffer]):
     motion_aware = True
     embed_descriptions = False  # templated numbers: full text, filters and space find it
 
     def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig) -> None:
         super().__init__(topic, msgtype, rule, config, "joint_trajectory")
-        self._closed: list[_Buffer] = []
-        self._buffer: _Buffer | None = None
         self._anchor: list[float] | None = None
         self._chunks = 0
 
@@ -98,25 +96,7 @@ class JointTrajectoryConverter(Converter):
 
     def _start_buffer(self, names: list[str], t_ns: int) -> _Buffer:
         """A change in the joint set closes the chunk (arrays need a fixed column set)."""
-        if self._buffer is not None and self._buffer.t:
-            self._closed.append(self._buffer)
-            self.ready = True
-        self._buffer = _Buffer(list(names))
-        if self.pending_since_ns is None:
-            self.pending_since_ns = t_ns
-        return self._buffer
-
-    def drain(self, episode: EpisodeContext) -> list[Record]:
-        buffers = self._closed + ([self._buffer] if self._buffer is not None and self._buffer.t else [])
-        records = [self._chunk_record(episode, buffer) for buffer in buffers]
-        self.drain_buffers()
-        return records
-
-    def drain_buffers(self) -> None:
-        self._closed = []
-        self._buffer = None
-        self.pending_since_ns = None
-        self.ready = False
+        return self._begin_chunk(_Buffer(list(names)), t_ns)
 
     def _chunk_record(self, episode: EpisodeContext, buffer: _Buffer) -> Record:
         t = np.asarray(buffer.t, dtype=np.int64)

@@ -20,7 +20,7 @@ from ..config import BridgeConfig, TopicRule
 from ..geometry import bbox, rdp_mask, representative_point, yaw_from_quaternions
 from ..messages import RosMessage
 from ..tracks import PathVerdict, TrackPiece, TrackSplitter, judge_tracks, pieces_of
-from .base import Converter, EpisodeContext, Record, base_metadata
+from .base import ChunkedConverter, EpisodeContext, Record, base_metadata
 
 __all__ = ["PoseTrajectoryConverter", "pose_extractor"]
 
@@ -75,15 +75,13 @@ class _Buffer:
     qw: list[float] = field(default_factory=list)
 
 
-class PoseTrajectoryConverter(Converter):
+class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
     motion_aware = True
     embed_descriptions = False  # templated numbers: full text, filters and space find it
 
     def __init__(self, topic: str, msgtype: str, rule: TopicRule, config: BridgeConfig) -> None:
         super().__init__(topic, msgtype, rule, config, "pose_trajectory")
         self._extract = pose_extractor(msgtype)
-        self._closed: list[_Buffer] = []
-        self._buffer: _Buffer | None = None
         self._anchor: tuple[float, float, float] | None = None
         self._motion_sq = config.motion_threshold_m**2
         self.start_episode()
@@ -135,32 +133,14 @@ class PoseTrajectoryConverter(Converter):
 
     def _start_buffer(self, frame: str, t_ns: int) -> _Buffer:
         """A frame change closes the current chunk: a chunk never mixes frames."""
-        if self._buffer is not None and self._buffer.t:
-            self._closed.append(self._buffer)
-            self.ready = True
-        self._buffer = _Buffer(frame)
-        if self.pending_since_ns is None:
-            self.pending_since_ns = t_ns
-        return self._buffer
+        return self._begin_chunk(_Buffer(frame), t_ns)
 
     # -- per chunk ---------------------------------------------------------------------
-    def drain(self, episode: EpisodeContext) -> list[Record]:
-        buffers = self._closed + ([self._buffer] if self._buffer is not None and self._buffer.t else [])
-        records = [self._chunk_record(episode, buffer) for buffer in buffers]
-        self.drain_buffers()
-        return records
-
-    def drain_buffers(self) -> None:
-        self._closed = []
-        self._buffer = None
-        self.pending_since_ns = None
-        self.ready = False
 
     def discard(self) -> None:
         # An already-stored episode: keep the track state consistent, write nothing.
-        for buffer in self._closed + ([self._buffer] if self._buffer is not None else []):
-            if buffer.t:
-                self._split(buffer)
+        for buffer in self._pending_chunks():
+            self._split(buffer)
         self.drain_buffers()
 
     def _split(self, buffer: _Buffer) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64], NDArray[np.float64]]:

@@ -54,9 +54,10 @@ class RecallEngine:
             if plan is not None:
                 bm25_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool)
             bm25_weights: list[float] | None = None
+            filtered: list[np.ndarray] = []  # the vector side's full filter result, when it needed one
             similarity: dict[int, float] = {}
             if req.query and query_vector is not None and model_id is not None:
-                vector_hits = self._vector_hits(conn, req, now, query_vector, model_id, pool)
+                vector_hits = self._vector_hits(conn, req, now, query_vector, model_id, pool, filtered)
                 similarity.update(vector_hits)
                 missing = [m for m in bm25_ids if m not in similarity]
                 similarity.update(self._similarities(conn, missing, model_id, query_vector))
@@ -71,8 +72,7 @@ class RecallEngine:
                 if len(ranked) < req.n and req.narrowed:
                     # An explicit filter is exact: its matches come back even when they do not
                     # relate to the query (after every related one, with score 0).
-                    q, p = sql.recent_sql(req, now, self._half_life_s, req.n - len(ranked), json.dumps(ranked))
-                    ranked += [row[0] for row in conn.execute(q, p)]
+                    ranked += self._newest_matches(conn, req, now, req.n - len(ranked), ranked, filtered)
             else:
                 q, p = sql.recent_sql(req, now, self._half_life_s, req.n)
                 ranked = [row[0] for row in conn.execute(q, p)]
@@ -87,8 +87,23 @@ class RecallEngine:
 
     # -- vectors ---------------------------------------------------------------------
 
+    def _newest_matches(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, count: int, exclude: list[int],
+        filtered: list[np.ndarray],
+    ) -> list[int]:
+        """The newest eligible memories not in ``exclude``; reuses a filter result already computed."""
+        if filtered:
+            rest = np.setdiff1d(filtered[0], np.asarray(exclude, dtype=np.int64))
+            if len(rest) <= _SQL_VECTOR_LIMIT:
+                return [row[0] for row in conn.execute(
+                    "SELECT m.id FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value "
+                    "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?", (json.dumps(rest.tolist()), count))]
+        q, p = sql.recent_sql(req, now, self._half_life_s, count, json.dumps(exclude))
+        return [row[0] for row in conn.execute(q, p)]
+
     def _vector_hits(
-        self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int
+        self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int,
+        filtered: list[np.ndarray],
     ) -> list[tuple[int, float]]:
         index = self.index_for(req.collection, model_id, int(query.shape[0]))
         rules = Eligibility(
@@ -117,6 +132,7 @@ class RecallEngine:
                     return hits[:k]
         q, p = sql.candidates_sql(req, now, self._half_life_s)
         candidates = np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
+        filtered.append(candidates)
         if len(candidates) == 0:
             return []
         if len(candidates) <= _SQL_VECTOR_LIMIT and not index.loaded:

@@ -76,7 +76,9 @@ class RecallEngine:
             else:
                 q, p = sql.recent_sql(req, now, self._half_life_s, req.n)
                 ranked = [row[0] for row in conn.execute(q, p)]
-            records = self._load(conn, ranked if req.spatial is not None else ranked[: max(pool, req.n)], now)
+            if req.spatial is None and req.query:
+                ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], relevance, now, req.n)
+            records = self._load(conn, ranked, now)
         results = _score(records, relevance, distances, req, mode)
         if mode in ("hybrid", "vector_only"):
             # Rank-fused scores compare hits within one answer; cosine compares across answers.
@@ -86,6 +88,19 @@ class RecallEngine:
         return {"mode": mode, "count": len(results), "results": results}
 
     # -- vectors ---------------------------------------------------------------------
+
+    def _best_by_score(
+        self, conn: apsw.Connection, ids: list[int], relevance: dict[int, float], now: float, n: int
+    ) -> list[int]:
+        """The n best by relevance x decayed confidence, reading only the confidence columns."""
+        conf, params = sql.effective_confidence_sql(now, self._half_life_s)
+        position = {memory_id: rank for rank, memory_id in enumerate(ids)}
+        rows = conn.execute(
+            f"SELECT m.id, {conf} FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value",
+            [*params, json.dumps(ids)],
+        )
+        scored = sorted(((relevance.get(i, 0.0) * c, i) for i, c in rows), key=lambda r: (-r[0], position[r[1]]))
+        return [i for _, i in scored[:n]]
 
     def _newest_matches(
         self, conn: apsw.Connection, req: RecallRequest, now: float, count: int, exclude: list[int],

@@ -90,13 +90,12 @@ def reinforce(
     evidence: int = 1,
 ) -> None:
     """Repeated evidence: decay to now, raise confidence toward the ceiling, restart the clock."""
+    decayed, decay_params = sql.effective_confidence_sql(now, half_life_s)
     conn.execute(
-        "UPDATE memories SET "
-        "confidence = min(?, (CASE WHEN protected THEN confidence "
-        "  ELSE confidence * pow(2.0, -max(0.0, ? - reinforced_at) / ?) END) + ?), "
+        f"UPDATE memories AS m SET confidence = min(?, {decayed} + ?), "
         "reinforced_at = ?, last_seen = max(last_seen, ?), evidence_count = evidence_count + ?, "
         "status = CASE status WHEN 'archived' THEN 'active' ELSE status END, updated_at = ? WHERE id = ?",
-        (ceiling, now, half_life_s, step * evidence, now, now, evidence, now, memory_id),
+        (ceiling, *decay_params, step * evidence, now, now, evidence, now, memory_id),
     )
 
 

@@ -124,11 +124,16 @@ class Memory:
         context: dict[str, Any] | str | None = None,
         collection: str | None = None,
         session_id: str | None = None,
+        occurred_at: float | str | None = None,
     ) -> dict[str, Any]:
-        """Store a declarative experience; an exact repeat reinforces the existing memory."""
+        """Store a declarative experience; an exact repeat reinforces the existing memory.
+
+        ``occurred_at`` (epoch seconds or ISO 8601; default now) is when it happened, e.g. a
+        recording's message time; decay still runs from insertion."""
         text = validation.insight(insight)
         ctx = parse_context(context)
         now = self.now()
+        occurred = validation.timestamp(occurred_at, "occurred_at")
         coll = self._collection_for(collection, session_id)
         digest = content_hash(text, ctx)
         with self._db.read() as conn:
@@ -142,7 +147,8 @@ class Memory:
         vectors = self._embeddings.embed([text])
         with self._db.write() as conn:
             self._check_session_open(conn, session_id, coll)
-            memory_id = self._insert(conn, coll, session_id, "fact", None, text, ctx, now, now)
+            memory_id = self._insert(conn, coll, session_id, "fact", None, text, ctx, now,
+                                     now if occurred is None else occurred)
             self._store_vector(conn, memory_id, coll, vectors, 0)
         return {"memory_id": memory_id, "status": "created"}
 
@@ -156,11 +162,15 @@ class Memory:
         metadata: dict[str, Any] | str | None = None,
         collection: str | None = None,
         session_id: str | None = None,
+        occurred_at: float | str | None = None,
     ) -> dict[str, Any]:
-        """Store what the robot sensed or did; numeric arrays are kept as compact binary."""
+        """Store what the robot sensed or did; numeric arrays are kept as compact binary.
+
+        ``occurred_at``: when it happened (epoch seconds or ISO 8601; default now)."""
         record = self._prepare_perception(
             {"description": description, "perception_type": perception_type, "data": data,
-             "metadata": metadata, "collection": collection, "session_id": session_id}, field_prefix=""
+             "metadata": metadata, "collection": collection, "session_id": session_id,
+             "occurred_at": occurred_at}, field_prefix=""
         )
         (memory_id,) = self._write_perceptions([record])
         return {"memory_id": memory_id, "status": "created", "payload_bytes": len(record["blob"] or b"")}

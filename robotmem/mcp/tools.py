@@ -105,7 +105,8 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
             _JsonObject,
             Field(
                 description="JSON object (or string): nearest first to a point, e.g. "
-                '{"field": "spatial.object_position", "target": [1.2, 0.4], "max_distance": 0.5}.'
+                '{"field": "spatial.object_position", "target": [1.2, 0.4], "max_distance": 0.5}; '
+                '"frame": "map" compares only memories in that frame (spatial.frame), others come after.'
             ),
         ] = None,
         since: Annotated[

@@ -19,6 +19,10 @@ class SpatialSort:
     json_path: str
     target: tuple[float, ...]
     max_distance: float | None
+    #: the target's frame: only memories in it (or of unknown frame) are distance-compared
+    frame: str | None = None
+    #: where a memory names its frame: ``frame`` beside the sorted field (spatial.position -> spatial.frame)
+    frame_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ def parse_spatial_sort(value: Any) -> SpatialSort | None:
     spec = validation.json_object(value, "spatial_sort")
     if spec is None:
         return None
-    unknown = set(spec) - {"field", "target", "max_distance"}
+    unknown = set(spec) - {"field", "target", "max_distance", "frame"}
     if unknown:
         raise ValidationError(f"spatial_sort: unknown key(s) {', '.join(sorted(unknown))}", field="spatial_sort")
     field = spec.get("field")
@@ -75,11 +79,18 @@ def parse_spatial_sort(value: Any) -> SpatialSort | None:
     ):
         raise ValidationError("spatial_sort.max_distance must be a finite number >= 0",
                               field="spatial_sort.max_distance")
+    frame = spec.get("frame")
+    if frame is not None and (not isinstance(frame, str) or not frame.strip()):
+        raise ValidationError("spatial_sort.frame must be a non-empty frame name such as 'map'",
+                              field="spatial_sort.frame")
+    parent = field.rpartition(".")[0]
     return SpatialSort(
         field=field,
         json_path=path,
         target=tuple(float(v) for v in target),
         max_distance=None if max_distance is None else float(max_distance),
+        frame=frame,
+        frame_path=json_path(f"{parent}.frame" if parent else "frame", "spatial_sort.field"),
     )
 
 

@@ -4,6 +4,12 @@ A box around the target grows (x2 each step) until it holds enough eligible poin
 whose exact distance is within the box's half-width: every point outside the box is
 farther than that, so those are exactly the nearest. Exact filters are evaluated by
 SQL on the points inside the box only.
+
+With ``spatial_sort.frame``, a memory whose ``frame`` (beside the sorted field:
+``spatial.position`` -> ``spatial.frame``) names another frame is not compared by
+distance: without ``max_distance`` it comes after the compared ones (as memories without
+the field do), with ``max_distance`` it is left out. A memory that names no frame is
+compared (its frame is unknown, as before frames were recorded).
 """
 
 from __future__ import annotations
@@ -38,10 +44,15 @@ def _query(req: RecallRequest, spatial: SpatialSort, radius: float | None, now: 
         box = "".join(f" AND r.max{a} >= ? AND r.min{a} <= ?" for a in axes)
         for value in spatial.target:
             box_params += [value - radius, value + radius]
+    frame, frame_params = "", []
+    if spatial.frame is not None:
+        # A point in another frame has no distance to the target (its numbers mean another place).
+        frame = " AND coalesce(json_extract(m.context, ?), ?) = ?"
+        frame_params = [spatial.frame_path, spatial.frame, spatial.frame]
     return (
         ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
-        f"WHERE r.field = ?{box} AND {where}"),
-        [spatial.field, *box_params, *params],
+        f"WHERE r.field = ?{box}{frame} AND {where}"),
+        [spatial.field, *box_params, *frame_params, *params],
     )
 
 

@@ -1,0 +1,52 @@
+"""occurred_at on every write (recordings store when things happened) and spatial_sort frames."""
+
+from __future__ import annotations
+
+import pytest
+
+from robotmem import Memory, ValidationError
+
+DAY_2015 = 1432166400.0  # 2015-05-21T00:00:00Z
+
+
+def test_learn_and_save_perception_store_the_given_occurred_at(mem: Memory):
+    fact = mem.learn("door 3 sticks in the rain", occurred_at=DAY_2015 + 60)["memory_id"]
+    seen = mem.save_perception("dock seen", occurred_at="2015-05-21T00:02:00Z")["memory_id"]
+    mem.learn("recent note")
+    found = mem.recall("", since="2015-05-21", until="2015-05-22", context_filter=None, min_confidence=0.0)
+    assert sorted(hit["id"] for hit in found["results"]) == sorted([fact, seen])
+    by_id = {hit["id"]: hit for hit in found["results"]}
+    assert by_id[fact]["occurred_at"] == DAY_2015 + 60 and by_id[seen]["occurred_at"] == DAY_2015 + 120
+
+
+@pytest.mark.parametrize("bad", ["yesterday", float("nan"), True])
+def test_a_bad_occurred_at_is_refused_by_name_and_stores_nothing(mem: Memory, bad):
+    with pytest.raises(ValidationError) as err:
+        mem.learn("a note", occurred_at=bad)
+    assert err.value.field == "occurred_at"
+    with pytest.raises(ValidationError) as err:
+        mem.save_perception("dock seen from the corridor", occurred_at=bad)
+    assert err.value.field == "occurred_at"
+    assert mem.stats()["memories"] == 0
+
+
+def test_spatial_sort_with_a_frame_compares_only_memories_in_that_frame(mem: Memory):
+    map_near = mem.learn("map near", {"spatial": {"position": [1, 0, 0], "frame": "map"}})["memory_id"]
+    map_far = mem.learn("map far", {"spatial": {"position": [5, 0, 0], "frame": "map"}})["memory_id"]
+    odom_closest = mem.learn("odom closest", {"spatial": {"position": [0, 0, 0], "frame": "odom"}})["memory_id"]
+    unknown = mem.learn("no frame", {"spatial": {"position": [3, 0, 0]}})["memory_id"]
+    sort = {"field": "spatial.position", "target": [0, 0, 0]}
+    result = mem.recall("", spatial_sort={**sort, "frame": "map"}, n=4)
+    order = [hit["id"] for hit in result["results"]]
+    assert order[:3] == [map_near, unknown, map_far] and order[3] == odom_closest
+    assert result["results"][3]["distance"] is None
+    bounded = mem.recall("", spatial_sort={**sort, "frame": "map", "max_distance": 10}, n=4)
+    assert [hit["id"] for hit in bounded["results"]] == [map_near, unknown, map_far]
+    # Without a frame every memory is compared in its own frame, as before.
+    assert [h["id"] for h in mem.recall("", spatial_sort=sort, n=4)["results"]][0] == odom_closest
+
+
+def test_spatial_sort_frame_must_be_a_name(mem: Memory):
+    with pytest.raises(ValidationError) as err:
+        mem.recall("", spatial_sort={"field": "spatial.position", "target": [0, 0], "frame": ""})
+    assert err.value.field == "spatial_sort.frame"

@@ -25,14 +25,14 @@ from .errors import ConflictError, NotFoundError, ValidationError
 from .models import DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
-from .search.recall import RecallEngine, row_to_record
+from .search.recall import RecallEngine
 from .search.request import build_request
-from .search.sql import HIT_COLUMNS
-from .search.tokens import index_tokens
+from .store.tokens import index_tokens
 from .store import memories as mstore
 from .store import sessions as sstore
 from .store.connection import Database
 from .store.migrations import migrate
+from .store.rows import HIT_COLUMNS, row_to_record
 
 __all__ = ["Memory"]
 

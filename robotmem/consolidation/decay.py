@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from ..search.sql import effective_confidence_sql
+from ..store.decay import effective_confidence_sql
 
 __all__ = ["DECAYED_EPSILON", "DecayCounts", "decay_pass"]
 

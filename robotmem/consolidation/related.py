@@ -23,7 +23,7 @@ import numpy as np
 from ..search.filters import CompiledFilter
 from ..search.recall import RecallEngine
 from ..search.request import RecallRequest
-from ..search.sql import effective_confidence_sql
+from ..store.decay import effective_confidence_sql
 from .similarity import signature
 
 __all__ = ["RELATED_LIMIT", "find_related", "refresh_confidence"]

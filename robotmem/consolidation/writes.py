@@ -13,6 +13,7 @@ from typing import Any
 
 import apsw
 
+from ..store.decay import effective_confidence_sql
 from .plan import Absorption
 
 __all__ = ["MergeCounts", "apply_absorptions", "attach_outcome"]
@@ -122,14 +123,15 @@ def _supersede(conn: apsw.Connection, pairs: list[list[int]], now: float) -> Non
 def _reinforce_targets(
     conn: apsw.Connection, rows: list[list[Any]], now: float, *, step: float, ceiling: float, half_life_s: float
 ) -> None:
+    decayed, decay_params = effective_confidence_sql(now, half_life_s, table="memories")
     conn.execute(
         "UPDATE memories SET "
-        "confidence = min(?, memories.confidence * pow(2.0, -max(0.0, ? - memories.reinforced_at) / ?) + ? * j.ev), "
+        f"confidence = min(?, {decayed} + ? * j.ev), "
         "reinforced_at = ?, evidence_count = memories.evidence_count + j.ev, "
         "first_seen = min(memories.first_seen, j.fs), last_seen = max(memories.last_seen, j.ls), "
         "absorbed = j.absorbed, status = 'active', updated_at = ? "
         "FROM (SELECT value ->> 0 AS id, value ->> 1 AS ev, value ->> 2 AS fs, value ->> 3 AS ls, "
         "      value ->> 4 AS absorbed FROM json_each(?)) AS j "
         "WHERE memories.id = j.id",
-        (ceiling, now, half_life_s, step, now, now, json.dumps(rows)),
+        (ceiling, *decay_params, step, now, now, json.dumps(rows)),
     )

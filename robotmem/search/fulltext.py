@@ -22,7 +22,7 @@ import apsw
 from ..store.connection import scalar
 from . import sql
 from .request import RecallRequest
-from .tokens import match_term, query_tokens
+from ..store.tokens import match_term, query_tokens
 
 __all__ = ["COMMON_SHARE", "COMMON_WINDOW", "FullTextPlan", "eligible_subset", "fulltext_hits", "plan_fulltext"]
 

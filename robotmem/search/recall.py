@@ -9,15 +9,16 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ..context import lift_sections
 from ..store.connection import Database
+from ..store.decay import effective_confidence_sql
+from ..store.rows import hits_sql, row_to_record
 from . import sql
 from .fulltext import eligible_subset, fulltext_hits, plan_fulltext
 from .request import RecallRequest
 from .spatial import nearest
 from .vector_index import Eligibility, VectorIndex
 
-__all__ = ["RecallEngine", "row_to_record"]
+__all__ = ["RecallEngine"]
 
 _RRF_K = 60
 #: Below this many SQL candidates and with no warm in-process index, sqlite-vec ranks them in SQL.
@@ -93,7 +94,7 @@ class RecallEngine:
         self, conn: apsw.Connection, ids: list[int], relevance: dict[int, float], now: float, n: int
     ) -> list[int]:
         """The n best by relevance x decayed confidence, reading only the confidence columns."""
-        conf, params = sql.effective_confidence_sql(now, self._half_life_s)
+        conf, params = effective_confidence_sql(now, self._half_life_s)
         position = {memory_id: rank for rank, memory_id in enumerate(ids)}
         rows = conn.execute(
             f"SELECT m.id, {conf} FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value",
@@ -197,7 +198,7 @@ class RecallEngine:
     def _load(self, conn: apsw.Connection, ids: list[int], now: float) -> list[dict[str, Any]]:
         if not ids:
             return []
-        q, p = sql.hits_sql(json.dumps(ids))
+        q, p = hits_sql(json.dumps(ids))
         by_id = {row[0]: row_to_record(row, now, self._half_life_s) for row in conn.execute(q, p)}
         return [by_id[i] for i in ids if i in by_id]
 
@@ -246,43 +247,3 @@ def _score(
     if req.spatial is None and mode != "filter_only":
         records.sort(key=lambda r: -r["score"])
     return records[: req.n]
-
-
-def row_to_record(row: tuple[Any, ...], now: float, half_life_s: float, *, full: bool = False) -> dict[str, Any]:
-    values = dict(zip(sql.HIT_COLUMNS, row))
-    context = json.loads(values["context"]) if values["context"] else {}
-    confidence = values["confidence"]
-    if not values["protected"]:
-        confidence *= 2.0 ** (-max(0.0, now - values["reinforced_at"]) / half_life_s)
-    record: dict[str, Any] = {
-        "id": values["id"],
-        "content": values["content"],
-        "type": values["type"],
-        "perception_type": values["perception_type"],
-        "session_id": values["session_id"],
-        "collection": values["collection"],
-        "confidence": round(confidence, 6),
-        "created_at": values["created_at"],
-        "occurred_at": values["occurred_at"],
-        "context": context,
-        **lift_sections(context),
-    }
-    if values["payload_summary"] is not None:
-        record["payload"] = json.loads(values["payload_summary"])
-    if full:
-        record.update(
-            status=values["status"],
-            superseded_by=values["superseded_by"],
-            evidence_count=values["evidence_count"],
-            absorbed=json.loads(values["absorbed"]),
-            first_seen=values["first_seen"],
-            last_seen=values["last_seen"],
-            updated_at=values["updated_at"],
-            stored_confidence=values["confidence"],
-            reinforced_at=values["reinforced_at"],
-            protected=bool(values["protected"]),
-            access_count=values["access_count"],
-        )
-        if values["status"] == "forgotten":
-            record.update(forgotten_at=values["forgotten_at"], forget_reason=values["forget_reason"])
-    return record

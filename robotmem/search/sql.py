@@ -7,28 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..store.decay import effective_confidence_sql
 from .request import RecallRequest
 
 __all__ = [
     "bm25_sql",
     "candidates_sql",
-    "effective_confidence_sql",
     "eligibility_sql",
-    "hits_sql",
     "recent_sql",
     "vector_sql",
 ]
 
 Query = tuple[str, list[Any]]
-
-
-def effective_confidence_sql(now: float, half_life_s: float) -> Query:
-    """Confidence decayed since the last reinforcement (the same formula as vector_index.decayed_confidence)."""
-    return (
-        ("(CASE WHEN m.protected THEN m.confidence "
-        "ELSE m.confidence * pow(2.0, -max(0.0, ? - m.reinforced_at) / ?) END)"),
-        [now, half_life_s],
-    )
 
 
 def eligibility_sql(req: RecallRequest, now: float, half_life_s: float, *, with_filter: bool = True) -> Query:
@@ -88,24 +78,4 @@ def recent_sql(req: RecallRequest, now: float, half_life_s: float, limit: int, e
         (f"SELECT m.id FROM memories m WHERE {where} AND m.id NOT IN (SELECT value FROM json_each(?)) "
         "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?"),
         [*params, exclude_json, limit],
-    )
-
-
-HIT_COLUMNS = (
-    "id", "collection", "session_id", "type", "perception_type", "content", "context", "confidence",
-    "reinforced_at", "protected", "created_at", "occurred_at", "updated_at", "evidence_count", "status",
-    "superseded_by", "absorbed", "first_seen", "last_seen", "forgotten_at", "forget_reason", "access_count",
-    "payload_summary",
-)
-
-
-def hits_sql(memory_ids_json: str) -> Query:
-    return (
-        ("SELECT m.id, m.collection, m.session_id, m.type, m.perception_type, m.content, json(m.context), "
-        "m.confidence, m.reinforced_at, m.protected, m.created_at, m.occurred_at, m.updated_at, "
-        "m.evidence_count, m.status, m.superseded_by, m.absorbed, m.first_seen, m.last_seen, "
-        "m.forgotten_at, m.forget_reason, m.access_count, p.summary "
-        "FROM memories m LEFT JOIN payloads p ON p.memory_id = m.id "
-        "WHERE m.id IN (SELECT value FROM json_each(?))"),
-        [memory_ids_json],
     )

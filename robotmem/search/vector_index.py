@@ -21,20 +21,12 @@ import apsw
 import numpy as np
 
 from ..store.connection import scalar
+from ..store.decay import decayed_confidence
 
-__all__ = ["Eligibility", "VectorIndex", "decayed_confidence"]
+__all__ = ["Eligibility", "VectorIndex"]
 
 _GROW = 1.5
 _FETCH_CHUNK = 5000
-
-
-def decayed_confidence(
-    conf0: np.ndarray, reinforced_at: np.ndarray, protected: np.ndarray, now: float, half_life_s: float
-) -> np.ndarray:
-    """``c0 * 2^(-(now - t_reinforced) / half_life)``; protected memories do not decay."""
-    age = np.maximum(now - reinforced_at, 0.0)
-    decayed = conf0 * np.exp2(-age / half_life_s)
-    return np.where(protected, conf0, decayed)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ import apsw
 import numpy as np
 
 from ..context import canonical_json
-from ..search import sql
+from .decay import effective_confidence_sql
 from .points import index_points
+from .rows import hits_sql
 
 __all__ = [
     "NewMemory",
@@ -90,7 +91,7 @@ def reinforce(
     evidence: int = 1,
 ) -> None:
     """Repeated evidence: decay to now, raise confidence toward the ceiling, restart the clock."""
-    decayed, decay_params = sql.effective_confidence_sql(now, half_life_s)
+    decayed, decay_params = effective_confidence_sql(now, half_life_s)
     conn.execute(
         f"UPDATE memories AS m SET confidence = min(?, {decayed} + ?), "
         "reinforced_at = ?, last_seen = max(last_seen, ?), evidence_count = evidence_count + ?, "
@@ -100,7 +101,7 @@ def reinforce(
 
 
 def fetch_row(conn: apsw.Connection, memory_id: int) -> tuple[Any, ...] | None:
-    q, p = sql.hits_sql(json.dumps([memory_id]))
+    q, p = hits_sql(json.dumps([memory_id]))
     rows = conn.execute(q, p).fetchall()
     return rows[0] if rows else None
 

@@ -12,7 +12,7 @@ from typing import Final, Union
 
 import apsw
 
-from ..search.tokens import FTS_TOKENIZE, index_tokens
+from .tokens import FTS_TOKENIZE, index_tokens
 from .connection import scalar
 from .points import reindex_all_points
 
@@ -37,7 +37,7 @@ CREATE TABLE memories (
     type            TEXT NOT NULL CHECK (type IN ('fact', 'perception')),
     perception_type TEXT,
     content         TEXT NOT NULL,
-    search_text     TEXT NOT NULL,          -- tokens for FTS (robotmem.search.tokens)
+    search_text     TEXT NOT NULL,          -- tokens for FTS (robotmem.store.tokens)
     context         BLOB NOT NULL,          -- JSONB
     content_hash    TEXT NOT NULL,
     protected       INTEGER NOT NULL DEFAULT 0,   -- constraints/safety notes: never merged or decayed

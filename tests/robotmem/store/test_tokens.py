@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from robotmem.search.tokens import fts_match_expression, index_tokens, query_tokens
+from robotmem.store.tokens import fts_match_expression, index_tokens, query_tokens
 
 
 def test_decimal_with_unit_is_one_token_and_also_its_parts():

@@ -1,0 +1,121 @@
+"""The confidence-decay law, written once and rendered both as SQL and as numpy.
+
+A memory stores ``confidence`` as of ``reinforced_at``; what it is worth at ``now`` is
+``confidence * 2^(-max(0, now - reinforced_at) / half_life)``, and protected memories do
+not decay. SQL filters and updates need the law inside statements; the vector index and
+row reads need it in Python. :func:`_law` states it once over an operations namespace,
+and each rendering supplies the operations, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["Sql", "decayed_confidence", "effective_confidence", "effective_confidence_sql"]
+
+
+@dataclass(frozen=True)
+class Sql:
+    """A SQL expression with its ``?`` parameters in the order they appear."""
+
+    text: str
+    params: tuple[Any, ...] = field(default=())
+
+    @staticmethod
+    def param(value: Any) -> Sql:
+        return Sql("?", (value,))
+
+    def _join(self, op: str, other: Sql | float, *, flip: bool = False) -> Sql:
+        rhs = other if isinstance(other, Sql) else Sql(repr(float(other)))
+        left, right = (rhs, self) if flip else (self, rhs)
+        return Sql(f"({left.text} {op} {right.text})", left.params + right.params)
+
+    def __sub__(self, other: Sql | float) -> Sql:
+        return self._join("-", other)
+
+    def __rsub__(self, other: float) -> Sql:
+        return self._join("-", other, flip=True)
+
+    def __mul__(self, other: Sql | float) -> Sql:
+        return self._join("*", other)
+
+    def __truediv__(self, other: Sql | float) -> Sql:
+        return self._join("/", other)
+
+    def __neg__(self) -> Sql:
+        return Sql(f"(-{self.text})", self.params)
+
+    def __ge__(self, other: Sql | float) -> Sql:
+        return self._join(">=", other)
+
+    def __le__(self, other: Sql | float) -> Sql:
+        return self._join("<=", other)
+
+    def __and__(self, other: Sql) -> Sql:
+        return self._join("AND", other)
+
+    def __invert__(self) -> Sql:
+        return Sql(f"(NOT {self.text})", self.params)
+
+
+class Ops(Protocol):
+    """The few functions the shared rules use besides arithmetic and comparison."""
+
+    def exp2(self, x: Any) -> Any: ...
+    def clamp0(self, x: Any) -> Any: ...
+    def where(self, cond: Any, then: Any, otherwise: Any) -> Any: ...
+
+
+class SqlOps:
+    def exp2(self, x: Sql) -> Sql:
+        return Sql(f"pow(2.0, {x.text})", x.params)
+
+    def clamp0(self, x: Sql) -> Sql:
+        return Sql(f"max(0.0, {x.text})", x.params)
+
+    def where(self, cond: Sql, then: Sql, otherwise: Sql) -> Sql:
+        return Sql(f"(CASE WHEN {cond.text} THEN {then.text} ELSE {otherwise.text} END)",
+                   cond.params + then.params + otherwise.params)
+
+
+class NumpyOps:
+    def exp2(self, x: Any) -> Any:
+        return np.exp2(x)
+
+    def clamp0(self, x: Any) -> Any:
+        return np.maximum(x, 0.0)
+
+    def where(self, cond: Any, then: Any, otherwise: Any) -> Any:
+        return np.where(cond, then, otherwise)
+
+
+SQL_OPS = SqlOps()
+NUMPY_OPS = NumpyOps()
+
+
+def _law(ops: Ops, confidence: Any, reinforced_at: Any, protected: Any, now: Any, half_life_s: Any) -> Any:
+    return ops.where(protected, confidence, confidence * ops.exp2(-ops.clamp0(now - reinforced_at) / half_life_s))
+
+
+def effective_confidence_sql(now: float, half_life_s: float, *, table: str = "m") -> tuple[str, list[Any]]:
+    """The decayed confidence of ``table``'s row as a SQL expression, with its parameters."""
+    expr = _law(SQL_OPS, Sql(f"{table}.confidence"), Sql(f"{table}.reinforced_at"), Sql(f"{table}.protected"),
+                Sql.param(now), Sql.param(half_life_s))
+    return expr.text, list(expr.params)
+
+
+def decayed_confidence(
+    conf0: np.ndarray, reinforced_at: np.ndarray, protected: np.ndarray, now: float, half_life_s: float
+) -> np.ndarray:
+    """The decayed confidence of many rows at once."""
+    return np.asarray(_law(NUMPY_OPS, conf0, reinforced_at, protected, now, half_life_s))
+
+
+def effective_confidence(
+    confidence: float, reinforced_at: float, protected: bool, now: float, half_life_s: float
+) -> float:
+    """The decayed confidence of one row."""
+    return float(_law(NUMPY_OPS, confidence, reinforced_at, bool(protected), now, half_life_s))

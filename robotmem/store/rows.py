@@ -1,0 +1,74 @@
+"""The memory row as read back: its columns, the query that loads it, and its record form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..context import lift_sections
+from .decay import effective_confidence
+
+__all__ = ["HIT_COLUMNS", "hits_sql", "row_to_record"]
+
+HIT_COLUMNS = (
+    "id", "collection", "session_id", "type", "perception_type", "content", "context", "confidence",
+    "reinforced_at", "protected", "created_at", "occurred_at", "updated_at", "evidence_count", "status",
+    "superseded_by", "absorbed", "first_seen", "last_seen", "forgotten_at", "forget_reason", "access_count",
+    "payload_summary",
+)
+
+# The SQL spelling of each column of HIT_COLUMNS, in the same order.
+_SELECTED = tuple(
+    {"context": "json(m.context)", "payload_summary": "p.summary"}.get(column, f"m.{column}")
+    for column in HIT_COLUMNS
+)
+
+
+def hits_sql(memory_ids_json: str) -> tuple[str, list[Any]]:
+    """Full rows (with the payload summary) of the memories whose ids are in the JSON array."""
+    return (
+        f"SELECT {', '.join(_SELECTED)} FROM memories m LEFT JOIN payloads p ON p.memory_id = m.id "
+        "WHERE m.id IN (SELECT value FROM json_each(?))",
+        [memory_ids_json],
+    )
+
+
+def row_to_record(row: tuple[Any, ...], now: float, half_life_s: float, *, full: bool = False) -> dict[str, Any]:
+    """A row of :func:`hits_sql` as the record recall and get return (``full`` adds the bookkeeping)."""
+    values = dict(zip(HIT_COLUMNS, row))
+    context = json.loads(values["context"]) if values["context"] else {}
+    confidence = effective_confidence(
+        values["confidence"], values["reinforced_at"], values["protected"], now, half_life_s
+    )
+    record: dict[str, Any] = {
+        "id": values["id"],
+        "content": values["content"],
+        "type": values["type"],
+        "perception_type": values["perception_type"],
+        "session_id": values["session_id"],
+        "collection": values["collection"],
+        "confidence": round(confidence, 6),
+        "created_at": values["created_at"],
+        "occurred_at": values["occurred_at"],
+        "context": context,
+        **lift_sections(context),
+    }
+    if values["payload_summary"] is not None:
+        record["payload"] = json.loads(values["payload_summary"])
+    if full:
+        record.update(
+            status=values["status"],
+            superseded_by=values["superseded_by"],
+            evidence_count=values["evidence_count"],
+            absorbed=json.loads(values["absorbed"]),
+            first_seen=values["first_seen"],
+            last_seen=values["last_seen"],
+            updated_at=values["updated_at"],
+            stored_confidence=values["confidence"],
+            reinforced_at=values["reinforced_at"],
+            protected=bool(values["protected"]),
+            access_count=values["access_count"],
+        )
+        if values["status"] == "forgotten":
+            record.update(forgotten_at=values["forgotten_at"], forget_reason=values["forget_reason"])
+    return record

@@ -13,6 +13,11 @@ Equality is typed: ``true`` matches JSON true only (not 1), ``5`` matches 5 and 
 strings with strings; a field of another type (or a missing one) does not match.
 ``$ne`` and ``$nin`` match memories where the field is missing. The compiled SQL is
 exact and runs over the whole collection, so it is never a post-filter.
+
+A filter holds at most ``MAX_FILTER_COMPARISONS`` comparisons (an ``$in`` of k values
+counts k) and nests at most ``MAX_FILTER_DEPTH`` levels: SQLite refuses expression trees
+deeper than 1,000 and more than 32,766 parameters, and a filter past these limits is a
+``validation_error`` here rather than a storage error there.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["OPERATORS", "CompiledFilter", "compile_filter", "json_path"]
+__all__ = ["MAX_FILTER_COMPARISONS", "MAX_FILTER_DEPTH", "OPERATORS", "CompiledFilter", "compile_filter", "json_path"]
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 _ORDER_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-_MAX_IN = 500
-_MAX_DEPTH = 16
+MAX_FILTER_COMPARISONS = 500
+MAX_FILTER_DEPTH = 16
+_MAX_IN = MAX_FILTER_COMPARISONS
+_MAX_DEPTH = MAX_FILTER_DEPTH
 
 
 @dataclass(frozen=True)
@@ -38,19 +45,41 @@ class CompiledFilter:
 
 
 def json_path(dot_path: str, field: str) -> str:
-    """``params.grip_force.value`` -> ``$."params"."grip_force"."value"`` (keys quoted, so any key works)."""
+    """``params.grip_force.value`` -> ``$."params"."grip_force"."value"``.
+
+    Keys are quoted with ``"`` and ``\\`` backslash-escaped, so any key without a dot works.
+    """
     if not isinstance(dot_path, str) or not dot_path or dot_path.startswith("$"):
         raise ValidationError(f"{field}: {dot_path!r} is not a dot path such as 'task.success'", field=field)
     parts = dot_path.split(".")
     if any(part == "" for part in parts):
         raise ValidationError(f"{field}: {dot_path!r} has an empty segment", field=field)
-    return "$" + "".join('."' + part.replace('"', '""') + '"' for part in parts)
+    return "$" + "".join('."' + part.replace("\\", "\\\\").replace('"', '\\"') + '"' for part in parts)
 
 
 def compile_filter(spec: dict[str, Any], column: str = "m.context", field: str = "context_filter") -> CompiledFilter:
     params: list[Any] = []
     sql = _compile_object(spec, column, field, params, depth=0)
+    comparisons = _comparisons(spec)
+    if comparisons > MAX_FILTER_COMPARISONS:
+        raise ValidationError(
+            f"{field} has {comparisons} comparisons; the limit is {MAX_FILTER_COMPARISONS} "
+            "(each $in/$nin value counts as one)", field=field,
+        )
     return CompiledFilter(sql=sql, params=tuple(params))
+
+
+def _comparisons(spec: dict[str, Any]) -> int:
+    """How many leaf comparisons a filter that compiled holds."""
+    total = 0
+    for key, value in spec.items():
+        if key in ("$and", "$or"):
+            total += sum(_comparisons(item) for item in value)
+        elif isinstance(value, dict):
+            total += sum(len(arg) if op in ("$in", "$nin") else 1 for op, arg in value.items())
+        else:
+            total += 1
+    return total
 
 
 def _compile_object(spec: Any, column: str, field: str, params: list[Any], depth: int) -> str:

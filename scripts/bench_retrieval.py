@@ -34,7 +34,7 @@ import apsw
 import numpy as np
 
 from robotmem import Memory
-from robotmem.search.tokens import fts_match_expression
+from robotmem.store.tokens import fts_match_expression
 
 DATA = Path(__file__).resolve().parent.parent / "datasets" / "retrieval"
 CATEGORIES = ("paraphrase", "exact", "chinese", "filtered", "no_answer")

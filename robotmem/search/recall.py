@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
@@ -25,6 +26,31 @@ _RRF_K = 60
 _SQL_VECTOR_LIMIT = 2048
 
 
+@dataclass(frozen=True)
+class _QueryVector:
+    vector: np.ndarray
+    model_id: str
+
+
+@dataclass(frozen=True)
+class _VectorSide:
+    """What the vector search found: nearest hits, cosines (also of full-text hits), the filter result."""
+
+    hits: list[tuple[int, float]] = field(default_factory=list)
+    similarity: dict[int, float] = field(default_factory=dict)
+    #: every eligible memory id, when the vector side had to compute the filter in full
+    candidates: np.ndarray | None = None
+    searched: bool = False
+
+    @property
+    def ids(self) -> list[int]:
+        return [memory_id for memory_id, _ in self.hits]
+
+    def keyword_weights(self, text_ids: list[int]) -> list[float] | None:
+        """Weights of the full-text hits by closeness of meaning (none without vectors: all count fully)."""
+        return [_keyword_weight(self.similarity.get(m)) for m in text_ids] if self.searched else None
+
+
 class RecallEngine:
     def __init__(self, db: Database, *, half_life_s: float, min_similarity: float = 0.2) -> None:
         self._db = db
@@ -44,49 +70,40 @@ class RecallEngine:
     def recall(
         self, req: RecallRequest, now: float, query_vector: np.ndarray | None, model_id: str | None
     ) -> dict[str, Any]:
+        # Decided once: vectors are searched only for a query, with a vector and a model to match.
+        query = (_QueryVector(query_vector, model_id)
+                 if req.query and query_vector is not None and model_id is not None else None)
         pool = max(50, 4 * req.n)
         with self._db.read() as conn:
-            bm25_ids: list[int] = []
-            vector_hits: list[tuple[int, float]] = []
-            with_vectors = query_vector is not None and model_id is not None
-            plan = (plan_fulltext(conn, req.query, allow_window=with_vectors and not req.needs_sql_candidates)
+            plan = (plan_fulltext(conn, req.query, allow_window=query is not None and not req.needs_sql_candidates)
                     if req.query else None)
-            match = plan is not None
-            if plan is not None:
-                bm25_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool)
-            bm25_weights: list[float] | None = None
-            filtered: list[np.ndarray] = []  # the vector side's full filter result, when it needed one
-            similarity: dict[int, float] = {}
-            if req.query and query_vector is not None and model_id is not None:
-                vector_hits = self._vector_hits(conn, req, now, query_vector, model_id, pool, filtered)
-                similarity.update(vector_hits)
-                missing = [m for m in bm25_ids if m not in similarity]
-                similarity.update(self._similarities(conn, missing, model_id, query_vector))
-                bm25_weights = [_keyword_weight(similarity.get(m)) for m in bm25_ids]
-            relevance = _fuse((bm25_ids, bm25_weights), ([m for m, _ in vector_hits], None))
-            mode = _mode(req, match, query_vector is not None and model_id is not None)
-            distances: dict[int, float] = {}
-            if req.spatial is not None:
-                ranked = self._spatial_order(conn, req, now, relevance, distances)
-            elif req.query:
-                ranked = list(relevance)
-                if len(ranked) < req.n and req.narrowed:
-                    # An explicit filter is exact: its matches come back even when they do not
-                    # relate to the query (after every related one, with score 0).
-                    ranked += self._newest_matches(conn, req, now, req.n - len(ranked), ranked, filtered)
-            else:
-                q, p = sql.recent_sql(req, now, self._half_life_s, req.n)
-                ranked = [row[0] for row in conn.execute(q, p)]
+            text_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool) if plan is not None else []
+            side = self._vector_side(conn, req, now, query, text_ids, pool)
+            relevance = _fuse((text_ids, side.keyword_weights(text_ids)), (side.ids, None))
+            ranked, distances = self._order(conn, req, now, relevance, side.candidates)
             if req.spatial is None and req.query:
                 ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], relevance, now, req.n)
             records = self._load(conn, ranked, now)
-        results = _score(records, relevance, distances, req, mode)
-        if mode in ("hybrid", "vector_only"):
-            # Rank-fused scores compare hits within one answer; cosine compares across answers.
-            for record in results:
-                cos = similarity.get(record["id"])
-                record["similarity"] = None if cos is None else round(cos, 4)
+        mode = _mode(req, plan is not None, query is not None)
+        results = _score(records, relevance, distances, req, mode, side.similarity if query is not None else None)
         return {"mode": mode, "count": len(results), "results": results}
+
+    def _order(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, relevance: dict[int, float],
+        candidates: np.ndarray | None,
+    ) -> tuple[list[int], dict[int, float]]:
+        """Memory ids in answer order (before the final scoring), and distances when sorted in space."""
+        if req.spatial is not None:
+            return self._spatial_order(conn, req, now, relevance)
+        if not req.query:
+            q, p = sql.recent_sql(req, now, self._half_life_s, req.n)
+            return [row[0] for row in conn.execute(q, p)], {}
+        ranked = list(relevance)
+        if len(ranked) < req.n and req.narrowed:
+            # An explicit filter is exact: its matches come back even when they do not
+            # relate to the query (after every related one, with score 0).
+            ranked += self._newest_matches(conn, req, now, req.n - len(ranked), ranked, candidates)
+        return ranked, {}
 
     # -- vectors ---------------------------------------------------------------------
 
@@ -105,11 +122,11 @@ class RecallEngine:
 
     def _newest_matches(
         self, conn: apsw.Connection, req: RecallRequest, now: float, count: int, exclude: list[int],
-        filtered: list[np.ndarray],
+        candidates: np.ndarray | None,
     ) -> list[int]:
         """The newest eligible memories not in ``exclude``; reuses a filter result already computed."""
-        if filtered:
-            rest = np.setdiff1d(filtered[0], np.asarray(exclude, dtype=np.int64))
+        if candidates is not None:
+            rest = np.setdiff1d(candidates, np.asarray(exclude, dtype=np.int64))
             if len(rest) <= _SQL_VECTOR_LIMIT:
                 return [row[0] for row in conn.execute(
                     "SELECT m.id FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value "
@@ -117,10 +134,22 @@ class RecallEngine:
         q, p = sql.recent_sql(req, now, self._half_life_s, count, json.dumps(exclude))
         return [row[0] for row in conn.execute(q, p)]
 
+    def _vector_side(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
+        text_ids: list[int], k: int,
+    ) -> _VectorSide:
+        if query is None:
+            return _VectorSide()
+        hits, candidates = self._vector_hits(conn, req, now, query.vector, query.model_id, k)
+        similarity = dict(hits)
+        missing = [m for m in text_ids if m not in similarity]
+        similarity.update(self._similarities(conn, missing, query.model_id, query.vector))
+        return _VectorSide(hits=hits, similarity=similarity, candidates=candidates, searched=True)
+
     def _vector_hits(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int,
-        filtered: list[np.ndarray],
-    ) -> list[tuple[int, float]]:
+    ) -> tuple[list[tuple[int, float]], np.ndarray | None]:
+        """The k nearest eligible memories, and the full filter result when one was computed."""
         index = self.index_for(req.collection, model_id, int(query.shape[0]))
         rules = Eligibility(
             now=now,
@@ -132,7 +161,7 @@ class RecallEngine:
         )
         if not req.needs_sql_candidates:
             index.sync(conn)
-            return index.search(query, k, rules, min_similarity=self._min_similarity)
+            return index.search(query, k, rules, min_similarity=self._min_similarity), None
         all_scores = None
         if index.loaded:
             # Broad filters: the best rows overall usually pass, and then the best k that
@@ -145,17 +174,16 @@ class RecallEngine:
                 passing = eligible_subset(conn, req, [m for m, _ in top], now, self._half_life_s)
                 hits = [(m, s) for m, s in top if m in passing]
                 if len(hits) >= k or len(top) < shortlist:
-                    return hits[:k]
+                    return hits[:k], None
         q, p = sql.candidates_sql(req, now, self._half_life_s)
         candidates = np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
-        filtered.append(candidates)
         if len(candidates) == 0:
-            return []
+            return [], candidates
         if len(candidates) <= _SQL_VECTOR_LIMIT and not index.loaded:
-            return self._sql_vector_hits(conn, candidates, model_id, query, k)
+            return self._sql_vector_hits(conn, candidates, model_id, query, k), candidates
         index.sync(conn)
         return index.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity,
-                            all_scores=all_scores)
+                            all_scores=all_scores), candidates
 
     def _similarities(
         self, conn: apsw.Connection, memory_ids: list[int], model_id: str, query: np.ndarray
@@ -176,14 +204,13 @@ class RecallEngine:
 
     def _spatial_order(
         self, conn: apsw.Connection, req: RecallRequest, now: float, relevance: dict[int, float],
-        distances: dict[int, float],
-    ) -> list[int]:
+    ) -> tuple[list[int], dict[int, float]]:
         assert req.spatial is not None
         # Extra rows so that equal distances can be ordered by relevance.
         rows = nearest(conn, req, now, self._half_life_s, req.n * 2)
         rows.sort(key=lambda r: (round(r[1], 9), -relevance.get(r[0], 0.0)))
         ranked = [memory_id for memory_id, _ in rows[: req.n]]
-        distances.update(rows[: req.n])
+        distances = dict(rows[: req.n])
         if len(ranked) < req.n and req.spatial.max_distance is None:
             # Memories without the field come last: most relevant first, else most recent.
             rest = [m for m in relevance if m not in distances]
@@ -191,7 +218,7 @@ class RecallEngine:
                 q, p = sql.recent_sql(req, now, self._half_life_s, req.n, json.dumps(ranked + rest))
                 rest += [row[0] for row in conn.execute(q, p)]
             ranked += rest[: req.n - len(ranked)]
-        return ranked
+        return ranked, distances
 
     # -- rows ------------------------------------------------------------------------
 
@@ -237,13 +264,17 @@ def _mode(req: RecallRequest, searched_text: bool, searched_vectors: bool) -> st
 
 def _score(
     records: list[dict[str, Any]], relevance: dict[int, float], distances: dict[int, float],
-    req: RecallRequest, mode: str,
+    req: RecallRequest, mode: str, similarity: dict[int, float] | None,
 ) -> list[dict[str, Any]]:
     for record in records:
         rel = relevance.get(record["id"], 0.0)
         record["score"] = round((rel if mode != "filter_only" else 1.0) * record["confidence"], 6)
         if req.spatial is not None:
             record["distance"] = distances.get(record["id"])
+        if similarity is not None:
+            # Rank-fused scores compare hits within one answer; cosine compares across answers.
+            cos = similarity.get(record["id"])
+            record["similarity"] = None if cos is None else round(cos, 4)
     if req.spatial is None and mode != "filter_only":
         records.sort(key=lambda r: -r["score"])
     return records[: req.n]

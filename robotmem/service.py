@@ -264,6 +264,30 @@ class Memory:
         self._note_access(r["id"] for r in result["results"])
         return result
 
+    def outcome_stats(
+        self,
+        group_by: str,
+        query: str = "",
+        collection: str | None = None,
+        context_filter: dict[str, Any] | str | None = None,
+        spatial_sort: dict[str, Any] | str | None = None,
+        k: int | None = None,
+        bins: int | list[float] | None = None,
+        success_threshold: float = 0.5,
+        since: float | str | None = None,
+        until: float | str | None = None,
+    ) -> dict[str, Any]:
+        """Per value of ``group_by``: how often did it succeed, over every matching memory (exact, not top n)."""
+        from .search.outcomes import build_outcome_request, compute_outcome_stats
+
+        req = build_outcome_request(
+            group_by=group_by, collection=validation.collection(collection, self.collection), query=query,
+            context_filter=context_filter, spatial_sort=spatial_sort, k=k, bins=bins,
+            success_threshold=success_threshold, since=since, until=until,
+        )
+        with self._db.read() as conn:
+            return compute_outcome_stats(conn, req)
+
     # -- forget / update -------------------------------------------------------------
 
     def forget(self, memory_id: int, reason: str) -> dict[str, Any]:

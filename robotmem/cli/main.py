@@ -23,7 +23,7 @@ from .output import emit, progress_printer
 __all__ = ["build_parser", "main", "open_memory"]
 
 log = logging.getLogger("robotmem.cli")
-_BUILTIN_PLUGINS = ("robotmem.mcp.cli", "robotmem.embeddings.cli", "robotmem.consolidation.cli")
+_BUILTIN_PLUGINS = ("robotmem.mcp.cli", "robotmem.embeddings.cli", "robotmem.consolidation.cli", "robotmem.cli.outcomes")
 
 
 def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:

@@ -14,6 +14,8 @@ __all__ = [
     "EndSessionOutput",
     "ForgetOutput",
     "LearnOutput",
+    "OutcomeGroup",
+    "OutcomeStatsOutput",
     "RecallHit",
     "RecallOutput",
     "SavePerceptionOutput",
@@ -81,3 +83,19 @@ class EndSessionOutput(_Open):
     decayed: int = 0
     archived: int = 0
     related: list[Any] = Field(default_factory=list)
+
+
+class OutcomeGroup(_Open):
+    value: Any = Field(default=None, description="The group's value at group_by (absent for a bin).")
+    bin: list[float | None] | None = Field(default=None, description="[low, high) of a numeric bin; null = open.")
+    count: int = Field(description="Memories of the group with a verdict (task.success or a scored episode).")
+    successes: int
+    success_rate: float | None
+    wilson_95: list[float] | None = Field(description="Wilson 95 % interval of the success rate.")
+    mean_outcome: float | None = Field(description="Mean episode.outcome of the group's scored memories.")
+
+
+class OutcomeStatsOutput(_Open):
+    group_by: str
+    matched: int = Field(description="Memories in the matching set.")
+    groups: list[OutcomeGroup]

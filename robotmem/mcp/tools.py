@@ -1,4 +1,4 @@
-"""The seven tools: thin typed wrappers over ``Memory`` with the same names and parameters.
+"""The seven tools, and outcome_stats: thin typed wrappers over ``Memory`` with the same names and parameters.
 
 Validation belongs to ``Memory``; this layer only turns JSON strings into objects for the
 JSON-valued parameters and hands every outcome to the error boundary. Descriptions are
@@ -21,6 +21,7 @@ from .schemas import (
     EndSessionOutput,
     ForgetOutput,
     LearnOutput,
+    OutcomeStatsOutput,
     RecallOutput,
     SavePerceptionOutput,
     StartSessionOutput,
@@ -29,7 +30,9 @@ from .schemas import (
 
 __all__ = ["TOOL_NAMES", "register_tools"]
 
-TOOL_NAMES = ("learn", "recall", "save_perception", "forget", "update", "start_session", "end_session")
+TOOL_NAMES = (
+    "learn", "recall", "save_perception", "forget", "update", "start_session", "end_session", "outcome_stats",
+)
 
 # Parameter types. Numbers are strict: "5" for n is a wrong type, not a guess.
 _JsonObject = dict[str, Any] | str | None
@@ -48,7 +51,7 @@ MemoryId = Annotated[int, Field(strict=True, description="Id returned by learn o
 
 
 def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
-    """Add the seven tools to ``server``; each runs its ``Memory`` call via ``runtime``."""
+    """Add the tools to ``server``; each runs its ``Memory`` call via ``runtime``."""
 
     async def run(tool: str, call: Callable[[Any], dict[str, Any]]) -> CallToolResult:
         try:
@@ -226,3 +229,51 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         """Close an episode: scores it and consolidates its memories (merge, reinforce, decay).
         Returns {session_id, status, duration_s, memories, perceptions, merged, reinforced, ...}."""
         return await run("end_session", lambda m: m.end_session(session_id, outcome_score=outcome_score))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    async def outcome_stats(
+        group_by: Annotated[
+            str, Field(description='Context dot path to group by, e.g. "params.push_factor".')
+        ],
+        query: Annotated[str, Field(description='Only memories containing every word, e.g. "push"; "" for all.')] = "",
+        collection: Collection = None,
+        context_filter: Annotated[
+            _JsonObject,
+            Field(description='JSON object (or string), recall\'s filter grammar, e.g. {"robot.object": "heavy"}.'),
+        ] = None,
+        spatial_sort: Annotated[
+            _JsonObject,
+            Field(
+                description="JSON object (or string): neighbourhood of a point; needs max_distance or k, e.g. "
+                '{"field": "spatial.object_position", "target": [1.2, 0.4], "max_distance": 0.1}.'
+            ),
+        ] = None,
+        k: Annotated[int | None, Field(strict=True, description="With spatial_sort: the k nearest, e.g. 50.")] = None,
+        bins: Annotated[
+            int | list[float] | None,
+            Field(description="Bin numeric values: a count of equal bins, e.g. 5, or edges, e.g. [0, 0.5, 1]."),
+        ] = None,
+        success_threshold: Annotated[
+            float, Field(strict=True, description="episode.outcome counting as success without task.success, 0-1.")
+        ] = 0.5,
+        since: Annotated[float | str | None, Field(description="Happened at/after: epoch seconds or ISO 8601.")] = None,
+        until: Annotated[float | str | None, Field(description="Happened at/before: epoch seconds or ISO 8601.")] = None,
+    ) -> Annotated[CallToolResult, OutcomeStatsOutput]:
+        """How often did each value succeed in situations like this one? Exact counts over every matching
+        memory. Returns {matched, groups: [{value|bin, count, successes, success_rate, wilson_95,
+        mean_outcome}]}."""
+        return await run(
+            "outcome_stats",
+            lambda m: m.outcome_stats(
+                group_by,
+                query=query,
+                collection=collection,
+                context_filter=json_object(context_filter, "context_filter"),
+                spatial_sort=json_object(spatial_sort, "spatial_sort"),
+                k=k,
+                bins=bins,
+                success_threshold=success_threshold,
+                since=since,
+                until=until,
+            ),
+        )

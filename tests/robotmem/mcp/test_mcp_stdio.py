@@ -38,6 +38,18 @@ TOOL_PARAMETERS = {
     "update": {"memory_id", "new_content", "context"},
     "start_session": {"collection", "context"},
     "end_session": {"session_id", "outcome_score"},
+    "outcome_stats": {
+        "group_by",
+        "query",
+        "collection",
+        "context_filter",
+        "spatial_sort",
+        "k",
+        "bins",
+        "success_threshold",
+        "since",
+        "until",
+    },
 }
 REQUIRED = {
     "learn": {"insight"},
@@ -47,10 +59,11 @@ REQUIRED = {
     "update": {"memory_id", "new_content"},
     "start_session": set(),
     "end_session": {"session_id"},
+    "outcome_stats": {"group_by"},
 }
 
 
-async def test_the_server_lists_exactly_the_seven_tools_with_the_python_api_parameters(
+async def test_the_server_lists_exactly_the_eight_tools_with_the_python_api_parameters(
     robotmem_home: Path, tmp_path: Path
 ) -> None:
     async with stdio_session(robotmem_home, tmp_path / "server.log") as session:

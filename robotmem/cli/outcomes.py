@@ -1,0 +1,78 @@
+"""``robotmem outcomes GROUP_BY``: success per value over matching experience (Memory.outcome_stats)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from ..errors import ValidationError
+
+__all__ = ["cmd_outcomes", "format_outcomes", "register"]
+
+
+def register(subparsers: Any) -> None:
+    help_text = "Success rate (Wilson 95 % interval) per value of a context field, over every matching memory."
+    p = subparsers.add_parser("outcomes", help=help_text, description=help_text)
+    p.add_argument("group_by", help="context dot path, e.g. params.push_factor")
+    p.add_argument("--query", default="", help="only memories containing every word")
+    p.add_argument("--filter", help='context filter JSON, e.g. \'{"task.name": "push"}\'')
+    p.add_argument("--near", nargs="+", metavar=("FIELD", "X"), help="neighbourhood of FIELD X Y [Z]")
+    p.add_argument("--max-distance", type=float, help="with --near: radius")
+    p.add_argument("-k", type=int, help="with --near: the k nearest")
+    p.add_argument("--bins", type=int, help="bin numbers into this many equal-width bins")
+    p.add_argument("--edges", type=float, nargs="+", help="bin numbers at these increasing edges")
+    p.add_argument("--success-threshold", type=float, default=0.5,
+                   help="episode.outcome counting as success when task.success is absent (default 0.5)")
+    p.add_argument("--since")
+    p.add_argument("--until")
+    p.set_defaults(func=cmd_outcomes)
+
+
+def _near(args: argparse.Namespace) -> dict[str, Any] | None:
+    if not args.near:
+        return None
+    field, *xyz = args.near
+    try:
+        target = [float(v) for v in xyz]
+    except ValueError as exc:
+        raise ValidationError(f"--near takes FIELD X Y [Z] with numbers: {exc}", field="--near") from exc
+    spatial: dict[str, Any] = {"field": field, "target": target}
+    if args.max_distance is not None:
+        spatial["max_distance"] = args.max_distance
+    return spatial
+
+
+def cmd_outcomes(args: argparse.Namespace) -> Any:
+    from .main import open_memory
+
+    if args.bins is not None and args.edges:
+        raise ValidationError("give --bins or --edges, not both", field="--edges")
+    with open_memory(args, embedder=None) as mem:
+        result = mem.outcome_stats(
+            args.group_by, query=args.query, context_filter=args.filter, spatial_sort=_near(args), k=args.k,
+            bins=args.edges or args.bins, success_threshold=args.success_threshold, since=args.since,
+            until=args.until,
+        )
+    if args.json:
+        return result
+    format_outcomes(result, sys.stdout)
+    return None
+
+
+def _label(group: dict[str, Any]) -> str:
+    if "bin" in group:
+        lo, hi = group["bin"]
+        return f"[{'-inf' if lo is None else f'{lo:g}'}, {'inf' if hi is None else f'{hi:g}'})"
+    return str(group["value"])
+
+
+def format_outcomes(result: dict[str, Any], out: TextIO) -> None:
+    out.write(f"{result['group_by']}: {result['matched']} memories matched "
+              f"({result['without_field']} without the field, {result['without_outcome']} without an outcome)\n")
+    out.write(f"{'value':<18} {'n':>6} {'succ':>6} {'rate':>6}  {'wilson 95 %':<15} {'mean outcome':>12}\n")
+    for g in result["groups"]:
+        rate = "-" if g["success_rate"] is None else f"{g['success_rate']:.3f}"
+        interval = "-" if g["wilson_95"] is None else f"[{g['wilson_95'][0]:.3f}, {g['wilson_95'][1]:.3f}]"
+        mean = "-" if g["mean_outcome"] is None else f"{g['mean_outcome']:.3f}"
+        out.write(f"{_label(g):<18} {g['count']:>6} {g['successes']:>6} {rate:>6}  {interval:<15} {mean:>12}\n")

@@ -1,0 +1,288 @@
+"""Memory.outcome_stats against a plain-Python oracle over the same rows.
+
+The oracle reads the raw rows (apsw, its own SQL), applies the filter with the
+reference evaluator of the filter grammar, measures distances from the context values
+itself, and counts in Python. Episodes are real: end_session attaches the outcome and
+merges repeated facts, so superseded rows are part of the set being checked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+from filter_reference import lookup, matches
+
+from robotmem import Memory, ValidationError
+from robotmem.search.outcomes import wilson_interval
+
+_MISSING = lookup({}, "x")
+OBJECTS = ("slippery", "default", "heavy")
+FACTORS = (0.25, 0.5, 1.0)
+Z = 1.959963984540054
+
+
+def _context(rng: random.Random) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"object": {"type": rng.choice(OBJECTS)},
+                           "spatial": {"object_position": [round(rng.uniform(0, 1), 3), round(rng.uniform(0, 1), 3)]}}
+    roll = rng.random()
+    if roll < 0.75:
+        ctx["params"] = {"push_factor": rng.choice(FACTORS)}
+    elif roll < 0.85:
+        ctx["params"] = {"push_factor": rng.choice(["gentle", True, 1])}  # other types group by exact value
+    if rng.random() < 0.7:
+        ctx["task"] = {"success": rng.random() < 0.5}
+    elif rng.random() < 0.2:
+        ctx["task"] = {"success": "yes"}  # not a boolean: no verdict from task.success
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """About 300 memories in 60 episodes: merged repeats, forgotten ones, unscored episodes."""
+    path = tmp_path_factory.mktemp("outcomes") / "memory.db"
+    rng = random.Random(16)
+    with Memory(path, embedder=None) as mem:
+        for episode in range(60):
+            sid = mem.start_session(collection="push")["session_id"]
+            for i in range(rng.randint(2, 7)):
+                ctx = _context(rng)
+                verb = rng.choice(["pushed", "nudged", "shoved"])
+                # Repeated wording with equal params and success: consolidation merges these.
+                text = f"{verb} the block with factor {ctx.get('params', {}).get('push_factor')}"
+                if rng.random() < 0.3:
+                    text += f" at step {episode}.{i}"
+                mem.learn(text, context=ctx, session_id=sid)
+            if rng.random() < 0.2:
+                mem.save_perception("camera frame of the block", metadata={"object": {"type": "heavy"}},
+                                    session_id=sid)
+            mem.end_session(sid, outcome_score=None if rng.random() < 0.2 else round(rng.random(), 2))
+        mem.learn("sessionless note: pushed the block with factor 0.5", context={"params": {"push_factor": 0.5}},
+                  collection="push")
+        mem.learn("another collection pushed", context={"params": {"push_factor": 0.5}}, collection="other")
+        ids = [row[0] for row in mem._db.read().__enter__().execute(
+            "SELECT id FROM memories WHERE status = 'active' ORDER BY id")]
+        for memory_id in rng.sample(ids, 8):
+            mem.forget(memory_id, "test: retracted")
+    return path
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = [
+        {"id": i, "status": s, "superseded_by": sup, "content": c, "collection": coll, "context": json.loads(ctx)}
+        for i, s, sup, c, coll, ctx in conn.execute(
+            "SELECT id, status, superseded_by, content, collection, json(context) FROM memories")
+    ]
+    conn.close()
+    return rows
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _bin(value: float, edges: list[float]) -> tuple[float | None, float | None]:
+    if value < edges[0]:
+        return (None, edges[0])
+    if value > edges[-1]:
+        return (edges[-1], None)
+    for lo, hi in zip(edges, edges[1:]):
+        if lo <= value < hi:
+            return (lo, hi)
+    return (edges[-2], edges[-1])
+
+
+def oracle(path: Path, group_by: str, *, query: str = "", context_filter: dict[str, Any] | None = None,
+           near: tuple[list[float], float | None, int | None] | None = None, edges: list[float] | None = None,
+           threshold: float = 0.5) -> dict[Any, dict[str, Any]]:
+    rows = _rows(path)
+    by_id = {r["id"]: r for r in rows}
+    chosen = []
+    for r in rows:
+        if r["collection"] != "push" or r["status"] == "forgotten":
+            continue
+        if r["status"] == "superseded" and by_id[r["superseded_by"]]["status"] == "forgotten":
+            continue
+        if context_filter and not matches(r["context"], context_filter):
+            continue
+        if query:
+            text_row = by_id[r["superseded_by"]] if r["status"] == "superseded" else r
+            if not _words(query) <= _words(text_row["content"]):
+                continue
+        chosen.append(r)
+    if near is not None:
+        target, radius, k = near
+        placed = []
+        for r in chosen:
+            point = lookup(r["context"], "spatial.object_position")
+            if point is _MISSING:
+                continue
+            d = math.dist(point, target)
+            if radius is None or d <= radius:
+                placed.append((d, -r["id"], r))
+        placed.sort(key=lambda t: (t[0], t[1]))
+        chosen = [r for _, _, r in (placed[:k] if k is not None else placed)]
+    groups: dict[Any, dict[str, Any]] = {}
+    for r in chosen:
+        value = lookup(r["context"], group_by)
+        if value is _MISSING:
+            continue
+        is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if edges and is_number:
+            key: Any = ("bin", _bin(value, edges))
+        else:  # 1 and 1.0 are one value, as in the filter grammar
+            key = ("value", repr(float(value) if is_number else value))
+        g = groups.setdefault(key, {"count": 0, "successes": 0, "scores": []})
+        success = lookup(r["context"], "task.success")
+        outcome = lookup(r["context"], "episode.outcome")
+        if isinstance(success, bool):
+            verdict: bool | None = success
+        elif isinstance(outcome, (int, float)) and not isinstance(outcome, bool):
+            verdict = outcome >= threshold
+        else:
+            verdict = None
+        if verdict is not None:
+            g["count"] += 1
+            g["successes"] += int(verdict)
+        if isinstance(outcome, (int, float)) and not isinstance(outcome, bool):
+            g["scores"].append(outcome)
+    return groups
+
+
+def _key(group: dict[str, Any]) -> Any:
+    if "bin" in group:
+        return ("bin", tuple(group["bin"]))
+    value = group["value"]
+    return ("value", repr(float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value))
+
+
+def check(result: dict[str, Any], expected: dict[Any, dict[str, Any]]) -> None:
+    got = {_key(g): g for g in result["groups"] if g["memories"] or _key(g) in expected}
+    assert set(got) == set(expected)
+    for key, want in expected.items():
+        g = got[key]
+        assert (g["count"], g["successes"]) == (want["count"], want["successes"]), key
+        if want["count"]:
+            assert g["success_rate"] == pytest.approx(want["successes"] / want["count"])
+        scores = want["scores"]
+        assert g["scored"] == len(scores)
+        assert g["mean_outcome"] == (pytest.approx(sum(scores) / len(scores)) if scores else None)
+
+
+CASES: list[dict[str, Any]] = [
+    {},
+    {"context_filter": {"object.type": "heavy"}},
+    {"context_filter": {"$or": [{"object.type": "slippery"}, {"task.success": True}]}},
+    {"query": "pushed block"},
+    {"query": "shoved", "context_filter": {"object.type": {"$ne": "default"}}},
+    {"near": ([0.5, 0.5], 0.3, None)},
+    {"near": ([0.2, 0.8], None, 25)},
+    {"near": ([0.2, 0.8], 0.4, 10), "context_filter": {"object.type": "default"}},
+    {"edges": [0.3, 0.75]},
+    {"edges": [0.0, 0.5, 1.0], "threshold": 0.8},
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[json.dumps(c) for c in CASES])
+def test_counts_match_a_plain_python_oracle(store: Path, case: dict[str, Any]) -> None:
+    spatial = k = None
+    if "near" in case:
+        target, radius, k = case["near"]
+        spatial = {"field": "spatial.object_position", "target": target}
+        if radius is not None:
+            spatial["max_distance"] = radius
+    with Memory(store, collection="push", embedder=None) as mem:
+        result = mem.outcome_stats("params.push_factor", query=case.get("query", ""),
+                                   context_filter=case.get("context_filter"), spatial_sort=spatial, k=k,
+                                   bins=case.get("edges"), success_threshold=case.get("threshold", 0.5))
+    expected = oracle(store, "params.push_factor", query=case.get("query", ""),
+                      context_filter=case.get("context_filter"), near=case.get("near"), edges=case.get("edges"),
+                      threshold=case.get("threshold", 0.5))
+    assert sum(g["count"] for g in expected.values()) > 0, "the case must select something"
+    check(result, expected)
+    assert result["matched"] == result["without_field"] + sum(g["memories"] for g in result["groups"])
+
+
+def test_the_store_really_holds_merged_and_forgotten_experience(store: Path) -> None:
+    rows = _rows(store)
+    by_id = {r["id"]: r for r in rows}
+    statuses = [r["status"] for r in rows]
+    assert statuses.count("superseded") >= 10 and statuses.count("forgotten") == 8
+    assert any(r["status"] == "superseded" and by_id[r["superseded_by"]]["status"] == "forgotten" for r in rows)
+
+
+def test_merged_memories_still_count_as_experience(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder=None) as mem:
+        for trial in range(5):
+            sid = mem.start_session()["session_id"]
+            context = {"params": {"push_factor": 0.5}, "task": {"success": True}, "trial": trial}
+            mem.learn("pushed with factor 0.5", context=context, session_id=sid)
+            mem.end_session(sid, outcome_score=1.0)
+        assert mem.stats()["collections"]["default"]["by_status"] == {"active": 1, "superseded": 4}
+        stats = mem.outcome_stats("params.push_factor", query="factor")
+    assert [(g["value"], g["count"], g["successes"]) for g in stats["groups"]] == [(0.5, 5, 5)]
+
+
+def test_an_exact_repeat_is_one_memory_and_counts_once(mem: Memory) -> None:
+    # Documented: learn() of the same text and context reinforces the stored memory instead of adding one.
+    for _ in range(3):
+        mem.learn("pushed with factor 0.5", context={"params": {"push_factor": 0.5}, "task": {"success": True}})
+    assert [g["count"] for g in mem.outcome_stats("params.push_factor")["groups"]] == [1]
+
+
+def test_equal_width_bins_cover_the_observed_range_and_list_empty_bins(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", embedder=None) as mem:
+        for value, ok in [(0.0, True), (0.1, False), (1.0, True), (0.95, True)]:
+            mem.learn(f"trial at {value}", context={"x": value, "task": {"success": ok}})
+        stats = mem.outcome_stats("x", bins=4)
+    assert [(g["bin"], g["count"], g["successes"]) for g in stats["groups"]] == [
+        ([0.0, 0.25], 2, 1), ([0.25, 0.5], 0, 0), ([0.5, 0.75], 0, 0), ([0.75, 1.0], 2, 2)]
+    assert stats["groups"][1]["success_rate"] is None and stats["groups"][1]["wilson_95"] is None
+
+
+# Newcombe (1998), Statistics in Medicine 17:857-872, Table I, method 3 (Wilson score, no correction).
+@pytest.mark.parametrize(("successes", "n", "low", "high"), [
+    (81, 263, 0.2553, 0.3662), (15, 148, 0.0624, 0.1605), (0, 20, 0.0, 0.1611), (1, 29, 0.0061, 0.1718)])
+def test_wilson_interval_matches_published_values(successes: int, n: int, low: float, high: float) -> None:
+    interval = wilson_interval(successes, n)
+    assert interval is not None
+    assert interval[0] == pytest.approx(low, abs=5e-5) and interval[1] == pytest.approx(high, abs=5e-5)
+
+
+@pytest.mark.parametrize(("successes", "n"), [(3, 7), (50, 50), (12, 400)])
+def test_wilson_bounds_are_the_roots_of_the_score_equation(successes: int, n: int) -> None:
+    # The Wilson bounds are the p where |p_hat - p| = z sqrt(p (1 - p) / n).
+    interval = wilson_interval(successes, n)
+    assert interval is not None
+    p_hat = successes / n
+    for p in interval:
+        assert abs(p_hat - p) == pytest.approx(Z * math.sqrt(p * (1 - p) / n), abs=1e-12)
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"group_by": 3}, "group_by"),
+    ({"group_by": "a..b"}, "group_by"),
+    ({"group_by": "x", "bins": 0}, "bins"),
+    ({"group_by": "x", "bins": [1.0, 1.0]}, "bins"),
+    ({"group_by": "x", "bins": [0, float("nan")]}, "bins[1]"),
+    ({"group_by": "x", "bins": "5"}, "bins"),
+    ({"group_by": "x", "k": 5}, "k"),
+    ({"group_by": "x", "spatial_sort": {"field": "p", "target": [0, 0]}}, "spatial_sort.max_distance"),
+    ({"group_by": "x", "spatial_sort": {"field": "p", "target": [0, 0]}, "k": 0}, "k"),
+    ({"group_by": "x", "success_threshold": 1.5}, "success_threshold"),
+    ({"group_by": "x", "context_filter": {"a": {"$bogus": 1}}}, "context_filter.a"),
+    ({"group_by": "x", "query": "!!!"}, "query"),
+    ({"group_by": "x", "since": 5, "until": 1}, "since"),
+    ({"group_by": "x", "collection": "bad name"}, "collection"),
+])
+def test_bad_input_names_the_field(mem: Memory, kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        mem.outcome_stats(**kwargs)
+    assert err.value.field == field

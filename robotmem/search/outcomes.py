@@ -29,9 +29,9 @@ import apsw
 
 from .. import validation
 from ..errors import ValidationError
+from ..store.tokens import match_term, query_tokens
 from .filters import CompiledFilter, compile_filter, json_path
 from .request import SpatialSort, parse_spatial_sort
-from .tokens import match_term, query_tokens
 
 __all__ = ["OutcomeRequest", "build_outcome_request", "compute_outcome_stats", "wilson_interval"]
 

@@ -47,10 +47,10 @@ class BackgroundRecordWriter(RecordWriter):
             self._submit_pending()
 
     def learn(self, topic: str, insight: str, context: dict[str, Any], collection: str, session_id: str | None,
-              once_key: str | None = None) -> None:
+              once_key: str | None = None, occurred_at: float | None = None) -> None:
         self._submit_pending()
         self._submit(functools.partial(RecordWriter.learn, self, topic, insight, context, collection, session_id,
-                                       once_key))
+                                       once_key, occurred_at))
 
     def start_session(self, collection: str, context: dict[str, Any], session_id: str | None) -> str:
         if session_id is None:  # the store picks the id: we need its answer now

@@ -140,6 +140,9 @@ class BridgeConfig:
     laser_bins: int = 36
     #: json_perception: payloads larger than this (JSON bytes) keep only their field names
     json_max_bytes: int = 4096
+    #: a topic quiet for more than gap_periods of its usual period, and at least gap_min_s, has a gap
+    gap_min_s: float = 1.0
+    gap_periods: float = 5.0
     #: joint chunks are downsampled to within this (radians) of the raw samples (joint_simplify.py)
     joint_tolerance_rad: float = 0.01
     #: at most this many samples per joint chunk (the tolerance grows when a noisy chunk needs more)

@@ -21,9 +21,11 @@ from .converters import (
     EpisodeContext,
     Record,
     make_converter,
+    occurred_at,
     record_metadata,
 )
 from .episodes import EndEpisode, EpisodeAction, EpisodePolicy, StartEpisode
+from .gaps import Gap, GapDetector
 from .messages import RosMessage
 from .outbox import RetryPolicy
 from .robot_pose import RobotPoseTracker
@@ -52,6 +54,7 @@ class _Handler:
     converter: Converter | None = None
     sample_ns: int = 0
     last_kept_ns: int | None = None
+    gaps: GapDetector | None = None
 
 
 @dataclass
@@ -70,6 +73,7 @@ class _Episode:
     saw_motion_source: bool = False
     messages: dict[str, int] = field(default_factory=dict)
     facts: int = 0
+    gaps: list[Gap] = field(default_factory=list)
 
 
 class Pipeline:
@@ -127,6 +131,10 @@ class Pipeline:
             self._on_marker(msg, handler)
         else:
             self._advance(msg.t_ns)
+            if handler.gaps is not None:
+                gap = handler.gaps.observe(msg.t_ns)
+                if gap is not None:
+                    self._record_gap(gap)
             if self._sampled_out(msg.t_ns, handler):
                 handler.stats.sampled_out += 1
             elif kind == "learn":
@@ -142,6 +150,11 @@ class Pipeline:
                and now_ns - h.converter.pending_since_ns >= h.converter.chunk_ns]
         if due and self._episode is not None:
             self._drain(due)
+
+    def note_gap(self, start_ns: int, end_ns: int, reason: str) -> None:
+        """A stretch without data on every topic (the live bridge lost its connection)."""
+        if end_ns > start_ns:
+            self._record_gap(Gap(start_ns, end_ns, reason))
 
     def episode(self, action: EpisodeAction) -> None:
         """Start or end an episode directly, as a marker would (for callers that know the boundaries).
@@ -188,6 +201,7 @@ class Pipeline:
             rule = rules[0]
             handler = _Handler(rule.converter, stats, rule, sample_ns=int(rule.sample_every_s * 1e9))
             if rule.converter not in ("learn", "episode"):
+                handler.gaps = GapDetector(topic, self.config.gap_min_s, self.config.gap_periods)
                 handler.converter = make_converter(topic, msgtype, rule, self.config)
                 self._connect_pose(handler.converter, rule.converter)
         stats.converter = handler.kind
@@ -203,6 +217,18 @@ class Pipeline:
 
     def _converters(self) -> list[_Handler]:
         return [h for h in self._handlers.values() if h.converter is not None]
+
+    def _record_gap(self, gap: Gap) -> None:
+        """Into the open episode and the converters it concerns (their chunks carry it)."""
+        episode = self._episode
+        if episode is None or episode.skipping or gap.end_ns < episode.start_ns:
+            return
+        episode.gaps.append(gap)
+        self.stats.gaps += 1
+        for handler in self._converters():
+            assert handler.converter is not None
+            if gap.topic is None or gap.topic == handler.converter.topic:
+                handler.converter.gaps.append(gap)
 
     def _sampled_out(self, t_ns: int, handler: _Handler) -> bool:
         if not handler.sample_ns:
@@ -285,7 +311,7 @@ class Pipeline:
         if episode is None and self._note_key_for is not None:
             once_key = self._note_key_for(msg.t_ns)
             context["source"].update({"note_key": once_key, "t_ns": msg.t_ns})
-        self.writer.learn(msg.topic, insight, context, self.collection, session_id, once_key)
+        self.writer.learn(msg.topic, insight, context, self.collection, session_id, once_key, occurred_at(msg.t_ns))
         if episode is not None:
             episode.facts += 1
             episode.messages[msg.topic] = episode.messages.get(msg.topic, 0) + 1
@@ -369,6 +395,9 @@ class Pipeline:
         for handler in self._converters():
             assert handler.converter is not None
             handler.converter.start_episode()
+            handler.converter.gaps = []
+            if handler.gaps is not None:
+                handler.gaps.reset()
 
     def _can_attach(self, session_id: str) -> bool:
         """Whether a session someone else opened can take this episode's records."""
@@ -411,7 +440,7 @@ class Pipeline:
         summary = episode_summary_record(
             episode.context, policy=self.policy.name, start_ns=episode.start_ns, end_ns=max(action.t_ns, episode.last_ns),
             messages=episode.messages, facts=episode.facts, topic_summaries=summaries, task=episode.task,
-            outcome_score=action.score,
+            outcome_score=action.score, gaps=episode.gaps,
         )
         self.writer.write([("(episode)", summary)])
         if episode.owned:

@@ -34,6 +34,8 @@ class TopicStats:
     rejected_reason: str = ""
     #: records given up after the store kept failing (see outbox.py)
     store_dropped: int = 0
+    #: replay: header stamps further from the log time than max_episode_s (the log time was used)
+    stamps_replaced: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -62,6 +64,8 @@ class PipelineStats:
     records_dropped: int = 0
     #: records of an attached episode written after the session's owner ended it (without the session)
     records_after_session_end: int = 0
+    #: gaps recorded in episodes (disconnections and topics gone quiet; see gaps.py)
+    gaps: int = 0
     writes: int = 0
     #: seconds the last / slowest write took
     last_write_s: float = 0.0

@@ -9,8 +9,10 @@ from .converters.base import (
     EpisodeContext,
     Record,
     base_metadata,
+    occurred_at,
     record_metadata,
 )
+from .gaps import Gap
 
 __all__ = ["episode_summary_record"]
 
@@ -26,6 +28,7 @@ def episode_summary_record(
     topic_summaries: list[dict[str, Any]],
     task: dict[str, Any],
     outcome_score: float | None,
+    gaps: list[Gap] | None = None,
 ) -> Record:
     """One "procedural" record with the whole-episode spatial context and counts."""
     duration_s = max(0, end_ns - start_ns) / 1e9
@@ -35,6 +38,8 @@ def episode_summary_record(
     metadata["task"].update(task)
     if outcome_score is not None:
         metadata["task"]["outcome_score"] = outcome_score
+    if gaps:
+        metadata["gaps"] = [g.as_dict() for g in gaps]
     paths = [s for s in topic_summaries if "spatial" in s]
     main = _main_path(paths)
     if main is not None:
@@ -52,6 +57,7 @@ def episode_summary_record(
         "metadata": record_metadata(episode, metadata),
         "collection": episode.collection,
         "session_id": episode.session_id,
+        "occurred_at": occurred_at(start_ns),
     }
 
 

@@ -58,7 +58,9 @@ class TrackPiece:
 
 @dataclass(frozen=True)
 class PathVerdict:
-    quality: str  # "ok" | "outliers_removed" | "discontinuous" | "interleaved" | "empty"
+    #: "ok" | "outliers_removed" | "discontinuous" | "interleaved" | "empty"; the pose converter
+    #: turns ok / outliers_removed into "gaps" when data is missing (gaps.py)
+    quality: str
     path_length_m: float | None
     primary_track: int | None
     note: str | None = None

@@ -241,7 +241,7 @@ class RecordWriter:
         self.stats.max_write_s = max(self.stats.max_write_s, seconds)
 
     def learn(self, topic: str, insight: str, context: dict[str, Any], collection: str, session_id: str | None,
-              once_key: str | None = None) -> None:
+              once_key: str | None = None, occurred_at: float | None = None) -> None:
         """Store a note. With ``once_key`` (replay: a note outside any episode) the note's context
         carries ``source.note_key = once_key`` and a note already stored with it is skipped, so a
         second replay does not reinforce it (robotmem's learn would)."""
@@ -250,11 +250,13 @@ class RecordWriter:
                 self.plan.append({"action": "skip_note", "topic": topic, "insight": insight, "reason": "already stored"})
                 self.stats.topic(topic).already_stored += 1
                 return
-            self.plan.append({"action": "learn", "topic": topic, "insight": insight, "session_id": session_id})
+            self.plan.append({"action": "learn", "topic": topic, "insight": insight, "session_id": session_id,
+                              "occurred_at": occurred_at})
             self._count_learned(topic)
             return
         self._perform(f"learning a note from {topic}",
-                      functools.partial(self._learn_now, topic, insight, context, collection, session_id, once_key),
+                      functools.partial(self._learn_now, topic, insight, context, collection, session_id, once_key,
+                                        occurred_at),
                       [(topic, insight)])
 
     def _note_stored(self, once_key: str, collection: str) -> bool:
@@ -266,27 +268,29 @@ class RecordWriter:
         return bool(found["results"])
 
     def _learn_now(self, topic: str, insight: str, context: dict[str, Any], collection: str,
-                   session_id: str | None, once_key: str | None = None) -> None:
+                   session_id: str | None, once_key: str | None = None, occurred_at: float | None = None) -> None:
         try:
             if once_key is not None and self._note_stored(once_key, collection):
                 self.stats.topic(topic).already_stored += 1
                 return
-            self._learn_checked(topic, insight, context, collection, session_id)
+            self._learn_checked(topic, insight, context, collection, session_id, occurred_at)
         except StorageError:
             raise
         except RobotMemError as exc:
             self._reject(topic, exc)
 
     def _learn_checked(self, topic: str, insight: str, context: dict[str, Any], collection: str,
-                       session_id: str | None) -> None:
+                       session_id: str | None, occurred_at: float | None) -> None:
         note = self._detached_if_ended({"session_id": session_id, "metadata": context})
         try:
-            self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=note["session_id"])
+            self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=note["session_id"],
+                              occurred_at=occurred_at)
         except ConflictError:
             if not self._notice_ended_sessions([note]):
                 raise
             note = self._detached_if_ended(note)
-            self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=None)
+            self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=None,
+                              occurred_at=occurred_at)
         if note["session_id"] != session_id:
             self.stats.records_after_session_end += 1
         self._count_learned(topic)

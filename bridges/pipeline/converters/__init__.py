@@ -9,6 +9,7 @@ from .base import (
     PerMessageConverter,
     Record,
     base_metadata,
+    occurred_at,
     record_metadata,
 )
 from .image import ImageConverter
@@ -25,6 +26,7 @@ __all__ = [
     "Record",
     "base_metadata",
     "make_converter",
+    "occurred_at",
     "record_metadata",
 ]
 

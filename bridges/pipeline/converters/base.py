@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from ..config import BridgeConfig, TopicRule
+from ..gaps import Gap, gaps_overlapping
 from ..messages import RosMessage
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "Record",
     "base_metadata",
     "merged_under",
+    "occurred_at",
     "record_metadata",
 ]
 
@@ -47,6 +49,11 @@ class EpisodeContext:
     source: dict[str, str]
     #: the start marker's JSON context (task, robot, episode.*, ...): copied onto every record
     marker: dict[str, Any] = field(default_factory=dict)
+
+
+def occurred_at(t_ns: int) -> float:
+    """robotmem's ``occurred_at`` (epoch seconds) for a message time."""
+    return t_ns / 1e9
 
 
 def base_metadata(episode: EpisodeContext, topic: str, msgtype: str, duration_s: float) -> dict[str, Any]:
@@ -110,6 +117,8 @@ class Converter:
         self.ready = False
         #: message time of the oldest buffered message (None: buffer empty)
         self.pending_since_ns: int | None = None
+        #: the open episode's gaps that concern this topic (set by the pipeline; see gaps.py)
+        self.gaps: list[Gap] = []
 
     def feed(self, msg: RosMessage) -> bool:
         raise NotImplementedError
@@ -140,7 +149,16 @@ class Converter:
         """What this topic contributes to the episode summary record (None: nothing)."""
         return None
 
-    def _record(self, episode: EpisodeContext, description: str, data: Any, metadata: dict[str, Any]) -> Record:
+    def _gap_section(self, metadata: dict[str, Any], start_ns: int, end_ns: int) -> list[Gap]:
+        """Add ``gaps`` for the gaps in [start_ns, end_ns] to a chunk's metadata; returns them."""
+        inside = gaps_overlapping(self.gaps, start_ns, end_ns)
+        if inside:
+            metadata["gaps"] = [g.as_dict() for g in inside]
+        return inside
+
+    def _record(self, episode: EpisodeContext, description: str, data: Any, metadata: dict[str, Any],
+                t_ns: int) -> Record:
+        """``t_ns``: when it happened (message time of the record's first message)."""
         return {
             "description": description,
             "perception_type": self.perception_type,
@@ -149,6 +167,7 @@ class Converter:
             "collection": episode.collection,
             "session_id": episode.session_id,
             "embed": self.embed_descriptions,
+            "occurred_at": occurred_at(t_ns),
         }
 
 
@@ -232,7 +251,7 @@ class PerMessageConverter(Converter):
             metadata["episode"]["t_ns"] = t_ns
             for section, values in extra.items():
                 metadata.setdefault(section, {}).update(values)
-            records.append(self._record(episode, description, data, metadata))
+            records.append(self._record(episode, description, data, metadata, t_ns))
         self.drain_buffers()
         return records
 

@@ -119,12 +119,14 @@ class JointTrajectoryConverter(ChunkedConverter[_Buffer]):
         duration_s = float(t.max() - t.min()) / 1e9
         metadata = base_metadata(episode, self.topic, self.msgtype, duration_s)
         metadata["episode"].update({"t_start_ns": int(t.min()), "t_end_ns": int(t.max())})
+        self._gap_section(metadata, int(t.min()), int(t.max()))
         metadata["robot"] = {**metadata.get("robot", {}), "joints": buffer.names}
         metadata["params"] = {"joint_travel": {n: round(float(v), 4) for n, v in zip(buffer.names, travel)}}
         if buffer.spatial is not None:
             metadata["spatial"] = buffer.spatial
         self._chunks += 1
-        return self._record(episode, _describe(self.topic, duration_s, buffer.names, travel), data, metadata)
+        return self._record(episode, _describe(self.topic, duration_s, buffer.names, travel), data, metadata,
+                            min(buffer.t))
 
     def start_episode(self) -> None:
         self._chunks = 0

@@ -8,6 +8,7 @@ of what is stored.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..config import BridgeConfig, TopicRule
+from ..gaps import Gap
 from ..geometry import bbox, rdp_mask, representative_point, yaw_from_quaternions
 from ..messages import RosMessage
 from ..tracks import PathVerdict, TrackPiece, TrackSplitter, judge_tracks, pieces_of
@@ -84,6 +86,9 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         self._extract = pose_extractor(msgtype)
         self._anchor: tuple[float, float, float] | None = None
         self._motion_sq = config.motion_threshold_m**2
+        #: time of the last pose before the buffer being split (the step into its first pose)
+        self._prev_ns: int | None = None
+        self._chunk_from_ns = 0
         self.start_episode()
 
     # -- per message -------------------------------------------------------------------
@@ -147,6 +152,11 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         t = np.asarray(buffer.t, dtype=np.int64)
         xyz = np.column_stack([buffer.x, buffer.y, buffer.z]).astype(np.float64)
         ids, steps = self._splitter.assign(t, xyz, buffer.frame_id)
+        prev = np.concatenate([[self._prev_ns if self._prev_ns is not None else t[0]], t[:-1]])
+        self._prev_ns = int(t[-1])
+        for gap in self.gaps:  # the straight line across a gap is not travelled path
+            steps[(prev < gap.end_ns) & (t > gap.start_ns)] = 0.0
+        self._chunk_from_ns = int(prev[0])
         self._messages += len(t)
         for piece in pieces_of(ids, t, steps):
             self._add_piece(piece)
@@ -154,7 +164,9 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
 
     def _chunk_record(self, episode: EpisodeContext, buffer: _Buffer) -> Record:
         t, xyz, ids, steps = self._split(buffer)
-        verdict = judge_tracks(pieces_of(ids, t, steps), self.topic)
+        metadata = base_metadata(episode, self.topic, self.msgtype, float(t.max() - t.min()) / 1e9)
+        verdict = _with_gaps(judge_tracks(pieces_of(ids, t, steps), self.topic),
+                             self._gap_section(metadata, self._chunk_from_ns, int(t.max())), self.topic)
         keep = self._downsample(xyz, ids)
         yaw = yaw_from_quaternions(*(np.asarray(q, dtype=np.float64) for q in (buffer.qx, buffer.qy, buffer.qz, buffer.qw)))
         kept_t = (t[keep] - episode.start_ns) / 1e9
@@ -173,11 +185,10 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         primary = ids == verdict.primary_track
         self._kept.append((t[keep], xyz[keep], ids[keep]))
         duration_s = float(t.max() - t.min()) / 1e9
-        metadata = base_metadata(episode, self.topic, self.msgtype, duration_s)
         metadata["episode"].update({"t_start_ns": int(t.min()), "t_end_ns": int(t.max())})
         metadata["spatial"] = _spatial(xyz[primary], verdict, buffer.frame_id)
         description = _describe("pose trajectory", self.topic, duration_s, verdict, xyz[primary], buffer.frame_id)
-        return self._record(episode, description, data, metadata)
+        return self._record(episode, description, data, metadata, int(t.min()))
 
     def _downsample(self, xyz: NDArray[np.float64], ids: NDArray[np.int64]) -> NDArray[np.bool_]:
         """RDP per track (downsampling across two interleaved tracks would keep noise)."""
@@ -193,6 +204,8 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         self._pieces: dict[int, TrackPiece] = {}
         self._kept: list[tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]] = []
         self._messages = 0
+        self._prev_ns = None
+        self._chunk_from_ns = 0
 
     def _add_piece(self, piece: TrackPiece) -> None:
         old = self._pieces.get(piece.ident)
@@ -209,7 +222,7 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
     def episode_summary(self) -> dict[str, Any] | None:
         if not self._messages:
             return None
-        verdict = judge_tracks(list(self._pieces.values()), self.topic)
+        verdict = _with_gaps(judge_tracks(list(self._pieces.values()), self.topic), self.gaps, self.topic)
         summary: dict[str, Any] = {"topic": self.topic, "msgtype": self.msgtype, "points": self._messages}
         if self._kept:
             t = np.concatenate([k[0] for k in self._kept])
@@ -222,6 +235,15 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
             summary["duration_s"] = float(t.max() - t.min()) / 1e9
         summary["verdict"] = verdict
         return summary
+
+
+def _with_gaps(verdict: PathVerdict, gaps: list[Gap], topic: str) -> PathVerdict:
+    """Path quality "gaps" when data is missing (a worse verdict, such as interleaved, stays)."""
+    if not gaps or verdict.quality not in ("ok", "outliers_removed"):
+        return verdict
+    missing = sum(g.seconds for g in gaps)
+    note = f"{topic}: {len(gaps)} gap(s), {missing:.1f} s without data, left out of the path length"
+    return dataclasses.replace(verdict, quality="gaps", note=f"{verdict.note}; {note}" if verdict.note else note)
 
 
 def _spatial(points: NDArray[np.float64], verdict: PathVerdict, frame_id: str) -> dict[str, Any]:

@@ -24,15 +24,21 @@ MCAP = "nav2_turtlebot_sim_mcap/nav2_turtlebot.mcap"
 BAG = "turtlebot3_nav_ros1_bag/rosbag_demo.bag"
 
 
-def _raw_odom(path: Path) -> np.ndarray:
-    """Every /odom position, decoded by mcap-ros2-support (not by the replay path)."""
+def _raw_odom(path: Path, with_log_time: bool = False) -> np.ndarray:
+    """Every /odom position (and log time, s), decoded by mcap-ros2-support (not by the replay path)."""
     points = []
     with open(path, "rb") as handle:
         reader = make_reader(handle, decoder_factories=[DecoderFactory()])
-        for _schema, _channel, _message, odom in reader.iter_decoded_messages(topics=["/odom"]):
+        for _schema, _channel, message, odom in reader.iter_decoded_messages(topics=["/odom"]):
             p = odom.pose.pose.position
-            points.append((p.x, p.y, p.z))
+            points.append((p.x, p.y, p.z) + ((message.log_time / 1e9,) if with_log_time else ()))
     return np.asarray(points)
+
+
+def _length_without_pauses(points: np.ndarray, t_s: np.ndarray, pause_s: float) -> float:
+    """Path length leaving out the steps across pauses longer than ``pause_s`` (gaps: not travelled)."""
+    steps = np.linalg.norm(np.diff(points, axis=0), axis=1)
+    return float(steps[np.diff(t_s) <= pause_s].sum())
 
 
 def _mcap_summary_counts(path: Path) -> dict[str, int]:
@@ -89,9 +95,15 @@ def test_nav2_mcap_counts_path_length_and_stored_path_match_the_raw_odometry(
     shared_datasets: Path, memory: Memory
 ) -> None:
     path = shared_datasets / MCAP
-    raw = _raw_odom(path)
+    timed = _raw_odom(path, with_log_time=True)
+    raw, log_s = timed[:, :3], timed[:, 3]
     raw_length = _length(raw)
     assert len(raw) == 2639 and raw_length == pytest.approx(34.32, abs=0.01)
+    # /odom pauses once for 2.2 s (0.66 m jump): a gap, whose jump is not path
+    pauses = np.flatnonzero(np.diff(log_s) > BridgeConfig().gap_min_s)
+    assert len(pauses) == 1
+    gap_free_length = _length_without_pauses(raw, log_s, BridgeConfig().gap_min_s)
+    assert raw_length - gap_free_length == pytest.approx(0.66, abs=0.01)
 
     result = replay_recording(memory, path, BridgeConfig(), ReplayOptions(collection="nav2", robot_id="tb3"))
 
@@ -103,9 +115,12 @@ def test_nav2_mcap_counts_path_length_and_stored_path_match_the_raw_odometry(
     assert {**read, **ignored} == expected  # every topic: read with the file's count, or counted as not read
     assert sum(s.malformed for s in result.stats.topics.values()) == 0
     (session_id,) = result.stats.session_ids
-    spatial = _summary(memory, session_id)["spatial"]
-    assert spatial["topic"] == "/odom" and spatial["path_quality"] == "ok"
-    assert spatial["path_length_m"] == pytest.approx(raw_length, rel=0.02)
+    summary = _summary(memory, session_id)
+    spatial = summary["spatial"]
+    assert spatial["topic"] == "/odom" and spatial["path_quality"] == "gaps"
+    assert spatial["path_length_m"] == pytest.approx(gap_free_length, rel=0.02)
+    (gap,) = [g for g in summary["context"]["gaps"] if g["topic"] == "/odom"]
+    assert gap["duration_s"] == pytest.approx(np.diff(log_s)[pauses[0]], abs=0.5)
     assert spatial["start_position"] == pytest.approx(raw[0].tolist(), abs=1e-4)
     assert spatial["end_position"] == pytest.approx(raw[-1].tolist(), abs=1e-4)
     stored = _stored_path(memory, session_id, "/odom")

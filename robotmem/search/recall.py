@@ -17,7 +17,8 @@ from . import sql
 from .fulltext import eligible_subset, fulltext_hits, plan_fulltext
 from .request import RecallRequest
 from .spatial import nearest
-from .vector_index import Eligibility, VectorIndex
+from .eligibility import Eligibility
+from .vector_index import VectorIndex
 
 __all__ = ["RecallEngine"]
 
@@ -151,14 +152,7 @@ class RecallEngine:
     ) -> tuple[list[tuple[int, float]], np.ndarray | None]:
         """The k nearest eligible memories, and the full filter result when one was computed."""
         index = self.index_for(req.collection, model_id, int(query.shape[0]))
-        rules = Eligibility(
-            now=now,
-            half_life_s=self._half_life_s,
-            min_confidence=req.min_confidence,
-            include_archived=req.include_archived,
-            since=req.since,
-            until=req.until,
-        )
+        rules = Eligibility.of(req, now, self._half_life_s)
         if not req.needs_sql_candidates:
             index.sync(conn)
             return index.search(query, k, rules, min_similarity=self._min_similarity), None

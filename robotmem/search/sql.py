@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..store.decay import effective_confidence_sql
+from .eligibility import Eligibility, eligible_sql
 from .request import RecallRequest
 
 __all__ = [
@@ -22,22 +22,12 @@ Query = tuple[str, list[Any]]
 
 
 def eligibility_sql(req: RecallRequest, now: float, half_life_s: float, *, with_filter: bool = True) -> Query:
-    parts = ["m.collection = ?"]
-    params: list[Any] = [req.collection]
-    parts.append("m.status IN ('active', 'archived')" if req.include_archived else "m.status = 'active'")
-    if req.min_confidence > 0:
-        conf, conf_params = effective_confidence_sql(now, half_life_s)
-        parts.append(f"{conf} >= ?")
-        params += conf_params + [req.min_confidence]
+    rules = eligible_sql(Eligibility.of(req, now, half_life_s))
+    parts = ["m.collection = ?", rules.text]
+    params: list[Any] = [req.collection, *rules.params]
     if req.session_id is not None:
         parts.append("m.session_id = ?")
         params.append(req.session_id)
-    if req.since is not None:
-        parts.append("m.occurred_at >= ?")
-        params.append(req.since)
-    if req.until is not None:
-        parts.append("m.occurred_at <= ?")
-        params.append(req.until)
     if with_filter and req.filter is not None:
         parts.append(req.filter.sql)
         params += list(req.filter.params)

@@ -14,31 +14,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import cast
 
 import apsw
 import numpy as np
 
 from ..store.connection import scalar
-from ..store.decay import decayed_confidence
+from ..store.decay import NUMPY_OPS
+from .eligibility import Eligibility, eligible
 
 __all__ = ["Eligibility", "VectorIndex"]
 
 _GROW = 1.5
 _FETCH_CHUNK = 5000
-
-
-@dataclass(frozen=True)
-class Eligibility:
-    """The filters the mirror applies itself (the rest arrive as a candidate id set)."""
-
-    now: float
-    half_life_s: float
-    min_confidence: float
-    include_archived: bool
-    since: float | None = None
-    until: float | None = None
 
 
 class VectorIndex:
@@ -229,19 +217,39 @@ class VectorIndex:
         return [(int(self._ids[r]), float(s)) for r, s in zip(index_rows[order], picked[order])]
 
     def _eligible(self, rows: np.ndarray, rules: Eligibility) -> np.ndarray:
-        ok = self._live[rows].copy()
-        if not rules.include_archived:
-            ok &= ~self._archived[rows]
-        if rules.min_confidence > 0:
-            conf = decayed_confidence(
-                self._conf0[rows], self._reinforced[rows], self._protected[rows], rules.now, rules.half_life_s
-            )
-            ok &= conf >= rules.min_confidence
-        if rules.since is not None:
-            ok &= self._occurred[rows] >= rules.since
-        if rules.until is not None:
-            ok &= self._occurred[rows] <= rules.until
-        return ok
+        return np.asarray(eligible(rules, _Fields(self, rows), NUMPY_OPS))
+
+
+class _Fields:
+    """The mirror's copy of the rows the rules read, gathered only when a rule asks for them."""
+
+    def __init__(self, index: VectorIndex, rows: np.ndarray) -> None:
+        self._index = index
+        self._rows = rows
+
+    @property
+    def searchable(self) -> np.ndarray:
+        return self._index._live[self._rows]
+
+    @property
+    def active(self) -> np.ndarray:
+        return self._index._live[self._rows] & ~self._index._archived[self._rows]
+
+    @property
+    def confidence(self) -> np.ndarray:
+        return self._index._conf0[self._rows]
+
+    @property
+    def reinforced_at(self) -> np.ndarray:
+        return self._index._reinforced[self._rows]
+
+    @property
+    def protected(self) -> np.ndarray:
+        return self._index._protected[self._rows]
+
+    @property
+    def occurred_at(self) -> np.ndarray:
+        return self._index._occurred[self._rows]
 
 
 _SELECT_ROWS = (

@@ -3,7 +3,7 @@
 A memory stores ``confidence`` as of ``reinforced_at``; what it is worth at ``now`` is
 ``confidence * 2^(-max(0, now - reinforced_at) / half_life)``, and protected memories do
 not decay. SQL filters and updates need the law inside statements; the vector index and
-row reads need it in Python. :func:`_law` states it once over an operations namespace,
+row reads need it in Python. :func:`decay_law` states it once over an operations namespace,
 and each rendering supplies the operations, so the two cannot drift apart.
 """
 
@@ -14,7 +14,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Sql", "decayed_confidence", "effective_confidence", "effective_confidence_sql"]
+__all__ = [
+    "NUMPY_OPS",
+    "SQL_OPS",
+    "Ops",
+    "Sql",
+    "decay_law",
+    "decayed_confidence",
+    "effective_confidence",
+    "effective_confidence_sql",
+]
 
 
 @dataclass(frozen=True)
@@ -62,14 +71,18 @@ class Sql:
 
 
 class Ops(Protocol):
-    """The few functions the shared rules use besides arithmetic and comparison."""
+    """The few functions the shared rules use besides arithmetic, comparison and ``&``."""
 
+    def value(self, x: float) -> Any: ...
     def exp2(self, x: Any) -> Any: ...
     def clamp0(self, x: Any) -> Any: ...
     def where(self, cond: Any, then: Any, otherwise: Any) -> Any: ...
 
 
 class SqlOps:
+    def value(self, x: float) -> Sql:
+        return Sql.param(x)
+
     def exp2(self, x: Sql) -> Sql:
         return Sql(f"pow(2.0, {x.text})", x.params)
 
@@ -82,6 +95,9 @@ class SqlOps:
 
 
 class NumpyOps:
+    def value(self, x: float) -> float:
+        return x
+
     def exp2(self, x: Any) -> Any:
         return np.exp2(x)
 
@@ -96,14 +112,14 @@ SQL_OPS = SqlOps()
 NUMPY_OPS = NumpyOps()
 
 
-def _law(ops: Ops, confidence: Any, reinforced_at: Any, protected: Any, now: Any, half_life_s: Any) -> Any:
+def decay_law(ops: Ops, confidence: Any, reinforced_at: Any, protected: Any, now: Any, half_life_s: Any) -> Any:
     return ops.where(protected, confidence, confidence * ops.exp2(-ops.clamp0(now - reinforced_at) / half_life_s))
 
 
 def effective_confidence_sql(now: float, half_life_s: float, *, table: str = "m") -> tuple[str, list[Any]]:
     """The decayed confidence of ``table``'s row as a SQL expression, with its parameters."""
-    expr = _law(SQL_OPS, Sql(f"{table}.confidence"), Sql(f"{table}.reinforced_at"), Sql(f"{table}.protected"),
-                Sql.param(now), Sql.param(half_life_s))
+    expr = decay_law(SQL_OPS, Sql(f"{table}.confidence"), Sql(f"{table}.reinforced_at"), Sql(f"{table}.protected"),
+                     Sql.param(now), Sql.param(half_life_s))
     return expr.text, list(expr.params)
 
 
@@ -111,11 +127,11 @@ def decayed_confidence(
     conf0: np.ndarray, reinforced_at: np.ndarray, protected: np.ndarray, now: float, half_life_s: float
 ) -> np.ndarray:
     """The decayed confidence of many rows at once."""
-    return np.asarray(_law(NUMPY_OPS, conf0, reinforced_at, protected, now, half_life_s))
+    return np.asarray(decay_law(NUMPY_OPS, conf0, reinforced_at, protected, now, half_life_s))
 
 
 def effective_confidence(
     confidence: float, reinforced_at: float, protected: bool, now: float, half_life_s: float
 ) -> float:
     """The decayed confidence of one row."""
-    return float(_law(NUMPY_OPS, confidence, reinforced_at, bool(protected), now, half_life_s))
+    return float(decay_law(NUMPY_OPS, confidence, reinforced_at, bool(protected), now, half_life_s))

@@ -1,0 +1,83 @@
+"""Which memories a recall may return, stated once for SQL and for the vector index's arrays.
+
+SQL checks these rules for full-text hits and filter candidates; the in-process vector
+index checks them on its own copy of each row. :func:`eligible` states them once over
+row fields and operations (:mod:`robotmem.store.decay`), so both read the same rules.
+The collection, session and context filter are not here: the index is per collection and
+receives the other two as a candidate set computed in SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..store.decay import SQL_OPS, Ops, Sql, decay_law
+from .request import RecallRequest
+
+__all__ = ["SQL_FIELDS", "Eligibility", "RowFields", "eligible", "eligible_sql"]
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    now: float
+    half_life_s: float
+    min_confidence: float
+    include_archived: bool
+    since: float | None = None
+    until: float | None = None
+
+    @classmethod
+    def of(cls, req: RecallRequest, now: float, half_life_s: float) -> Eligibility:
+        return cls(now=now, half_life_s=half_life_s, min_confidence=req.min_confidence,
+                   include_archived=req.include_archived, since=req.since, until=req.until)
+
+
+class RowFields(Protocol):
+    """The fields the rules read, in one rendering (SQL expressions or arrays over rows)."""
+
+    @property
+    def searchable(self) -> Any: ...  # status is active or archived
+    @property
+    def active(self) -> Any: ...
+    @property
+    def confidence(self) -> Any: ...
+    @property
+    def reinforced_at(self) -> Any: ...
+    @property
+    def protected(self) -> Any: ...
+    @property
+    def occurred_at(self) -> Any: ...
+
+
+def eligible(rules: Eligibility, row: RowFields, ops: Ops) -> Any:
+    """True where a row may be returned: live, confident enough after decay, inside the time window."""
+    ok = row.searchable if rules.include_archived else row.active
+    if rules.min_confidence > 0:
+        decayed = decay_law(ops, row.confidence, row.reinforced_at, row.protected, ops.value(rules.now),
+                            ops.value(rules.half_life_s))
+        ok = ok & (decayed >= ops.value(rules.min_confidence))
+    if rules.since is not None:
+        ok = ok & (row.occurred_at >= ops.value(rules.since))
+    if rules.until is not None:
+        ok = ok & (row.occurred_at <= ops.value(rules.until))
+    return ok
+
+
+@dataclass(frozen=True)
+class _SqlFields:
+    searchable: Sql = Sql("m.status IN ('active', 'archived')")
+    active: Sql = Sql("m.status = 'active'")
+    confidence: Sql = Sql("m.confidence")
+    reinforced_at: Sql = Sql("m.reinforced_at")
+    protected: Sql = Sql("m.protected")
+    occurred_at: Sql = Sql("m.occurred_at")
+
+
+SQL_FIELDS = _SqlFields()
+
+
+def eligible_sql(rules: Eligibility) -> Sql:
+    """The rules as a condition on the memories table ``m``."""
+    result: Sql = eligible(rules, SQL_FIELDS, SQL_OPS)
+    return result

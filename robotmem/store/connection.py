@@ -1,5 +1,9 @@
 """SQLite connections: one per thread, WAL, busy timeout, sqlite-vec loaded.
 
+A thread's connection is closed when the thread ends: servers run calls on worker
+threads that retire after idling, and each connection holds three open files (database,
+WAL, shared memory), so keeping them would leak files with every burst of requests.
+
 Readers never wait for writers in WAL mode; writers take the write lock up front
 (``BEGIN IMMEDIATE``) so two writers queue on the busy timeout instead of
 deadlocking on a lock upgrade.
@@ -9,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,7 +47,7 @@ class Database:
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
-        self._all: list[apsw.Connection] = []
+        self._all: dict[int, apsw.Connection] = {}
         self._lock = threading.Lock()
         self._closed = False
         if str(path) != ":memory:":
@@ -59,8 +64,24 @@ class Database:
             conn = self._open()
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                self._all[id(conn)] = conn
+            weakref.finalize(threading.current_thread(), self._retire, conn)
         return conn
+
+    def _retire(self, conn: apsw.Connection) -> None:
+        """Close the connection of a thread that ended (runs in whichever thread collects it)."""
+        with self._lock:
+            if self._all.pop(id(conn), None) is None:
+                return  # close() got there first
+        try:
+            conn.close()
+        except apsw.Error:  # pragma: no cover
+            log.exception("closing the connection of a finished thread failed")
+
+    def open_connections(self) -> int:
+        """Connections currently open (one per live thread that used the store)."""
+        with self._lock:
+            return len(self._all)
 
     def _open(self) -> apsw.Connection:
         try:
@@ -132,7 +153,7 @@ class Database:
     def close(self) -> None:
         self._closed = True
         with self._lock:
-            conns, self._all = self._all, []
+            conns, self._all = list(self._all.values()), {}
         for conn in conns:
             try:
                 conn.close()

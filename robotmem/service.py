@@ -141,16 +141,24 @@ class Memory:
             existing = mstore.find_duplicate(conn, coll, digest)
         if existing is not None:
             with self._db.write() as conn:
-                mstore.reinforce(conn, existing, now, step=self.config.reinforce_step,
-                                 ceiling=self.config.max_confidence, half_life_s=self._half_life_s)
-            return {"memory_id": existing, "status": "duplicate"}
+                return self._reinforce_duplicate(conn, existing, now)
         vectors = self._embeddings.embed([text])
         with self._db.write() as conn:
             self._check_session_open(conn, session_id, coll)
+            # Checked again under the write lock: another thread or process may have stored
+            # the same insight while this one was embedding it.
+            existing = mstore.find_duplicate(conn, coll, digest)
+            if existing is not None:
+                return self._reinforce_duplicate(conn, existing, now)
             memory_id = self._insert(conn, coll, session_id, "fact", None, text, ctx, now,
                                      now if occurred is None else occurred)
             self._store_vector(conn, memory_id, coll, vectors, 0)
         return {"memory_id": memory_id, "status": "created"}
+
+    def _reinforce_duplicate(self, conn: Any, existing: int, now: float) -> dict[str, Any]:
+        mstore.reinforce(conn, existing, now, step=self.config.reinforce_step,
+                         ceiling=self.config.max_confidence, half_life_s=self._half_life_s)
+        return {"memory_id": existing, "status": "duplicate"}
 
     # -- perceptions -----------------------------------------------------------------
 

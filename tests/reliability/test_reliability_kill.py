@@ -1,0 +1,79 @@
+"""SIGKILL a writer at random points: every write it acknowledged must survive each kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import apsw
+
+from robotmem import Memory
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+KILLS = 6
+#: Generous bound for a writer to start and acknowledge its first write: a hang fails
+#: the test instead of blocking CI. Not a speed assertion.
+START_TIMEOUT_S = 120.0
+
+
+def _start_writer(db: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.Popen([sys.executable, str(HERE / "reliability_workers.py"), str(db)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _pump(stream: object, lines: "queue.Queue[str | None]") -> None:
+    for line in stream:  # type: ignore[attr-defined]
+        lines.put(line)
+    lines.put(None)
+
+
+def _kill_at_random(writer: subprocess.Popen[str], rng: random.Random) -> list[tuple[int, str]]:
+    """Let the writer acknowledge at least one write, then SIGKILL it at a random moment."""
+    lines: queue.Queue[str | None] = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(writer.stdout, lines), daemon=True)
+    pump.start()
+    first = lines.get(timeout=START_TIMEOUT_S)
+    assert first is not None, f"writer died before writing: {writer.stderr.read() if writer.stderr else ''}"
+    threading.Event().wait(rng.uniform(0.05, 1.5))
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    pump.join(timeout=30)
+    acknowledged = [first]
+    while (line := lines.get_nowait()) is not None:
+        acknowledged.append(line)
+    # A line cut by the kill was never acknowledged (the writer died while printing it).
+    return [tuple(json.loads(line)) for line in acknowledged if line.endswith("\n")]  # type: ignore[misc]
+
+
+def test_acknowledged_writes_survive_sigkill_at_random_points(tmp_path: Path) -> None:
+    db = tmp_path / "killed.db"
+    Memory(db, embedder=None).close()
+    rng = random.Random(11)
+    acknowledged: list[tuple[int, str]] = []
+    for kill in range(KILLS):
+        writer = _start_writer(db)
+        try:
+            acknowledged += _kill_at_random(writer, rng)
+        finally:
+            if writer.poll() is None:
+                writer.kill()
+                writer.wait(timeout=30)
+        # Reopening recovers the WAL the killed writer left behind; then every acknowledged write is there.
+        with Memory(db, embedder=None) as memory:
+            for memory_id, text in acknowledged:
+                assert memory.get(memory_id)["content"] == text, f"kill {kill}: write {memory_id} lost"
+        conn = apsw.Connection(str(db))
+        try:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)], f"kill {kill}"
+        finally:
+            conn.close()
+    assert len(acknowledged) > KILLS

@@ -64,14 +64,15 @@ def eligible(rules: Eligibility, row: RowFields, ops: Ops) -> Any:
     return ok
 
 
-@dataclass(frozen=True)
 class _SqlFields:
-    searchable: Sql = Sql("m.status IN ('active', 'archived')")
-    active: Sql = Sql("m.status = 'active'")
-    confidence: Sql = Sql("m.confidence")
-    reinforced_at: Sql = Sql("m.reinforced_at")
-    protected: Sql = Sql("m.protected")
-    occurred_at: Sql = Sql("m.occurred_at")
+    """The fields as columns of the memories table ``m``."""
+
+    searchable = Sql("m.status IN ('active', 'archived')")
+    active = Sql("m.status = 'active'")
+    confidence = Sql("m.confidence")
+    reinforced_at = Sql("m.reinforced_at")
+    protected = Sql("m.protected")
+    occurred_at = Sql("m.occurred_at")
 
 
 SQL_FIELDS = _SqlFields()

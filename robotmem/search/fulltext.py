@@ -20,9 +20,9 @@ from typing import Any
 import apsw
 
 from ..store.connection import scalar
+from ..store.tokens import match_term, query_tokens
 from . import sql
 from .request import RecallRequest
-from ..store.tokens import match_term, query_tokens
 
 __all__ = ["COMMON_SHARE", "COMMON_WINDOW", "FullTextPlan", "eligible_subset", "fulltext_hits", "plan_fulltext"]
 

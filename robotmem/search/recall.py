@@ -14,10 +14,10 @@ from ..store.connection import Database
 from ..store.decay import effective_confidence_sql
 from ..store.rows import hits_sql, row_to_record
 from . import sql
+from .eligibility import Eligibility
 from .fulltext import eligible_subset, fulltext_hits, plan_fulltext
 from .request import RecallRequest
 from .spatial import nearest
-from .eligibility import Eligibility
 from .vector_index import VectorIndex
 
 __all__ = ["RecallEngine"]

@@ -12,9 +12,9 @@ from typing import Final, Union
 
 import apsw
 
-from .tokens import FTS_TOKENIZE, index_tokens
 from .connection import scalar
 from .points import reindex_all_points
+from .tokens import FTS_TOKENIZE, index_tokens
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 

@@ -26,11 +26,9 @@ _SELECTED = tuple(
 
 def hits_sql(memory_ids_json: str) -> tuple[str, list[Any]]:
     """Full rows (with the payload summary) of the memories whose ids are in the JSON array."""
-    return (
-        f"SELECT {', '.join(_SELECTED)} FROM memories m LEFT JOIN payloads p ON p.memory_id = m.id "
-        "WHERE m.id IN (SELECT value FROM json_each(?))",
-        [memory_ids_json],
-    )
+    query = (f"SELECT {', '.join(_SELECTED)} FROM memories m LEFT JOIN payloads p ON p.memory_id = m.id "
+             "WHERE m.id IN (SELECT value FROM json_each(?))")
+    return query, [memory_ids_json]
 
 
 def row_to_record(row: tuple[Any, ...], now: float, half_life_s: float, *, full: bool = False) -> dict[str, Any]:

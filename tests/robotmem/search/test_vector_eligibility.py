@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from robotmem.search import sql
-from robotmem.search.request import RecallRequest
 from robotmem.search.eligibility import Eligibility
+from robotmem.search.request import RecallRequest
 from robotmem.search.vector_index import VectorIndex
 from robotmem.store import memories as mstore
 from robotmem.store.connection import Database

@@ -9,7 +9,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robotmem.store.decay import decayed_confidence, effective_confidence, effective_confidence_sql
+from robotmem.store.decay import (
+    decayed_confidence,
+    effective_confidence,
+    effective_confidence_sql,
+)
 
 rows = st.lists(
     st.tuples(

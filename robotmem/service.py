@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-
 from . import validation
 from .config import Config
 from .context import canonical_json, content_hash, parse_context
@@ -27,12 +26,12 @@ from .payload import decode_payload, encode_payload, summarize_payload, to_json_
 from .search.embedding_state import EmbeddingState, resolve_embedder
 from .search.recall import RecallEngine
 from .search.request import build_request
-from .store.tokens import index_tokens
 from .store import memories as mstore
 from .store import sessions as sstore
 from .store.connection import Database
 from .store.migrations import migrate
 from .store.rows import HIT_COLUMNS, row_to_record
+from .store.tokens import index_tokens
 
 __all__ = ["Memory"]
 
@@ -364,18 +363,21 @@ class Memory:
         """Close an episode, record its outcome and consolidate what it learned."""
         sid = validation.session_id(session_id)
         score = validation.optional_score(outcome_score)
-        from .consolidation import end_session as consolidate_end
+        # Imported on first use: consolidation pulls in scipy, which most commands never need.
+        from .consolidation import Settings, end_session
 
-        return consolidate_end(self, self._db, sid, score, self.now())
+        settings = Settings.of(self.config, self.embedder)
+        return end_session(self._db, self.recall_engine, settings, sid, score, self.now())
 
     def consolidate(
         self, collection: str | None = None, progress: Callable[[int, int], None] | None = None
     ) -> dict[str, Any]:
         """Offline: consolidate every ended session (oldest first), then decay; counts summed."""
         coll = None if collection is None else validation.collection(collection, self.collection)
-        from .consolidation import consolidate_ended
+        from .consolidation import Settings, consolidate_ended
 
-        return consolidate_ended(self, self._db, coll, self.now(), progress=progress)
+        settings = Settings.of(self.config, self.embedder)
+        return consolidate_ended(self._db, settings, coll, self.now(), progress=progress)
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         sid = validation.session_id(session_id)

@@ -9,11 +9,14 @@ session, so a crash leaves either the open episode or the fully consolidated one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import apsw
 
+from ..config import Config
+from ..embeddings.base import Embedder
 from ..errors import NotFoundError
+from ..search.recall import RecallEngine
 from ..store import sessions as sstore
 from ..store.connection import Database
 from .decay import decay_pass
@@ -21,9 +24,6 @@ from .plan import Absorption, MergeRules, absorptions, group_episode, match_earl
 from .reads import NOT_ENDED, earlier_facts, episode_facts
 from .related import find_related, refresh_confidence
 from .writes import MergeCounts, apply_absorptions, attach_outcome
-
-if TYPE_CHECKING:
-    from ..service import Memory
 
 __all__ = ["Settings", "end_session", "plan_session"]
 
@@ -41,8 +41,8 @@ class Settings:
     dim: int | None
 
     @classmethod
-    def of(cls, memory: Memory) -> Settings:
-        config, embedder = memory.config, memory.embedder
+    def of(cls, config: Config, embedder: Embedder | None) -> Settings:
+        """The settings of a store with this configuration and embedder (None: no vectors)."""
         return cls(
             rules=MergeRules.from_config(config),
             reinforce_step=config.reinforce_step,
@@ -73,14 +73,16 @@ def apply_plan(conn: apsw.Connection, plan: list[Absorption], now: float, settin
                              half_life_s=settings.half_life_s)
 
 
-def end_session(memory: Memory, db: Database, session_id: str, score: float | None, now: float) -> dict[str, Any]:
-    settings = Settings.of(memory)
+def end_session(
+    db: Database, engine: RecallEngine, settings: Settings, session_id: str, score: float | None, now: float
+) -> dict[str, Any]:
+    """Close the session and consolidate it; ``engine`` ranks the related memories of earlier episodes."""
     with db.read() as conn:
         session = _require_session(conn, session_id)
         if session["status"] == "ended":
             return _already_ended(session)
         plan = plan_session(conn, session_id, session["collection"], NOT_ENDED, settings)
-        related = find_related(memory.recall_engine, conn, session, now, settings.model_id, settings.dim)
+        related = find_related(engine, conn, session, now, settings.model_id, settings.dim)
     with db.write() as conn:
         session = _require_session(conn, session_id)
         if session["status"] == "ended":  # another caller ended it while we were planning

@@ -10,16 +10,13 @@ it again changes nothing: what did not merge the first time does not merge now.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..store import sessions as sstore
 from ..store.connection import Database
 from .decay import decay_pass
 from .episode import Settings, apply_plan, plan_session
 from .writes import attach_outcome
-
-if TYPE_CHECKING:
-    from ..service import Memory
 
 __all__ = ["consolidate_ended"]
 
@@ -46,9 +43,8 @@ def _collections(db: Database, collection: str | None) -> list[str]:
 
 
 def consolidate_ended(
-    memory: Memory, db: Database, collection: str | None, now: float, *, progress: Progress | None = None
+    db: Database, settings: Settings, collection: str | None, now: float, *, progress: Progress | None = None
 ) -> dict[str, Any]:
-    settings = Settings.of(memory)
     sessions = _ended_sessions(db, collection)
     totals: dict[str, int] = {"sessions": len(sessions), "memories": 0, "perceptions": 0,
                               "merged": 0, "reinforced": 0, "decayed": 0, "archived": 0}

@@ -23,7 +23,8 @@ from .output import emit, progress_printer
 __all__ = ["build_parser", "main", "open_memory"]
 
 log = logging.getLogger("robotmem.cli")
-_BUILTIN_PLUGINS = ("robotmem.mcp.cli", "robotmem.embeddings.cli", "robotmem.consolidation.cli", "robotmem.cli.outcomes")
+_BUILTIN_PLUGINS = ("robotmem.mcp.cli", "robotmem.embeddings.cli", "robotmem.consolidation.cli", "robotmem.cli.outcomes",
+                    "robotmem.cli.ui")
 
 
 def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:
@@ -111,6 +112,11 @@ def cmd_session_list(args: argparse.Namespace) -> Any:
 
 def cmd_session_show(args: argparse.Namespace) -> Any:
     with open_memory(args, embedder=None) as mem:
+        if args.plot:
+            from ..view import plot_episode
+
+            written = plot_episode(mem, args.session_id, args.plot)
+            print(f"wrote {written}", file=sys.stderr)
         return mem.session_timeline(args.session_id)
 
 
@@ -177,6 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--status", choices=("open", "ended"))
     p = _add(session, "show", cmd_session_show, "An episode's timeline.")
     p.add_argument("session_id")
+    p.add_argument("--plot", type=Path, metavar="FILE.png",
+                   help="Also draw the episode's path and payload plots into this PNG (needs robotmem[plot]).")
 
     _add(sub, "stats", cmd_stats, "Store statistics.")
     p = _add(sub, "export", cmd_export, "Export everything as JSON Lines.")

@@ -1,0 +1,109 @@
+"""Episode rows for a list, and one episode's page: timeline, paths, payload series."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .paths import _gaps_of, episode_paths
+from .series import episode_series
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..service import Memory
+
+__all__ = ["episode_detail", "episode_row", "episode_rows"]
+
+#: A list of every episode a long-lived robot ever ran is not what a person reads first.
+MAX_ROWS = 500
+
+
+def _summary_memory(memories: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The replay/bridge episode summary (a procedural perception), when there is one."""
+    for memory in reversed(memories):
+        if memory.get("perception_type") == "procedural" and memory.get("status") == "active":
+            return memory
+    return None
+
+
+def _recorded_span(session: dict[str, Any], summary: dict[str, Any] | None) -> tuple[float, float | None]:
+    """Start and duration in recorded time where the episode knows it, else wall-clock."""
+    episode = ((summary or {}).get("context") or {}).get("episode") or (session.get("context") or {}).get(
+        "episode") or {}
+    start_ns, end_ns = episode.get("t_start_ns"), episode.get("t_end_ns")
+    if isinstance(start_ns, int) and isinstance(end_ns, int) and end_ns >= start_ns:
+        return start_ns / 1e9, (end_ns - start_ns) / 1e9
+    if isinstance(start_ns, int):
+        start = start_ns / 1e9
+    else:
+        start = float(session["started_at"])
+    ended = session.get("ended_at")
+    return start, (float(ended) - float(session["started_at"])) if ended is not None else None
+
+
+def _outcome(session: dict[str, Any]) -> tuple[float | None, bool | None]:
+    score = session.get("outcome_score")
+    success = ((session.get("context") or {}).get("task") or {}).get("success")
+    return (float(score) if isinstance(score, (int, float)) else None,
+            success if isinstance(success, bool) else None)
+
+
+def episode_row(session: dict[str, Any], memories: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the episode list shows of one episode."""
+    context = session.get("context") or {}
+    summary = _summary_memory(memories)
+    spatial = ((summary or {}).get("context") or {}).get("spatial") or {}
+    start, duration = _recorded_span(session, summary)
+    score, success = _outcome(session)
+    task = context.get("task") or {}
+    facts = sum(1 for m in memories if m.get("type") == "fact" and m.get("status") == "active")
+    perceptions = sum(1 for m in memories if m.get("type") == "perception" and m.get("status") == "active")
+    return {
+        "session_id": session["session_id"],
+        "collection": session.get("collection"),
+        "robot": (context.get("robot") or {}).get("id"),
+        "task": task.get("name") or task.get("goal"),
+        "start": start,
+        "duration_s": duration,
+        "status": session.get("status"),
+        "outcome_score": score,
+        "success": success,
+        "path_length_m": spatial.get("path_length_m"),
+        "path_quality": spatial.get("path_quality"),
+        "frame": spatial.get("frame") or spatial.get("frame_id"),
+        "facts": facts,
+        "perceptions": perceptions,
+    }
+
+
+def episode_rows(mem: "Memory", collection: str | None = None, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
+    """Newest first."""
+    sessions = sorted(mem.list_sessions(collection=collection), key=lambda s: s["started_at"], reverse=True)
+    return [episode_row(s, mem.session_timeline(s["session_id"])["memories"]) for s in sessions[:limit]]
+
+
+def _timeline_entry(memory: dict[str, Any]) -> dict[str, Any]:
+    context = memory.get("context") or {}
+    return {
+        "id": memory["id"],
+        "time": memory.get("occurred_at"),
+        "kind": memory.get("perception_type") or memory.get("type"),
+        "type": memory.get("type"),
+        "status": memory.get("status"),
+        "topic": (context.get("source") or {}).get("topic"),
+        "content": memory.get("content"),
+    }
+
+
+def episode_detail(mem: "Memory", session_id: str) -> dict[str, Any]:
+    """Everything the episode page draws."""
+    timeline = mem.session_timeline(session_id)
+    session, memories = timeline["session"], timeline["memories"]
+    summary = _summary_memory(memories)
+    gaps = _gaps_of(session.get("context") or {}) + _gaps_of((summary or {}).get("context") or {})
+    return {
+        "episode": episode_row(session, memories),
+        "context": session.get("context") or {},
+        "timeline": sorted((_timeline_entry(m) for m in memories), key=lambda e: (e["time"] or 0, e["id"])),
+        "gaps": [{"start": start, "end": end} for start, end in sorted(set(gaps))],
+        "paths": episode_paths(mem, timeline),
+        "series": episode_series(mem, memories),
+    }

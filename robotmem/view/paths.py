@@ -1,0 +1,115 @@
+"""An episode's pose trajectory as drawable segments, broken wherever data is missing.
+
+The replay and bridge store a pose trajectory as chunks (one perception per
+``chunk_seconds``; payload ``t`` relative to ``t0_ns``, ``x``, ``y`` and, for interleaved
+streams, ``track``). Joining every chunk into one polyline would draw a straight line
+across an outage or between two robots sharing a topic, which is exactly what a person
+must not be shown as "the robot went here". So a segment ends:
+
+* where a recorded gap (``gaps: [{start, end, reason}]``, epoch seconds, on the chunk or
+  the episode) lies between two points;
+* where two consecutive points are further apart in time than ``max_gap_s`` *between*
+  chunks (inside a chunk the points are a simplified line: long straight runs keep few
+  points, so a long interval there is not missing data);
+* where the ``track`` index changes (one segment list per track).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..service import Memory
+
+__all__ = ["Point", "episode_paths", "is_pose_chunk", "split_segments"]
+
+#: (t in epoch seconds, x, y)
+Point = tuple[float, float, float]
+MAX_GAP_S = 2.0
+
+
+def is_pose_chunk(memory: dict[str, Any]) -> bool:
+    spatial = memory.get("context", {}).get("spatial") or {}
+    return memory.get("perception_type") == "proprioceptive" and "start_position" in spatial \
+        and "end_position" in spatial and "joint_travel" not in (memory.get("context", {}).get("params") or {})
+
+
+def _chunk_points(data: dict[str, Any]) -> dict[int, list[Point]]:
+    """Points of one chunk per track, times in epoch seconds."""
+    t0 = float(data.get("t0_ns", 0)) / 1e9
+    ts, xs, ys = data.get("t") or [], data.get("x") or [], data.get("y") or []
+    tracks = data.get("track") or [0] * len(ts)
+    by_track: dict[int, list[Point]] = {}
+    for t, x, y, track in zip(ts, xs, ys, tracks):
+        by_track.setdefault(int(track), []).append((t0 + float(t), float(x), float(y)))
+    return by_track
+
+
+def _gaps_of(context: dict[str, Any]) -> list[tuple[float, float]]:
+    found = []
+    for holder in (context, context.get("episode") or {}, context.get("spatial") or {}):
+        for gap in holder.get("gaps") or []:
+            if isinstance(gap, dict) and isinstance(gap.get("start"), (int, float)) \
+                    and isinstance(gap.get("end"), (int, float)):
+                found.append((float(gap["start"]), float(gap["end"])))
+    return found
+
+
+def _crosses_gap(a: float, b: float, gaps: Sequence[tuple[float, float]]) -> bool:
+    return any(start < b and end > a for start, end in gaps)
+
+
+def split_segments(
+    chunks: Iterable[list[Point]], gaps: Sequence[tuple[float, float]] = (), max_gap_s: float = MAX_GAP_S
+) -> list[list[Point]]:
+    """Chunks (each a time-ordered point list) → segments with no jump across missing data."""
+    segments: list[list[Point]] = []
+    current: list[Point] = []
+    for chunk in chunks:
+        for index, point in enumerate(chunk):
+            if current:
+                previous = current[-1]
+                between_chunks = index == 0
+                if _crosses_gap(previous[0], point[0], gaps) or (
+                        between_chunks and point[0] - previous[0] > max_gap_s):
+                    segments.append(current)
+                    current = []
+            current.append(point)
+    if current:
+        segments.append(current)
+    return segments
+
+
+def episode_paths(mem: "Memory", timeline: dict[str, Any]) -> list[dict[str, Any]]:
+    """One entry per (pose topic, track) of a ``session_timeline`` result."""
+    session = timeline["session"]
+    episode_gaps = _gaps_of(session.get("context") or {})
+    chunks_by_key: dict[tuple[str, str, int], list[tuple[float, list[Point]]]] = {}
+    gaps_by_key: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for memory in timeline["memories"]:
+        if memory.get("status") != "active" or not is_pose_chunk(memory):
+            continue
+        context = memory["context"]
+        topic = (context.get("source") or {}).get("topic", "")
+        frame = _frame_of(context.get("spatial") or {})
+        data = mem.get_data(memory["id"])
+        if not isinstance(data, dict):
+            continue
+        gaps_by_key.setdefault((topic, frame), []).extend(_gaps_of(context))
+        for track, points in _chunk_points(data).items():
+            if points:
+                chunks_by_key.setdefault((topic, frame, track), []).append((points[0][0], points))
+    paths = []
+    for (topic, frame, track), chunks in sorted(chunks_by_key.items()):
+        ordered = [points for _, points in sorted(chunks, key=lambda item: item[0])]
+        gaps = episode_gaps + gaps_by_key.get((topic, frame), [])
+        segments = split_segments(ordered, gaps)
+        paths.append({"topic": topic, "frame": frame, "track": track,
+                      "segments": [[[x, y] for _, x, y in segment] for segment in segments],
+                      "times": [[t for t, _, _ in segment] for segment in segments]})
+    return paths
+
+
+def _frame_of(spatial: dict[str, Any]) -> str:
+    return str(spatial.get("frame") or spatial.get("frame_id") or "")

@@ -1,0 +1,120 @@
+"""The ASGI app: static page + JSON API, behind the same guard as the HTTP MCP server."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from ..errors import NotFoundError, RobotMemError, ValidationError
+from ..mcp.http_guard import HttpGuard, is_loopback_host
+from ..view import episode_detail, episode_rows, latest_map
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..service import Memory
+
+__all__ = ["build_app"]
+
+_STATUS = {ValidationError: 400, NotFoundError: 404}
+
+
+def _error(exc: RobotMemError) -> JSONResponse:
+    status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 500)
+    return JSONResponse({"error": exc.to_dict()}, status_code=status)
+
+
+def _number(request: Request, name: str) -> float | None:
+    text = request.query_params.get(name)
+    if text in (None, ""):
+        return None
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise ValidationError(f"{name} must be a number, not {text[:40]!r}", field=name) from exc
+
+
+def _near(request: Request) -> dict[str, Any] | None:
+    text = request.query_params.get("near")
+    if not text:
+        return None
+    try:
+        target = [float(v) for v in text.split(",")]
+    except ValueError as exc:
+        raise ValidationError("near takes numbers separated by commas, e.g. 1.5,-2", field="near") from exc
+    spatial: dict[str, Any] = {"field": request.query_params.get("field") or "spatial.position", "target": target}
+    max_distance = _number(request, "max_distance")
+    if max_distance is not None:
+        spatial["max_distance"] = max_distance
+    return spatial
+
+
+class _Api:
+    """Handlers; each reads the store afresh (a bridge may be writing right now)."""
+
+    def __init__(self, mem: "Memory") -> None:
+        self.mem = mem
+
+    def routes(self) -> list[Route]:
+        return [
+            Route("/episodes", self._guarded(self.episodes)),
+            Route("/episodes/{session_id:path}", self._guarded(self.episode)),
+            Route("/map", self._guarded(self.occupancy)),
+            Route("/memories/{memory_id:int}/image", self._guarded(self.image)),
+            Route("/recall", self._guarded(self.recall)),
+        ]
+
+    @staticmethod
+    def _guarded(handler: Any) -> Any:
+        def endpoint(request: Request) -> Response:
+            try:
+                return JSONResponse(handler(request))
+            except RobotMemError as exc:
+                return _error(exc)
+        return endpoint
+
+    def episodes(self, request: Request) -> Any:
+        return {"episodes": episode_rows(self.mem, collection=request.query_params.get("collection") or None)}
+
+    def episode(self, request: Request) -> Any:
+        return episode_detail(self.mem, request.path_params["session_id"])
+
+    def occupancy(self, request: Request) -> Any:
+        return {"map": latest_map(self.mem, collection=request.query_params.get("collection") or None)}
+
+    def image(self, request: Request) -> Any:
+        data = self.mem.get_data(request.path_params["memory_id"])
+        thumbnail = data.get("thumbnail") if isinstance(data, dict) else None
+        if not isinstance(thumbnail, dict):
+            raise NotFoundError("this memory has no image thumbnail", field="memory_id")
+        return {"shape": data.get("thumbnail_shape"), "base64": thumbnail.get("base64")}
+
+    def recall(self, request: Request) -> Any:
+        query = request.query_params
+        n = _number(request, "n")
+        filter_text = query.get("filter") or None
+        return self.mem.recall(
+            query.get("q", ""), collection=query.get("collection") or None, n=int(n) if n is not None else 10,
+            context_filter=filter_text, spatial_sort=_near(request),
+            since=query.get("since") or None, until=query.get("until") or None,
+        )
+
+
+def build_app(mem: "Memory", *, host: str, token: str | None, allowed_origins: tuple[str, ...] = ()) -> ASGIApp:
+    """Static page for anyone who may reach the host; the API needs the token when one is set.
+
+    The page itself carries no data, so a browser can load it without credentials; it
+    reads the token from the address's fragment (``#token=...``, never sent to a server)
+    and sends it as ``Authorization: Bearer`` with every API call.
+    """
+    check_host = is_loopback_host(host)
+    api = HttpGuard(Starlette(routes=_Api(mem).routes()), token=token, check_host=check_host,
+                    allowed_origins=allowed_origins)
+    static = StaticFiles(directory=str(files("robotmem.web") / "static"), html=True)
+    page = HttpGuard(static, token=None, check_host=check_host, allowed_origins=allowed_origins)
+    return Starlette(routes=[Mount("/api", app=api), Mount("/", app=page)])

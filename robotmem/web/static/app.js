@@ -1,0 +1,288 @@
+// robotmem ui: plain DOM + SVG, no build step, nothing fetched but this server's /api.
+"use strict";
+
+const token = new URLSearchParams(location.hash.slice(1)).get("token");
+const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null };
+const SVG = "http://www.w3.org/2000/svg";
+const NO_FRAME = "(no frame)";
+const $ = (sel) => document.querySelector(sel);
+
+async function api(path) {
+  const response = await fetch("api" + path, { headers: token ? { Authorization: "Bearer " + token } : {} });
+  const body = await response.json();
+  if (!response.ok) throw new Error((body.error && body.error.message) || response.statusText);
+  return body;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+const fmtTime = (s) => (s == null ? "" : new Date(s * 1000).toISOString().replace("T", " ").slice(0, 19));
+const fmtNum = (v, digits = 2) => (v == null ? "" : Number(v).toFixed(digits));
+function outcomeClass(row) {
+  if (row.success === true || (row.success == null && row.outcome_score != null && row.outcome_score >= 0.5)) return "ok";
+  if (row.success === false || (row.outcome_score != null && row.outcome_score < 0.5)) return "fail";
+  return "unknown";
+}
+function outcomeText(row) {
+  if (row.outcome_score != null) return fmtNum(row.outcome_score);
+  if (row.success != null) return row.success ? "success" : "failure";
+  return row.status === "open" ? "open" : "";
+}
+
+// ---- episodes -------------------------------------------------------------------------------
+async function loadEpisodes() {
+  let body;
+  try {
+    body = await api("/episodes");
+  } catch (error) {
+    $("#status").textContent = "cannot read the store: " + error.message;
+    return;
+  }
+  const rows = body.episodes;
+  const signature = JSON.stringify(rows.map((r) => [r.session_id, r.status, r.facts, r.perceptions, r.outcome_score]));
+  $("#status").textContent = "live, updated " + new Date().toLocaleTimeString();
+  if (signature === state.signature) return;
+  const known = new Set(state.episodes.map((r) => r.session_id));
+  rows.slice(0, 50).forEach((r) => { if (!known.has(r.session_id)) state.selected.add(r.session_id); });
+  state.episodes = rows;
+  state.signature = signature;
+  renderEpisodes();
+  await refreshMap();
+}
+
+function renderEpisodes() {
+  $("#episode-count").textContent = `(${state.episodes.length})`;
+  const body = $("#episodes tbody");
+  body.replaceChildren(...state.episodes.map((row) => {
+    const box = el("input", { type: "checkbox", title: "show on the map" });
+    box.checked = state.selected.has(row.session_id);
+    box.addEventListener("click", (event) => {
+      event.stopPropagation();
+      box.checked ? state.selected.add(row.session_id) : state.selected.delete(row.session_id);
+      refreshMap();
+    });
+    return el("tr", { "data-session": row.session_id, class: "episode-row", onclick: () => openEpisode(row.session_id) },
+      el("td", {}, box), el("td", { text: row.robot || "" }), el("td", { text: row.task || "" }),
+      el("td", { text: fmtTime(row.start) }), el("td", { text: row.duration_s == null ? "" : fmtNum(row.duration_s, 1) + " s" }),
+      el("td", { class: "outcome-" + outcomeClass(row), text: outcomeText(row) }),
+      el("td", { text: row.path_length_m == null ? (row.path_quality || "") : fmtNum(row.path_length_m, 1) + " m" }),
+      el("td", { text: `${row.facts} / ${row.perceptions}` }));
+  }));
+}
+
+async function detail(id) {
+  const row = state.episodes.find((r) => r.session_id === id);
+  const key = JSON.stringify(row);
+  const cached = state.details.get(id);
+  if (cached && cached.key === key) return cached.value;
+  const value = await api("/episodes/" + encodeURIComponent(id));
+  state.details.set(id, { key, value });
+  return value;
+}
+
+// ---- map ------------------------------------------------------------------------------------
+async function refreshMap() {
+  try {
+    state.map = (await api("/map")).map;
+  } catch (error) {
+    state.map = null;
+  }
+  const shown = state.episodes.filter((r) => state.selected.has(r.session_id));
+  const details = await Promise.all(shown.map((r) => detail(r.session_id).catch(() => null)));
+  const paths = [];
+  shown.forEach((row, i) => (details[i] ? details[i].paths : []).forEach((p) => paths.push({ row, ...p })));
+  const episodesIn = new Map();
+  paths.forEach((p) => episodesIn.set(p.frame || NO_FRAME, (episodesIn.get(p.frame || NO_FRAME) || new Set()).add(p.row.session_id)));
+  const counts = new Map([...episodesIn].map(([frame, ids]) => [frame, ids.size]));
+  if (state.map && !counts.has(state.map.frame)) counts.set(state.map.frame, 0);
+  // the frame with the most episodes first; the map frame wins a tie (it has the picture)
+  const frames = [...counts.keys()].sort((a, b) => counts.get(b) - counts.get(a) || (b === "map") - (a === "map"));
+  const select = $("#frame");
+  if (!frames.includes(state.frame)) state.frame = frames[0] || "";
+  select.replaceChildren(...frames.map((f) => el("option", { value: f, text: f })));
+  select.value = state.frame;
+  drawMap(paths.filter((p) => (p.frame || NO_FRAME) === state.frame));
+}
+
+function mapImage(spec) {
+  const canvas = el("canvas");
+  canvas.width = spec.width;
+  canvas.height = spec.height;
+  const context = canvas.getContext("2d");
+  const image = context.createImageData(spec.width, spec.height);
+  const grey = atob(spec.pixels_base64);
+  for (let i = 0; i < grey.length; i++) {
+    const value = grey.charCodeAt(i);
+    image.data.set([value, value, value, 255], i * 4);
+  }
+  context.putImageData(image, 0, 0);
+  return canvas.toDataURL();
+}
+
+function drawMap(paths) {
+  const svg = $("#map");
+  const points = paths.flatMap((p) => p.segments.flat());
+  // Paths recorded without a frame name are drawn over the stored map (said under the map).
+  const spec = state.map && (state.map.frame === state.frame || state.frame === NO_FRAME) ? state.map : null;
+  $("#frame-note").textContent = spec && state.frame === NO_FRAME ? `paths without a frame drawn over the ${spec.frame} map (${spec.source})` : "";
+  let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
+  const extend = (x, y) => { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); };
+  points.forEach(([x, y]) => extend(x, y));
+  if (spec) {
+    extend(spec.origin[0], spec.origin[1]);
+    extend(spec.origin[0] + spec.width * spec.resolution, spec.origin[1] + spec.height * spec.resolution);
+  }
+  if (state.near) extend(state.near[0], state.near[1]);
+  if (!isFinite(x0)) { x0 = -1; x1 = 1; y0 = -1; y1 = 1; }
+  const pad = Math.max(x1 - x0, y1 - y0, 1) * 0.05;
+  const span = Math.max(x1 - x0, y1 - y0, 1);
+  svg.setAttribute("viewBox", `${x0 - pad} ${-y1 - pad} ${x1 - x0 + 2 * pad} ${y1 - y0 + 2 * pad}`);
+  const children = [];
+  if (spec) {
+    children.push(el("svg:image", { class: "occupancy", href: mapImage(spec), x: spec.origin[0],
+      y: -(spec.origin[1] + spec.height * spec.resolution), width: spec.width * spec.resolution,
+      height: spec.height * spec.resolution, preserveAspectRatio: "none", style: "image-rendering: pixelated" }));
+  }
+  const byEpisode = new Map();
+  paths.forEach((p) => { if (!byEpisode.has(p.row.session_id)) byEpisode.set(p.row.session_id, []); byEpisode.get(p.row.session_id).push(p); });
+  const r = span * 0.012;
+  for (const [id, episodePaths] of byEpisode) {
+    const row = episodePaths[0].row;
+    const segments = episodePaths.flatMap((p) => p.segments).filter((s) => s.length);
+    const d = segments.map((s) => "M" + s.map(([x, y]) => `${x} ${-y}`).join(" L")).join(" ");
+    const label = `${row.robot || ""} ${row.task || ""} ${fmtTime(row.start)} (${outcomeText(row) || "no outcome"})`;
+    const group = el("svg:g", { class: "episode", "data-session": id });
+    group.append(el("svg:path", { class: `episode-path outcome-${outcomeClass(row)}`, d, "data-session": id,
+      "data-segments": segments.length, onclick: (e) => { e.stopPropagation(); openEpisode(id); } }, el("svg:title", { text: label })));
+    const first = segments[0][0], lastSegment = segments[segments.length - 1], last = lastSegment[lastSegment.length - 1];
+    group.append(el("svg:circle", { class: "start", cx: first[0], cy: -first[1], r, fill: "#fff", stroke: "#000", "vector-effect": "non-scaling-stroke" }));
+    group.append(el("svg:rect", { class: "end", x: last[0] - r, y: -last[1] - r, width: 2 * r, height: 2 * r, fill: "#000" }));
+    children.push(group);
+  }
+  if (state.near) {
+    children.push(el("svg:circle", { class: "near", cx: state.near[0], cy: -state.near[1], r: r * 1.5, fill: "none", stroke: "#ff6f00", "stroke-width": 2, "vector-effect": "non-scaling-stroke" }));
+  }
+  svg.replaceChildren(...children);
+}
+
+$("#map").addEventListener("click", (event) => {
+  const svg = $("#map");
+  const point = new DOMPoint(event.clientX, event.clientY).matrixTransform(svg.getScreenCTM().inverse());
+  state.near = [point.x, -point.y];
+  const form = $("#recall-form");
+  form.near.value = `${point.x.toFixed(2)},${(-point.y).toFixed(2)}`;
+  refreshMap();
+  runRecall();
+});
+$("#frame").addEventListener("change", (event) => { state.frame = event.target.value; refreshMap(); });
+
+// ---- one episode ------------------------------------------------------------------------------
+function chart(title, series, yLabel) {
+  const width = 460, height = 170, left = 48, bottom = 22, top = 8;
+  const all = series.flatMap((s) => s.t.map((t, i) => [t, s.v[i]]));
+  if (!all.length) return null;
+  const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]));
+  const v0 = Math.min(...all.map((p) => p[1])), v1 = Math.max(...all.map((p) => p[1]));
+  const sx = (t) => left + ((t - t0) / (t1 - t0 || 1)) * (width - left - 8);
+  const sy = (v) => height - bottom - ((v - v0) / (v1 - v0 || 1)) * (height - bottom - top);
+  const colours = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037"];
+  const svg = el("svg:svg", { width, height, class: "chart", "data-series": series.length });
+  svg.append(el("svg:line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, stroke: "#999" }));
+  svg.append(el("svg:line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: "#999" }));
+  svg.append(el("svg:text", { x: 2, y: top + 10, "font-size": 10, text: fmtNum(v1) }));
+  svg.append(el("svg:text", { x: 2, y: height - bottom, "font-size": 10, text: fmtNum(v0) }));
+  svg.append(el("svg:text", { x: left, y: height - 6, "font-size": 10, text: "0 s" }));
+  svg.append(el("svg:text", { x: width - 50, y: height - 6, "font-size": 10, text: fmtNum(t1 - t0, 1) + " s" }));
+  series.forEach((s, i) => {
+    const points = s.t.map((t, j) => `${sx(t).toFixed(1)},${sy(s.v[j]).toFixed(1)}`).join(" ");
+    svg.append(el("svg:polyline", { points, fill: "none", stroke: colours[i % colours.length], "stroke-width": 1.5 }, el("svg:title", { text: s.name })));
+  });
+  const legend = series.map((s, i) => el("span", { style: `color:${colours[i % colours.length]}`, text: s.name + " " }));
+  return el("div", { class: "plot", "data-plot": title }, el("h4", { text: `${title}${yLabel ? " (" + yLabel + ")" : ""}` }), svg, el("div", {}, ...legend));
+}
+
+async function thumbnails(ids) {
+  const box = el("div", { class: "plot thumbs", "data-plot": "images" }, el("h4", { text: `images (${ids.length})` }));
+  for (const id of ids.slice(0, 24)) {
+    try {
+      const image = await api(`/memories/${id}/image`);
+      const [h, w, channels] = image.shape;
+      const canvas = el("canvas", { title: "memory " + id });
+      canvas.width = w; canvas.height = h;
+      const context = canvas.getContext("2d");
+      const pixels = context.createImageData(w, h);
+      const raw = atob(image.base64);
+      for (let i = 0; i < w * h; i++) {
+        const c = channels || 1;
+        const rgb = c >= 3 ? [raw.charCodeAt(i * c), raw.charCodeAt(i * c + 1), raw.charCodeAt(i * c + 2)] : [raw.charCodeAt(i * c), raw.charCodeAt(i * c), raw.charCodeAt(i * c)];
+        pixels.data.set([...rgb, 255], i * 4);
+      }
+      context.putImageData(pixels, 0, 0);
+      box.append(canvas);
+    } catch (error) { /* a thumbnail that cannot be read is skipped */ }
+  }
+  return box;
+}
+
+async function openEpisode(id) {
+  const data = await detail(id);
+  document.querySelectorAll("#episodes tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.session === id));
+  document.querySelectorAll(".episode-path").forEach((p) => p.classList.toggle("highlight", p.dataset.session === id));
+  const row = data.episode;
+  const panel = $("#episode-panel");
+  panel.hidden = false;
+  panel.dataset.session = id;
+  $("#episode-title").textContent = `${row.robot || ""} ${row.task || ""} — ${id}`;
+  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtTime(g.end)}`).join(", ");
+  $("#episode-facts").replaceChildren(el("p", { text:
+    `start ${fmtTime(row.start)}, ${row.duration_s == null ? "open" : fmtNum(row.duration_s, 1) + " s"}, outcome ${outcomeText(row) || "none"}, ` +
+    `path ${row.path_length_m == null ? (row.path_quality || "none") : fmtNum(row.path_length_m, 2) + " m (" + row.path_quality + ")"}, ` +
+    `${row.facts} facts, ${row.perceptions} perceptions${gaps ? ", gaps: " + gaps : ""}` }));
+  const plots = [];
+  plots.push(chart("joint positions", data.series.joints, "rad"));
+  plots.push(chart("forces", data.series.forces.map((f) => ({ name: `${f.name} #${f.memory_id}`, t: f.t, v: f.v }))));
+  const scans = data.series.scans;
+  plots.push(chart("laser scan", [{ name: "nearest", t: scans.map((s) => s.t), v: scans.map((s) => s.min) },
+    { name: "mean", t: scans.map((s) => s.t), v: scans.map((s) => s.mean) }].filter((s) => s.t.length), "m"));
+  if (data.series.images.length) plots.push(await thumbnails(data.series.images));
+  $("#plots").replaceChildren(...plots.filter(Boolean));
+  $("#timeline tbody").replaceChildren(...data.timeline.map((e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : "") },
+    el("td", { text: fmtTime(e.time) }), el("td", { text: e.kind + (e.status !== "active" ? ` (${e.status})` : "") }),
+    el("td", { text: e.topic || "" }), el("td", { class: "content", text: e.content }))));
+  panel.scrollIntoView({ behavior: "smooth", block: "start" });
+}
+
+// ---- recall -----------------------------------------------------------------------------------
+async function runRecall(event) {
+  if (event) event.preventDefault();
+  const form = $("#recall-form");
+  const params = new URLSearchParams();
+  for (const name of ["q", "filter", "near", "since", "until", "n"]) if (form[name].value) params.set(name, form[name].value);
+  $("#recall-error").textContent = "";
+  let body;
+  try {
+    body = await api("/recall?" + params);
+  } catch (error) {
+    $("#recall-error").textContent = error.message;
+    $("#recall-results tbody").replaceChildren();
+    return;
+  }
+  $("#recall-results tbody").replaceChildren(...body.results.map((hit, i) => el("tr", { class: "hit", "data-id": hit.id },
+    el("td", { text: i + 1 }), el("td", { class: "content", text: hit.content }),
+    el("td", { text: fmtNum(hit.similarity) }), el("td", { text: hit.distance == null ? "" : fmtNum(hit.distance) + " m" }),
+    el("td", {}, hit.session_id ? el("a", { href: "#", text: hit.session_id.slice(0, 28), onclick: (e) => { e.preventDefault(); openEpisode(hit.session_id); } }) : ""),
+    el("td", {}, el("code", { text: JSON.stringify({ robot: hit.robot, task: hit.task, params: hit.params }).slice(0, 160) })))));
+}
+$("#recall-form").addEventListener("submit", runRecall);
+
+loadEpisodes();
+setInterval(loadEpisodes, 3000);

@@ -1,0 +1,73 @@
+"""Paths never jump across missing data, and they match the recorded poses (read by the mcap library)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcap.reader import make_reader
+from mcap_ros2.decoder import DecoderFactory
+
+from robotmem import Memory
+from robotmem.view import episode_detail
+from robotmem.view.paths import split_segments
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_a_recorded_gap_between_two_points_ends_the_segment() -> None:
+    chunk = [(0.0, 0.0, 0.0), (1.0, 1.0, 0.0), (5.0, 5.0, 0.0), (6.0, 6.0, 0.0)]
+    assert split_segments([chunk]) == [chunk]  # inside a chunk a long interval is a simplified line
+    segments = split_segments([chunk], gaps=[(2.0, 4.0)])
+    assert segments == [chunk[:2], chunk[2:]]
+
+
+def test_chunks_further_apart_than_the_limit_are_separate_segments() -> None:
+    first = [(0.0, 0.0, 0.0), (10.0, 1.0, 0.0)]
+    close = [(10.5, 1.1, 0.0), (20.0, 2.0, 0.0)]
+    far = [(30.0, 9.0, 9.0), (40.0, 10.0, 9.0)]
+    assert split_segments([first, close, far]) == [first + close, far]
+
+
+def _raw_odom(path: Path, start_ns: int, end_ns: int) -> list[tuple[float, float]]:
+    with path.open("rb") as stream:
+        reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+        return [(m.pose.pose.position.x, m.pose.pose.position.y)
+                for _, _, message, m in reader.iter_decoded_messages(topics=["/odom"])
+                if start_ns <= message.log_time <= end_ns]
+
+
+def test_the_drawn_path_starts_and_ends_where_the_recording_does(run_replay) -> None:
+    run_replay(REPO / "datasets" / "nav_demo.mcap", "--episode-split", "topic:/robotmem/episode")
+    with Memory(embedder=None) as mem:
+        sessions = sorted(mem.list_sessions(), key=lambda s: s["context"]["episode"]["t_start_ns"])
+        assert len(sessions) == 2
+        for session in sessions:
+            detail = episode_detail(mem, session["session_id"])
+            (path,) = detail["paths"]
+            assert path["frame"] == "odom" and len(path["segments"]) == 1
+            drawn = path["segments"][0]
+            start_ns = session["context"]["episode"]["t_start_ns"]
+            raw = _raw_odom(REPO / "datasets" / "nav_demo.mcap", start_ns, start_ns + int(detail["episode"]["duration_s"] * 1e9))
+            assert drawn[0] == pytest.approx(list(raw[0]), abs=0.05)
+            assert drawn[-1] == pytest.approx(list(raw[-1]), abs=0.05)
+            xs, ys = [p[0] for p in raw], [p[1] for p in raw]
+            assert min(p[0] for p in drawn) == pytest.approx(min(xs), abs=0.1)
+            assert max(p[1] for p in drawn) == pytest.approx(max(ys), abs=0.1)
+
+
+def test_an_outage_recorded_on_the_episode_breaks_the_drawn_path() -> None:
+    with Memory(embedder=None) as mem:
+        episode = mem.start_session(context={"robot": {"id": "r1"}})
+        sid = episode["session_id"]
+        for i, (t0, xs) in enumerate(((100.0, [0.0, 1.0, 2.0]), (110.0, [2.0, 3.0, 4.0]), (125.0, [9.0, 10.0, 11.0]))):
+            mem.save_perception(
+                f"pose trajectory /odom chunk {i}", "proprioceptive",
+                data={"t0_ns": int(t0 * 1e9), "t": [0.0, 4.0, 9.0], "x": xs, "y": [0.0, 0.0, 0.0], "z": [0.0] * 3},
+                metadata={"source": {"topic": "/odom"},
+                          "spatial": {"start_position": [xs[0], 0, 0], "end_position": [xs[-1], 0, 0],
+                                      "position": [xs[1], 0, 0], "frame": "odom"}},
+                session_id=sid)
+        detail = episode_detail(mem, sid)
+    (path,) = detail["paths"]
+    assert [[p[0] for p in s] for s in path["segments"]] == [[0.0, 1.0, 2.0, 2.0, 3.0, 4.0], [9.0, 10.0, 11.0]]

@@ -1,0 +1,93 @@
+"""`robotmem ui` over plain HTTP: the same token and Origin/Host rules as the HTTP MCP server, clear errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ui_helpers import UiServer
+
+from robotmem import Memory
+
+
+class Reply:
+    def __init__(self, status: int, body: bytes) -> None:
+        self.status_code, self.text = status, body.decode()
+
+    def json(self) -> Any:
+        return json.loads(self.text)
+
+
+def _get(url: str, params: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Reply:
+    """A GET that returns error statuses instead of raising (the stdlib's urllib, no extra client)."""
+    query = "?" + urllib.parse.urlencode(params) if params else ""
+    request = urllib.request.Request(url + query, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return Reply(response.status, response.read())
+    except urllib.error.HTTPError as error:
+        return Reply(error.code, error.read())
+
+
+@pytest.fixture(scope="module")
+def small_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("ui-http")
+    os.environ["ROBOTMEM_HOME"] = str(home)
+    with Memory(embedder=None) as mem:
+        episode = mem.start_session(context={"robot": {"id": "r1"}, "task": {"name": "probe"}})
+        mem.learn("the left gripper pad is worn", session_id=episode["session_id"])
+        mem.end_session(episode["session_id"], outcome_score=0.2)
+    return home
+
+
+@pytest.fixture(scope="module")
+def guarded(small_home: Path) -> Iterator[UiServer]:
+    server = UiServer(small_home, env={"ROBOTMEM_TOKEN": "s3cret"})
+    yield server
+    server.stop()
+
+
+def test_the_api_needs_the_token_and_the_page_does_not(guarded: UiServer) -> None:
+    assert _get(guarded.url + "api/episodes").status_code == 401
+    ok = _get(guarded.url + "api/episodes", headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 200
+    (row,) = ok.json()["episodes"]
+    assert (row["robot"], row["task"], row["outcome_score"], row["facts"]) == ("r1", "probe", 0.2, 1)
+    page = _get(guarded.url)
+    assert page.status_code == 200 and "<title>robotmem</title>" in page.text and "gripper" not in page.text
+
+
+def test_a_foreign_origin_and_a_foreign_host_are_refused(guarded: UiServer) -> None:
+    auth = {"Authorization": "Bearer s3cret"}
+    assert _get(guarded.url + "api/episodes", headers={**auth, "Origin": "http://evil.example"}).status_code == 403
+    assert _get(guarded.url + "api/episodes", headers={**auth, "Host": "evil.example"}).status_code == 421
+    assert _get(guarded.url, headers={"Host": "evil.example"}).status_code == 421
+
+
+def test_bad_requests_get_errors_naming_the_field(guarded: UiServer) -> None:
+    auth = {"Authorization": "Bearer s3cret"}
+    bad_filter = _get(guarded.url + "api/recall", params={"q": "gripper", "filter": "{oops"}, headers=auth)
+    assert bad_filter.status_code == 400 and bad_filter.json()["error"]["field"] == "context_filter"
+    bad_near = _get(guarded.url + "api/recall", params={"near": "here"}, headers=auth)
+    assert bad_near.status_code == 400 and bad_near.json()["error"]["field"] == "near"
+    missing = _get(guarded.url + "api/episodes/no-such-episode", headers=auth)
+    assert missing.status_code == 404
+    found = _get(guarded.url + "api/recall", params={"q": "gripper pad"}, headers=auth)
+    assert found.status_code == 200 and found.json()["results"][0]["content"] == "the left gripper pad is worn"
+
+
+def test_binding_beyond_loopback_without_a_token_is_refused(small_home: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ROBOTMEM_TOKEN"}
+    proc = subprocess.run([sys.executable, "-m", "robotmem.cli.main", "ui", "--host", "0.0.0.0", "--port", "0"],
+                          capture_output=True, text=True, timeout=60, env={**env, "ROBOTMEM_HOME": str(small_home)})
+    assert proc.returncode != 0
+    assert "token" in proc.stderr and "Traceback" not in proc.stderr

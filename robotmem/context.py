@@ -16,7 +16,7 @@ from typing import Any
 
 from . import validation
 from .errors import ValidationError
-from .models import CONTEXT_SECTIONS
+from .models import CONTEXT_MAX_BYTES, CONTEXT_SECTIONS
 
 __all__ = ["canonical_json", "content_hash", "lift_sections", "normalize_text", "parse_context"]
 
@@ -27,6 +27,12 @@ def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
     """Validate a context (dict or JSON string) and return a plain JSON-safe dict."""
     obj = validation.json_object(value, field) or {}
     _check_json_safe(obj, field, 0)
+    size = len(canonical_json(obj).encode("utf-8", "surrogatepass"))
+    if size > CONTEXT_MAX_BYTES:
+        raise ValidationError(
+            f"{field} is {size} bytes as JSON; the limit is {CONTEXT_MAX_BYTES} "
+            "(put bulk data in a perception's data payload)", field=field,
+        )
     for section in CONTEXT_SECTIONS:
         if section in obj and not isinstance(obj[section], dict):
             raise ValidationError(

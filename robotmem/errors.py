@@ -17,7 +17,10 @@ where ``to_dict()`` gives the wire shape ``{"code", "field", "message"}``.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
+    "MESSAGE_MAX_CHARS",
     "ConfigError",
     "ConflictError",
     "EmbeddingUnavailableError",
@@ -25,7 +28,27 @@ __all__ = [
     "RobotMemError",
     "StorageError",
     "ValidationError",
+    "brief",
 ]
+
+#: Messages (and the field names in them) are cut to this many characters: a rejected
+#: 10 MB value must not come back as a 10 MB error or land whole in the log.
+MESSAGE_MAX_CHARS = 500
+_FIELD_MAX_CHARS = 200
+_VALUE_MAX_CHARS = 60
+
+
+def brief(value: Any) -> str:
+    """``repr(value)`` for a message, cut to a few dozen characters with the full length noted."""
+    shown = repr(value)
+    if len(shown) <= _VALUE_MAX_CHARS:
+        return shown
+    size = f"{len(value)} characters" if isinstance(value, str) else f"{len(shown)} characters as text"
+    return f"{shown[:_VALUE_MAX_CHARS]}... ({size})"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters, cut)"
 
 
 class RobotMemError(Exception):
@@ -34,9 +57,10 @@ class RobotMemError(Exception):
     code = "internal_error"
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
+        message = _cut(message, MESSAGE_MAX_CHARS)
         super().__init__(message)
         self.message = message
-        self.field = field
+        self.field = None if field is None else _cut(field, _FIELD_MAX_CHARS)
 
     def to_dict(self) -> dict[str, str | None]:
         return {"code": self.code, "field": self.field, "message": self.message}

@@ -6,6 +6,7 @@ from typing import Final
 
 __all__ = [
     "COLLECTION_MAX_CHARS",
+    "CONTEXT_MAX_BYTES",
     "CONTEXT_SECTIONS",
     "DESCRIPTION_MAX_CHARS",
     "DESCRIPTION_MIN_CHARS",
@@ -32,3 +33,7 @@ DESCRIPTION_MAX_CHARS: Final = 2000
 RECALL_MAX_N: Final = 100
 COLLECTION_MAX_CHARS: Final = 64
 REASON_MAX_CHARS: Final = 500
+#: A context (learn, update, start_session) or perception metadata, as compact UTF-8 JSON.
+#: Recall returns contexts inline, so this bounds a result too; bulk data belongs in a
+#: perception's payload, which recall only summarises.
+CONTEXT_MAX_BYTES: Final = 64 * 1024

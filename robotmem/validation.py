@@ -8,7 +8,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any
 
-from .errors import ValidationError
+from .errors import ValidationError, brief
 from .models import (
     COLLECTION_MAX_CHARS,
     DESCRIPTION_MAX_CHARS,
@@ -82,7 +82,7 @@ def optional_score(value: Any, field: str = "outcome_score") -> float | None:
 def perception_type(value: Any) -> str:
     if value not in PERCEPTION_TYPES:
         raise ValidationError(
-            f"perception_type must be one of {', '.join(PERCEPTION_TYPES)}; got {value!r}",
+            f"perception_type must be one of {', '.join(PERCEPTION_TYPES)}; got {brief(value)}",
             field="perception_type",
         )
     return str(value)
@@ -94,7 +94,7 @@ def collection(value: Any, default: str) -> str:
     if not isinstance(value, str) or not _COLLECTION_RE.match(value) or len(value) > COLLECTION_MAX_CHARS:
         raise ValidationError(
             "collection must be 1-64 characters of letters, digits, '_', '-', '.', ':' "
-            f"starting with a letter or digit; got {value!r}",
+            f"starting with a letter or digit; got {brief(value)}",
             field="collection",
         )
     return value
@@ -103,7 +103,7 @@ def collection(value: Any, default: str) -> str:
 def session_id(value: Any, field: str = "session_id") -> str:
     if not isinstance(value, str) or not _SESSION_RE.match(value):
         raise ValidationError(
-            f"{field} must be a session id such as 'ses_1a2b3c4d5e6f'; got {value!r}", field=field
+            f"{field} must be a session id such as 'ses_1a2b3c4d5e6f'; got {brief(value)}", field=field
         )
     return value
 
@@ -160,7 +160,7 @@ def timestamp(value: Any, field: str) -> float | None:
             parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError as exc:
             raise ValidationError(
-                f"{field} must be epoch seconds or ISO 8601 (2026-12-01T08:00:00Z); got {value!r}",
+                f"{field} must be epoch seconds or ISO 8601 (2026-12-01T08:00:00Z); got {brief(value)}",
                 field=field,
             ) from exc
         if parsed.tzinfo is None:

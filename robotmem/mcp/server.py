@@ -18,6 +18,7 @@ from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError as PydanticValidationError
 
 from ..config import Config
+from ..errors import ValidationError, brief
 from .boundary import error_result, result_for_argument_errors, result_for_exception
 from .resources import register_resources
 from .runtime import MemoryRuntime
@@ -42,7 +43,7 @@ class RobotMemServer(MCPServer[MemoryRuntime]):
     ) -> CallToolResult | InputRequiredResult:
         tool = self._tool_manager.get_tool(name)
         if tool is None:
-            return error_result("not_found", f"unknown tool {name!r}", "name")
+            return error_result("not_found", f"unknown tool {brief(name)}", "name")
         refusal = _unknown_parameter(name, tool.parameters, arguments)
         if refusal is not None:
             return refusal
@@ -68,9 +69,10 @@ def _unknown_parameter(name: str, schema: dict[str, Any], arguments: dict[str, A
     unknown = sorted(set(arguments) - set(known))
     if not unknown:
         return None
-    return error_result(
-        "validation_error", f"unknown parameter {unknown[0]!r}; {name} takes {', '.join(known)}", unknown[0]
-    )
+    # Built as a ValidationError so the message and field are cut like every other error's.
+    error = ValidationError(f"unknown parameter {brief(unknown[0])}; {name} takes {', '.join(known)}",
+                            field=unknown[0])
+    return error_result(error.code, error.message, error.field)
 
 
 def _without_null_optionals(schema: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:

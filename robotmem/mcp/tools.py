@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from .boundary import ok_result, result_for_exception
 from .jsonargs import json_object, json_value
@@ -47,6 +47,9 @@ ContextArg = Annotated[
         '{"params": {"grip_force": 12.5}, "spatial": {"object_position": [1.2, 0.4, 0.0]}, "task": {"name": "pick_cup"}}.'
     ),
 ]
+# Times are passed on untouched so Memory's one timestamp rule applies (pydantic would turn
+# ``true`` into 1.0); the schema still tells clients what to send.
+TimeArg = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"}]})]
 MemoryId = Annotated[int, Field(strict=True, description="Id returned by learn or save_perception, e.g. 12.")]
 
 
@@ -113,11 +116,11 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
             ),
         ] = None,
         since: Annotated[
-            float | str | None,
+            TimeArg,
             Field(description='Happened at/after: epoch seconds or ISO 8601, e.g. "2026-12-01T08:00:00Z".'),
         ] = None,
         until: Annotated[
-            float | str | None, Field(description="Happened at/before: epoch seconds or ISO 8601, e.g. 1796200000.")
+            TimeArg, Field(description="Happened at/before: epoch seconds or ISO 8601, e.g. 1796200000.")
         ] = None,
     ) -> Annotated[CallToolResult, RecallOutput]:
         """Find relevant memories before acting (hybrid text + vector search, with optional context
@@ -256,8 +259,8 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         success_threshold: Annotated[
             float, Field(strict=True, description="episode.outcome counting as success without task.success, 0-1.")
         ] = 0.5,
-        since: Annotated[float | str | None, Field(description="Happened at/after: epoch seconds or ISO 8601.")] = None,
-        until: Annotated[float | str | None, Field(description="Happened at/before: epoch seconds or ISO 8601.")] = None,
+        since: Annotated[TimeArg, Field(description="Happened at/after: epoch seconds or ISO 8601.")] = None,
+        until: Annotated[TimeArg, Field(description="Happened at/before: epoch seconds or ISO 8601.")] = None,
     ) -> Annotated[CallToolResult, OutcomeStatsOutput]:
         """How often did each value succeed in situations like this one? Exact counts over every matching
         memory. Returns {matched, groups: [{value|bin, count, successes, success_rate, wilson_95,

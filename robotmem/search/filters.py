@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ValidationError
+from ..errors import ValidationError, brief
 
 __all__ = ["MAX_FILTER_COMPARISONS", "MAX_FILTER_DEPTH", "OPERATORS", "CompiledFilter", "compile_filter", "json_path"]
 
@@ -50,10 +50,10 @@ def json_path(dot_path: str, field: str) -> str:
     Keys are quoted with ``"`` and ``\\`` backslash-escaped, so any key without a dot works.
     """
     if not isinstance(dot_path, str) or not dot_path or dot_path.startswith("$"):
-        raise ValidationError(f"{field}: {dot_path!r} is not a dot path such as 'task.success'", field=field)
+        raise ValidationError(f"{field}: {brief(dot_path)} is not a dot path such as 'task.success'", field=field)
     parts = dot_path.split(".")
     if any(part == "" for part in parts):
-        raise ValidationError(f"{field}: {dot_path!r} has an empty segment", field=field)
+        raise ValidationError(f"{field}: {brief(dot_path)} has an empty segment", field=field)
     return "$" + "".join('."' + part.replace("\\", "\\\\").replace('"', '\\"') + '"' for part in parts)
 
 
@@ -93,7 +93,7 @@ def _compile_object(spec: Any, column: str, field: str, params: list[Any], depth
 
 def _compile_clause(key: Any, value: Any, column: str, field: str, params: list[Any], depth: int) -> str:
     if not isinstance(key, str):
-        raise ValidationError(f"{field}: keys must be strings, got {key!r}", field=field)
+        raise ValidationError(f"{field}: keys must be strings, got {brief(key)}", field=field)
     if key in ("$and", "$or"):
         if not isinstance(value, list) or not value:
             raise ValidationError(f"{field}.{key} must be a non-empty list of filters", field=f"{field}.{key}")
@@ -103,7 +103,7 @@ def _compile_clause(key: Any, value: Any, column: str, field: str, params: list[
         return "(" + (" AND " if key == "$and" else " OR ").join(parts) + ")"
     if key.startswith("$"):
         raise ValidationError(
-            f"{field}: unknown top-level operator {key!r}; use $and, $or or a dot path", field=f"{field}.{key}"
+            f"{field}: unknown top-level operator {brief(key)}; use $and, $or or a dot path", field=f"{field}.{key}"
         )
     path = json_path(key, f"{field}.{key}")
     where = f"{field}.{key}"
@@ -113,7 +113,7 @@ def _compile_clause(key: Any, value: Any, column: str, field: str, params: list[
         unknown = [op for op in value if op not in OPERATORS]
         if unknown:
             raise ValidationError(
-                f"{where}: unknown operator {unknown[0]!r}; allowed: {', '.join(OPERATORS)}", field=where
+                f"{where}: unknown operator {brief(unknown[0])}; allowed: {', '.join(OPERATORS)}", field=where
             )
         return "(" + " AND ".join(_compile_op(op, arg, column, path, where, params) for op, arg in value.items()) + ")"
     return _compile_op("$eq", value, column, path, where, params)

@@ -45,6 +45,8 @@ BAD_CALLS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("empty insight", "learn", {"insight": ""}, "validation_error", "insight"),
     ("301-character insight", "learn", {"insight": "x" * 301}, "validation_error", "insight"),
     ("n 0", "recall", {"query": "cup", "n": 0}, "validation_error", "n"),
+    ("since true", "recall", {"query": "cup", "since": True}, "validation_error", "since"),
+    ("until false", "recall", {"query": "cup", "until": False}, "validation_error", "until"),
     ("n 101", "recall", {"query": "cup", "n": 101}, "validation_error", "n"),
     ("min_confidence -0.1", "recall", {"query": "cup", "min_confidence": -0.1}, "validation_error", "min_confidence"),
     ("min_confidence 1.5", "recall", {"query": "cup", "min_confidence": 1.5}, "validation_error", "min_confidence"),

@@ -15,6 +15,7 @@ from bridges.pipeline.config import BRIDGE_CONFIG_NAME, default_bridge_config_pa
 from robotmem import Memory
 from robotmem.config import Config
 from robotmem.errors import ConfigError
+from robotmem.view import plot_episode, store_map
 
 from .readers import RecordingError
 from .replay import RecordingResult, ReplayOptions, replay_paths
@@ -42,6 +43,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help=f"bridge config (default: HOME/{BRIDGE_CONFIG_NAME} when present)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--map", type=Path, metavar="MAP_YAML",
+                        help="store this ROS map.yaml (+ image) as an occupancy map the ui and --plot draw paths over")
+    parser.add_argument("--plot", type=Path, metavar="DIR",
+                        help="draw each replayed episode (path, payload plots) as DIR/SESSION_ID.png (robotmem[plot])")
     parser.set_defaults(func=run)
 
 
@@ -76,9 +81,14 @@ def run(args: argparse.Namespace) -> int:
 
     memory = _open_memory(config, collection, dry_run=args.dry_run)
     try:
+        if args.map and memory is not None and not args.dry_run:
+            stored = store_map(memory, args.map, robot_id=args.robot_id, collection=collection)
+            print(f"occupancy map {args.map}: {stored['status']} (memory {stored['memory_id']})", file=sys.stderr)
         results = replay_paths(memory, list(args.paths), bridge_config, options,
                                progress_for=(lambda p: ProgressBar(p.name)) if show_progress else None,
                                on_error=report)
+        if args.plot and memory is not None and not args.dry_run:
+            _plot_episodes(memory, results, args.plot)
     except RecordingError as exc:  # a path that does not exist or holds no recording
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -91,6 +101,15 @@ def run(args: argparse.Namespace) -> int:
     # recording holds them as they are), so a nightly job would fail forever; the warning and
     # the table name them. A recording that failed as a whole can succeed next time: exit 1.
     return 1 if failed else 0
+
+
+def _plot_episodes(memory: Memory, results: list[RecordingResult], folder: Path) -> None:
+    """One PNG per episode of the replayed recordings (including ones stored by an earlier run)."""
+    prefixes = tuple(r.session_prefix for r in results)
+    for session in memory.list_sessions():
+        if session["session_id"].startswith(prefixes):
+            written = plot_episode(memory, session["session_id"], folder / f"{session['session_id']}.png")
+            print(f"wrote {written}", file=sys.stderr)
 
 
 def _warn_rejected(results: list[RecordingResult]) -> None:

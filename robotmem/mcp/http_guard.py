@@ -15,32 +15,48 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 from collections.abc import Iterable
-from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..errors import brief
 
 __all__ = ["HttpGuard", "is_loopback_host"]
 
 log = logging.getLogger("robotmem.mcp.http")
 
 
+# host[:port], where host is a name, dotted IPv4 or a bracketed IPv6 literal. Parsed here
+# rather than by a URL parser: lenient parsers read "http://[::1].evil.example" as ::1.
+_HOST_PORT = re.compile(r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::[0-9]{1,5})?")
+_ORIGIN = re.compile(r"(?P<scheme>https?)://(?P<hostport>[^/?#@]+)/?")
+
+
 def is_loopback_host(host: str) -> bool:
-    """``localhost``, 127.0.0.0/8 or ::1 (brackets allowed)."""
-    name = host.strip().strip("[]").lower()
+    """``localhost``, 127.0.0.0/8 or ::1; an IPv6 address may be in brackets, IPv4 may not."""
+    name = host.strip().lower()
     if name == "localhost":
         return True
+    bracketed = name.startswith("[") and name.endswith("]")
     try:
-        return ipaddress.ip_address(name).is_loopback
+        address = ipaddress.ip_address(name[1:-1] if bracketed else name)
     except ValueError:
         return False
+    return address.is_loopback and (address.version == 6 or not bracketed)
 
 
-def _host_without_port(host_header: str) -> str:
-    if host_header.startswith("["):  # [::1]:8765
-        return host_header[1 : host_header.find("]")] if "]" in host_header else host_header
-    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+def _host_of(host_port: str) -> str | None:
+    """The host of ``host[:port]``; None when the text is anything else."""
+    match = _HOST_PORT.fullmatch(host_port.strip())
+    return None if match is None else match.group("host")
+
+
+def _origin_host(origin: str) -> str | None:
+    """The host of an ``http(s)://host[:port]`` origin; None for anything else."""
+    match = _ORIGIN.fullmatch(origin.strip())
+    return None if match is None else _host_of(match.group("hostport"))
 
 
 class HttpGuard:
@@ -76,8 +92,8 @@ class HttpGuard:
     def _refusal(self, headers: Headers) -> tuple[int, str, str] | None:
         origin = headers.get("origin")
         if origin is not None and not self._origin_allowed(origin):
-            return 403, "forbidden", f"origin {origin!r} is not allowed"
-        if self._check_host and not is_loopback_host(_host_without_port(headers.get("host", ""))):
+            return 403, "forbidden", f"origin {brief(origin)} is not allowed"
+        if self._check_host and not is_loopback_host(_host_of(headers.get("host", "")) or ""):
             return 421, "misdirected", "this server answers loopback host names only"
         if self._token is not None and not self._authorized(headers.get("authorization")):
             return 401, "unauthorized", "missing or wrong bearer token (Authorization: Bearer <token>)"
@@ -86,8 +102,8 @@ class HttpGuard:
     def _origin_allowed(self, origin: str) -> bool:
         if origin.rstrip("/").lower() in self._allowed_origins:
             return True
-        parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and is_loopback_host(parts.hostname or "")
+        host = _origin_host(origin)
+        return host is not None and is_loopback_host(host)
 
     def _authorized(self, header: str | None) -> bool:
         assert self._token is not None

@@ -93,7 +93,7 @@ class Database:
             for pragma in _PRAGMAS:
                 conn.execute(pragma).fetchall()
         except apsw.Error as exc:
-            raise StorageError(f"cannot open the memory store at {self.path}: {exc}") from exc
+            raise StorageError(f"cannot open the memory store at {self.path}: {_describe(exc)}") from exc
         return conn
 
     @contextmanager
@@ -174,14 +174,31 @@ def scalar(conn: apsw.Connection, query: str, params: Any = ()) -> Any:
     return one_row(conn, query, params)[0]
 
 
+# What happened and what to do, by SQLite's primary result code (the extended codes,
+# e.g. SQLITE_IOERR_WRITE = 778, carry the primary one in their low byte).
+_WHAT_TO_DO = {
+    apsw.SQLITE_BUSY: "the database stayed locked by another writer past the busy timeout; retry, or raise "
+                      "busy_timeout_ms if many processes write at once",
+    apsw.SQLITE_LOCKED: "the database is locked by another statement; retry",
+    apsw.SQLITE_FULL: "the disk is full; free space on the disk that holds the memory store (SQLite needs "
+                      "room for the -wal file beside it too), then retry: nothing acknowledged was lost",
+    apsw.SQLITE_READONLY: "the database file is read-only; give this process write permission on the file and "
+                          "its folder (SQLite writes -wal and -shm files beside it), or mount it read-write",
+    apsw.SQLITE_IOERR: "an I/O error occurred on the database file; check the disk (kernel log, free space, "
+                       "a network mount that went away), then retry: nothing acknowledged was lost",
+    apsw.SQLITE_CORRUPT: "the database file is corrupt; restore it from a backup or an export",
+    apsw.SQLITE_NOTADB: "the file is not a robotmem database; check the path",
+    apsw.SQLITE_CANTOPEN: "the database file cannot be opened; check that its folder exists and is writable",
+    apsw.SQLITE_PERM: "the operating system denied access to the database file; check its permissions",
+    apsw.SQLITE_NOMEM: "SQLite ran out of memory",
+    apsw.SQLITE_TOOBIG: "a value is too large for SQLite",
+}
+
+
 def _describe(exc: apsw.Error) -> str:
-    """A message about what failed, without SQL text or internals."""
-    name = type(exc).__name__.replace("Error", "").lower() or "error"
-    return {
-        "busy": "the database stayed locked by another writer past the busy timeout",
-        "full": "the disk is full",
-        "corrupt": "the database file is corrupt",
-        "readonly": "the database file is read-only",
-        "cantopen": "the database file cannot be opened",
-        "ioerr": "an I/O error occurred",
-    }.get(name, name)
+    """What failed and what to do, without SQL text or internals."""
+    code = getattr(exc, "result", None)
+    if isinstance(code, int) and code & 0xFF in _WHAT_TO_DO:
+        return _WHAT_TO_DO[code & 0xFF]
+    # Anything else (an SQL error, a constraint) is a defect or a store from a newer version.
+    return f"SQLite reported {type(exc).__name__.removesuffix('Error') or 'an error'} ({code}); the log has the details"

@@ -30,7 +30,8 @@ def test_loopback_hosts_are_recognised(host: str) -> None:
     assert is_loopback_host(host)
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "example.com", "", "127.0.0.1.evil.com"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "example.com", "", "127.0.0.1.evil.com", "[127.0.0.1]",
+                                  "[::1].evil.example"])
 def test_other_hosts_are_not_loopback(host: str) -> None:
     assert not is_loopback_host(host)
 
@@ -80,7 +81,14 @@ async def test_loopback_origins_are_accepted(origin: str) -> None:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("origin", ["https://evil.example", "null", "http://localhost.evil.example"])
+@pytest.mark.parametrize("origin", [
+    "https://evil.example", "null", "http://localhost.evil.example",
+    # Lenient URL parsers read the first as ::1 and crash (500) on the second.
+    "http://[::1].evil.example", "http://[127.0.0.1]", "http://[127.0.0.1]:80", "http://[::1", "http://::1]",
+    "http://localhost@evil.example", "http://evil.example@localhost", "http://127.0.0.1:99999999",
+    "ftp://localhost", "http://localhost/path", "http://localhost?x", "http://[::ffff:127.0.0.1]x", "http://",
+    "http://%6c%6f%63%61%6c%68%6f%73%74", "http://127.0.0.1\x00", "http://[::1]:80:80",
+])
 async def test_foreign_origin_is_403(origin: str) -> None:
     async with _client(token=None, check_host=True) as client:
         response = await client.get("/mcp", headers={"Origin": origin})
@@ -96,10 +104,11 @@ async def test_an_explicitly_allowed_origin_is_accepted() -> None:
 
 
 @pytest.mark.anyio
-async def test_loopback_server_refuses_a_foreign_host_header() -> None:
+@pytest.mark.parametrize("host", ["evil.example:8765", "[::1].evil.example", "[127.0.0.1]:8765", "localhost:x"])
+async def test_loopback_server_refuses_a_foreign_host_header(host: str) -> None:
     # What a DNS-rebinding page produces: the right address under the attacker's name.
     async with _client(token=None, check_host=True) as client:
-        response = await client.get("/mcp", headers={"Host": "evil.example:8765"})
+        response = await client.get("/mcp", headers={"Host": host})
     assert response.status_code == 421
 
 

@@ -1,0 +1,60 @@
+"""Real SQLite failures (disk full, read-only, I/O error) say what happened and what to do."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from robotmem import Memory
+from robotmem.errors import StorageError
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _fill(mem: Memory) -> None:
+    for i in range(200):
+        mem.save_perception(f"scan number {i} of the shelf", data=[float(i)] * 2000)
+
+
+def test_disk_full_says_so_and_what_to_do(mem: Memory) -> None:
+    mem.learn("the cup is on the shelf")
+    conn = mem._db.connection()  # fault injection: SQLite's own page quota gives SQLITE_FULL
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 2}").fetchall()
+    with pytest.raises(StorageError) as err:
+        _fill(mem)
+    assert "the disk is full" in err.value.message and "free space" in err.value.message
+    assert mem.recall("cup")["results"][0]["content"] == "the cup is on the shelf"
+
+
+def test_read_only_database_says_so_and_what_to_do(mem: Memory) -> None:
+    mem.learn("the cup is on the shelf")
+    mem._db.connection().execute("PRAGMA query_only = 1").fetchall()  # fault injection: SQLITE_READONLY
+    with pytest.raises(StorageError) as err:
+        mem.learn("the bowl is in the sink")
+    assert "read-only" in err.value.message and "permission" in err.value.message
+
+
+def test_an_io_error_says_so_and_what_to_do(tmp_path: Path) -> None:
+    # A file-size limit makes the kernel refuse writes (EFBIG): SQLite reports SQLITE_IOERR_WRITE.
+    script = textwrap.dedent(f"""
+        import resource, signal
+        from robotmem import Memory
+        from robotmem.errors import StorageError
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        with Memory({str(tmp_path / "io.db")!r}, embedder=None) as mem:
+            mem.learn("the cup is on the shelf")
+            resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+            try:
+                for i in range(500):
+                    mem.save_perception(f"scan number {{i}} of the shelf", data=[float(i)] * 2000)
+            except StorageError as exc:
+                print(exc.message)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert "an I/O error occurred" in out.stdout and "check the disk" in out.stdout, out.stdout + out.stderr

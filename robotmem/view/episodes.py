@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .paths import _gaps_of, episode_paths
+from .paths import episode_paths, gaps_of
 from .series import episode_series
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,12 +98,13 @@ def episode_detail(mem: "Memory", session_id: str) -> dict[str, Any]:
     timeline = mem.session_timeline(session_id)
     session, memories = timeline["session"], timeline["memories"]
     summary = _summary_memory(memories)
-    gaps = _gaps_of(session.get("context") or {}) + _gaps_of((summary or {}).get("context") or {})
+    gaps = {(g["start"], g["end"], g["topic"]): g
+            for g in gaps_of(session.get("context") or {}) + gaps_of((summary or {}).get("context") or {})}
     return {
         "episode": episode_row(session, memories),
         "context": session.get("context") or {},
         "timeline": sorted((_timeline_entry(m) for m in memories), key=lambda e: (e["time"] or 0, e["id"])),
-        "gaps": [{"start": start, "end": end} for start, end in sorted(set(gaps))],
+        "gaps": [gaps[key] for key in sorted(gaps, key=lambda k: (k[0], k[1], k[2] or ""))],
         "paths": episode_paths(mem, timeline),
         "series": episode_series(mem, memories),
     }

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["Point", "episode_paths", "is_pose_chunk", "split_segments"]
+__all__ = ["Point", "episode_paths", "gaps_of", "is_pose_chunk", "split_segments"]
 
 #: (t in epoch seconds, x, y)
 Point = tuple[float, float, float]
@@ -46,14 +46,21 @@ def _chunk_points(data: dict[str, Any]) -> dict[int, list[Point]]:
     return by_track
 
 
-def _gaps_of(context: dict[str, Any]) -> list[tuple[float, float]]:
+def gaps_of(context: dict[str, Any]) -> list[dict[str, Any]]:
+    """The recorded gaps of a memory's or session's context (``gaps`` at the top, in episode or spatial)."""
     found = []
     for holder in (context, context.get("episode") or {}, context.get("spatial") or {}):
         for gap in holder.get("gaps") or []:
             if isinstance(gap, dict) and isinstance(gap.get("start"), (int, float)) \
                     and isinstance(gap.get("end"), (int, float)):
-                found.append((float(gap["start"]), float(gap["end"])))
+                found.append({"start": float(gap["start"]), "end": float(gap["end"]),
+                              "reason": gap.get("reason"), "topic": gap.get("topic")})
     return found
+
+
+def _spans(gaps: list[dict[str, Any]], topic: str) -> list[tuple[float, float]]:
+    """A gap of another topic (the camera went quiet) is no hole in this path; one of every topic is."""
+    return [(g["start"], g["end"]) for g in gaps if g.get("topic") in (None, topic)]
 
 
 def _crosses_gap(a: float, b: float, gaps: Sequence[tuple[float, float]]) -> bool:
@@ -84,9 +91,9 @@ def split_segments(
 def episode_paths(mem: "Memory", timeline: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per (pose topic, track) of a ``session_timeline`` result."""
     session = timeline["session"]
-    episode_gaps = _gaps_of(session.get("context") or {})
+    episode_gaps = gaps_of(session.get("context") or {})
     chunks_by_key: dict[tuple[str, str, int], list[tuple[float, list[Point]]]] = {}
-    gaps_by_key: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    gaps_by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for memory in timeline["memories"]:
         if memory.get("status") != "active" or not is_pose_chunk(memory):
             continue
@@ -96,15 +103,14 @@ def episode_paths(mem: "Memory", timeline: dict[str, Any]) -> list[dict[str, Any
         data = mem.get_data(memory["id"])
         if not isinstance(data, dict):
             continue
-        gaps_by_key.setdefault((topic, frame), []).extend(_gaps_of(context))
+        gaps_by_key.setdefault((topic, frame), []).extend(gaps_of(context))
         for track, points in _chunk_points(data).items():
             if points:
                 chunks_by_key.setdefault((topic, frame, track), []).append((points[0][0], points))
     paths = []
     for (topic, frame, track), chunks in sorted(chunks_by_key.items()):
         ordered = [points for _, points in sorted(chunks, key=lambda item: item[0])]
-        gaps = episode_gaps + gaps_by_key.get((topic, frame), [])
-        segments = split_segments(ordered, gaps)
+        segments = split_segments(ordered, _spans(episode_gaps + gaps_by_key.get((topic, frame), []), topic))
         paths.append({"topic": topic, "frame": frame, "track": track,
                       "segments": [[[x, y] for _, x, y in segment] for segment in segments],
                       "times": [[t for t, _, _ in segment] for segment in segments]})

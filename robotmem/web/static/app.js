@@ -242,7 +242,7 @@ async function openEpisode(id) {
   panel.hidden = false;
   panel.dataset.session = id;
   $("#episode-title").textContent = `${row.robot || ""} ${row.task || ""} — ${id}`;
-  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtTime(g.end)}`).join(", ");
+  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtTime(g.end)}${g.topic ? " " + g.topic : ""} (${g.reason || "gap"})`).join("; ");
   $("#episode-facts").replaceChildren(el("p", { text:
     `start ${fmtTime(row.start)}, ${row.duration_s == null ? "open" : fmtNum(row.duration_s, 1) + " s"}, outcome ${outcomeText(row) || "none"}, ` +
     `path ${row.path_length_m == null ? (row.path_quality || "none") : fmtNum(row.path_length_m, 2) + " m (" + row.path_quality + ")"}, ` +

@@ -71,3 +71,19 @@ def test_an_outage_recorded_on_the_episode_breaks_the_drawn_path() -> None:
         detail = episode_detail(mem, sid)
     (path,) = detail["paths"]
     assert [[p[0] for p in s] for s in path["segments"]] == [[0.0, 1.0, 2.0, 2.0, 3.0, 4.0], [9.0, 10.0, 11.0]]
+
+
+def test_a_gap_recorded_on_a_chunk_breaks_only_its_own_topic() -> None:
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        gaps = [{"start": 103.0, "end": 106.0, "reason": "no messages for 3.0 s", "topic": "/odom"},
+                {"start": 101.0, "end": 102.0, "reason": "no messages for 1.0 s", "topic": "/camera"}]
+        mem.save_perception("pose trajectory /odom with an outage", "proprioceptive",
+                            data={"t0_ns": 100_000_000_000, "t": [0.0, 1.5, 2.5, 7.0, 8.0],
+                                  "x": [0.0, 1.0, 2.0, 5.0, 6.0], "y": [0.0] * 5},
+                            metadata={"source": {"topic": "/odom"}, "gaps": gaps,
+                                      "spatial": {"start_position": [0, 0, 0], "end_position": [6, 0, 0],
+                                                  "position": [2, 0, 0], "frame": "odom"}},
+                            session_id=sid)
+        (path,) = episode_detail(mem, sid)["paths"]
+    assert [[p[0] for p in s] for s in path["segments"]] == [[0.0, 1.0, 2.0], [5.0, 6.0]]

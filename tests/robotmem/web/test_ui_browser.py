@@ -161,12 +161,22 @@ def test_an_episode_written_while_the_page_is_open_appears(browser: Any, ui: UiS
     os.environ["ROBOTMEM_HOME"] = str(filled_home)
     with Memory(embedder=None) as mem:  # another process's writer, as a running bridge would be
         episode = mem.start_session(context={"robot": {"id": "live-bot"}, "task": {"name": "patrol"}})
-        mem.save_perception("pose trajectory /odom live chunk", "proprioceptive",
-                            data={"t0_ns": 1_800_000_000_000_000_000, "t": [0.0, 1.0], "x": [0.0, 1.0], "y": [0.0, 1.0]},
-                            metadata={"source": {"topic": "/odom"}, "spatial": {
-                                "start_position": [0, 0, 0], "end_position": [1, 1, 0], "position": [0.5, 0.5, 0],
-                                "frame": "odom"}},
-                            session_id=episode["session_id"])
+        # two chunks 10 s apart with an outage recorded between them, as the bridge writes after a disconnection
+        for t0_s, xs in ((1_800_000_000, [0.0, 1.0]), (1_800_000_012, [3.0, 4.0])):
+            mem.save_perception("pose trajectory /odom live chunk", "proprioceptive",
+                                data={"t0_ns": t0_s * 10**9, "t": [0.0, 1.0], "x": xs, "y": [0.0, 0.0]},
+                                metadata={"source": {"topic": "/odom"},
+                                          "gaps": [{"start": 1_800_000_001.0, "end": 1_800_000_012.0,
+                                                    "reason": "disconnected"}],
+                                          "spatial": {"start_position": [xs[0], 0, 0], "end_position": [xs[1], 0, 0],
+                                                      "position": [xs[0], 0, 0], "frame": "odom"}},
+                                session_id=episode["session_id"])
     WebDriverWait(browser, WAIT_S).until(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")) == before + 1)
     assert browser.find_elements(By.CSS_SELECTOR, f"tr[data-session='{episode['session_id']}']")
+    _choose_frame(browser, "odom")
+    live_path = f"path.episode-path[data-session='{episode['session_id']}']"
+    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, live_path))
+    drawn = browser.find_element(By.CSS_SELECTOR, live_path)
+    assert drawn.get_attribute("data-segments") == "2"  # the outage is a break, not a line across it
+    assert drawn.get_attribute("d").count("M") == 2

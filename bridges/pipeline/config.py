@@ -149,12 +149,14 @@ class BridgeConfig:
     joint_max_samples: int = 500
 
     def rules_for(self, topic: str, msgtype: str | None) -> tuple[TopicRule, ...]:
-        """The rules for a topic: rules naming it exactly win; else rules matching its type."""
+        """The rules for a topic: rules naming it (and its type) win; else rules matching its type.
+
+        A rule naming the topic for another type does not hide the type's rule: the message's
+        type decides how it is read (``/pose`` carrying PoseWithCovarianceStamped is a trajectory).
+        """
         exact = tuple(r for r in self.topics if r.topic == topic and r.matches(topic, msgtype))
         if exact:
             return exact
-        if any(r.topic == topic for r in self.topics):
-            return ()  # the topic is configured, but for another type
         return tuple(r for r in self.topics if r.topic == WILDCARD and r.matches(topic, msgtype))
 
     def explicit_topics(self) -> tuple[TopicRule, ...]:

@@ -2,7 +2,7 @@
 
 Pose streams (pose_trajectory converters) report every pose here; converters of other
 perceptions (images, laser scans, joint chunks) ask for the pose at their message time and
-store it as ``spatial.position`` ([x, y, z]) with ``spatial.frame_id``, so that
+store it as ``spatial.position`` ([x, y, z]) with ``spatial.frame``, so that
 ``recall(spatial_sort={"field": "spatial.position", "target": [x, y]})`` finds what the
 robot perceived near a place. Only the latest pose of the episode is kept: it is used when
 it is at most ``max_age_s`` from the message time (a stale or missing pose stream gives no
@@ -32,7 +32,7 @@ class RobotPoseTracker:
         if self._t_ns is not None and t_ns < self._t_ns:
             return  # an older pose arriving late (another stream) does not replace a newer one
         self._t_ns = t_ns
-        self._spatial = {"position": [x, y, z], "frame_id": frame_id, "pose_topic": topic, "pose_t_ns": t_ns}
+        self._spatial = {"position": [x, y, z], "frame": frame_id, "pose_topic": topic, "pose_t_ns": t_ns}
 
     def at(self, t_ns: int) -> dict[str, Any] | None:
         """The spatial section for a perception at ``t_ns`` (a fresh dict), or None."""

@@ -17,8 +17,8 @@ from robotmem.config import Config
 from robotmem.errors import ConfigError
 from robotmem.view import plot_episode, store_map
 
-from .readers import RecordingError
-from .replay import RecordingResult, ReplayOptions, replay_paths
+from .readers import DEFAULT_ROS_DISTRO, ROS_DISTROS, RecordingError
+from .replay import RecordingResult, ReplayInterrupted, ReplayOptions, replay_paths
 from .report import ProgressBar, plan_lines, summary_table
 
 __all__ = ["register", "run"]
@@ -47,6 +47,9 @@ def register(subparsers: Any) -> None:
                         help="store this ROS map.yaml (+ image) as an occupancy map the ui and --plot draw paths over")
     parser.add_argument("--plot", type=Path, metavar="DIR",
                         help="draw each replayed episode (path, payload plots) as DIR/SESSION_ID.png (robotmem[plot])")
+    parser.add_argument("--ros-distro", default=DEFAULT_ROS_DISTRO, choices=ROS_DISTROS,
+                        help="standard message definitions for types a ROS 2 recording does not define "
+                             "(default %(default)s)")
     parser.set_defaults(func=run)
 
 
@@ -70,14 +73,15 @@ def run(args: argparse.Namespace) -> int:
     bridge_config = load_bridge_config(args.config or default_bridge_config_path(config.home))
     options = ReplayOptions(
         topics=tuple(args.topics) if args.topics else None, collection=collection, robot_id=args.robot_id,
-        episode_split=args.episode_split, dry_run=args.dry_run,
+        episode_split=args.episode_split, dry_run=args.dry_run, ros_distro=args.ros_distro,
     )
     show_progress = not args.no_progress and not args.json and sys.stderr.isatty()
     failed: list[Path] = []
 
     def report(path: Path, exc: Exception) -> None:
         failed.append(path)
-        print(f"error: {path}: {exc} (skipped)", file=sys.stderr)
+        text = str(exc)  # a RecordingError names the file already
+        print(f"error: {text if text.startswith(str(path)) else f'{path}: {text}'} (skipped)", file=sys.stderr)
 
     memory = _open_memory(config, collection, dry_run=args.dry_run)
     try:
@@ -92,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     except RecordingError as exc:  # a path that does not exist or holds no recording
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except ReplayInterrupted as interrupted:
+        _print(interrupted.results, as_json=args.json, dry_run=args.dry_run)
+        _say_interrupted(interrupted.results)
+        return 130
     finally:
         if memory is not None:
             memory.close()
@@ -110,6 +118,15 @@ def _plot_episodes(memory: Memory, results: list[RecordingResult], folder: Path)
         if session["session_id"].startswith(prefixes):
             written = plot_episode(memory, session["session_id"], folder / f"{session['session_id']}.png")
             print(f"wrote {written}", file=sys.stderr)
+
+
+def _say_interrupted(results: list[RecordingResult]) -> None:
+    written = sum(r.stats.records_written for r in results)
+    episodes = sum(r.stats.episodes_ended for r in results)
+    full = sum(1 for r in results if r.complete)
+    print(f"interrupted: {full} recording(s) replayed in full, {len(results) - full} in part; "
+          f"{written} records and {episodes} complete episode(s) stored. Run the same command again to "
+          "continue: stored episodes are skipped, the interrupted one is written again whole.", file=sys.stderr)
 
 
 def _warn_rejected(results: list[RecordingResult]) -> None:

@@ -10,6 +10,15 @@
   package reads the records, rosbags' typestore (built from the schemas in the file)
   decodes CDR (ros2msg / ros2idl) and ROS 1 (ros1msg) payloads. rosbags' generated
   deserialisers are several times faster than mcap-ros2-support's dynamic decoder.
+
+Message definitions: those stored in the recording are used; a type the recording does
+not define (Humble-era rosbag2 sqlite3 folders store none) is decoded with the standard
+definitions of a ROS 2 distribution (``ros_distro``, default Humble; rosbags ships them).
+``type_sources`` says which were used.
+
+Message time: the header stamp, else the log time. A stamp further than
+``stamp_limit_s`` from its log time (a clock that was not set, a stale stamp) is not
+believed: the log time is used and counted in ``stamps_replaced``.
 """
 
 from __future__ import annotations
@@ -27,14 +36,21 @@ if TYPE_CHECKING:
 
 from bridges.pipeline.messages import (
     RosMessage,
-    message_time_ns,
+    header_stamp_ns,
     normalize_msgtype,
     to_plain,
 )
 
 log = logging.getLogger("bridges.replay")
 
-__all__ = ["McapFileReader", "RecordingError", "RecordingReader", "RosbagsReader", "TopicInfo", "open_reader"]
+__all__ = ["DEFAULT_ROS_DISTRO", "ROS_DISTROS", "McapFileReader", "RecordingError", "RecordingReader",
+           "RosbagsReader", "TopicInfo", "distro_typestore", "open_reader"]
+
+#: the ROS 2 distribution whose standard message definitions decode types a recording does not define
+DEFAULT_ROS_DISTRO = "humble"
+ROS_DISTROS = ("foxy", "galactic", "humble", "iron", "jazzy", "kilted")
+#: a stamp further than this from its log time is not believed (replay passes max_episode_s)
+DEFAULT_STAMP_LIMIT_S = 1800.0
 
 
 class RecordingError(Exception):
@@ -48,10 +64,22 @@ class TopicInfo:
     count: int | None
 
 
+def distro_typestore(distro: str) -> Any:
+    """rosbags' typestore of a ROS 2 distribution's standard messages."""
+    from rosbags.typesys import Stores, get_typestore
+
+    if distro not in ROS_DISTROS:
+        raise RecordingError(f"ros_distro: expected one of {', '.join(ROS_DISTROS)}, got {distro!r}")
+    return get_typestore(getattr(Stores, f"ROS2_{distro.upper()}"))
+
+
 class RecordingReader(Protocol):
     path: Path
 
     undecodable: dict[str, int]
+    stamps_replaced: dict[str, int]
+    #: "recording" / "<distro> standard definitions" -> the types decoded with them
+    type_sources: dict[str, list[str]]
 
     def topics(self) -> dict[str, TopicInfo]: ...
 
@@ -70,6 +98,27 @@ class _ReaderBase:
     path: Path
     #: messages per topic whose payload could not be decoded (skipped, logged)
     undecodable: dict[str, int]
+    #: messages per topic whose stamp was too far from the log time (log time used)
+    stamps_replaced: dict[str, int]
+    type_sources: dict[str, list[str]]
+    stamp_limit_ns: int
+
+    def _init_common(self, path: Path, stamp_limit_s: float) -> None:
+        self.path = Path(path)
+        self.undecodable = {}
+        self.stamps_replaced = {}
+        self.type_sources = {}
+        self.stamp_limit_ns = int(stamp_limit_s * 1e9)
+
+    def _message(self, topic: str, msgtype: str, data: dict[str, Any], log_ns: int) -> RosMessage:
+        """The message at its stamp, or at its log time when it has none or one not to believe."""
+        stamp = header_stamp_ns(data)
+        if stamp <= 0:
+            return RosMessage(topic, msgtype, log_ns, data)
+        if self.stamp_limit_ns and abs(stamp - log_ns) > self.stamp_limit_ns:
+            self.stamps_replaced[topic] = self.stamps_replaced.get(topic, 0) + 1
+            return RosMessage(topic, msgtype, log_ns, data)
+        return RosMessage(topic, msgtype, stamp, data)
 
     def _undecodable(self, topic: str, log_ns: int, exc: Exception) -> None:
         """A corrupt payload costs one message, not the whole recording."""
@@ -92,18 +141,37 @@ class _ReaderBase:
 class RosbagsReader(_ReaderBase):
     """ROS 1 bags and ROS 2 bag folders through rosbags.highlevel.AnyReader."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, ros_distro: str = DEFAULT_ROS_DISTRO,
+                 stamp_limit_s: float = DEFAULT_STAMP_LIMIT_S) -> None:
         from rosbags.highlevel import AnyReader, AnyReaderError
 
-        self.path = Path(path)
-        self.undecodable = {}
+        self._init_common(path, stamp_limit_s)
+        standard = distro_typestore(ros_distro)
         try:
-            self._reader = AnyReader([self.path])
+            self._reader = AnyReader([self.path], default_typestore=standard)
             self._reader.open()
         except (AnyReaderError, FileNotFoundError) as exc:
             raise RecordingError(f"{self.path}: cannot open recording: {exc}") from exc
         typestore = self._reader.typestore
+        if self._reader.is2:
+            self._fill_missing_types(typestore, standard, ros_distro)
+        else:
+            self.type_sources = {"recording": sorted({c.msgtype for c in self._reader.connections})}
         self._decode = typestore.deserialize_cdr if self._reader.is2 else typestore.deserialize_ros1
+
+    def _fill_missing_types(self, typestore: Any, standard: Any, distro: str) -> None:
+        """Types the recording defines keep its definitions; the others take the distribution's."""
+        from rosbags.interfaces import MessageDefinitionFormat
+
+        stored = {c.msgtype for c in self._reader.connections if c.msgdef.format != MessageDefinitionFormat.NONE}
+        used = sorted({c.msgtype for c in self._reader.connections})
+        borrowed = [t for t in used if t not in stored]
+        if stored and borrowed:  # rosbags uses the default typestore only when nothing is defined
+            typestore.register({k: v for k, v in standard.fielddefs.items() if k not in typestore.fielddefs})
+        if stored:
+            self.type_sources["recording"] = [t for t in used if t in stored]
+        if borrowed:
+            self.type_sources[f"ROS 2 {distro} standard definitions"] = borrowed
 
     def topics(self) -> dict[str, TopicInfo]:
         return {
@@ -126,7 +194,7 @@ class RosbagsReader(_ReaderBase):
             except Exception as exc:  # noqa: BLE001 - rosbags raises several types for corrupt payloads
                 self._undecodable(connection.topic, log_ns, exc)
                 continue
-            yield RosMessage(connection.topic, msgtypes[id(connection)], message_time_ns(data, log_ns), data)
+            yield self._message(connection.topic, msgtypes[id(connection)], data, log_ns)
 
     def close(self) -> None:
         if self._reader.stack is not None:
@@ -136,12 +204,14 @@ class RosbagsReader(_ReaderBase):
 class McapFileReader(_ReaderBase):
     """A plain MCAP file: mcap records, rosbags-typestore decoding."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, ros_distro: str = DEFAULT_ROS_DISTRO,
+                 stamp_limit_s: float = DEFAULT_STAMP_LIMIT_S) -> None:
         from mcap.exceptions import McapError
         from mcap.reader import make_reader
 
-        self.path = Path(path)
-        self.undecodable = {}
+        self._init_common(path, stamp_limit_s)
+        self._distro = ros_distro
+        distro_typestore(ros_distro)  # a bad name fails before the file is opened
         self._file: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         try:
             self._reader = make_reader(self._file)
@@ -160,7 +230,8 @@ class McapFileReader(_ReaderBase):
         result: dict[str, TopicInfo] = {}
         for channel in self._summary.channels.values():
             schema = self._summary.schemas.get(channel.schema_id)
-            count = counts.get(channel.id) if counts else None
+            # the statistics list only channels with messages: a channel missing there has none
+            count = counts.get(channel.id, 0) if self._summary.statistics else None
             previous = result.get(channel.topic)
             if previous is not None and previous.count is not None and count is not None:
                 count += previous.count
@@ -194,7 +265,7 @@ class McapFileReader(_ReaderBase):
             except Exception as exc:  # noqa: BLE001 - decoders raise several types for corrupt payloads
                 self._undecodable(channel.topic, log_time, exc)
                 continue
-            yield RosMessage(channel.topic, self._msgtypes[channel.id], message_time_ns(data, log_time), data)
+            yield self._message(channel.topic, self._msgtypes[channel.id], data, log_time)
 
     def _raw_messages(
         self, topics: list[str] | None, start_time: int | None, end_time: int | None
@@ -238,7 +309,10 @@ class McapFileReader(_ReaderBase):
         name = normalize_msgtype(schema.name)
         text = schema.data.decode("utf-8")
         store = self._store()
-        if name not in store.fielddefs:
+        if name not in store.fielddefs and not text.strip() and channel.message_encoding == "cdr":
+            self._borrow(store, name)
+        elif name not in store.fielddefs:
+            self.type_sources.setdefault("recording", []).append(name)
             if schema.encoding in ("ros2msg", "ros1msg"):
                 store.register(get_types_from_msg(text, name))
             elif schema.encoding == "ros2idl":
@@ -248,6 +322,14 @@ class McapFileReader(_ReaderBase):
         if channel.message_encoding == "ros1":
             return lambda raw: store.deserialize_ros1(raw, name)
         return lambda raw: store.deserialize_cdr(raw, name)
+
+    def _borrow(self, store: Any, name: str) -> None:
+        """A schema without a definition: the distribution's standard one (with its dependencies)."""
+        standard = distro_typestore(self._distro)
+        if name not in standard.fielddefs:
+            raise KeyError(f"{name} is neither defined in the recording nor a standard ROS 2 {self._distro} type")
+        store.register({k: v for k, v in standard.fielddefs.items() if k not in store.fielddefs})
+        self.type_sources.setdefault(f"ROS 2 {self._distro} standard definitions", []).append(name)
 
     def _store(self) -> Any:
         if self._typestore is None:
@@ -284,17 +366,18 @@ def _schema_msgtype(schema: Any) -> str:
         return str(schema.name)
 
 
-def open_reader(path: Path) -> RosbagsReader | McapFileReader:
+def open_reader(path: Path, ros_distro: str = DEFAULT_ROS_DISTRO,
+                stamp_limit_s: float = DEFAULT_STAMP_LIMIT_S) -> RosbagsReader | McapFileReader:
     """The reader for a recording: a ``.bag`` file, a ROS 2 bag folder, or a plain ``.mcap`` file."""
     path = Path(path)
     if path.is_dir():
         if not (path / "metadata.yaml").exists():
             raise RecordingError(f"{path}: a folder is a ROS 2 bag only with a metadata.yaml")
-        return RosbagsReader(path)
+        return RosbagsReader(path, ros_distro, stamp_limit_s)
     if path.suffix == ".bag":
-        return RosbagsReader(path)
+        return RosbagsReader(path, ros_distro, stamp_limit_s)
     if path.suffix == ".mcap":
-        return McapFileReader(path)
+        return McapFileReader(path, ros_distro, stamp_limit_s)
     if path.suffix == ".db3" and (path.parent / "metadata.yaml").exists():
-        return RosbagsReader(path.parent)
+        return RosbagsReader(path.parent, ros_distro, stamp_limit_s)
     raise RecordingError(f"{path}: not a recording (expected a .bag, a .mcap or a ROS 2 bag folder)")

@@ -28,9 +28,10 @@ from bridges.pipeline.episodes import EpisodePolicy
 from robotmem.errors import RobotMemError
 
 from .discovery import content_digest, find_recordings, session_id_prefix
-from .readers import RecordingError, TopicInfo, open_reader
+from .readers import DEFAULT_ROS_DISTRO, RecordingError, TopicInfo, open_reader
 
-__all__ = ["RecordingResult", "ReplayOptions", "replay_paths", "replay_recording", "select_topics"]
+__all__ = ["RecordingResult", "ReplayInterrupted", "ReplayOptions", "replay_paths", "replay_recording",
+           "select_topics"]
 
 #: a topic asked for with --topics that no rule covers is stored as JSON at this rate
 REQUESTED_TOPIC_SAMPLE_S = 1.0
@@ -49,6 +50,8 @@ class ReplayOptions:
     #: "file" | "gap:SECONDS" | "topic:/name"
     episode_split: str = "file"
     dry_run: bool = False
+    #: standard message definitions for types a ROS 2 recording does not define
+    ros_distro: str = DEFAULT_ROS_DISTRO
 
 
 @dataclass
@@ -65,10 +68,16 @@ class RecordingResult:
     missing: list[str] = field(default_factory=list)
     #: dry run: what would have been written
     plan: list[dict[str, Any]] = field(default_factory=list)
+    #: where the message definitions came from -> the types (readers.py)
+    type_sources: dict[str, list[str]] = field(default_factory=dict)
+    #: False: the replay was interrupted (Ctrl-C) before the end of the recording
+    complete: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
+            "complete": self.complete,
+            "type_sources": self.type_sources,
             "session_prefix": self.session_prefix,
             "seconds": round(self.seconds, 3),
             "selected_topics": self.selected,
@@ -77,6 +86,14 @@ class RecordingResult:
             "stats": self.stats.as_dict(),
             **({"plan": self.plan} if self.plan else {}),
         }
+
+
+class ReplayInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a replay: what was replayed up to then (the last one incomplete)."""
+
+    def __init__(self, results: list[RecordingResult]) -> None:
+        super().__init__("replay interrupted")
+        self.results = results
 
 
 def select_topics(
@@ -113,7 +130,7 @@ def replay_recording(
     started = time.perf_counter()
     prefix = session_id_prefix(content_digest(path), options.collection)
     policy = parse_episode_split(options.episode_split)
-    with open_reader(path) as reader:
+    with open_reader(path, options.ros_distro, config.max_episode_s) as reader:
         file_topics = reader.topics()
         run_config, selected, missing = select_topics(config, file_topics, options.topics, policy)
         pipeline = Pipeline(
@@ -126,6 +143,16 @@ def replay_recording(
         total = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
         done = 0
         feed = pipeline.feed
+
+        def result(stats: PipelineStats, complete: bool) -> RecordingResult:
+            for topic, count in reader.undecodable.items():  # read from the file, but not decodable
+                stats.topic(topic).messages += count
+                stats.topic(topic).malformed += count
+            for topic, count in reader.stamps_replaced.items():
+                stats.topic(topic).stamps_replaced += count
+            return RecordingResult(path, prefix, stats, time.perf_counter() - started, file_topics, selected,
+                                   missing, pipeline.plan, reader.type_sources, complete)
+
         try:
             for message in reader.iter_messages(topics=selected):
                 feed(message)
@@ -133,16 +160,16 @@ def replay_recording(
                 if progress is not None and done % PROGRESS_EVERY == 0:
                     progress(done, total)
             stats = pipeline.close()
+        except KeyboardInterrupt as exc:
+            pipeline.abandon()  # the open episode stays open: the next run rewrites it whole
+            raise ReplayInterrupted([result(pipeline.stats, complete=False)]) from exc
         except BaseException:
             pipeline.abandon()  # the writer's thread stops; the open episode is rewritten next time
             raise
-        for topic, count in reader.undecodable.items():  # read from the file, but not decodable
-            stats.topic(topic).messages += count
-            stats.topic(topic).malformed += count
+        finished = result(stats, complete=True)
     if progress is not None:
         progress(done, total if total is not None else done)
-    return RecordingResult(path, prefix, stats, time.perf_counter() - started, file_topics, selected, missing,
-                           pipeline.plan)
+    return finished
 
 
 def replay_paths(
@@ -160,11 +187,16 @@ def replay_paths(
     and skipped so the others are still replayed (a nightly job). A record or note robotmem
     refuses is not a failure of the recording: it is counted as ``rejected`` (writer.py).
     """
-    results = []
+    results: list[RecordingResult] = []
     for recording in find_recordings(paths):
         progress = progress_for(recording) if progress_for is not None else None
         try:
             results.append(replay_recording(memory, recording, config, options, progress))
+        except ReplayInterrupted as interrupted:
+            interrupted.results = results + interrupted.results
+            raise
+        except KeyboardInterrupt as exc:  # between recordings, or while hashing one
+            raise ReplayInterrupted(results) from exc
         except (RecordingError, RobotMemError) as exc:
             if on_error is None:
                 raise

@@ -41,7 +41,8 @@ def summary_table(result: RecordingResult) -> list[str]:
     """Per topic: messages read and records written; then episodes and time."""
     stats = result.stats
     rate = stats.messages / result.seconds if result.seconds > 0 else 0.0
-    lines = [f"{result.path}  ({result.seconds:.2f} s, {rate:,.0f} msgs/s)"]
+    state = "" if result.complete else ", INTERRUPTED before the end"
+    lines = [f"{result.path}  ({result.seconds:.2f} s, {rate:,.0f} msgs/s{state})"]
     rows = [("topic", "type", "converter", "read", "records", "notes")]
     for name, topic in sorted(stats.topics.items()):
         if name == "(episode)":
@@ -60,6 +61,7 @@ def summary_table(result: RecordingResult) -> list[str]:
                      + ", ".join(f"{t} ({c if c is not None else '?'})" for t, c in ignored.items()))
     if result.missing:
         lines.append("  asked for but not in the recording: " + ", ".join(result.missing))
+    lines.extend(_type_source_lines(result.type_sources))
     lines.append(
         f"  episodes: {stats.episodes_started - stats.episodes_rewritten} new, {stats.episodes_skipped} already stored, "
         f"{stats.episodes_rewritten} rewritten (left open by an interrupted run); records written: {stats.records_written}"
@@ -69,11 +71,24 @@ def summary_table(result: RecordingResult) -> list[str]:
 
 def _notes(topic: Any) -> str:
     parts = []
-    for label, value in (("rejected", topic.rejected), ("malformed", topic.malformed), ("sampled out", topic.sampled_out),
+    for label, value in (("rejected", topic.rejected), ("malformed", topic.malformed),
+                         ("stamps far from the log time (log time used)", topic.stamps_replaced),
+                         ("sampled out", topic.sampled_out),
                          ("outside episodes", topic.outside_episode), ("already stored", topic.already_stored)):
         if value:
             parts.append(f"{value} {label}")
     return ", ".join(parts)
+
+
+def _type_source_lines(sources: dict[str, list[str]]) -> list[str]:
+    """Say where message definitions came from, when not (only) from the recording itself."""
+    borrowed = {k: v for k, v in sources.items() if k != "recording"}
+    if not borrowed:
+        return []
+    lines = [f"  message definitions: {source} for {', '.join(types)}" for source, types in borrowed.items()]
+    if "recording" in sources:
+        lines.append(f"  message definitions stored in the recording for {', '.join(sources['recording'])}")
+    return lines
 
 
 def plan_lines(result: RecordingResult) -> list[str]:

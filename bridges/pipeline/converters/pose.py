@@ -253,7 +253,7 @@ def _spatial(points: NDArray[np.float64], verdict: PathVerdict, frame_id: str) -
         "start_position": [round(v, 4) for v in points[0].tolist()],
         "end_position": [round(v, 4) for v in points[-1].tolist()],
         "bbox": [[round(v, 4) for v in corner] for corner in bbox(points)],
-        "frame_id": frame_id,
+        "frame": frame_id,
         "path_quality": verdict.quality,
     }
     if verdict.path_length_m is not None:

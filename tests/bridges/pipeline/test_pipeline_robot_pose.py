@@ -44,7 +44,7 @@ def test_the_camera_frame_taken_nearest_a_place_is_recalled_first(
                        spatial_sort={"field": "spatial.position", "target": [7.0, 2.0]})["results"]
     assert len(found) == 3
     nearest = found[0]["context"]["spatial"]
-    assert nearest["position"] == [7.5, 2.0, 0.0] and nearest["frame_id"] == "odom"
+    assert nearest["position"] == [7.5, 2.0, 0.0] and nearest["frame"] == "odom"
     assert nearest["pose_topic"] == "/odom" and found[0]["context"]["episode"]["t_ns"] == T0 + 75 * S // 10
 
 

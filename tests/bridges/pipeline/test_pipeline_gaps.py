@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from pipeline_helpers import T0, S, by_topic, odom, summary_of
 
 from bridges.pipeline import Pipeline
 from bridges.pipeline.gaps import GapDetector
 from robotmem import Memory
-
-from pipeline_helpers import S, T0, by_topic, odom, summary_of
 
 
 def _drive_with_hole(pipeline: Pipeline, hole_from_s: float, hole_s: float, total_s: float, hz: float = 50.0,

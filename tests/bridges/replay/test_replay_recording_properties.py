@@ -17,8 +17,8 @@ from pathlib import Path
 import apsw
 import pytest
 from recordings import (
-    S,
     Msg,
+    S,
     odometry,
     pose_with_covariance,
     string,
@@ -51,7 +51,7 @@ def test_a_humble_bag_without_type_definitions_replays_with_the_distro_s_and_say
     code, out, err = run_cli("replay", str(bag))
     assert code == 0, err
     assert "message definitions: ROS 2 humble standard definitions for geometry_msgs/msg/PoseWithCovarianceStamped" in out
-    row = [line.split() for line in out.splitlines() if line.split()[:1] == ["/pose"]][0]
+    row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["/pose"])
     assert row[1:5] == [PWCS, "pose_trajectory", "200", "2"]  # read by its type: a trajectory
     code, out, _ = run_cli("replay", str(bag), "--ros-distro", "jazzy", "--collection", "other")
     assert code == 0 and "ROS 2 jazzy standard definitions" in out
@@ -154,7 +154,7 @@ def test_ctrl_c_says_interrupted_and_what_was_stored_and_a_rerun_continues(tmp_p
     assert proc.returncode == 130, out + err
     assert "interrupted: 0 recording(s) replayed in full, 1 in part" in err
     assert "Run the same command again to continue" in err and "INTERRUPTED" in out
-    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert rerun.returncode == 0, rerun.stderr
     assert "episodes: " in rerun.stdout and "already stored" in rerun.stdout
     with Memory(db, embedder=None) as memory:

@@ -56,8 +56,6 @@ def _check_json_safe(value: Any, path: str, depth: int) -> None:
     elif isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise ValidationError(f"{path} must be a finite number", field=path)
-    elif isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
-        raise ValidationError(f"{path} is an integer outside the 64-bit range", field=path)
     elif value is not None and not isinstance(value, (str, int, bool)):
         raise ValidationError(f"{path} holds a {type(value).__name__}, which is not JSON", field=path)
 

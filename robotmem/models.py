@@ -11,6 +11,8 @@ __all__ = [
     "DESCRIPTION_MAX_CHARS",
     "DESCRIPTION_MIN_CHARS",
     "INSIGHT_MAX_CHARS",
+    "JSON_MAX_DEPTH",
+    "JSON_TEXT_MAX_CHARS",
     "MEMORY_TYPES",
     "PERCEPTION_TYPES",
     "REASON_MAX_CHARS",
@@ -37,3 +39,8 @@ REASON_MAX_CHARS: Final = 500
 #: Recall returns contexts inline, so this bounds a result too; bulk data belongs in a
 #: perception's payload, which recall only summarises.
 CONTEXT_MAX_BYTES: Final = 64 * 1024
+#: JSON arguments given as text: longer text is refused unread (twice the default payload
+#: limit, as JSON text of numbers runs about twice its msgpack size).
+JSON_TEXT_MAX_CHARS: Final = 32 * 1024 * 1024
+#: Deeper JSON is refused before parsing (Python's parser would hit its recursion limit).
+JSON_MAX_DEPTH: Final = 64

@@ -313,7 +313,8 @@ class Memory:
         """Correct a memory's text (and, when given, replace its context); every index follows."""
         mid = validation.memory_id(memory_id)
         validation.text(new_content, "new_content", max_len=DESCRIPTION_MAX_CHARS)
-        new_context = parse_context(context) if context is not None else None
+        given = validation.json_object(context, "context")  # absent, "" and null keep the context
+        new_context = parse_context(given) if given is not None else None
         with self._db.read() as conn:
             row = self._require_row(conn, mid)
         kind, status, collection = row["type"], row["status"], row["collection"]

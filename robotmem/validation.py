@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -14,6 +15,8 @@ from .models import (
     DESCRIPTION_MAX_CHARS,
     DESCRIPTION_MIN_CHARS,
     INSIGHT_MAX_CHARS,
+    JSON_MAX_DEPTH,
+    JSON_TEXT_MAX_CHARS,
     PERCEPTION_TYPES,
     REASON_MAX_CHARS,
     RECALL_MAX_N,
@@ -109,31 +112,98 @@ def session_id(value: Any, field: str = "session_id") -> str:
 
 
 def json_object(value: Any, field: str, *, allow_none: bool = True) -> dict[str, Any] | None:
-    """Accept a dict or a string holding a JSON object (MCP clients send both)."""
-    if value is None or (isinstance(value, str) and value.strip() == ""):
+    """A JSON object given as a dict or as JSON text (clients send both); ``""`` and ``null`` mean absent."""
+    if isinstance(value, str):
+        value = None if value.strip() == "" else parse_json(value, field)
+    elif isinstance(value, dict):
+        check_json_tree(value, field)
+    if value is None:
         if allow_none:
             return None
         raise ValidationError(f"{field} is required", field=field)
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise ValidationError(f"{field} is not valid JSON: {exc}", field=field) from exc
     if not isinstance(value, dict):
         raise ValidationError(f"{field} must be a JSON object, got {type(value).__name__}", field=field)
     return value
 
 
 def json_value(value: Any, field: str) -> Any:
-    """A JSON value; a string that parses as a JSON array/object is parsed (clients double-encode)."""
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in ("{", "["):
-            try:
-                return json.loads(stripped)
-            except ValueError as exc:
-                raise ValidationError(f"{field} is not valid JSON: {exc}", field=field) from exc
+    """A JSON value; a string that opens like an object or array must parse as one (clients double-encode),
+    any other string is a plain string value."""
+    if isinstance(value, str) and value.lstrip()[:1] in ("{", "["):
+        return parse_json(value, field)
     return value
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_NESTING_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_LONG_DIGITS = re.compile(r"\d{19}")
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def parse_json(text: str, field: str) -> Any:
+    """JSON text given for ``field``, parsed once for every edge (MCP, Python API, command line).
+
+    Every way the text can be unusable is a ValidationError naming the field, never a crash:
+    too long, nested deeper than JSON_MAX_DEPTH (checked before parsing), malformed, NaN or
+    Infinity, a lone surrogate (SQLite stores UTF-8), an integer outside 64 bits.
+    """
+    if len(text) > JSON_TEXT_MAX_CHARS:
+        raise ValidationError(f"{field} is {len(text)} characters of JSON; the limit is {JSON_TEXT_MAX_CHARS}",
+                              field=field)
+    outside_strings = _JSON_STRING.sub('""', text)
+    steps = map(_NESTING_STEP.__getitem__, _NOT_BRACKET.sub("", outside_strings))
+    if max(itertools.accumulate(steps, initial=0)) > JSON_MAX_DEPTH:
+        raise ValidationError(f"{field} is nested more than {JSON_MAX_DEPTH} levels deep", field=field)
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise ValidationError(f"{field} is not valid JSON: {detail}", field=field) from exc
+    if _LONG_DIGITS.search(outside_strings) or _may_hold_surrogates(text):
+        check_json_tree(value, field)
+    return value
+
+
+def check_json_tree(value: Any, field: str) -> None:
+    """Refuse a parsed JSON value SQLite cannot store: too deep, lone surrogates, integers beyond 64 bits.
+
+    The error names the offending place (``context.a``, ``data[3]``). Iterative, so depth itself cannot crash it.
+    """
+    stack: list[tuple[Any, int, str]] = [(value, 0, field)]
+    while stack:
+        item, depth, path = stack.pop()
+        if isinstance(item, (dict, list, tuple)) and depth >= JSON_MAX_DEPTH:
+            raise ValidationError(f"{field} is nested more than {JSON_MAX_DEPTH} levels deep", field=field)
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and not _encodable(key):
+                    raise ValidationError(f"{path} has a key with a lone surrogate; text must be valid Unicode",
+                                          field=path)
+                stack.append((child, depth + 1, f"{path}.{key}"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, depth + 1, f"{path}[{index}]") for index, child in enumerate(item))
+        elif isinstance(item, str) and not _encodable(item):
+            raise ValidationError(f"{path} holds a lone surrogate; text must be valid Unicode", field=path)
+        elif isinstance(item, int) and not isinstance(item, bool) and not _INT64[0] <= item <= _INT64[1]:
+            raise ValidationError(f"{path} is an integer outside the 64-bit range", field=path)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _may_hold_surrogates(text: str) -> bool:
+    return not _encodable(text) or _ESCAPED_SURROGATE.search(text) is not None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def timestamp(value: Any, field: str) -> float | None:

@@ -1,7 +1,8 @@
 """The seven tools, and outcome_stats: thin typed wrappers over ``Memory`` with the same names and parameters.
 
-Validation belongs to ``Memory``; this layer only turns JSON strings into objects for the
-JSON-valued parameters and hands every outcome to the error boundary. Descriptions are
+Validation belongs to ``Memory``, including the parsing of JSON-valued parameters that
+clients send as text (robotmem.validation.parse_json); this layer hands every outcome
+to the error boundary. Descriptions are
 deliberately short: every connected client pays for them in context.
 """
 
@@ -15,7 +16,6 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field, WithJsonSchema
 
 from .boundary import ok_result, result_for_exception
-from .jsonargs import json_object, json_value
 from .runtime import MemoryRuntime
 from .schemas import (
     EndSessionOutput,
@@ -81,7 +81,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         return await run(
             "learn",
             lambda m: m.learn(
-                insight, context=json_object(context, "context"), collection=collection, session_id=session_id
+                insight, context=context, collection=collection, session_id=session_id
             ),
         )
 
@@ -134,8 +134,8 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
                 n=n,
                 min_confidence=min_confidence,
                 session_id=session_id,
-                context_filter=json_object(context_filter, "context_filter"),
-                spatial_sort=json_object(spatial_sort, "spatial_sort"),
+                context_filter=context_filter,
+                spatial_sort=spatial_sort,
                 since=since,
                 until=until,
             ),
@@ -174,8 +174,8 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
             lambda m: m.save_perception(
                 description,
                 perception_type=perception_type,
-                data=json_value(data, "data"),
-                metadata=json_object(metadata, "metadata"),
+                data=data,
+                metadata=metadata,
                 collection=collection,
                 session_id=session_id,
             ),
@@ -201,7 +201,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
     ) -> Annotated[CallToolResult, UpdateOutput]:
         """Correct a memory's text (and optionally its context) in place. Returns {memory_id, status}."""
         return await run(
-            "update", lambda m: m.update(memory_id, new_content, context=json_object(context, "context"))
+            "update", lambda m: m.update(memory_id, new_content, context=context)
         )
 
     @server.tool(annotations=writes)
@@ -218,7 +218,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         Returns {session_id, collection, started_at, status}."""
         return await run(
             "start_session",
-            lambda m: m.start_session(collection=collection, context=json_object(context, "context")),
+            lambda m: m.start_session(collection=collection, context=context),
         )
 
     @server.tool(annotations=writes)
@@ -271,8 +271,8 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
                 group_by,
                 query=query,
                 collection=collection,
-                context_filter=json_object(context_filter, "context_filter"),
-                spatial_sort=json_object(spatial_sort, "spatial_sort"),
+                context_filter=context_filter,
+                spatial_sort=spatial_sort,
                 k=k,
                 bins=bins,
                 success_threshold=success_threshold,

@@ -9,7 +9,7 @@ from robotmem import Memory, RobotMemError, StorageError, ValidationError
 
 CALLS = [
     ("recall", lambda m, tmp: m.recall("x", context_filter={5: 1}), "context_filter"),
-    ("recall", lambda m, tmp: m.recall("x", context_filter={"a": {"$eq": 2**70}}), "context_filter.a"),
+    ("recall", lambda m, tmp: m.recall("x", context_filter={"a": {"$eq": 2**70}}), "context_filter.a.$eq"),
     ("recall", lambda m, tmp: m.recall("x", spatial_sort={"field": "a.b", "target": [1, float("nan")]}),
      "spatial_sort.target"),
     ("recall", lambda m, tmp: m.recall("x", spatial_sort={"field": "a.b", "target": [1, 2],

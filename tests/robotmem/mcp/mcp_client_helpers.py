@@ -28,6 +28,11 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 STARTUP_TIMEOUT_S = 120.0
 
 
+#: The seven memory operations plus outcome_stats; a tool added or lost is a failing test.
+TOOL_NAMES = frozenset({"learn", "recall", "save_perception", "forget", "update", "start_session", "end_session",
+                        "outcome_stats"})
+
+
 def server_env(home: Path, **extra: str) -> dict[str, str]:
     """Environment for a server subprocess: its own home, the shared model cache, the checkout."""
     env = {

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from mcp_client_helpers import (
+    TOOL_NAMES,
     REPO_ROOT,
     HttpServer,
     call_error,
@@ -107,7 +108,7 @@ async def test_the_sdk_http_client_with_the_token_uses_all_tools_and_resources(
 ) -> None:
     async with http_session(token_server.url, TOKEN) as session:
         tools = {tool.name for tool in (await session.list_tools()).tools}
-        assert len(tools) == 7
+        assert tools == TOOL_NAMES
         ids = await start_session_with_memories(session)
 
         by_filter = await call_ok(

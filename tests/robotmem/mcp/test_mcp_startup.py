@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import anyio
 import pytest
-from mcp_client_helpers import call_error, call_ok, read_json_resource, stdio_session
+from mcp_client_helpers import TOOL_NAMES, call_error, call_ok, read_json_resource, stdio_session
 
 from robotmem.embeddings.cache import cached_model_path
 from robotmem.embeddings.source import locate_model_source
@@ -101,7 +101,7 @@ async def test_an_unreadable_store_gives_storage_errors_without_internals_and_th
         # Argument problems are still reported as such: validation needs no store.
         bad = await call_error(session, "recall", {"query": "x", "n": "many"})
         assert bad["code"] == "validation_error"
-        assert len((await session.list_tools()).tools) == 7
+        assert {tool.name for tool in (await session.list_tools()).tools} == TOOL_NAMES
         status = await read_json_resource(session, "robotmem://status")
         assert status["store"] == "failed"
     assert str(database) in log.read_text(encoding="utf-8"), "the cause is in the server log"

@@ -57,7 +57,9 @@ def test_import_keeps_vectors_and_status(tmp_path: Path, hybrid_mem: Memory):
     hybrid_mem.forget(gone, "obsolete")
     hybrid_mem.export(tmp_path / "dump.jsonl")
     with Memory(tmp_path / "copy.db") as copy:
-        copy.import_(tmp_path / "dump.jsonl")
+        counts = copy.import_(tmp_path / "dump.jsonl")
+        # The exported vector came back as it was: had the export dropped it, import would re-embed.
+        assert counts["memories"] == 2 and counts["embedded"] == 0
         result = copy.recall("grasp failed on a slippery object")
         assert result["mode"] == "hybrid"
         assert [h["content"] for h in result["results"]] == [hybrid_mem.get(keep)["content"]]

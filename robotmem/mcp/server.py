@@ -22,6 +22,7 @@ from ..errors import ValidationError, brief
 from .boundary import error_result, result_for_argument_errors, result_for_exception
 from .resources import register_resources
 from .runtime import MemoryRuntime
+from .stdio import answering_stdio_server
 from .tools import register_tools
 
 __all__ = ["SERVER_NAME", "RobotMemServer", "build_server"]
@@ -36,7 +37,14 @@ INSTRUCTIONS = (
 
 
 class RobotMemServer(MCPServer[MemoryRuntime]):
-    """``MCPServer`` whose tool calls always end in a ``CallToolResult``."""
+    """``MCPServer`` whose tool calls always end in a ``CallToolResult``, and whose stdio
+    transport answers every line (see ``stdio``)."""
+
+    async def run_stdio_async(self) -> None:
+        async with answering_stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                read_stream, write_stream, self._lowlevel_server.create_initialization_options()
+            )
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None

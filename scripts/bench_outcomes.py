@@ -59,7 +59,7 @@ def requests(rng: random.Random) -> dict[str, Callable[[], dict[str, Any]]]:
         "filter + 200 nearest": lambda: {"context_filter": {"object.type": rng.choice(OBJECTS)},
                                          "spatial_sort": near(), "k": 200},
         "query word + filter": lambda: {"query": rng.choice(OBJECTS), "context_filter": {"task.success": True}},
-        "whole collection": lambda: {},
+        "whole collection": dict,
     }
 
 

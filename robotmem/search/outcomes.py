@@ -23,6 +23,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import apsw
@@ -86,7 +87,7 @@ def _bins(value: Any) -> int | tuple[float, ...] | None:
             if isinstance(edge, bool) or not isinstance(edge, (int, float)) or not math.isfinite(edge):
                 raise ValidationError(f"bins[{i}] must be a finite number", field=f"bins[{i}]")
             edges.append(float(edge))
-        if any(b <= a for a, b in zip(edges, edges[1:])):
+        if any(b <= a for a, b in pairwise(edges)):
             raise ValidationError("bins edges must be strictly increasing", field="bins")
         return tuple(edges)
     raise ValidationError("bins must be a number of bins or a list of increasing edges", field="bins")
@@ -230,9 +231,9 @@ def _group_sql(req: OutcomeRequest, where: str, params: list[Any]) -> tuple[str,
         f"SELECT json_type(m.context, ?) AS gt, json_extract(m.context, ?) AS gv, {success} AS ok, "
         f"{outcome} AS score FROM memories m WHERE {where}"
     )
+    totals = "count(*), count(ok), coalesce(sum(ok), 0), count(score), coalesce(sum(score), 0.0)"
     return (
-        f"SELECT gt, gv, count(*), count(ok), coalesce(sum(ok), 0), count(score), coalesce(sum(score), 0.0) "
-        f"FROM ({inner}) GROUP BY gt, gv",
+        f"SELECT gt, gv, {totals} FROM ({inner}) GROUP BY gt, gv",
         [req.group_path, req.group_path, req.success_threshold, *params],
     )
 
@@ -303,7 +304,7 @@ def _group(req: OutcomeRequest, rows: list[tuple[Any, ...]]) -> tuple[dict[Any, 
             identity = float(value) if gt in ("integer", "real") else value
             key = ("value", json.dumps(identity, sort_keys=True), value)
         groups.setdefault(key, _Tally()).add(counts)
-    bin_keys = [("bin", (a, b)) for a, b in zip(edges, edges[1:])] if edges is not None else []
+    bin_keys = [("bin", pair) for pair in pairwise(edges)] if edges is not None else []
     for key in bin_keys:
         groups.setdefault(key, _Tally())
     return groups, missing, bin_keys

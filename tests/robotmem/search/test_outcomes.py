@@ -12,6 +12,7 @@ import json
 import math
 import random
 import re
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ def _bin(value: float, edges: list[float]) -> tuple[float | None, float | None]:
         return (None, edges[0])
     if value > edges[-1]:
         return (edges[-1], None)
-    for lo, hi in zip(edges, edges[1:]):
+    for lo, hi in pairwise(edges):
         if lo <= value < hi:
             return (lo, hi)
     return (edges[-2], edges[-1])

@@ -109,7 +109,7 @@ class Memory:
         finally:
             self._db.close()
 
-    def __enter__(self) -> "Memory":
+    def __enter__(self) -> Memory:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -447,7 +447,7 @@ class Memory:
     def import_(self, path: str | Path) -> dict[str, int]:
         from .transfer import as_path, import_jsonl
 
-        return import_jsonl(self._db, as_path(path), self._embeddings, self.now())
+        return import_jsonl(self._db, as_path(path), self._embeddings, self.now(), self.config.max_payload_bytes)
 
     def reindex(self, *, batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Re-embed every searchable memory with the active model, in batches."""

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import IO, Any
 
 import apsw
-import numpy as np
 
 from .errors import ValidationError
+from .import_checks import ImportLimits, check_memory, check_session
 from .search.embedding_state import EmbeddingState
 from .store import memories as mstore
 from .store.connection import Database
@@ -87,35 +87,65 @@ def export_jsonl(conn: apsw.Connection, path: Path) -> dict[str, int]:
     return counts
 
 
-def _read_lines(path: Path) -> list[dict[str, Any]]:
-    records = []
+_MAX_REPORTED = 5
+
+
+def _read_lines(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
+    """Every record of the file, checked; any bad line refuses the whole import, naming it."""
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
     with _opened(path, "r") as src:
         for number, line in enumerate(src, 1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise ValidationError(f"{path}:{number} is not JSON: {exc}", field="path") from exc
-            if not isinstance(record, dict) or record.get("kind") not in ("header", "session", "memory"):
-                raise ValidationError(f"{path}:{number} is not a robotmem export record", field="path")
-            required = {"session": _REQUIRED_SESSION, "memory": _REQUIRED_MEMORY}.get(record["kind"], ())
-            missing = [key for key in required if key not in record]
-            if missing:
-                raise ValidationError(f"{path}:{number}: a {record['kind']} record lacks {', '.join(missing)}",
-                                      field="path")
+                record = _check_line(line, limits)
+            except ValidationError as exc:
+                problems.append(f"line {number}: {exc.message}")
+                continue
+            if record["kind"] != "header":
+                record["line"] = number
             records.append(record)
+    if problems:
+        shown = "; ".join(problems[:_MAX_REPORTED])
+        more = f" (and {len(problems) - _MAX_REPORTED} more)" if len(problems) > _MAX_REPORTED else ""
+        raise ValidationError(f"{path}: nothing imported, {len(problems)} bad line(s): {shown}{more}", field="path")
     if not records or records[0].get("format") != _FORMAT:
         raise ValidationError(f"{path} is not a {_FORMAT} file", field="path")
     return records
 
 
-def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: float) -> dict[str, int]:
-    records = _read_lines(path)
+def _check_line(line: str, limits: ImportLimits) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError) as exc:
+        detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply or unreadable"
+        raise ValidationError(f"not JSON: {detail}") from exc
+    if not isinstance(record, dict) or record.get("kind") not in ("header", "session", "memory"):
+        raise ValidationError("not a robotmem export record")
+    kind = record["kind"]
+    if kind == "header":
+        return record
+    required = _REQUIRED_SESSION if kind == "session" else _REQUIRED_MEMORY
+    missing = [key for key in required if key not in record]
+    if missing:
+        raise ValidationError(f"a {kind} record lacks {', '.join(missing)}")
+    try:
+        checked = check_session(record) if kind == "session" else check_memory(record, limits)
+    except ValidationError as exc:
+        raise ValidationError(f"{exc.field or kind}: {exc.message}") from exc
+    return {"kind": kind, **checked}
+
+
+def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: float,
+                 max_payload_bytes: int) -> dict[str, int]:
+    limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
+    records = _read_lines(path, limits)
     counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0}
     id_map: dict[int, int] = {}
     to_embed: list[tuple[int, str, str]] = []
     with db.write() as conn:
+        sessions = {r["id"] for r in records if r["kind"] == "session"}
         for r in (r for r in records if r["kind"] == "session"):
             if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (r["id"],)).fetchone():
                 continue
@@ -128,6 +158,7 @@ def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: floa
             counts["sessions"] += 1
         memories = [r for r in records if r["kind"] == "memory"]
         for r in memories:
+            _check_session_known(conn, r, sessions)
             existing = conn.execute(
                 "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND created_at = ? AND content = ?",
                 (r["collection"], r["content_hash"], r["created_at"], r["content"]),
@@ -138,11 +169,9 @@ def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: floa
                 continue
             id_map[r["id"]] = _insert_exported(conn, r)
             counts["memories"] += 1
-            embedding = r.get("embedding")
-            if embedding:
-                mstore.put_embedding(conn, id_map[r["id"]], r["collection"], embedding["model_id"],
-                                     np.frombuffer(base64.b64decode(embedding["vector"]), dtype=np.float32))
-            elif r["status"] in ("active", "archived") and r.get("embed", 1):
+            if r["embedding"] is not None:
+                mstore.put_embedding(conn, id_map[r["id"]], r["collection"], *r["embedding"])
+            elif r["status"] in ("active", "archived") and r["embed"]:
                 to_embed.append((id_map[r["id"]], r["collection"], r["content"]))
         for r in memories:
             new_id = id_map[r["id"]]
@@ -154,15 +183,23 @@ def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: floa
     return counts
 
 
+def _check_session_known(conn: apsw.Connection, r: dict[str, Any], sessions: set[str]) -> None:
+    sid = r["session_id"]
+    if sid is None or sid in sessions or conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+        return
+    raise ValidationError(f"line {r['line']}: session_id {sid} is neither in the file nor in the store",
+                          field="path")
+
+
 def _insert_exported(conn: apsw.Connection, r: dict[str, Any]) -> int:
     columns = [c for c in _MEMORY_COLUMNS if c not in ("id", "superseded_by")]
-    values = [json.dumps(r[c]) if c in ("context", "absorbed") else r.get(c, _DEFAULTS.get(c)) for c in columns]
+    values = [json.dumps(r[c]) if c in ("context", "absorbed") else r[c] for c in columns]
     placeholders = ", ".join("jsonb(?)" if c == "context" else "?" for c in columns)
     conn.execute(f"INSERT INTO memories ({', '.join(columns)}) VALUES ({placeholders})", values)
     new_id = int(conn.last_insert_rowid())
     index_points(conn, new_id, r["context"], fresh=True)
-    if r.get("payload") is not None:
-        mstore.insert_payload(conn, new_id, base64.b64decode(r["payload"]), r["payload_summary"] or {})
+    if r["payload"] is not None:
+        mstore.insert_payload(conn, new_id, r["payload"], r["payload_summary"])
     return new_id
 
 

@@ -21,7 +21,6 @@ import argparse
 import os
 import platform
 import random
-import statistics
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "robotmem" / "mcp"))
 
-from mcp_client_helpers import http_session, start_http_server, stop_http_server  # noqa: E402
+from mcp_client_helpers import http_session, start_http_server, stop_http_server
 
 OBJECTS = ["cup", "bowl", "bottle", "box", "sponge", "plate", "can", "book"]
 PLACES = ["shelf", "table", "sink", "bin", "tray", "drawer"]

@@ -28,7 +28,7 @@ from ..errors import MESSAGE_MAX_CHARS
 
 __all__ = ["answer_for_unreadable", "answering_stdio_server"]
 
-_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.S)
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _STRUCTURE = re.compile(r'["{}\[\]]')
 _WHITESPACE = re.compile(r"\s*")
 
@@ -156,8 +156,7 @@ async def answering_stdio_server() -> AsyncIterator[
     source = anyio.wrap_file(_claim_stdin())
     answers_in, answers_out = anyio.create_memory_object_stream[SessionMessage](16)
     lines = _readable_lines(cast(AsyncIterator[str], source), answers_in)
-    async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream):
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_forward, answers_out, write_stream)
-            yield read_stream, write_stream
-            tasks.cancel_scope.cancel()
+    async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream), anyio.create_task_group() as tasks:
+        tasks.start_soon(_forward, answers_out, write_stream)
+        yield read_stream, write_stream
+        tasks.cancel_scope.cancel()

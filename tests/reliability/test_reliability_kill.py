@@ -30,7 +30,7 @@ def _start_writer(db: Path) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def _pump(stream: object, lines: "queue.Queue[str | None]") -> None:
+def _pump(stream: object, lines: queue.Queue[str | None]) -> None:
     for line in stream:  # type: ignore[attr-defined]
         lines.put(line)
     lines.put(None)

@@ -7,10 +7,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import apsw
+import reliability_workers as workers
 
 from robotmem import Memory
-
-import reliability_workers as workers
 
 PROCESSES = 4
 

@@ -9,6 +9,7 @@ still succeed.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.client.session import ClientSession
 
-import sys
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robotmem" / "mcp"))
-from mcp_client_helpers import stdio_session  # noqa: E402
-from raw_stdio import RawServer  # noqa: E402
+from mcp_client_helpers import stdio_session
+from raw_stdio import RawServer
 
-from robotmem.errors import MESSAGE_MAX_CHARS  # noqa: E402
+from robotmem.errors import MESSAGE_MAX_CHARS
 
 TOOLS = {
     "learn": ["insight", "context", "collection", "session_id"],

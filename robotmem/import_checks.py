@@ -1,0 +1,165 @@
+"""Checks for one line of an export file: imported records are validated like tool calls.
+
+An export file is input like any other: a hand-edited or hostile line must not get into
+the store (a ``reinforced_at`` of "yesterday" or an 8-float vector used to break recall
+for a whole collection). Each check returns the record with every field it will write
+checked, and derived fields (search tokens, content hash, payload summary) recomputed
+rather than trusted.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import validation
+from .context import content_hash, parse_context
+from .errors import ValidationError
+from .models import (
+    DESCRIPTION_MAX_CHARS,
+    MEMORY_TYPES,
+    PERCEPTION_TYPES,
+    REASON_MAX_CHARS,
+    STATUSES,
+)
+from .payload import decode_payload, summarize_payload
+from .store.tokens import index_tokens
+
+__all__ = ["ImportLimits", "check_memory", "check_session"]
+
+_TIMES = ("reinforced_at", "first_seen", "last_seen", "created_at", "occurred_at", "updated_at")
+
+
+@dataclass(frozen=True)
+class ImportLimits:
+    """What the importing store accepts: its payload limit and its embedding model."""
+
+    max_payload_bytes: int
+    model_id: str | None
+    dim: int | None
+
+
+def _time(value: Any, field: str, *, optional: bool = False) -> float | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValidationError(f"{field} must be a finite number of epoch seconds", field=field)
+    return float(value)
+
+
+def _count(value: Any, field: str) -> int:
+    return validation.integer(value, field, low=0)
+
+
+def _flag(value: Any, field: str) -> int:
+    if value not in (0, 1) or isinstance(value, float):
+        raise ValidationError(f"{field} must be 0, 1, true or false", field=field)
+    return int(value)
+
+
+def _choice(value: Any, allowed: tuple[str, ...], field: str) -> str:
+    if value not in allowed:
+        raise ValidationError(f"{field} must be one of {', '.join(allowed)}", field=field)
+    return str(value)
+
+
+def _base64(value: Any, field: str) -> bytes:
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be base64 text", field=field)
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValidationError(f"{field} is not valid base64", field=field) from exc
+
+
+def check_session(r: dict[str, Any]) -> dict[str, Any]:
+    summary = r["summary"]
+    if summary is not None and not isinstance(summary, dict):
+        raise ValidationError("summary must be a JSON object or null", field="summary")
+    return {
+        "id": validation.session_id(r["id"], "id"),
+        "collection": validation.collection(r["collection"], ""),
+        "context": parse_context(r["context"]),
+        "started_at": _time(r["started_at"], "started_at"),
+        "ended_at": _time(r["ended_at"], "ended_at", optional=True),
+        "outcome_score": validation.optional_score(r["outcome_score"]),
+        "summary": summary,
+    }
+
+
+def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
+    kind = _choice(r["type"], MEMORY_TYPES, "type")
+    content = validation.text(r["content"], "content", max_len=DESCRIPTION_MAX_CHARS)
+    context = parse_context(r["context"])
+    checked: dict[str, Any] = {
+        "id": validation.integer(r["id"], "id", low=1),
+        "collection": validation.collection(r["collection"], ""),
+        "session_id": None if r["session_id"] is None else validation.session_id(r["session_id"]),
+        "type": kind,
+        "perception_type": None if r["perception_type"] is None
+        else _choice(r["perception_type"], PERCEPTION_TYPES, "perception_type"),
+        "content": content,
+        "search_text": index_tokens(content),
+        "context": context,
+        "content_hash": content_hash(content, context),
+        "protected": _flag(r["protected"], "protected"),
+        "confidence": validation.unit_interval(r["confidence"], "confidence"),
+        "evidence_count": _count(r["evidence_count"], "evidence_count"),
+        "status": _choice(r["status"], STATUSES, "status"),
+        "superseded_by": None if r["superseded_by"] is None else validation.integer(r["superseded_by"],
+                                                                                     "superseded_by", low=1),
+        "absorbed": _ids(r["absorbed"]),
+        "forgotten_at": _time(r["forgotten_at"], "forgotten_at", optional=True),
+        "forget_reason": None if r["forget_reason"] is None
+        else validation.text(r["forget_reason"], "forget_reason", max_len=REASON_MAX_CHARS),
+        "access_count": _count(r["access_count"], "access_count"),
+        "last_accessed": _time(r["last_accessed"], "last_accessed", optional=True),
+        "embed": _flag(r.get("embed", 1), "embed"),
+    }
+    for name in _TIMES:
+        checked[name] = _time(r[name], name)
+    checked["payload"], checked["payload_summary"] = _payload(r.get("payload"), limits)
+    checked["embedding"] = _embedding(r.get("embedding"), limits)
+    return checked
+
+
+def _ids(value: Any) -> list[int]:
+    if not isinstance(value, list):
+        raise ValidationError("absorbed must be a list of memory ids", field="absorbed")
+    return [validation.integer(v, "absorbed", low=1) for v in value]
+
+
+def _payload(value: Any, limits: ImportLimits) -> tuple[bytes | None, dict[str, Any] | None]:
+    if value is None:
+        return None, None
+    blob = _base64(value, "payload")
+    if len(blob) > limits.max_payload_bytes:
+        raise ValidationError(f"payload is {len(blob)} bytes; the limit is {limits.max_payload_bytes}",
+                              field="payload")
+    try:
+        decoded = decode_payload(blob)
+    except Exception as exc:
+        raise ValidationError("payload is not a robotmem payload (msgpack)", field="payload") from exc
+    return blob, summarize_payload(decoded, len(blob))
+
+
+def _embedding(value: Any, limits: ImportLimits) -> tuple[str, np.ndarray] | None:
+    """A vector kept only when it is the active model's, of its size: others are re-embedded."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("model_id"), str):
+        raise ValidationError("embedding must be {model_id, vector}", field="embedding")
+    blob = _base64(value.get("vector"), "embedding.vector")
+    if len(blob) % 4:
+        raise ValidationError("embedding.vector is not float32 values", field="embedding.vector")
+    vector = np.frombuffer(blob, dtype=np.float32)
+    if not np.isfinite(vector).all():
+        raise ValidationError("embedding.vector holds non-finite values", field="embedding.vector")
+    if value["model_id"] != limits.model_id or vector.size != limits.dim:
+        return None
+    return value["model_id"], vector

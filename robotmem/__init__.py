@@ -6,6 +6,9 @@
 ...     mem.recall("glass grip", context_filter={"params.grip_force.value": {"$lt": 15}})
 """
 
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
+
 from .config import Config
 from .errors import (
     ConfigError,
@@ -17,7 +20,9 @@ from .errors import (
     ValidationError,
 )
 from .models import PERCEPTION_TYPES
-from .service import Memory
+
+if _TYPE_CHECKING:
+    from .service import Memory
 
 __version__ = "0.1.0"
 
@@ -34,3 +39,17 @@ __all__ = [
     "ValidationError",
     "__version__",
 ]
+
+
+def __getattr__(name: str) -> _Any:
+    # Memory pulls in the store, search and embeddings (numpy, ONNX Runtime): loaded on first
+    # use, so `robotmem --help` and the MCP server's first answer do not wait for it.
+    if name == "Memory":
+        from .service import Memory
+
+        return Memory
+    raise AttributeError(f"module 'robotmem' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "Memory"})

@@ -11,7 +11,7 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args:
-        from .mcp.cli import main as serve
+        from .cli.serve import main as serve
 
         return serve([])
     from .cli.main import main as cli_main

@@ -449,13 +449,15 @@ class Memory:
 
         return import_jsonl(self._db, as_path(path), self._embeddings, self.now(), self.config.max_payload_bytes)
 
-    def reindex(self, *, batch_size: int = 64, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Re-embed every searchable memory with the active model, in batches."""
+    def reindex(self, *, everything: bool = False, batch_size: int = 64,
+                progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Embed, in batches, every searchable memory whose vector is missing or from another model;
+        ``everything=True`` re-embeds them all (after a model file changed under the same id)."""
         from .transfer import reindex
 
         if not self._embeddings.available:
             raise ConflictError("no embedding model is available; install it (see docs/embeddings.md)")
-        return reindex(self._db, self._embeddings, batch_size=batch_size, progress=progress)
+        return reindex(self._db, self._embeddings, everything=everything, batch_size=batch_size, progress=progress)
 
     # -- internals -------------------------------------------------------------------
 

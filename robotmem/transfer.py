@@ -219,18 +219,18 @@ def _embed_missing(db: Database, embeddings: EmbeddingState, items: list[tuple[i
     return done
 
 
-def reindex(db: Database, embeddings: EmbeddingState, *, batch_size: int,
+def reindex(db: Database, embeddings: EmbeddingState, *, everything: bool = False, batch_size: int,
             progress: Callable[[int, int], None] | None) -> dict[str, Any]:
-    """Embed every active/archived memory whose vector is missing or from another model."""
+    """Embed every active/archived memory whose vector is missing or from another model (or every one)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError("batch_size must be a positive integer", field="batch_size")
     model_id = embeddings.model_id
+    stale = "" if everything else "AND (e.model_id IS NULL OR e.model_id != ?) "
     with db.read() as conn:
         items = [(int(i), c, t) for i, c, t in conn.execute(
             "SELECT m.id, m.collection, m.content FROM memories m LEFT JOIN embeddings e ON e.memory_id = m.id "
-            "WHERE m.status IN ('active', 'archived') AND m.embed AND (e.model_id IS NULL OR e.model_id != ?) "
-            "ORDER BY m.id",
-            (model_id,),
+            f"WHERE m.status IN ('active', 'archived') AND m.embed {stale}ORDER BY m.id",
+            () if everything else (model_id,),
         )]
     done = 0
     for start in range(0, len(items), batch_size):

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bridges import BRIDGE_CONFIG_NAME
 from robotmem import PERCEPTION_TYPES
 from robotmem.errors import ConfigError
 
@@ -48,7 +49,6 @@ __all__ = [
 WILDCARD = "*"
 
 #: the file ``robotmem bridge`` and ``robotmem replay`` read from ROBOTMEM_HOME without --config
-BRIDGE_CONFIG_NAME = "bridge.toml"
 
 
 #: converters that store no perception, so a perception_type means nothing for them

@@ -8,18 +8,18 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bridges.pipeline import load_bridge_config, parse_episode_split
-from bridges.pipeline.config import BRIDGE_CONFIG_NAME, default_bridge_config_path
-from robotmem import Memory
+from bridges import BRIDGE_CONFIG_NAME
 from robotmem.config import Config
 from robotmem.errors import ConfigError
-from robotmem.view import plot_episode, store_map
 
-from .readers import DEFAULT_ROS_DISTRO, ROS_DISTROS, RecordingError
-from .replay import RecordingResult, ReplayInterrupted, ReplayOptions, replay_paths
-from .report import ProgressBar, plan_lines, summary_table
+from .distros import DEFAULT_ROS_DISTRO, ROS_DISTROS
+
+if TYPE_CHECKING:  # the pipeline and the readers load when the command runs: `robotmem --help` stays quick
+    from robotmem import Memory
+
+    from .replay import RecordingResult
 
 __all__ = ["register", "run"]
 
@@ -63,6 +63,14 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"error: replay needs {', '.join(missing)}: pip install 'robotmem[ros]'", file=sys.stderr)
         return 1
+    from bridges.pipeline import load_bridge_config, parse_episode_split
+    from bridges.pipeline.config import default_bridge_config_path
+    from robotmem.view import store_map
+
+    from .readers import RecordingError
+    from .replay import ReplayInterrupted, ReplayOptions, replay_paths
+    from .report import ProgressBar
+
     config = Config.load(home=args.home, db_path=args.db)
     collection = args.replay_collection or getattr(args, "collection", None) or config.collection
     try:
@@ -113,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _plot_episodes(memory: Memory, results: list[RecordingResult], folder: Path) -> None:
     """One PNG per episode of the replayed recordings (including ones stored by an earlier run)."""
+    from robotmem.view import plot_episode
+
     prefixes = tuple(r.session_prefix for r in results)
     for session in memory.list_sessions():
         if session["session_id"].startswith(prefixes):
@@ -139,6 +149,8 @@ def _warn_rejected(results: list[RecordingResult]) -> None:
 
 def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | None:
     """A dry run only reads (which episodes exist) and never creates a database."""
+    from robotmem import Memory
+
     if dry_run:
         if not config.database.exists():
             return None
@@ -151,6 +163,8 @@ def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | 
 
 
 def _print(results: list[RecordingResult], *, as_json: bool, dry_run: bool) -> None:
+    from .report import plan_lines, summary_table
+
     if as_json:
         print(json.dumps({"dry_run": dry_run, "recordings": [r.as_dict() for r in results]}, indent=2, default=str))
         return

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 if TYPE_CHECKING:
     from typing_extensions import Self
 
+from bridges.replay.distros import DEFAULT_ROS_DISTRO, ROS_DISTROS
 from bridges.pipeline.messages import (
     RosMessage,
     header_stamp_ns,
@@ -46,9 +47,6 @@ log = logging.getLogger("bridges.replay")
 __all__ = ["DEFAULT_ROS_DISTRO", "ROS_DISTROS", "McapFileReader", "RecordingError", "RecordingReader",
            "RosbagsReader", "TopicInfo", "distro_typestore", "open_reader"]
 
-#: the ROS 2 distribution whose standard message definitions decode types a recording does not define
-DEFAULT_ROS_DISTRO = "humble"
-ROS_DISTROS = ("foxy", "galactic", "humble", "iron", "jazzy", "kilted")
 #: a stamp further than this from its log time is not believed (replay passes max_episode_s)
 DEFAULT_STAMP_LIMIT_S = 1800.0
 

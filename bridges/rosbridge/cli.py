@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import logging
 import signal
@@ -15,19 +16,16 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bridges.pipeline.config import (
-    BRIDGE_CONFIG_NAME,
-    default_bridge_config_path,
-    load_bridge_config,
-)
-from robotmem import Memory
+from bridges import BRIDGE_CONFIG_NAME
 from robotmem.config import Config
 from robotmem.errors import ConfigError, RobotMemError
 
-from .bridge import BridgeOptions, RosBridge
-from .connection import validate_url
+if TYPE_CHECKING:  # roslibpy and the pipeline load when the command runs (and may be missing)
+    from robotmem import Memory
+
+    from .bridge import BridgeOptions
 
 __all__ = ["add_arguments", "register", "run"]
 
@@ -36,7 +34,7 @@ LOG = logging.getLogger("bridges.rosbridge")
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "bridge", help="ingest a live robot through rosbridge (websocket) and answer ROS-side recalls",
+        "bridge", help="Ingest a live robot through rosbridge (websocket) and answer ROS-side recalls.",
         description="Connect to a rosbridge v2 server, turn its topics into episodes, trajectories and "
                     "perceptions, and answer recall requests from ROS nodes. Stops cleanly on SIGINT/SIGTERM.")
     add_arguments(parser)
@@ -64,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("roslibpy") is None:
+        print("error: bridge needs roslibpy: pip install 'robotmem[ros]'", file=sys.stderr)
+        return 1
+    from bridges.pipeline.config import default_bridge_config_path, load_bridge_config
+
+    from .bridge import RosBridge
+
     _configure_logging()
     try:
         options = _options(args)
@@ -96,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace) -> BridgeOptions:
+    from .bridge import BridgeOptions
+    from .connection import validate_url
+
     validate_url(args.url)
     if args.queue_size < 1:
         raise ConfigError("--queue-size must be at least 1", field="queue_size")
@@ -111,6 +119,8 @@ def _options(args: argparse.Namespace) -> BridgeOptions:
 
 def _open_memory(args: argparse.Namespace, collection: str) -> Memory | None:
     """The store; a dry run only reads an existing one (which sessions exist) and never creates it."""
+    from robotmem import Memory
+
     config = Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None))
     if args.dry_run:
         if not config.database.exists():

@@ -7,7 +7,10 @@ from typing import Any, TextIO
 
 from ..service import Memory
 
-__all__ = ["run_demo"]
+__all__ = ["DEMO_SESSION_ID", "run_demo"]
+
+DEMO_SESSION_ID = "demo_pick_bottle"
+_PATH_DESCRIPTION = "end-effector path approaching the wet glass bottle"
 
 _ATTEMPTS = (
     (5.0, False, "grip_force=5N: the wet glass bottle slipped out of the gripper"),
@@ -26,10 +29,8 @@ def _trajectory() -> dict[str, Any]:
     }
 
 
-def run_demo(mem: Memory, out: TextIO) -> dict[str, Any]:
+def _write_episode(mem: Memory, sid: str, out: TextIO) -> dict[str, Any]:
     bottle = [0.62, 0.05, 0.04]
-    session = mem.start_session(context={"task": {"name": "pick_bottle"}, "robot": {"id": "demo-arm"}})
-    sid = session["session_id"]
     out.write(f"episode {sid} started in {mem.path}\n")
     for force, success, text in _ATTEMPTS:
         result = mem.learn(text, context={
@@ -39,16 +40,31 @@ def run_demo(mem: Memory, out: TextIO) -> dict[str, Any]:
             "robot": {"id": "demo-arm"},
         }, session_id=sid)
         out.write(f"  learn #{result['memory_id']} ({result['status']}): {text}\n")
-    perception = mem.save_perception(
-        "end-effector path approaching the wet glass bottle", "proprioceptive", data=_trajectory(),
-        metadata={"spatial": {"object_position": bottle}, "robot": {"id": "demo-arm"}}, session_id=sid)
-    out.write(f"  save_perception #{perception['memory_id']} ({perception['payload_bytes']} bytes)\n")
+    stored = {r["content"] for r in mem.session_timeline(sid)["memories"]}
+    if _PATH_DESCRIPTION not in stored:  # an interrupted earlier run may have saved it already
+        perception = mem.save_perception(
+            _PATH_DESCRIPTION, "proprioceptive", data=_trajectory(),
+            metadata={"spatial": {"object_position": bottle}, "robot": {"id": "demo-arm"}}, session_id=sid)
+        out.write(f"  save_perception #{perception['memory_id']} ({perception['payload_bytes']} bytes)\n")
     summary = mem.end_session(sid, outcome_score=0.8)
     out.write(f"episode ended: {summary['memories']} memories, {summary['perceptions']} perceptions\n\n")
+    return summary
+
+
+def run_demo(mem: Memory, out: TextIO) -> dict[str, Any]:
+    """Writes the demo episode once (a fixed session id); a rerun only recalls from it."""
+    context = {"task": {"name": "pick_bottle"}, "robot": {"id": "demo-arm"}}
+    sid = mem.start_session(context=context, session_id=DEMO_SESSION_ID)["session_id"]
+    session = mem.get_session(sid)
+    if session["status"] == "ended":
+        out.write(f"the demo episode {sid} is already in {mem.path}; recalling from it\n\n")
+        summary = session["summary"]
+    else:
+        summary = _write_episode(mem, sid, out)
 
     query = "how hard should I grip a slippery bottle?"
     hits = mem.recall(query, context_filter={"task.success": True, "params.grip_force.value": {"$lt": 12}})
-    out.write(f"recall {query!r} where task.success and grip_force < 12 N  [{hits['mode']}]\n")
+    out.write(f'recall "{query}" where task.success and grip_force < 12 N  [{hits["mode"]}]\n')
     out.writelines(f"  #{hit['id']} score={hit['score']:.3f}  {hit['content']}\n" for hit in hits["results"])
     near = mem.recall("", spatial_sort={"field": "spatial.object_position", "target": [0.6, 0.0, 0.0]}, n=3)
     out.write("what happened near (0.6, 0.0, 0.0)?\n")

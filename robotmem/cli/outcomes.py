@@ -13,7 +13,7 @@ __all__ = ["cmd_outcomes", "format_outcomes", "register"]
 
 def register(subparsers: Any) -> None:
     help_text = "Success rate (Wilson 95 % interval) per value of a context field, over every matching memory."
-    p = subparsers.add_parser("outcomes", help=help_text, description=help_text)
+    p = subparsers.add_parser("outcomes", help=help_text.replace("%", "%%"), description=help_text)
     p.add_argument("group_by", help="context dot path, e.g. params.push_factor")
     p.add_argument("--query", default="", help="only memories containing every word")
     p.add_argument("--filter", help='context filter JSON, e.g. \'{"task.name": "push"}\'')
@@ -24,8 +24,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--edges", type=float, nargs="+", help="bin numbers at these increasing edges")
     p.add_argument("--success-threshold", type=float, default=0.5,
                    help="episode.outcome counting as success when task.success is absent (default 0.5)")
-    p.add_argument("--since")
-    p.add_argument("--until")
+    p.add_argument("--since", metavar="TIME", help="only memories from this time on (ISO 8601 or Unix seconds)")
+    p.add_argument("--until", metavar="TIME", help="only memories up to this time (ISO 8601 or Unix seconds)")
     p.set_defaults(func=cmd_outcomes)
 
 
@@ -44,11 +44,11 @@ def _near(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def cmd_outcomes(args: argparse.Namespace) -> Any:
-    from .main import open_memory
+    from .store import open_existing
 
     if args.bins is not None and args.edges:
         raise ValidationError("give --bins or --edges, not both", field="--edges")
-    with open_memory(args, embedder=None) as mem:
+    with open_existing(args) as mem:
         result = mem.outcome_stats(
             args.group_by, query=args.query, context_filter=args.filter, spatial_sort=_near(args), k=args.k,
             bins=args.edges or args.bins, success_threshold=args.success_threshold, since=args.since,

@@ -1,49 +1,90 @@
-"""Printing results: JSON for machines (--json), short lines for people."""
+"""Printing results: JSON for machines (--json), plain lines for people, progress on terminals.
+
+Human output never shows raw JSON or Python reprs: nested values are flattened into
+``key.sub: value`` lines, None reads ``-``, lists of plain values are comma-separated.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-__all__ = ["emit", "progress_printer"]
+__all__ = ["emit", "format_bytes", "format_value", "human_lines", "progress_bar", "truncate"]
+
+Renderer = Callable[[Any], Iterator[str]]
 
 
-def emit(value: Any, as_json: bool, out: TextIO | None = None) -> None:
+def emit(value: Any, as_json: bool, render: Renderer | None = None, out: TextIO | None = None) -> None:
     out = out if out is not None else sys.stdout
     if as_json:
         out.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
         return
-    if isinstance(value, dict) and "results" in value:
-        out.write(f"mode: {value.get('mode')}  results: {value.get('count')}\n")
-        for hit in value["results"]:
-            extra = f"  d={hit['distance']:.3f}" if hit.get("distance") is not None else ""
-            kind = hit["perception_type"] or hit["type"]
-            out.write(f"#{hit['id']:<6} {hit['score']:.3f}{extra}  [{kind}]  {hit['content']}\n")
-        return
+    for line in (render or human_lines)(value):
+        out.write(line + "\n")
+
+
+def format_value(value: Any) -> str:
+    """One plain value for people: ``-`` for None, yes/no, numbers as they read, lists joined."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (list, tuple)) and all(not isinstance(v, (dict, list, tuple)) for v in value):
+        return ", ".join(format_value(v) for v in value) if value else "-"
+    return str(value)
+
+
+def human_lines(value: Any, prefix: str = "") -> Iterator[str]:
+    """``key: value`` lines; nested mappings become dotted keys, lists of records numbered ones."""
     if isinstance(value, dict):
+        if not value and prefix:
+            yield f"{prefix}: -"
         for key, item in value.items():
-            rendered = json.dumps(item, ensure_ascii=False, default=str) if isinstance(item, (dict, list)) else item
-            out.write(f"{key}: {rendered}\n")
-        return
-    if isinstance(value, list):
-        for item in value:
-            out.write(json.dumps(item, ensure_ascii=False, default=str) + "\n")
-        return
-    out.write(f"{value}\n")
+            yield from human_lines(item, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
+        for index, item in enumerate(value, 1):
+            yield from human_lines(item, f"{prefix}[{index}]" if prefix else f"[{index}]")
+    else:
+        yield f"{prefix}: {format_value(value)}" if prefix else format_value(value)
 
 
-def progress_printer(label: str, out: TextIO | None = None) -> Any:
-    """A one-line progress bar on stderr: ``label [#####.....] 50% 500/1000``."""
-    out = out if out is not None else sys.stderr
+def truncate(text: str, width: int) -> str:
+    """One line of at most ``width`` characters (newlines folded, an ellipsis when cut)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
+
+
+def format_bytes(count: float) -> str:
+    size = float(count)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"  # pragma: no cover - the loop always returns
+
+
+def progress_bar(label: str, enabled: bool = True) -> Callable[[int, int], None] | None:
+    """A ``progress(done, total)`` callback drawing a bar on stderr, or None.
+
+    tqdm decides whether stderr is a terminal (``disable=None``): in logs and pipes, and with
+    ``--no-progress``, nothing is drawn.
+    """
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    bar: dict[str, Any] = {}
 
     def show(done: int, total: int) -> None:
-        width = 30
-        fraction = done / total if total else 1.0
-        bar = "#" * int(fraction * width)
-        out.write(f"\r{label} [{bar:<{width}}] {fraction:4.0%} {done}/{total}")
+        if "tqdm" not in bar:
+            bar["tqdm"] = tqdm(total=total, desc=label, unit="memory", file=sys.stderr, disable=None, leave=True)
+        meter = bar["tqdm"]
+        meter.update(done - meter.n)
         if done >= total:
-            out.write("\n")
-        out.flush()
+            meter.close()
 
     return show

@@ -15,16 +15,18 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import onnxruntime as ort
 
 from ..errors import EmbeddingUnavailableError, ValidationError
 from .cache import MODEL_NAME, Progress, ensure_model, print_progress
 from .signature import ATTENTION_MASK, INPUT_IDS, OUTPUT_NAME
 from .source import ModelSource
 from .tokenize import WordPiece
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 __all__ = ["DIM", "OnnxEmbedder", "default_thread_count"]
 
@@ -172,12 +174,16 @@ class OnnxEmbedder:
             try:
                 session = self._open_session(path)
             except Exception as exc:
+                import onnxruntime
+
                 raise EmbeddingUnavailableError(
-                    f"onnxruntime {ort.__version__} cannot run the embedding model {path}: {exc}"
+                    f"onnxruntime {onnxruntime.__version__} cannot run the embedding model {path}: {exc}"
                 ) from exc
         return _Runtime(session=session, tokenizer=tokenizer, model_path=path)
 
     def _open_session(self, path: Path) -> ort.InferenceSession:
+        import onnxruntime as ort  # imported when the model loads: most commands never embed
+
         options = ort.SessionOptions()
         options.intra_op_num_threads = self._threads
         options.inter_op_num_threads = 1

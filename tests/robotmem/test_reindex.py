@@ -25,11 +25,12 @@ def test_a_new_model_ignores_old_vectors_until_reindex(tmp_path: Path, clock):
         assert mem.reindex()["reembedded"] == 0
 
 
-def test_reindex_command_shows_progress(capsys, robotmem_home: Path):
+def test_reindex_command_embeds_what_is_missing(capsys, robotmem_home: Path):
     assert main(["learn", "the gripper slipped on the wet glass bottle"]) == 0
     capsys.readouterr()
     with Memory(embedder=None) as mem:
         mem._db.connection().execute("DELETE FROM embeddings")
     assert main(["--json", "reindex"]) == 0
     captured = capsys.readouterr()
-    assert '"reembedded": 1' in captured.out and "100%" in captured.err
+    assert '"reembedded": 1' in captured.out
+    assert captured.err == ""  # not a terminal: no progress bar (tests/robotmem/cli/test_cli_commands.py)

@@ -23,6 +23,7 @@ def test_learn_then_recall_with_filter_and_near_as_json(capsys, robotmem_home: P
 
 
 def test_bad_filter_prints_the_field_and_exits_1(capsys, robotmem_home: Path):
+    run(capsys, "learn", "dock 3 charger contacts are dirty")
     code, _, err = run(capsys, "recall", "x", "--filter", '{"a": {"$bogus": 1}}')
     assert code == 1 and "context_filter.a" in err and "$bogus" in err
 
@@ -46,8 +47,9 @@ def test_demo_writes_an_episode_and_recalls_from_it(robotmem_home: Path):
 
 
 def test_json_flag_works_after_the_verb_too(capsys, robotmem_home: Path):
+    run(capsys, "learn", "dock 3 charger contacts are dirty")
     code, out, _ = run(capsys, "stats", "--json")
-    assert code == 0 and json.loads(out)["memories"] == 0
+    assert code == 0 and json.loads(out)["memories"] == 1
 
 
 def test_near_with_a_non_number_is_a_clear_error(capsys, robotmem_home: Path):

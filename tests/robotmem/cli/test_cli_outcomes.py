@@ -27,5 +27,6 @@ def test_outcomes_as_json_and_as_a_table(capsys, robotmem_home: Path) -> None:
 
 
 def test_outcomes_bad_input_names_the_field(capsys, robotmem_home: Path) -> None:
+    assert main(["learn", "the block slid 0.2 m"]) == 0
     assert main(["outcomes", "params.push_factor", "-k", "3"]) == 1
     assert "(k)" in capsys.readouterr().err

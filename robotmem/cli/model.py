@@ -15,10 +15,10 @@ import time
 from typing import Any
 
 from ..config import Config
+from ..embeddings.cache import MODEL_NAME, PRECISIONS, cached_model_path, ensure_model
+from ..embeddings.source import INSTALL_HINT, locate_model_source
 from ..errors import RobotMemError
-from .cache import MODEL_NAME, PRECISIONS, cached_model_path, ensure_model
-from .onnx_embedder import OnnxEmbedder
-from .source import INSTALL_HINT, locate_model_source
+from .output import human_lines
 
 __all__ = ["build_command", "register", "status_command"]
 
@@ -26,11 +26,11 @@ __all__ = ["build_command", "register", "status_command"]
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "model",
-        help="build or inspect the offline embedding model",
+        help="Build or inspect the offline embedding model.",
         description=f"The {MODEL_NAME} embedding model, built from the weights of `{INSTALL_HINT}`.",
     )
     actions = parser.add_subparsers(dest="model_action", metavar="{build,status}", required=True)
-    build = actions.add_parser("build", help="build (or rebuild) the cached ONNX model and test-run it")
+    build = actions.add_parser("build", help="Build (or rebuild) the cached ONNX model and test-run it.")
     build.add_argument(
         "--precision",
         choices=(*PRECISIONS, "all"),
@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
     )
     build.add_argument("--force", action="store_true", help="rebuild even when a cached model exists")
     build.set_defaults(func=build_command)
-    status = actions.add_parser("status", help="show whether the model is installed and built")
+    status = actions.add_parser("status", help="Show whether the model is installed and built.")
     status.set_defaults(func=status_command)
 
 
@@ -54,6 +54,8 @@ def build_command(args: argparse.Namespace) -> int:
             started = time.perf_counter()
             path = ensure_model(source, config.model_cache, precision, progress=None, rebuild=args.force)
             built_s = time.perf_counter() - started
+            from ..embeddings.onnx_embedder import OnnxEmbedder
+
             embedder = OnnxEmbedder(source, config.model_cache, precision=precision, progress=None)
             embedder.embed(["robotmem model self-test"])  # proves the file loads and runs
             results.append(
@@ -94,6 +96,9 @@ def status_command(args: argparse.Namespace) -> int:
     if getattr(args, "json", False):
         print(json.dumps(report))
     else:
-        for key, value in report.items():
-            print(f"{key}: {value}")
+        built = report.pop("built", None)
+        for line in human_lines(report):
+            print(line)
+        for precision, path in (built or {}).items():
+            print(f"built {precision}: {path or 'not built (robotmem model build --precision ' + precision + ')'}")
     return 0 if report["installed"] else 1

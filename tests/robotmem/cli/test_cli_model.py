@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from robotmem.embeddings.cli import register
+from robotmem.cli.model import register
 
 
 def _run(argv: list[str]) -> int:

@@ -3,13 +3,13 @@
 The root CLI calls :func:`register` with its subparsers (common options ``--home``,
 ``--db`` and ``--collection`` are already on the root parser). :func:`main` is what
 ``python -m robotmem`` runs without arguments: the stdio server, without loading the rest
-of the CLI and its plugins (a quick start matters to MCP clients).
+of the CLI and its plugins (a quick start matters to MCP clients). The server itself
+(robotmem.mcp) is imported only when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -19,7 +19,6 @@ from ..errors import RobotMemError
 
 __all__ = ["add_serve_arguments", "main", "register", "serve_command"]
 
-log = logging.getLogger("robotmem.mcp")
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +42,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="run the MCP server (stdio or streamable HTTP)",
+        help="Run the MCP server (stdio or streamable HTTP).",
         description="Serve the robotmem tools to MCP clients. HTTP binds loopback by default; "
         "a token (ROBOTMEM_TOKEN or config.json) is required to bind anything else.",
     )
@@ -52,7 +51,7 @@ def register(subparsers: Any) -> None:
 
 
 def serve_command(args: argparse.Namespace) -> int:
-    from .transports import configure_logging, run_http, run_stdio
+    from ..mcp.transports import configure_logging, run_http, run_stdio
 
     configure_logging()
     try:

@@ -1,0 +1,179 @@
+"""The memory verbs: recall, learn, forget, update, memory get, stats, export, import, reindex, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ..errors import ValidationError
+from .output import format_bytes, human_lines, progress_bar, truncate
+from .store import open_existing, open_memory
+
+__all__ = ["near_target", "register"]
+
+
+def near_target(args: argparse.Namespace) -> dict[str, Any] | None:
+    """``--near FIELD X Y [Z]`` (and ``--max-distance``) as a spatial_sort."""
+    if not args.near:
+        return None
+    field, *xyz = args.near
+    try:
+        target = [float(v) for v in xyz]
+    except ValueError as exc:
+        raise ValidationError(f"--near takes FIELD X Y [Z] with numbers: {exc}", field="--near") from exc
+    spatial: dict[str, Any] = {"field": field, "target": target}
+    if args.max_distance is not None:
+        spatial["max_distance"] = args.max_distance
+    return spatial
+
+
+def cmd_recall(args: argparse.Namespace) -> Any:
+    spatial = near_target(args)
+    with open_existing(args, embedder="auto") as mem:
+        return mem.recall(args.query, n=args.n, min_confidence=args.min_confidence, session_id=args.session,
+                          context_filter=args.filter, spatial_sort=spatial, since=args.since, until=args.until)
+
+
+def render_recall(result: dict[str, Any]) -> Iterator[str]:
+    yield f"{result.get('count', len(result['results']))} results ({result.get('mode')})"
+    for hit in result["results"]:
+        extra = f"  {hit['distance']:.3f} m" if hit.get("distance") is not None else ""
+        kind = hit.get("perception_type") or hit["type"]
+        yield f"#{hit['id']:<6} {hit['score']:.3f}{extra}  [{kind}]  {truncate(hit['content'], 160)}"
+
+
+def cmd_learn(args: argparse.Namespace) -> Any:
+    with open_memory(args) as mem:
+        return mem.learn(args.insight, context=args.context, session_id=args.session)
+
+
+def cmd_forget(args: argparse.Namespace) -> Any:
+    with open_existing(args) as mem:
+        return mem.forget(args.memory_id, args.reason)
+
+
+def cmd_update(args: argparse.Namespace) -> Any:
+    with open_existing(args, embedder="auto") as mem:
+        return mem.update(args.memory_id, args.new_content, context=args.context)
+
+
+def cmd_get(args: argparse.Namespace) -> Any:
+    with open_existing(args) as mem:
+        return mem.get_data(args.memory_id) if args.data else mem.get(args.memory_id)
+
+
+def cmd_stats(args: argparse.Namespace) -> Any:
+    # "auto" names the model recall would use without loading it (the model loads on first embed).
+    with open_existing(args, embedder="auto") as mem:
+        return mem.stats(collection=args.collection)
+
+
+def render_stats(stats: dict[str, Any]) -> Iterator[str]:
+    yield f"store: {stats['path']} ({format_bytes(stats['file_bytes'])}, schema version {stats['schema_version']})"
+    yield (f"memories: {stats['memories']} ({stats['facts']} facts, {stats['perceptions']} perceptions), "
+           f"sessions: {stats['sessions']}, payloads: {format_bytes(stats['payload_bytes'])}")
+    yield f"embedding model: {stats['embedding_model'] or 'none (full-text recall only)'}"
+    vectors = ", ".join(f"{count} {model}" for model, count in stats["embeddings"].items())
+    yield f"vectors: {vectors or 'none'}"
+    for name, entry in stats["collections"].items():
+        sessions = entry.get("sessions") or {}
+        statuses = ", ".join(f"{count} {status}" for status, count in sorted(entry["by_status"].items()))
+        yield (f"collection {name}: {entry['facts']} facts, {entry['perceptions']} perceptions, "
+               f"{sessions.get('open', 0)} open / {sessions.get('ended', 0)} ended sessions"
+               + (f" ({statuses})" if statuses else ""))
+
+
+def cmd_export(args: argparse.Namespace) -> Any:
+    with open_existing(args) as mem:
+        return mem.export(args.file)
+
+
+def cmd_import(args: argparse.Namespace) -> Any:
+    with open_memory(args) as mem:
+        return mem.import_(args.file)
+
+
+def cmd_reindex(args: argparse.Namespace) -> Any:
+    with open_existing(args, embedder="auto") as mem:
+        return mem.reindex(everything=args.all, progress=progress_bar("reindex", not args.no_progress))
+
+
+def render_reindex(result: dict[str, Any]) -> Iterator[str]:
+    yield f"embedded {result['reembedded']} of {result['total']} memories with {result['model_id']}"
+
+
+def cmd_demo(args: argparse.Namespace) -> Any:
+    from .demo import run_demo
+
+    with open_memory(args) as mem:
+        result = run_demo(mem, sys.stderr if args.json else sys.stdout)
+    return result if args.json else None  # people already read the narration
+
+
+def _generic(value: Any) -> Iterator[str]:
+    if isinstance(value, dict) and "content" in value and "id" in value:
+        yield f"#{value['id']} [{value.get('perception_type') or value.get('type')}] {value['content']}"
+        rest = {k: v for k, v in value.items() if k not in ("id", "content")}
+        yield from human_lines(rest)
+        return
+    yield from human_lines(value)
+
+
+def _command(sub: Any, name: str, func: Any, help: str, render: Any = _generic) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=help)
+    parser.set_defaults(func=func, render=render)
+    return parser
+
+
+def _add_recall(sub: Any) -> None:
+    p = _command(sub, "recall", cmd_recall, "Recall the most relevant memories.", render_recall)
+    p.add_argument("query", nargs="?", default="", help="what to look for (empty: filters and --near only)")
+    p.add_argument("--filter", metavar="JSON", help='context filter, e.g. \'{"task.success": true}\'')
+    p.add_argument("--near", nargs="+", metavar=("FIELD", "X"), help="nearest first: FIELD X Y [Z]")
+    p.add_argument("--max-distance", type=float, metavar="M", help="with --near: only within this distance")
+    p.add_argument("-n", type=int, default=5, help="how many results (default 5)")
+    p.add_argument("--min-confidence", type=float, default=0.3, metavar="C",
+                   help="skip memories whose decayed confidence is below C (default 0.3)")
+    p.add_argument("--session", metavar="ID", help="only memories of this episode")
+    p.add_argument("--since", metavar="TIME", help="only memories from this time on (ISO 8601 or Unix seconds)")
+    p.add_argument("--until", metavar="TIME", help="only memories up to this time (ISO 8601 or Unix seconds)")
+
+
+def _add_writes(sub: Any) -> None:
+    p = _command(sub, "learn", cmd_learn, "Store an insight.")
+    p.add_argument("insight", help="the insight, in words")
+    p.add_argument("--context", metavar="JSON", help="context: params, spatial, robot, task")
+    p.add_argument("--session", metavar="ID", help="the episode it belongs to")
+    p = _command(sub, "forget", cmd_forget, "Retract a memory (soft delete).")
+    p.add_argument("memory_id", type=int, help="the memory's id")
+    p.add_argument("--reason", required=True, help="why it is retracted (kept with the memory)")
+    p = _command(sub, "update", cmd_update, "Correct a memory.")
+    p.add_argument("memory_id", type=int, help="the memory's id")
+    p.add_argument("new_content", help="the corrected text")
+    p.add_argument("--context", metavar="JSON", help="replacement context")
+
+
+def register(sub: Any) -> None:
+    _add_recall(sub)
+    _add_writes(sub)
+    memory = sub.add_parser("memory", help="Read single memories.", description="Read single memories.")
+    memory.set_defaults(func=lambda _args: memory.print_help() or 2)
+    verbs = memory.add_subparsers(dest="verb", metavar="VERB")
+    p = _command(verbs, "get", cmd_get, "Show one memory (any status).")
+    p.add_argument("memory_id", type=int, help="the memory's id")
+    p.add_argument("--data", action="store_true", help="print the full perception payload instead")
+    _command(sub, "stats", cmd_stats, "Show counts, the embedding model and file sizes.", render_stats)
+    p = _command(sub, "export", cmd_export, "Export everything as JSON Lines.")
+    p.add_argument("file", type=Path, help="the JSON Lines file to write")
+    p = _command(sub, "import", cmd_import, "Import a JSON Lines export (idempotent).")
+    p.add_argument("file", type=Path, help="a file written by `robotmem export`")
+    p = _command(sub, "reindex", cmd_reindex,
+                 "Embed memories whose vector is missing or from another model (--all: every memory).",
+                 render_reindex)
+    p.add_argument("--all", action="store_true", help="re-embed every memory, not only the missing ones")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _command(sub, "demo", cmd_demo, "Write a short demo episode into the store and recall from it.")
+

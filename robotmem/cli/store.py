@@ -1,0 +1,40 @@
+"""Opening the store a command names (--home / --db / --collection, the environment, defaults)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from ..errors import NotFoundError
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..service import Memory
+
+__all__ = ["load_config", "open_existing", "open_memory"]
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    from ..config import Config
+
+    return Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None))
+
+
+def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:
+    """The store named on the command line, created when it does not exist yet (writes)."""
+    from ..service import Memory
+
+    config = load_config(args)
+    return Memory(config.database, collection=getattr(args, "collection", None) or config.collection,
+                  embedder=embedder, config=config)
+
+
+def open_existing(args: argparse.Namespace, *, embedder: Any = None) -> Memory:
+    """The store named on the command line; a missing one is an error, never an empty new file."""
+    config = load_config(args)
+    if not config.database.is_file():
+        where = "--db" if getattr(args, "db", None) else "--home"
+        raise NotFoundError(
+            f"no memory store at {config.database}; `robotmem demo` writes a demo episode there, "
+            f"or point {where} at an existing store", field=where)
+    return open_memory(args, embedder=embedder)

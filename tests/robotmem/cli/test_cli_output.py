@@ -1,0 +1,90 @@
+"""What people read: no raw JSON or Python reprs, the real model in stats, tables and timelines."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from robotmem import Memory
+from robotmem.cli.main import main
+
+RAW = re.compile(r"""\{['"]|\[\{|\bNone\b|\bTrue\b|\bFalse\b|': """)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture
+def episode(capsys, robotmem_home: Path) -> str:
+    """An ended episode with a fact, a long note and a perception an hour later (a pause)."""
+    with Memory(embedder="auto") as mem:
+        sid = mem.start_session(context={"robot": {"id": "arm-2"}, "task": {"name": "pick"}})["session_id"]
+        mem.learn("grip_force=9N held the wet glass bottle", context={"params": {"grip_force": {"value": 9}},
+                  "task": {"success": True}}, session_id=sid)
+        mem.learn("a very long note " + "about the gripper pads " * 12, session_id=sid)
+        gap = {"start": 1.0, "end": 4.0, "duration_s": 3.0, "reason": "no messages", "topic": "/wrench"}
+        mem.save_perceptions([{"description": "wrist force during the grasp", "perception_type": "tactile",
+                               "data": {"t": [0.0, 0.1], "f": [1.0, 9.0]}, "metadata": {"gaps": [gap]},
+                               "session_id": sid, "occurred_at": mem.now() + 3600}])
+        mem.end_session(sid, outcome_score=0.9)
+    capsys.readouterr()
+    return sid
+
+
+def test_stats_names_the_embedding_model_that_recall_uses(capsys, episode: str):
+    code, out, _ = run(capsys, "stats", "--json")
+    assert code == 0 and json.loads(out)["embedding_model"] == "all-MiniLM-L6-v2/fp32"
+    code, out, _ = run(capsys, "stats")
+    assert "embedding model: all-MiniLM-L6-v2/fp32" in out
+
+
+def test_session_list_is_a_table(capsys, episode: str):
+    code, out, _ = run(capsys, "session", "list")
+    header, row = out.splitlines()
+    assert code == 0 and header.split()[:3] == ["id", "robot", "task"]
+    assert row.split()[:3] == [episode, "arm-2", "pick"] and "0.90" in row and "2 facts, 1 perceptions" in row
+
+
+def test_session_show_is_a_timeline_one_line_per_record(capsys, episode: str):
+    code, out, _ = run(capsys, "session", "show", episode)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith(f"episode {episode}")
+    records = [line for line in lines if re.search(r"#\d+ ", line)]
+    assert len(records) == 3 and all(len(line) < 160 for line in lines)
+    assert "…" in records[1]  # the long note is cut
+    assert any(" start " in line for line in lines) and any(" end " in line and "0.90" in line for line in lines)
+    assert any("1.0 h without records" in line for line in lines)  # the hour's pause is visible
+    assert any("gap" in line and "/wrench" in line and "no messages" in line for line in lines)
+    code, out, _ = run(capsys, "session", "show", episode, "--json")
+    assert json.loads(out)["session"]["session_id"] == episode
+
+
+def test_no_human_output_shows_raw_json_or_python_reprs(capsys, tmp_path: Path, episode: str):
+    commands = [
+        ("stats",), ("session", "list"), ("session", "show", episode), ("recall", "bottle"),
+        ("learn", "the left pad is worn", "--context", '{"robot": {"id": "arm-2"}}'), ("memory", "get", "1"),
+        ("memory", "get", "3", "--data"), ("update", "1", "grip_force=9N held the bottle"),
+        ("forget", "2", "--reason", "duplicate"), ("export", str(tmp_path / "out.jsonl")),
+        ("import", str(tmp_path / "out.jsonl")), ("reindex",), ("consolidate",), ("model", "status"),
+        ("session", "start", "--context", '{"task": {"name": "x"}}'),
+    ]
+    offenders = []
+    for argv in commands:
+        code, out, err = run(capsys, *argv)
+        assert code == 0, (argv, err)
+        offenders += [f"{' '.join(argv)}: {line}" for line in out.splitlines() if RAW.search(line)]
+    assert offenders == []
+
+
+def test_ending_a_session_prints_its_summary_in_lines(capsys, robotmem_home: Path):
+    run(capsys, "learn", "the charger is on the left")
+    code, out, _ = run(capsys, "--json", "session", "start")
+    sid = json.loads(out)["session_id"]
+    code, out, _ = run(capsys, "session", "end", sid, "--score", "0.5")
+    assert code == 0 and f"session_id: {sid}" in out and not RAW.search(out)

@@ -31,10 +31,14 @@ def near_target(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def cmd_recall(args: argparse.Namespace) -> Any:
+    from .. import validation
+
+    # Arguments are checked before the store is looked for: a bad --filter is named as such.
     spatial = near_target(args)
+    context_filter = None if args.filter is None else validation.json_value(args.filter, "context_filter")
     with open_existing(args, embedder="auto") as mem:
         return mem.recall(args.query, n=args.n, min_confidence=args.min_confidence, session_id=args.session,
-                          context_filter=args.filter, spatial_sort=spatial, since=args.since, until=args.until)
+                          context_filter=context_filter, spatial_sort=spatial, since=args.since, until=args.until)
 
 
 def render_recall(result: dict[str, Any]) -> Iterator[str]:

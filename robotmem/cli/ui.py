@@ -13,12 +13,12 @@ def register(subparsers: Any) -> None:
         "ui", help="Serve a local web view of the store.",
         description="Serve a web view of the store on 127.0.0.1 (opens nothing by itself; prints its address). "
                     "Binding another address needs a token (ROBOTMEM_TOKEN), as for the HTTP MCP server.")
-    parser.add_argument("--host", default="127.0.0.1", help="Bind address (default 127.0.0.1).")
-    parser.add_argument("--port", type=int, default=8766, help="Port (default 8766; 0 picks a free one).")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8766, help="port (default 8766; 0 picks a free one)")
     parser.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
-                        help="Also accept browser requests from this Origin (repeatable).")
+                        help="also accept browser requests from this Origin (repeatable)")
     parser.add_argument("--map", metavar="MAP_YAML",
-                        help="Store this ROS map.yaml (+ image) as an occupancy map and draw paths over it.")
+                        help="store this ROS map.yaml (+ image) as an occupancy map and draw paths over it")
     parser.set_defaults(func=ui_command)
 
 

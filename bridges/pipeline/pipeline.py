@@ -40,6 +40,8 @@ log = logging.getLogger("bridges.pipeline")
 _MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
 #: malformed messages logged per topic before the log goes quiet (counting continues)
 _LOG_FIRST = 5
+#: a sampled message is kept up to this fraction (1/4) of the interval before its slot
+_SAMPLE_EARLY_FRACTION = 4
 #: converters whose records carry the robot's pose at their time (robot_pose.py)
 _POSE_TAKERS = frozenset({"image", "laser_scan", "joint_trajectory"})
 
@@ -53,6 +55,7 @@ class _Handler:
     rule: TopicRule | None = None
     converter: Converter | None = None
     sample_ns: int = 0
+    #: the next sampling slot (message time)
     last_kept_ns: int | None = None
     gaps: GapDetector | None = None
 
@@ -231,12 +234,21 @@ class Pipeline:
                 handler.converter.gaps.append(gap)
 
     def _sampled_out(self, t_ns: int, handler: _Handler) -> bool:
+        """Keep one message per ``sample_every_s`` on a fixed grid, with a tolerance.
+
+        rosbridge throttles a camera to one frame per second, so its frames arrive about, not
+        exactly, a second apart; "keep when a full second has passed since the last kept" then
+        drops every frame that comes a little early (half of them). Here a frame is kept when it
+        is at most a quarter interval before the next slot, and the slot advances by whole
+        intervals: on average never more than one per interval, and about one per interval.
+        """
         if not handler.sample_ns:
             return False
-        last = handler.last_kept_ns
-        if last is not None and 0 <= t_ns - last < handler.sample_ns:
+        due = handler.last_kept_ns  # the next slot
+        if due is not None and t_ns < due - handler.sample_ns // _SAMPLE_EARLY_FRACTION:
             return True
-        handler.last_kept_ns = t_ns
+        handler.last_kept_ns = due + handler.sample_ns if due is not None and t_ns < due + handler.sample_ns \
+            else t_ns + handler.sample_ns
         return False
 
     def _log_malformed(self, msg: RosMessage, handler: _Handler, exc: Exception) -> None:

@@ -26,11 +26,12 @@ from bridges.pipeline.episodes import EpisodePolicy, TopicEpisodes
 from bridges.pipeline.outbox import RetryPolicy
 from bridges.pipeline.pipeline import Pipeline
 
-from .connection import RosbridgeConnection
+from .connection import RosbridgeConnection, describe_failure
 from .discovery import plan_subscriptions
 from .inbox import BoundedInbox, Received
 from .recall import REQUEST_TOPIC, RESPONSE_TOPIC, RecallResponder
 from .sessions import ControlSessionFollower, marker_message
+from .silence import SilentTopicWatch
 from .status import BridgeSnapshot, format_status, format_summary
 from .writer import IngestWriter
 
@@ -52,11 +53,14 @@ class BridgeOptions:
     queue_capacity: int = 20_000
     batch_size: int = 500
     status_interval_s: float = 5.0
-    #: how often rosapi is asked for new topics (also after every reconnect)
-    discovery_interval_s: float = 10.0
-    reconnect_initial_s: float = 0.5
-    reconnect_max_s: float = 30.0
+    #: how often rosapi is asked for new topics (also after every reconnect); without rosapi, every 10 s
+    discovery_interval_s: float = 1.0
+    #: first reconnect attempt after this, then doubling up to reconnect_max_s
+    reconnect_initial_s: float = 0.3
+    reconnect_max_s: float = 2.0
     rosapi_timeout_s: float = 3.0
+    #: a topic rosapi lists that delivers nothing for this long is named (silence.py)
+    silent_topic_s: float = 5.0
     #: answer recall requests from ROS nodes (see bridges/rosbridge/recall.py)
     recall: bool = True
     recall_request_topic: str = REQUEST_TOPIC
@@ -106,6 +110,10 @@ class RosBridge:
                                       request_topic=options.recall_request_topic,
                                       response_topic=options.recall_response_topic)
         self.discovery_log: list[str] = []
+        #: what rosapi listed last (topic -> type); empty without rosapi
+        self.listed: dict[str, str] = {}
+        self._silence = SilentTopicWatch(options.silent_topic_s)
+        self._said_failure: str | None = None
         self._discover_now = threading.Event()
         self._stopping = threading.Event()
         self._control = threading.Thread(target=self._control_loop, name="robotmem-bridge-control", daemon=True)
@@ -126,6 +134,8 @@ class RosBridge:
         self._started_at = time.monotonic()
         self.writer.start()
         self.connection.on_ready(self._on_connected)
+        self.connection.on_failure(self._on_connect_failure)
+        self.connection.on_outage(self.writer.note_outage)
         self.connection.open()
         if self.options.recall:
             self.recall.start()
@@ -190,7 +200,8 @@ class RosBridge:
             episodes_attached=stats.episodes_attached, write_retries=stats.write_retries,
             held_records=self.pipeline.writer.pending_records, store_dropped=stats.records_dropped,
             last_write_s=stats.last_write_s, max_write_s=stats.max_write_s, recall_answered=self.recall.answered,
-            recall_dropped=self.recall.dropped, subscribed=self.connection.subscribed_topics())
+            recall_dropped=self.recall.dropped, subscribed=self.connection.subscribed_topics(),
+            failed_attempts=self.connection.failed_attempts, gaps=stats.gaps)
 
     def _notify(self) -> None:
         with self._progress:
@@ -208,7 +219,9 @@ class RosBridge:
 
     def discover(self) -> None:
         """Ask rosapi (when offered) what exists and subscribe to what the rules match."""
-        report = plan_subscriptions(self.config, self.connection.available_topics())
+        available = self.connection.available_topics()
+        self.listed = dict(available or {})
+        report = plan_subscriptions(self.config, available)
         new = [s for s in report.subscriptions
                if self.connection.subscribe(s.topic, s.wire_type, self._on_message_for(s.topic, s.wire_type),
                                             throttle_rate_ms=s.throttle_rate_ms, queue_length=s.queue_length)]
@@ -216,7 +229,17 @@ class RosBridge:
             line = report.describe()
             self.discovery_log.append(line)
             self._status_sink(f"bridge: {line}")
+        self._warn_silent()
         self._notify()
+
+    def _warn_silent(self) -> None:
+        silent = self._silence.check(self.listed, self.connection.subscribed_topics(), self.inbox.accepted(),
+                                     time.monotonic())
+        for topic, msgtype in silent:
+            self._status_sink(
+                f"bridge: WARNING {topic} [{msgtype}] is listed as published but nothing arrived in "
+                f"{self.options.silent_topic_s:.0f} s: the server may have refused the subscription (a message "
+                f"type it cannot load?), or the publisher is quiet")
 
     # ------------------------------------------------------------------ control thread
 
@@ -225,6 +248,7 @@ class RosBridge:
         opts = self.options
         jobs: list[tuple[float, Callable[[], None]]] = [(opts.discovery_interval_s, self._discover_if_connected),
                                                         (opts.status_interval_s, self._emit_status)]
+        no_rosapi_interval = max(opts.discovery_interval_s, 10.0)  # each failed rosapi call waits its timeout
         if self.follower is not None:
             jobs.append((opts.follow_interval_s, self._follow_safely))
         now = time.monotonic()
@@ -236,6 +260,8 @@ class RosBridge:
             for i, (interval, job) in enumerate(jobs):
                 if time.monotonic() >= due[i]:
                     job()
+                    if i == 0 and self.discovery_log and not self.listed:
+                        interval = no_rosapi_interval
                     due[i] = time.monotonic() + interval
             self._discover_now.wait(max(0.0, min(due) - time.monotonic()))
 
@@ -243,7 +269,16 @@ class RosBridge:
         # roslibpy's thread: announce, and let the control thread (re)discover topics.
         self._status_sink(f"bridge: connected to {self.options.url} "
                           f"(connection #{self.connection.counters.connects})")
+        self._said_failure = None
+        self._silence.restart()
         self._discover_now.set()
+
+    def _on_connect_failure(self, reason: str) -> None:
+        # roslibpy's thread: say why, once per reason; the status line counts the retries.
+        if reason != self._said_failure:
+            self._said_failure = reason
+            self._status_sink(f"bridge: cannot connect to {self.options.url}: {describe_failure(reason)}; "
+                              f"retrying at most every {self.options.reconnect_max_s:g} s")
 
     def _discover_if_connected(self) -> None:
         if self.connection.is_connected:

@@ -3,11 +3,19 @@
 Built on ``roslibpy.Ros`` with the asyncio transport: the default Twisted transport
 cannot be started again in a process after ``terminate()`` (ReactorNotRestartable),
 and the two transports cannot be mixed in one process, so the bridge always uses
-asyncio. roslibpy reconnects by itself with exponential backoff; what it does not do
-well is restore state afterwards (its ``Topic`` re-sends a subscription one second
+asyncio. roslibpy reconnects by itself with exponential backoff (here: first retry after
+``reconnect_initial_s``, doubling up to ``reconnect_max_s``, so an outage costs at most
+about its own length plus ``reconnect_max_s``); what it does not do well is restore state
+afterwards (its ``Topic`` re-sends a subscription one second
 after a drop, per topic, racing the reconnect). So this class keeps its own registry of
 subscriptions and advertisements and sends all of them again, at once, on every
 ``ready`` event — before any message of the new connection can be missed by us.
+
+roslibpy keeps the reason a connection attempt failed to a debug log line; a filter on
+its logger (:class:`_ConnectFailureWatch`) hands it to us, so the bridge can say why it
+cannot connect (refused, unknown host, handshake rejected) instead of only that it cannot.
+Each outage (from losing the connection to having it back) is reported to ``on_outage``
+listeners, which record it as a gap.
 
 Threads: roslibpy runs its event loop on a thread of its own and calls the subscriber
 callbacks and the ready/close handlers there. They must be quick and must not block;
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +42,8 @@ __all__ = ["ConnectionCounters", "RosbridgeConnection", "validate_url"]
 
 LOG = logging.getLogger("bridges.rosbridge")
 MessageCallback = Callable[[Any], None]
+#: backoff growth between reconnect attempts (roslibpy's default, e = 2.7, waited 9.8 s by the 4th try)
+RECONNECT_FACTOR = 2.0
 
 
 def validate_url(url: str) -> str:
@@ -76,6 +87,39 @@ class _FrameErrorCounter(logging.Handler):
             self.counters.bad_frames += 1
 
 
+class _ConnectFailureWatch(logging.Filter):
+    """Takes roslibpy's "Connection attempt failed: <reason>" debug records (see the module docstring).
+
+    Installed on the ``roslibpy`` logger with the logger lowered to DEBUG; every other record
+    below the level the logger had before is dropped here, so nothing else gets louder.
+    """
+
+    PREFIX = "Connection attempt failed"
+
+    def __init__(self, on_failure: Callable[[str], None], threshold: int) -> None:
+        super().__init__()
+        self.on_failure = on_failure
+        self.threshold = threshold
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith(self.PREFIX):
+            self.on_failure(str(record.args[0]) if isinstance(record.args, tuple) and record.args else
+                            record.getMessage())
+        return record.levelno >= self.threshold
+
+
+def describe_failure(reason: str) -> str:
+    """A connect error as a person would say it."""
+    text = reason.lower()
+    if "refused" in text or "errno 111" in text or "connect call failed" in text:
+        return f"connection refused (is rosbridge running and listening there?): {reason}"
+    if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
+        return f"unknown host: {reason}"
+    if "timed out" in text:
+        return f"no answer (timed out): {reason}"
+    return reason
+
+
 @dataclass(frozen=True)
 class _Subscription:
     topic: str
@@ -87,7 +131,7 @@ class _Subscription:
 class RosbridgeConnection:
     """Subscriptions and advertisements that are restored after every reconnect."""
 
-    def __init__(self, url: str, *, reconnect_initial_s: float = 0.5, reconnect_max_s: float = 30.0,
+    def __init__(self, url: str, *, reconnect_initial_s: float = 0.3, reconnect_max_s: float = 2.0,
                  rosapi_timeout_s: float = 3.0) -> None:
         self.url = validate_url(url)
         self.rosapi_timeout_s = rosapi_timeout_s
@@ -104,6 +148,15 @@ class RosbridgeConnection:
         self._ready_listeners: list[Callable[[], None]] = []
         self._ids = 0
         self._frame_errors = _FrameErrorCounter(self.counters)
+        self._failure_listeners: list[Callable[[str], None]] = []
+        self._outage_listeners: list[Callable[[int, int], None]] = []
+        #: wall-clock ns when the connection was lost (None: connected, or never connected)
+        self._down_since_ns: int | None = None
+        self._failure_watch: _ConnectFailureWatch | None = None
+        self._roslibpy_level = logging.NOTSET
+        #: connection attempts that failed since the last successful one
+        self.failed_attempts = 0
+        self.last_failure: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -113,7 +166,13 @@ class RosbridgeConnection:
         # Class-level in roslibpy: applies to every asyncio connection of this process.
         factory.set_initial_delay(self._reconnect[0])
         factory.set_max_delay(self._reconnect[1])
-        logging.getLogger("roslibpy").addHandler(self._frame_errors)
+        factory.factor = RECONNECT_FACTOR
+        roslibpy_log = logging.getLogger("roslibpy")
+        roslibpy_log.addHandler(self._frame_errors)
+        self._roslibpy_level = roslibpy_log.level
+        self._failure_watch = _ConnectFailureWatch(self._on_attempt_failed, roslibpy_log.getEffectiveLevel())
+        roslibpy_log.addFilter(self._failure_watch)
+        roslibpy_log.setLevel(logging.DEBUG)
         ros = roslibpy.Ros(self.url, transport="asyncio")
         ros.on("ready", self._on_ready)
         ros.on("close", self._on_close)
@@ -125,6 +184,14 @@ class RosbridgeConnection:
     def on_ready(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` (on roslibpy's thread: keep it short) after every (re)connect."""
         self._ready_listeners.append(listener)
+
+    def on_failure(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(reason)`` (roslibpy's thread) for every failed connection attempt."""
+        self._failure_listeners.append(listener)
+
+    def on_outage(self, listener: Callable[[int, int], None]) -> None:
+        """Call ``listener(lost_ns, back_ns)`` (wall clock, roslibpy's thread) when a lost connection is back."""
+        self._outage_listeners.append(listener)
 
     def wait_connected(self, timeout: float) -> bool:
         with self._connected:
@@ -147,7 +214,12 @@ class RosbridgeConnection:
         ros = self._ros
         if ros is None:
             return
-        logging.getLogger("roslibpy").removeHandler(self._frame_errors)
+        roslibpy_log = logging.getLogger("roslibpy")
+        roslibpy_log.removeHandler(self._frame_errors)
+        if self._failure_watch is not None:
+            roslibpy_log.removeFilter(self._failure_watch)
+            roslibpy_log.setLevel(self._roslibpy_level)
+            self._failure_watch = None
         # roslibpy has no public "stop reconnecting" for a connection that is down; its
         # factory checks this flag before scheduling each retry.
         ros.factory._stop = True
@@ -234,11 +306,14 @@ class RosbridgeConnection:
             if proto is self._proto:
                 return  # the same connection reported twice (see open())
             closing = self._closing
+            down_since, back_ns = self._down_since_ns, time.time_ns()
             if not closing:
                 self._proto = proto
                 self.counters.connects += 1
                 subs = list(self._subscriptions.values())
                 ads = dict(self._advertised)
+                self._down_since_ns = None
+                self.failed_attempts = 0
             self._connected.notify_all()
         if closing:
             proto.send_close()  # a retry that was already scheduled when we closed
@@ -256,6 +331,24 @@ class RosbridgeConnection:
                 listener()
             except Exception:  # a listener bug must not kill roslibpy's loop
                 LOG.exception("ready listener failed")
+        if down_since is not None:
+            for outage in self._outage_listeners:
+                try:
+                    outage(down_since, back_ns)
+                except Exception:
+                    LOG.exception("outage listener failed")
+
+    def _on_attempt_failed(self, reason: str) -> None:
+        with self._lock:
+            if self._closing:
+                return
+            self.failed_attempts += 1
+            self.last_failure = reason
+        for listener in self._failure_listeners:
+            try:
+                listener(reason)
+            except Exception:
+                LOG.exception("failure listener failed")
 
     def _on_status(self, message: Any) -> None:
         self.counters.server_status += 1
@@ -266,13 +359,24 @@ class RosbridgeConnection:
     def _on_close(self, proto: Any) -> None:
         with self._lock:
             if proto is not self._proto:
+                handshake = proto is not None and self._proto is None and not self._closing
+            else:
+                handshake = False
+        if handshake:  # the socket opened, the websocket handshake did not
+            reason = getattr(proto, "wasNotCleanReason", None) or "closed during the websocket handshake"
+            self._on_attempt_failed(f"websocket handshake failed: {reason}")
+            return
+        with self._lock:
+            if proto is not self._proto:
                 return
             self._proto = None
+            self._down_since_ns = time.time_ns()
             self.counters.disconnects += 1
             closing = self._closing
             self._connected.notify_all()
         if not closing:
-            LOG.warning("lost connection to %s; reconnecting with backoff", self.url)
+            LOG.warning("lost connection to %s; retrying within %.1f s, then at most every %.1f s",
+                        self.url, self._reconnect[0], self._reconnect[1])
 
     # ------------------------------------------------------------------ wire ops
 

@@ -50,6 +50,10 @@ class BridgeSnapshot:
     recall_answered: int = 0
     recall_dropped: int = 0
     subscribed: dict[str, str] = field(default_factory=dict)
+    #: connection attempts that failed since the last success
+    failed_attempts: int = 0
+    #: gaps recorded in episodes (disconnections, quiet topics)
+    gaps: int = 0
 
     def total(self, name: str) -> int:
         counts: dict[str, int] = getattr(self, name)
@@ -61,7 +65,9 @@ class BridgeSnapshot:
 
 def format_status(prev: BridgeSnapshot | None, cur: BridgeSnapshot, interval_s: float) -> str:
     """One line: connection, per-topic rates since ``prev``, drops, malformed, queue and lag."""
-    state = "connected" if cur.connected else "DISCONNECTED (reconnecting)"
+    state = "connected" if cur.connected else (
+        f"DISCONNECTED (reconnecting, {cur.failed_attempts} attempts failed)" if cur.failed_attempts
+        else "DISCONNECTED (reconnecting)")
     rates = []
     for topic in sorted(cur.received):
         before = prev.received.get(topic, 0) if prev is not None else 0
@@ -107,7 +113,7 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
          f"worst write {snap.max_write_s * 1000:.0f} ms, "
          f"recall answered {snap.recall_answered}"),
         (f"  store write retries {snap.write_retries}, records held {snap.held_records}, "
-         f"records given up {snap.store_dropped}"),
+         f"records given up {snap.store_dropped}, gaps recorded {snap.gaps}"),
     ]
     for topic in sorted(set(snap.received) | set(snap.malformed) | set(snap.rejected)):
         lines.append(

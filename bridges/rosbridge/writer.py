@@ -37,6 +37,8 @@ class PipelineLike(Protocol):
 
     def tick(self, now_ns: int) -> None: ...
 
+    def note_gap(self, start_ns: int, end_ns: int, reason: str) -> None: ...
+
     def close(self) -> Any: ...
 
 
@@ -74,6 +76,9 @@ class IngestWriter:
         #: notified after every batch, so others can wait for the writer to catch up
         self.progress = progress or threading.Condition()
         self._stop = threading.Event()
+        #: connection outages (wall-clock ns) waiting to become gaps, handed over by roslibpy's thread
+        self._outages: list[tuple[int, int]] = []
+        self._outages_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="robotmem-bridge-writer", daemon=True)
 
     def start(self) -> None:
@@ -89,6 +94,19 @@ class IngestWriter:
     def alive(self) -> bool:
         return self._thread.is_alive()
 
+    def note_outage(self, lost_ns: int, back_ns: int) -> None:
+        """The connection was down from ``lost_ns`` to ``back_ns`` (wall clock): a gap. Any thread."""
+        with self._outages_lock:
+            self._outages.append((lost_ns, back_ns))
+
+    def _record_outages(self) -> None:
+        with self._outages_lock:
+            outages, self._outages = self._outages, []
+        for lost_ns, back_ns in outages:
+            to_message_time = self.clock.to_message_time
+            self.pipeline.note_gap(to_message_time(lost_ns), to_message_time(back_ns),
+                                   f"disconnected from rosbridge for {(back_ns - lost_ns) / 1e9:.1f} s")
+
     def reset_max_lag(self) -> float:
         worst, self.counters.max_lag_s = self.counters.max_lag_s, 0.0
         return worst
@@ -97,6 +115,7 @@ class IngestWriter:
         try:
             while not (self._stop.is_set() and len(self.inbox) == 0):
                 batch = self.inbox.take(self.batch_size, timeout=self.tick_interval_s)
+                self._record_outages()  # noted before any message of the new connection arrived
                 for item in batch:
                     self._feed(item)
                 self._tick()

@@ -1,0 +1,37 @@
+"""Topics the server lists as published that deliver nothing to us.
+
+The real rosbridge server sends no error when it refuses a subscription (a message type
+it cannot load, for one): the topic is listed by rosapi, our subscription looks fine, and
+nothing ever arrives. A topic that rosapi lists, that we subscribed to, and that has
+delivered nothing for ``after_s`` seconds (counted from when both became true, again
+after every reconnect) is named once, so the user can look at the server.
+"""
+
+from __future__ import annotations
+
+__all__ = ["SilentTopicWatch"]
+
+
+class SilentTopicWatch:
+    def __init__(self, after_s: float) -> None:
+        self.after_s = after_s
+        self._since: dict[str, float] = {}
+        self._warned: set[str] = set()
+
+    def restart(self) -> None:
+        """A (re)connect: subscriptions are new, their clocks start again."""
+        self._since.clear()
+
+    def check(self, listed: dict[str, str], subscribed: dict[str, str], received: dict[str, int],
+              now: float) -> list[tuple[str, str]]:
+        """(topic, type) of the topics silent for ``after_s`` that were not named before."""
+        silent = []
+        for topic, msgtype in sorted(subscribed.items()):
+            if topic not in listed or received.get(topic, 0) > 0:
+                self._since.pop(topic, None)
+                continue
+            since = self._since.setdefault(topic, now)
+            if now - since >= self.after_s and topic not in self._warned:
+                self._warned.add(topic)
+                silent.append((topic, msgtype))
+        return silent

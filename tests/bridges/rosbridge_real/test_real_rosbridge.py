@@ -1,0 +1,209 @@
+"""The bridge against the real rosbridge server with real ROS 1 nodes publishing (see conftest.py).
+
+Oracles are what the rospy publisher says it sent (counts, stamps; poses at 1 m/s along x),
+never the bridge's own figures.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridges.pipeline import BridgeConfig
+from bridges.pipeline.config import parse_bridge_config
+from bridges.rosbridge.bridge import BridgeOptions, RosBridge
+from bridges.rosbridge.testing.real_server import RealRosbridge
+from robotmem import Memory
+
+ODOM_HZ = 50
+
+
+def _records(memory: Memory) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for session in memory.list_sessions(collection="robot"):
+        found += memory.session_timeline(session["session_id"])["memories"]
+    return found
+
+
+def _topic(records: list[dict[str, Any]], topic: str) -> list[dict[str, Any]]:
+    return [r for r in records if r["context"].get("source", {}).get("topic") == topic]
+
+
+def _summaries(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r["perception_type"] == "procedural"]
+
+
+class _Lines:
+    """stderr of a process, read on a thread (so the pipe never fills)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in line for line in self.lines):
+                return True
+            time.sleep(0.05)
+        return False
+
+
+@pytest.fixture
+def bridge_process(real_rosbridge: RealRosbridge, robotmem_home: Path) -> Iterator[tuple[subprocess.Popen[str], _Lines]]:
+    """``robotmem bridge`` (the console command's module) against the real server."""
+    command = [sys.executable, "-m", "robotmem", "--json", "bridge", "--url", real_rosbridge.url,
+               "--collection", "robot", "--status-interval", "1"]
+    proc = subprocess.Popen(command, env=dict(os.environ, ROBOTMEM_HOME=str(robotmem_home)), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lines = _Lines(proc.stderr)
+    try:
+        assert lines.wait_for("topics from rosapi", 60), "\n".join(lines.lines)
+        yield proc, lines
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_robotmem_bridge_stores_what_real_ros_nodes_publish(
+        real_rosbridge: RealRosbridge, bridge_process: tuple[subprocess.Popen[str], _Lines],
+        robotmem_home: Path) -> None:
+    proc, lines = bridge_process
+    publisher = real_rosbridge.publisher([
+        {"topic": "/odom", "kind": "odom", "hz": ODOM_HZ},
+        {"topic": "/amcl_pose", "kind": "pose_cov", "hz": 5},
+        {"topic": "/joint_states", "kind": "joints", "hz": 100},
+        {"topic": "/camera/image_raw", "kind": "image", "hz": 15},
+        {"topic": "/robotmem/learn", "kind": "learn", "hz": 1},
+    ], seconds=4.0, text="the ramp by dock 2 is slippery")
+    publisher.wait_ready()
+    sent = publisher.result()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, "\n".join(lines.lines)
+    snapshot = json.loads(out)
+    # Every published odometry / joint message reached the store (the node waited for rosbridge).
+    assert snapshot["fed"]["/odom"] == sent["/odom"]["count"]
+    assert snapshot["fed"]["/joint_states"] == sent["/joint_states"]["count"]
+    assert snapshot["dropped"] == {} and snapshot["malformed"] == {}
+    with Memory(robotmem_home / "memory.db", collection="robot", embedder=None) as memory:
+        records = _records(memory)
+        odom = _topic(records, "/odom")
+        assert sum(memory.get_data(c["id"])["raw_points"] for c in odom) == sent["/odom"]["count"]
+    (summary,) = _summaries(records)
+    spatial = summary["context"]["spatial"]
+    assert spatial["topic"] == "/odom" and spatial["frame"] == "odom" and spatial["path_quality"] == "ok"
+    assert spatial["path_length_m"] == pytest.approx((sent["/odom"]["count"] - 1) / ODOM_HZ, abs=1e-6)
+    # Recorded time: the first chunk occurred at the first stamp the node sent.
+    assert min(c["occurred_at"] for c in odom) == pytest.approx(sent["/odom"]["first"], abs=1e-6)
+    amcl = _topic(records, "/amcl_pose")
+    assert amcl and all(c["context"]["spatial"]["frame"] == "map" for c in amcl)
+    (note,) = [r for r in records if r["type"] == "fact"]
+    assert note["content"] == "the ramp by dock 2 is slippery"
+    assert abs(note["occurred_at"] - sent["/robotmem/learn"]["first"]) < 1.0  # stamp-less: receive time
+    # rosbridge sends the camera at most once a second: each frame it sent is kept.
+    images = _topic(records, "/camera/image_raw")
+    assert len(images) == snapshot["fed"]["/camera/image_raw"] >= 3
+    # each where the robot was then (the latest pose of /odom or /amcl_pose), in that pose's frame
+    assert all(i["context"]["spatial"]["frame"] in ("odom", "map") for i in images)
+
+
+@pytest.fixture
+def bridge_in_process(real_rosbridge: RealRosbridge, memory: Memory) -> Iterator[Any]:
+    started: list[RosBridge] = []
+    lines: list[str] = []
+
+    def start(config: BridgeConfig | None = None, **options: Any) -> RosBridge:
+        bridge = RosBridge(memory, config or BridgeConfig(),
+                           BridgeOptions(url=real_rosbridge.url, collection="robot", status_interval_s=60.0,
+                                         **options), status_sink=lines.append)
+        started.append(bridge)
+        bridge.start()
+        assert bridge.wait_connected(30)
+        return bridge
+
+    start.lines = lines  # type: ignore[attr-defined]
+    yield start
+    for bridge in started:
+        bridge.stop()
+
+
+def test_a_server_restart_costs_at_most_its_own_length_plus_two_seconds_and_is_a_gap(
+        real_rosbridge: RealRosbridge, bridge_in_process: Any, memory: Memory) -> None:
+    bridge = bridge_in_process()
+    assert bridge.wait_until(lambda s: "/odom" in s.subscribed, 10)
+    publisher = real_rosbridge.publisher([{"topic": "/odom", "kind": "odom", "hz": ODOM_HZ}], seconds=8.0)
+    publisher.wait_ready()
+    time.sleep(2.0)
+    down = time.monotonic()
+    real_rosbridge.kill_websocket()
+    time.sleep(1.0)
+    real_rosbridge.start_websocket()
+    back = time.monotonic()
+    assert bridge.wait_until(lambda s: s.connects >= 2, 10)
+    reconnected = time.monotonic()
+    sent = publisher.result()["/odom"]
+    time.sleep(0.5)
+    snapshot = bridge.stop()
+    assert reconnected - back <= 2.5  # retries at most every 2 s (plus the retry's own time)
+    lost_s = (sent["count"] - snapshot.fed["/odom"]) / ODOM_HZ
+    assert lost_s <= (back - down) + 2.0, (lost_s, back - down)
+    (summary,) = _summaries(_records(memory))
+    reasons = [g["reason"] for g in summary["context"]["gaps"]]
+    assert any(r.startswith("disconnected from rosbridge") for r in reasons)
+    spatial = summary["context"]["spatial"]
+    assert spatial["path_quality"] == "gaps"
+    # 1 m/s along x: every received step is 1/50 m, the one across the outage is not path.
+    assert spatial["path_length_m"] == pytest.approx((snapshot.fed["/odom"] - 2) / ODOM_HZ, abs=1e-6)
+    with_gap = [c for c in _topic(_records(memory), "/odom") if c["context"].get("gaps")]
+    assert with_gap and all(c["context"]["spatial"]["path_quality"] == "gaps" for c in with_gap)
+
+
+def test_new_topics_are_picked_up_within_a_second_and_configured_ones_at_once(
+        real_rosbridge: RealRosbridge, bridge_in_process: Any) -> None:
+    bridge = bridge_in_process()
+    # configured topics of a known type: subscribed on connect, before anyone publishes them
+    assert bridge.wait_until(lambda s: {"/odom", "/joint_states"} <= set(s.subscribed), 3)
+    publisher = real_rosbridge.publisher([{"topic": "/robot2/localization", "kind": "pose_cov", "hz": 20}],
+                                         seconds=4.0, wait_for_subscriber=False)
+    publisher.wait_ready()
+    ready = time.monotonic()
+    assert bridge.wait_until(lambda s: s.received.get("/robot2/localization", 0) > 0, 10)
+    first_after_s = time.monotonic() - ready
+    sent = publisher.result()["/robot2/localization"]
+    snapshot = bridge.stop()
+    assert first_after_s < 2.0  # discovery every second, plus ROS's own connection set-up
+    assert snapshot.fed["/robot2/localization"] >= sent["count"] - 2.0 * 20
+
+
+def test_a_topic_the_server_refuses_is_named(real_rosbridge: RealRosbridge, bridge_in_process: Any) -> None:
+    config = parse_bridge_config({"topics": [{"topic": "/blip", "converter": "json_perception"}]})
+    bridge = bridge_in_process(config, silent_topic_s=2.0)
+    publisher = real_rosbridge.publisher([{"topic": "/blip", "kind": "blip", "hz": 10}], seconds=5.0,
+                                         wait_for_subscriber=False)
+    publisher.wait_ready()
+    lines = bridge_in_process.lines
+    deadline = time.monotonic() + 8
+    while time.monotonic() < deadline and not any("WARNING /blip" in line for line in lines):
+        time.sleep(0.1)
+    publisher.kill()
+    warnings = [line for line in lines if "WARNING /blip" in line]
+    assert len(warnings) == 1 and "robotmem_test/Blip" in warnings[0]
+    assert bridge.snapshot().received.get("/blip", 0) == 0

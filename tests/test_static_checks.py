@@ -8,9 +8,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_mypy_finds_no_type_errors_in_the_packages(tmp_path: Path):
+def test_mypy_strict_finds_no_type_errors_in_the_packages(tmp_path: Path):
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "robotmem", "bridges", "--cache-dir", str(tmp_path / "mypy")],
+        [sys.executable, "-m", "mypy", "--strict", "robotmem", "bridges", "--cache-dir", str(tmp_path / "mypy")],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -17,11 +17,14 @@ import functools
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .converters.base import Record
 from .stats import PipelineStats
 from .writer import RecordWriter
+
+if TYPE_CHECKING:
+    from robotmem import Memory
 
 __all__ = ["BackgroundRecordWriter"]
 
@@ -29,7 +32,7 @@ _STOP = None
 
 
 class BackgroundRecordWriter(RecordWriter):
-    def __init__(self, memory: Any, stats: PipelineStats, *, batch_records: int = 64, max_queued: int = 4) -> None:
+    def __init__(self, memory: Memory | None, stats: PipelineStats, *, batch_records: int = 64, max_queued: int = 4) -> None:
         super().__init__(memory, stats, dry_run=False)
         self.batch_records = batch_records
         self._pending: list[tuple[str, Record]] = []

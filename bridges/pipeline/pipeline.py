@@ -12,7 +12,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .background import BackgroundRecordWriter
 from .config import BridgeConfig, TopicRule
@@ -32,6 +32,9 @@ from .robot_pose import RobotPoseTracker
 from .stats import PipelineStats, TopicStats
 from .summary import episode_summary_record
 from .writer import RecordWriter
+
+if TYPE_CHECKING:
+    from robotmem import Memory
 
 __all__ = ["Pipeline"]
 
@@ -82,7 +85,7 @@ class _Episode:
 class Pipeline:
     def __init__(
         self,
-        memory: Any,
+        memory: Memory | None,
         config: BridgeConfig,
         *,
         collection: str,

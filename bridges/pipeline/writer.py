@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robotmem.errors import (
     ConflictError,
@@ -43,6 +43,9 @@ from .converters.base import Record
 from .outbox import RetryPolicy, StoreOperation, WriteOutbox
 from .stats import PipelineStats
 
+if TYPE_CHECKING:
+    from robotmem import Memory
+
 __all__ = ["RecordWriter"]
 
 log = logging.getLogger("bridges.pipeline")
@@ -52,7 +55,7 @@ _PLAN_DATA_KEYS = 12
 
 
 class RecordWriter:
-    def __init__(self, memory: Any, stats: PipelineStats, *, dry_run: bool = False,
+    def __init__(self, memory: Memory | None, stats: PipelineStats, *, dry_run: bool = False,
                  retry: RetryPolicy | None = None) -> None:
         self.memory = memory
         self.stats = stats
@@ -71,7 +74,7 @@ class RecordWriter:
         if self.memory is None:
             return None
         try:
-            return dict(self.memory.get_session(session_id))
+            return dict(self._memory.get_session(session_id))
         except (NotFoundError, ValidationError):
             return None
 
@@ -103,6 +106,12 @@ class RecordWriter:
         if self.outbox is not None:
             self.outbox.pump()
 
+    @property
+    def _memory(self) -> Memory:
+        """The store; a dry run has none and never writes."""
+        assert self.memory is not None, "a dry run writes nothing"
+        return self.memory
+
     def _perform(self, what: str, run: Callable[[], Any], records: list[tuple[str, Any]] | None = None) -> None:
         """Run a store call now, or in order through the outbox."""
         if self.outbox is None:
@@ -116,12 +125,12 @@ class RecordWriter:
             self.plan.append({"action": "start_episode", "session_id": sid, "collection": collection, "context": context})
             return sid
         if self.outbox is None:
-            result = self.memory.start_session(collection=collection, context=context, session_id=session_id)
+            result = self._memory.start_session(collection=collection, context=context, session_id=session_id)
             return str(result["session_id"])
         # The outbox may run it later: choose the id now (robotmem's form; starting is idempotent).
         sid = session_id or "ses_" + uuid.uuid4().hex[:16]
         self._perform(f"starting session {sid}", functools.partial(
-            self.memory.start_session, collection=collection, context=context, session_id=sid))
+            self._memory.start_session, collection=collection, context=context, session_id=sid))
         return sid
 
     def skip_session(self, session_id: str) -> None:
@@ -134,11 +143,11 @@ class RecordWriter:
         if self.dry_run:
             self.plan.append({"action": "rewrite_open_episode", "session_id": session_id})
             return 0
-        timeline = self.memory.session_timeline(session_id)
+        timeline = self._memory.session_timeline(session_id)
         forgotten = 0
         for record in timeline["memories"]:
             if record.get("status", "active") != "forgotten":
-                self.memory.forget(record["id"], reason="replay: rewriting an episode a previous run left open")
+                self._memory.forget(record["id"], reason="replay: rewriting an episode a previous run left open")
                 forgotten += 1
         return forgotten
 
@@ -175,12 +184,12 @@ class RecordWriter:
         """One bulk call; records for an attached session its owner has ended go without it."""
         batch = [self._detached_if_ended(record) for _, record in records]
         try:
-            self.memory.save_perceptions(batch)
+            self._memory.save_perceptions(batch)
         except ConflictError:
             if not self._notice_ended_sessions(batch):
                 raise
             batch = [self._detached_if_ended(record) for record in batch]
-            self.memory.save_perceptions(batch)
+            self._memory.save_perceptions(batch)
         self.stats.records_after_session_end += sum(
             1 for (_, original), written in zip(records, batch) if written is not original)
 
@@ -263,7 +272,7 @@ class RecordWriter:
         """Whether a note keyed ``once_key`` is stored (an exact filter, not a search)."""
         if self.memory is None:
             return False
-        found = self.memory.recall(query="", collection=collection, n=1, min_confidence=0.0,
+        found = self._memory.recall(query="", collection=collection, n=1, min_confidence=0.0,
                                    context_filter={"source.note_key": once_key})
         return bool(found["results"])
 
@@ -283,13 +292,13 @@ class RecordWriter:
                        session_id: str | None, occurred_at: float | None) -> None:
         note = self._detached_if_ended({"session_id": session_id, "metadata": context})
         try:
-            self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=note["session_id"],
+            self._memory.learn(insight, context=note["metadata"], collection=collection, session_id=note["session_id"],
                               occurred_at=occurred_at)
         except ConflictError:
             if not self._notice_ended_sessions([note]):
                 raise
             note = self._detached_if_ended(note)
-            self.memory.learn(insight, context=note["metadata"], collection=collection, session_id=None,
+            self._memory.learn(insight, context=note["metadata"], collection=collection, session_id=None,
                               occurred_at=occurred_at)
         if note["session_id"] != session_id:
             self.stats.records_after_session_end += 1
@@ -304,7 +313,7 @@ class RecordWriter:
             self.plan.append({"action": "end_episode", "session_id": session_id, "outcome_score": score})
             return
         self._perform(f"ending session {session_id}",
-                      functools.partial(self.memory.end_session, session_id, outcome_score=score))
+                      functools.partial(self._memory.end_session, session_id, outcome_score=score))
 
     def drain(self) -> None:
         """Write everything handed over now (held writes are tried again at once)."""

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bridges.pipeline import (
     BridgeConfig,
@@ -29,6 +29,9 @@ from robotmem.errors import RobotMemError
 
 from .discovery import content_digest, find_recordings, session_id_prefix
 from .readers import DEFAULT_ROS_DISTRO, RecordingError, TopicInfo, open_reader
+
+if TYPE_CHECKING:
+    from robotmem import Memory
 
 __all__ = ["RecordingResult", "ReplayInterrupted", "ReplayOptions", "replay_paths", "replay_recording",
            "select_topics"]
@@ -124,7 +127,7 @@ def select_topics(
 
 
 def replay_recording(
-    memory: Any, path: Path, config: BridgeConfig, options: ReplayOptions, progress: Progress | None = None
+    memory: Memory | None, path: Path, config: BridgeConfig, options: ReplayOptions, progress: Progress | None = None
 ) -> RecordingResult:
     """Replay one recording (a .bag, a .mcap or a ROS 2 bag folder) into ``memory``."""
     started = time.perf_counter()
@@ -173,7 +176,7 @@ def replay_recording(
 
 
 def replay_paths(
-    memory: Any,
+    memory: Memory | None,
     paths: list[Path],
     config: BridgeConfig,
     options: ReplayOptions,

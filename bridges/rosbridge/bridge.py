@@ -38,6 +38,8 @@ from .writer import IngestWriter
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11 on
 
+    from robotmem import Memory
+
 __all__ = ["BridgeOptions", "RosBridge", "default_episode_policy"]
 
 LOG = logging.getLogger("bridges.rosbridge")
@@ -83,7 +85,7 @@ def default_episode_policy(config: BridgeConfig) -> EpisodePolicy:
 class RosBridge:
     """One bridge run: :meth:`start`, then :meth:`stop` (which flushes) — or use ``with``."""
 
-    def __init__(self, memory: Any, config: BridgeConfig, options: BridgeOptions, *,
+    def __init__(self, memory: Memory | None, config: BridgeConfig, options: BridgeOptions, *,
                  episode_policy: EpisodePolicy | None = None,
                  status_sink: Callable[[str], None] | None = None) -> None:
         self.memory = memory
@@ -99,7 +101,7 @@ class RosBridge:
                                  episode_policy=policy, source=options.url, dry_run=options.dry_run,
                                  write_retry=options.write_retry)
         self.follower: ControlSessionFollower | None = None
-        if options.follow_control_sessions and policy.marker_topic is not None:
+        if options.follow_control_sessions and policy.marker_topic is not None and memory is not None:
             marker_topic = policy.marker_topic
             self.follower = ControlSessionFollower(
                 memory, options.collection, lambda marker: self._inject(marker_topic, marker_message(marker)))

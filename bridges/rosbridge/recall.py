@@ -21,9 +21,12 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robotmem.errors import RobotMemError, ValidationError
+
+if TYPE_CHECKING:
+    from robotmem import Memory
 
 __all__ = ["REQUEST_TOPIC", "RESPONSE_TOPIC", "RecallResponder", "answer_request"]
 
@@ -45,7 +48,7 @@ _RECALL_KEYS: dict[str, tuple[type, ...]] = {
 }
 
 
-def answer_request(memory: Any, text: Any, default_collection: str) -> dict[str, Any]:
+def answer_request(memory: Memory, text: Any, default_collection: str) -> dict[str, Any]:
     """The response object for one request text; never raises."""
     request_id: Any = None
     try:
@@ -93,7 +96,7 @@ def _recall_kwargs(request: dict[str, Any], default_collection: str) -> dict[str
 class RecallResponder:
     """Answers requests from ``request_topic`` on ``response_topic`` through ``publish``."""
 
-    def __init__(self, memory: Any, publish: Callable[[str, dict[str, Any]], bool], *, collection: str,
+    def __init__(self, memory: Memory | None, publish: Callable[[str, dict[str, Any]], bool], *, collection: str,
                  request_topic: str = REQUEST_TOPIC, response_topic: str = RESPONSE_TOPIC,
                  capacity: int = 100) -> None:
         self.memory = memory
@@ -138,6 +141,7 @@ class RecallResponder:
                     return
                 msg = self._pending.pop(0)
             text = msg.get("data") if isinstance(msg, dict) else None
+            assert self.memory is not None, "the bridge answers recalls only with a store (not in a dry run)"
             response = answer_request(self.memory, text, self.collection)
             with self._cond:
                 self.answered += 1

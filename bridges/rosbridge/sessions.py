@@ -22,9 +22,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from robotmem.errors import RobotMemError
+
+if TYPE_CHECKING:
+    from robotmem import Memory
 
 __all__ = ["ControlSessionFollower", "is_pipeline_session"]
 
@@ -39,7 +42,7 @@ def is_pipeline_session(session: dict[str, Any]) -> bool:
 class ControlSessionFollower:
     """Call :meth:`poll` periodically; it emits start/end markers through ``emit_marker``."""
 
-    def __init__(self, memory: Any, collection: str, emit_marker: Callable[[dict[str, Any]], None]) -> None:
+    def __init__(self, memory: Memory, collection: str, emit_marker: Callable[[dict[str, Any]], None]) -> None:
         self.memory = memory
         self.collection = collection
         self.emit_marker = emit_marker

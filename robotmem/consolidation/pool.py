@@ -109,7 +109,7 @@ def _jaccard(sigs_a: Sequence[TextSignature], sigs_b: Sequence[TextSignature]) -
     size_a = np.array([len(s.words) for s in sigs_a], dtype=np.float32).reshape(-1, 1)
     size_b = np.array([len(s.words) for s in sigs_b], dtype=np.float32).reshape(1, -1)
     union = size_a + size_b - inter
-    return np.where(union > 0, inter / np.maximum(union, np.float32(1.0)), np.float32(1.0))
+    return np.asarray(np.where(union > 0, inter / np.maximum(union, np.float32(1.0)), np.float32(1.0)))
 
 
 def pair_scores(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
@@ -22,6 +22,9 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from ..errors import NotFoundError, RobotMemError, StorageError
 from .boundary import STORAGE_MESSAGE
 from .runtime import MemoryRuntime
+
+if TYPE_CHECKING:
+    from ..service import Memory
 
 __all__ = ["register_resources"]
 
@@ -37,7 +40,7 @@ def _dump(value: Any) -> str:
 SESSIONS_SHOWN = 100
 
 
-def _newest_sessions(memory: Any) -> dict[str, Any]:
+def _newest_sessions(memory: Memory) -> dict[str, Any]:
     sessions = memory.list_sessions()
     return {
         "count": len(sessions),
@@ -46,7 +49,7 @@ def _newest_sessions(memory: Any) -> dict[str, Any]:
     }
 
 
-def _stats_without_paths(memory: Any) -> dict[str, Any]:
+def _stats_without_paths(memory: Memory) -> dict[str, Any]:
     # The database path is the server's business, not something to hand to remote clients.
     stats = dict(memory.stats())
     stats.pop("path", None)
@@ -54,7 +57,7 @@ def _stats_without_paths(memory: Any) -> dict[str, Any]:
 
 
 def register_resources(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
-    async def read(what: str, call: Callable[[Any], Any]) -> str:
+    async def read(what: str, call: Callable[[Memory], Any]) -> str:
         try:
             return _dump(await runtime.call(call))
         except NotFoundError as exc:

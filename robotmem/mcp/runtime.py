@@ -13,13 +13,16 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
 
 from ..config import Config
 from ..errors import RobotMemError
+
+if TYPE_CHECKING:  # imported late at run time: the core loads heavy modules
+    from ..service import Memory
 
 __all__ = ["MemoryRuntime", "open_memory"]
 
@@ -28,7 +31,7 @@ log = logging.getLogger("robotmem.mcp")
 T = TypeVar("T")
 
 
-def open_memory(config: Config) -> Any:
+def open_memory(config: Config) -> Memory:
     """The ``Memory`` the server works on (imported late: the core may load heavy modules)."""
     from .. import Memory
 
@@ -41,7 +44,7 @@ class _Opened:
     def __init__(self) -> None:
         self.done = anyio.Event()
         self.reopening = anyio.Lock()
-        self.memory: Any = None
+        self.memory: Memory | None = None
         self.error: BaseException | None = None
 
 
@@ -69,32 +72,33 @@ class MemoryRuntime:
         self._opened = None
         self.store = "closed"
 
-    async def memory(self) -> Any:
+    async def memory(self) -> Memory:
         """The open ``Memory``; waits while it is being opened; retries a failed open."""
         opened = self._opened
         if opened is None:
             raise RuntimeError("the memory runtime is not running (lifespan not entered)")
         await opened.done.wait()
         if opened.memory is None:
-            await self._reopen(opened)
+            return await self._reopen(opened)
         return opened.memory
 
-    async def _reopen(self, opened: _Opened) -> None:
+    async def _reopen(self, opened: _Opened) -> Memory:
         """Opening failed before: try again, so a server outlives a store that was briefly
         unusable (locked, unmounted, replaced) instead of failing until restarted."""
         async with opened.reopening:
             if opened.memory is not None:
-                return  # another call reopened it while this one waited
+                return opened.memory  # another call reopened it while this one waited
             try:
-                opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
+                memory = opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
             except Exception as exc:
                 opened.error = exc
                 raise
             opened.error = None
             self.store = "ready"
             log.info("memory store open at %s (on retry)", self.config.database)
+            return memory
 
-    async def call(self, fn: Callable[[Any], T]) -> T:
+    async def call(self, fn: Callable[[Memory], T]) -> T:
         """Run ``fn(memory)`` on a worker thread."""
         memory = await self.memory()
         return await anyio.to_thread.run_sync(fn, memory)
@@ -113,7 +117,7 @@ class MemoryRuntime:
             return "pending"
         if opened.memory is None:
             return "unavailable"
-        embedder = getattr(opened.memory, "embedder", None)
+        embedder = opened.memory.embedder
         if embedder is None:
             return "off"
         # The ONNX embedder reports unloaded/loading/ready/failed; others load on first use.
@@ -121,7 +125,7 @@ class MemoryRuntime:
 
     async def _open_and_warm(self, opened: _Opened) -> None:
         try:
-            opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
+            memory = opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
             self.store = "ready"
             log.info("memory store open at %s", self.config.database)
         except Exception as exc:  # tool calls retry and report it; the server keeps answering
@@ -131,10 +135,10 @@ class MemoryRuntime:
             return
         finally:
             opened.done.set()
-        await self._warm_up(opened.memory)
+        await self._warm_up(memory)
 
-    async def _warm_up(self, memory: Any) -> None:
-        embedder = getattr(memory, "embedder", None)
+    async def _warm_up(self, memory: Memory) -> None:
+        embedder = memory.embedder
         if embedder is None:
             return
         # Prefer the embedder's own loader; any Embedder can at least embed one text.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import apsw
 import numpy as np
@@ -84,7 +84,7 @@ class VectorIndex:
         self._apply(list(rows), removed=())
 
     def _refresh(self, conn: apsw.Connection, memory_ids: Sequence[int]) -> None:
-        found: list[tuple] = []
+        found: list[tuple[Any, ...]] = []
         for start in range(0, len(memory_ids), _FETCH_CHUNK):
             chunk = memory_ids[start : start + _FETCH_CHUNK]
             found.extend(
@@ -96,7 +96,7 @@ class VectorIndex:
         present = {row[0] for row in found}
         self._apply(found, removed=[m for m in memory_ids if m not in present])
 
-    def _apply(self, rows: list[tuple], removed: Iterable[int]) -> None:
+    def _apply(self, rows: list[tuple[Any, ...]], removed: Iterable[int]) -> None:
         for memory_id in removed:
             row = self._row_of.get(memory_id)
             if row is not None:
@@ -145,7 +145,7 @@ class VectorIndex:
     def score_all(self, query: np.ndarray) -> np.ndarray:
         """Cosine of the query with every row (one matrix-vector product), to reuse across searches."""
         with self._lock:
-            return self._matrix[: self._size] @ query
+            return np.asarray(self._matrix[: self._size] @ query)
 
     def search(
         self,
@@ -229,27 +229,27 @@ class _Fields:
 
     @property
     def searchable(self) -> np.ndarray:
-        return self._index._live[self._rows]
+        return np.asarray(self._index._live[self._rows])
 
     @property
     def active(self) -> np.ndarray:
-        return self._index._live[self._rows] & ~self._index._archived[self._rows]
+        return np.asarray(self._index._live[self._rows] & ~self._index._archived[self._rows])
 
     @property
     def confidence(self) -> np.ndarray:
-        return self._index._conf0[self._rows]
+        return np.asarray(self._index._conf0[self._rows])
 
     @property
     def reinforced_at(self) -> np.ndarray:
-        return self._index._reinforced[self._rows]
+        return np.asarray(self._index._reinforced[self._rows])
 
     @property
     def protected(self) -> np.ndarray:
-        return self._index._protected[self._rows]
+        return np.asarray(self._index._protected[self._rows])
 
     @property
     def occurred_at(self) -> np.ndarray:
-        return self._index._occurred[self._rows]
+        return np.asarray(self._index._occurred[self._rows])
 
 
 _SELECT_ROWS = (

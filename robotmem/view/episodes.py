@@ -18,7 +18,7 @@ MAX_ROWS = 500
 
 def _summary_memory(memories: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The replay/bridge episode summary (a procedural perception), when there is one."""
-    for memory in reversed(memories):
+    for memory in memories[::-1]:
         if memory.get("perception_type") == "procedural" and memory.get("status") == "active":
             return memory
     return None

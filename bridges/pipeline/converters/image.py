@@ -150,4 +150,4 @@ def _to_uint8(grey: np.ndarray) -> np.ndarray:
         return np.zeros(grey.shape, dtype=np.uint8)
     low, high = float(values[finite].min()), float(values[finite].max())
     scaled = np.where(finite, (values - low) / (high - low if high > low else 1.0) * 255.0, 0.0)
-    return scaled.round().astype(np.uint8)
+    return np.asarray(scaled.round(), dtype=np.uint8)

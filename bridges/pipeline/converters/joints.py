@@ -139,7 +139,8 @@ def _full_rows(rows: list[list[float]], index: np.ndarray, width: int) -> list[l
     """Velocities/efforts only when every sample has them (they are optional in JointState)."""
     if not rows or any(len(r) != width for r in rows):
         return []
-    return np.asarray(rows, dtype=np.float64)[index].tolist()
+    full: list[list[float]] = np.asarray(rows, dtype=np.float64)[index].tolist()
+    return full
 
 
 def _describe(topic: str, duration_s: float, names: list[str], travel: np.ndarray) -> str:

@@ -15,18 +15,10 @@ LAYERS: dict[str, int] = {
     "store": 3,
     "embeddings": 4, "search": 4,
     "consolidation": 5,
-    "service": 6, "transfer": 6, "": 6,  # "" is the package itself (robotmem/__init__.py: the public API)
+    "service": 6, "transfer": 6, "import_checks": 6, "": 6,  # "" is the package itself (robotmem/__init__.py: the public API)
     "view": 7,
     "mcp": 8, "cli": 8, "web": 8, "__main__": 8,
 }
-
-#: Known upward imports being moved (issue 10, "The command line": these plugins move into cli/).
-#: Delete an entry when its file moves; an entry that no longer matches fails the test.
-MOVING = {
-    ("robotmem/consolidation/cli.py", "robotmem.cli.main"),
-    ("robotmem/consolidation/cli.py", "robotmem.cli.output"),
-}
-
 
 def _module_of(path: Path, root: Path = ROOT) -> list[str]:
     parts = list(path.relative_to(root).with_suffix("").parts)
@@ -89,12 +81,7 @@ def test_every_module_has_a_documented_layer():
 
 def test_imports_point_down_the_layers_only():
     upward, _ = _upward_imports()
-    assert upward - MOVING == set(), "these imports run up the layers (README: Layout)"
-
-
-def test_the_list_of_moving_imports_is_current():
-    upward, _ = _upward_imports()
-    assert MOVING - upward == set(), "these moved: delete them from MOVING"
+    assert upward == set(), "these imports run up the layers (README: Layout)"
 
 
 def test_the_check_resolves_relative_imports(tmp_path: Path):

@@ -374,24 +374,39 @@ def evaluate(eval_rows: Sequence[dict[str, Any]], sweep_rows: Sequence[dict[str,
 
 
 def plot_learning_curve(success: dict[str, list[bool]], path: Path, window: int) -> None:
+    """Top: success per arm, moving mean. Bottom: memory's paired lead, cumulative mean with a 95 % band."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=110)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7.5), dpi=110, sharex=True)
     for arm, outcomes in success.items():
         values = np.asarray(outcomes, dtype=float)
         w = max(1, min(window, len(values)))
         moving = np.convolve(values, np.ones(w) / w, mode="valid")
         style = {"linewidth": 2.4} if arm == "memory" else {"linewidth": 1.2, "alpha": 0.85}
-        ax.plot(np.arange(w, len(values) + 1), moving, label=arm, **style)
-    ax.set_xlabel("episodes seen")
-    ax.set_ylabel(f"success rate (moving mean of {window} episodes)")
-    ax.set_title("FetchPush-v4, object type hidden in the physics: success against experience")
-    ax.set_ylim(0, 1)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+        top.plot(np.arange(w, len(values) + 1), moving, label=arm, **style)
+    top.set_ylabel(f"success (moving mean of {window})")
+    top.set_title("FetchPush-v4, object type hidden in the physics: success against episodes seen")
+    top.set_ylim(0, 1)
+    top.grid(alpha=0.3)
+    top.legend(loc="lower right", fontsize=8, ncol=2)
+    for other in ("best fixed", "bandit"):
+        d = np.asarray(success["memory"], dtype=float) - np.asarray(success[other], dtype=float)
+        n = np.arange(1, len(d) + 1)
+        mean = np.cumsum(d) / n
+        var = np.maximum(np.cumsum(d * d) / n - mean**2, 0.0) * n / np.maximum(n - 1, 1)
+        half = Z95 * np.sqrt(var / n)
+        start = min(20, len(d) - 1)
+        top_line = bottom.plot(n[start:], 100 * mean[start:], label=f"memory - {other}")[0]
+        bottom.fill_between(n[start:], 100 * (mean - half)[start:], 100 * (mean + half)[start:],
+                            color=top_line.get_color(), alpha=0.15)
+    bottom.axhline(0, color="black", linewidth=0.8)
+    bottom.set_xlabel("episodes seen")
+    bottom.set_ylabel("paired difference so far (pp)")
+    bottom.grid(alpha=0.3)
+    bottom.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -85,9 +85,17 @@ class ConflictError(RobotMemError):
 
 
 class StorageError(RobotMemError):
-    """The database failed. The message is safe to show; the cause is chained."""
+    """The database failed. The message is safe to show; the cause is chained.
+
+    ``advice`` says what happened and what to do without naming paths or SQL (disk full,
+    read-only file, I/O error, ...), so servers can pass it on to remote clients.
+    """
 
     code = "storage_error"
+
+    def __init__(self, message: str, *, field: str | None = None, advice: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.advice = advice
 
 
 class ConfigError(RobotMemError):

@@ -57,7 +57,9 @@ def result_for_exception(tool: str, exc: BaseException) -> CallToolResult:
     """Translate anything a tool body raised into the wire error shape."""
     if isinstance(exc, StorageError):
         log.error("tool %s: storage failure", tool, exc_info=exc)
-        return error_result(StorageError.code, STORAGE_MESSAGE)
+        # The advice (disk full, read-only, I/O error and what to do) names no paths or SQL.
+        message = STORAGE_MESSAGE if exc.advice is None else f"the memory store could not complete the request: {exc.advice}"
+        return error_result(StorageError.code, message)
     if isinstance(exc, RobotMemError):
         log.info("tool %s rejected: %s (field=%s)", tool, exc.message, exc.field)
         return error_result(exc.code, exc.message, exc.field)

@@ -111,7 +111,7 @@ class Database:
                 conn.execute("COMMIT")
         except apsw.Error as exc:
             log.error("read failed: %s", exc)
-            raise StorageError(f"reading the memory store failed: {_describe(exc)}") from exc
+            raise StorageError(f"reading the memory store failed: {_describe(exc)}", advice=_describe(exc)) from exc
 
     @contextmanager
     def write(self, *, wait: bool = True) -> Iterator[apsw.Connection]:
@@ -133,7 +133,8 @@ class Database:
                 if not wait:
                     conn.set_busy_timeout(self._busy_timeout_ms)
         except apsw.Error as exc:
-            raise StorageError(f"the memory store is busy or unwritable: {_describe(exc)}") from exc
+            raise StorageError(f"the memory store is busy or unwritable: {_describe(exc)}",
+                               advice=_describe(exc)) from exc
         try:
             yield conn
         except BaseException as exc:
@@ -143,12 +144,14 @@ class Database:
                 log.exception("rollback failed")
             if isinstance(exc, apsw.Error):
                 log.error("write failed: %s", exc)
-                raise StorageError(f"writing to the memory store failed: {_describe(exc)}") from exc
+                raise StorageError(f"writing to the memory store failed: {_describe(exc)}",
+                                   advice=_describe(exc)) from exc
             raise
         try:
             conn.execute("COMMIT")
         except apsw.Error as exc:
-            raise StorageError(f"writing to the memory store failed: {_describe(exc)}") from exc
+            raise StorageError(f"writing to the memory store failed: {_describe(exc)}",
+                               advice=_describe(exc)) from exc
 
     def close(self) -> None:
         self._closed = True

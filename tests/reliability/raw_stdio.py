@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import queue
+import resource
+import signal
 import subprocess
 import sys
 import threading
@@ -17,14 +19,25 @@ REPO = Path(__file__).resolve().parents[2]
 ANSWER_TIMEOUT_S = 60.0
 
 
+def _limit_files(max_bytes: int) -> object:
+    """A file-size limit for the child: writes past it fail with EFBIG, a real I/O error."""
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+
+    return limit
+
+
 class RawServer:
     """The stdio server as a subprocess; ``send`` writes bytes, ``answer`` reads one JSON line."""
 
-    def __init__(self, home: Path, **env: str) -> None:
+    def __init__(self, home: Path, *, max_file_bytes: int | None = None, **env: str) -> None:
         environment = {**os.environ, "ROBOTMEM_HOME": str(home), "ROBOTMEM_EMBEDDINGS": "off", **env,
                        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
         self.process = subprocess.Popen([sys.executable, "-m", "robotmem"], env=environment, cwd=REPO,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                        preexec_fn=None if max_file_bytes is None else _limit_files(max_file_bytes))
         self._lines: queue.Queue[bytes | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         self.request({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {

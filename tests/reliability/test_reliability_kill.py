@@ -77,3 +77,29 @@ def test_acknowledged_writes_survive_sigkill_at_random_points(tmp_path: Path) ->
         finally:
             conn.close()
     assert len(acknowledged) > KILLS
+
+
+def test_an_io_error_under_the_server_is_reported_with_what_to_do_and_the_server_keeps_serving(
+    tmp_path: Path,
+) -> None:
+    from raw_stdio import RawServer
+
+    server = RawServer(tmp_path, max_file_bytes=400_000)
+    try:
+        first = server.call(1, "learn", {"insight": "the cup is on the shelf"})["result"]
+        assert first["isError"] is False
+        error = None
+        for i in range(2, 200):
+            result = server.call(i, "save_perception", {"description": f"scan {i} of the shelf",
+                                                        "data": [float(i)] * 3000})["result"]
+            if result["isError"]:
+                error = result["structuredContent"]["error"]
+                break
+        assert error is not None, "the file-size limit was never reached"
+        assert error["code"] == "storage_error"
+        assert "I/O error" in error["message"] and "check the disk" in error["message"]
+        assert str(tmp_path) not in error["message"]
+        recalled = server.call("after", "recall", {"query": "cup shelf"})["result"]
+        assert recalled["isError"] is False and recalled["structuredContent"]["count"] >= 1
+    finally:
+        server.close()

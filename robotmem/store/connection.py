@@ -47,7 +47,8 @@ class Database:
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
-        self._all: dict[int, apsw.Connection] = {}
+        # id(connection) -> (connection, the finalizer that closes it when its thread ends)
+        self._all: dict[int, tuple[apsw.Connection, weakref.finalize[[apsw.Connection], None]]] = {}
         self._lock = threading.Lock()
         self._closed = False
         if str(path) != ":memory:":
@@ -63,9 +64,10 @@ class Database:
                 raise StorageError("the memory store is closed")
             conn = self._open()
             self._local.conn = conn
+            # Detached by close(): a long-lived thread must not keep closed stores alive.
+            finalizer = weakref.finalize(threading.current_thread(), self._retire, conn)
             with self._lock:
-                self._all[id(conn)] = conn
-            weakref.finalize(threading.current_thread(), self._retire, conn)
+                self._all[id(conn)] = (conn, finalizer)
         return conn
 
     def _retire(self, conn: apsw.Connection) -> None:
@@ -156,8 +158,9 @@ class Database:
     def close(self) -> None:
         self._closed = True
         with self._lock:
-            conns, self._all = list(self._all.values()), {}
-        for conn in conns:
+            entries, self._all = list(self._all.values()), {}
+        for conn, finalizer in entries:
+            finalizer.detach()
             try:
                 conn.close()
             except apsw.Error:  # pragma: no cover

@@ -38,3 +38,18 @@ def test_open_files_stay_flat_whatever_the_thread_churn(tmp_path: Path) -> None:
         # interpreter's own (a thread's finalizer may still be pending).
         assert _open_files() <= settled + 3, f"open files grew from {settled} to {_open_files()}"
     assert _open_files() < settled
+
+
+def test_closed_stores_are_not_kept_alive_by_the_thread_that_used_them(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    closed = []
+    for i in range(20):
+        memory = Memory(tmp_path / f"store{i}.db", embedder=None)
+        memory.recall("anything at all", n=1)
+        memory.close()
+        closed.append(weakref.ref(memory._db))
+        del memory
+    gc.collect()
+    assert sum(ref() is not None for ref in closed) == 0

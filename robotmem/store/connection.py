@@ -48,7 +48,7 @@ class Database:
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         # id(connection) -> (connection, the finalizer that closes it when its thread ends)
-        self._all: dict[int, tuple[apsw.Connection, weakref.finalize[[apsw.Connection], None]]] = {}
+        self._all: dict[int, tuple[apsw.Connection, weakref.finalize[[apsw.Connection], threading.Thread]]] = {}
         self._lock = threading.Lock()
         self._closed = False
         if str(path) != ":memory:":

@@ -253,12 +253,19 @@ class Memory:
         spatial_sort: dict[str, Any] | str | None = None,
         since: float | str | None = None,
         until: float | str | None = None,
+        min_relevance: float | None = None,
     ) -> dict[str, Any]:
-        """Most relevant memories: hybrid BM25 + vectors, exact filters, optional nearest-first order."""
+        """Most relevant memories: hybrid BM25 + vectors, exact filters, optional nearest-first order.
+
+        Each hit of a query carries ``relevance`` in [0, 1] (an estimated probability that it
+        answers the query); hits below ``min_relevance`` (default
+        robotmem.search.relevance.DEFAULT_MIN_RELEVANCE) are left out, so a query with no
+        answer returns nothing. ``min_relevance=0`` returns every candidate.
+        """
         req = build_request(
             query=query, collection=validation.collection(collection, self.collection), n=n,
             min_confidence=min_confidence, session_id=session_id, context_filter=context_filter,
-            spatial_sort=spatial_sort, since=since, until=until,
+            spatial_sort=spatial_sort, since=since, until=until, min_relevance=min_relevance,
         )
         if 0 < req.min_confidence < self.config.archive_floor:
             # Below the archive floor a memory is as good as archived, swept or not yet.

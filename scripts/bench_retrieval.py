@@ -162,7 +162,14 @@ def auc(positives: list[float], negatives: list[float]) -> float:
     return float((greater + 0.5 * ties) / (len(pos) * len(neg)))
 
 
-def run(split: str, embedder: str) -> tuple[Scores, list[Query], float]:
+def show(q: Query, rankings: dict[str, list[Hit]]) -> None:
+    print(f"\n{q.id} [{q.category}] {q.text!r}")
+    for method, hits in rankings.items():
+        cells = [f"{h.key}({q.judgements.get(h.key, 0)}|{h.relevance:.2f})" for h in hits[:K]]
+        print(f"  {method:<6} " + " ".join(cells))
+
+
+def run(split: str, embedder: str, verbose: bool = False) -> tuple[Scores, list[Query], float]:
     queries = load_queries(split)
     scores = Scores()
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,6 +186,8 @@ def run(split: str, embedder: str) -> tuple[Scores, list[Query], float]:
             rankings = {"hybrid": hybrid(mem, keys, q), "dense": dense(mem, keys, q, vectors),
                         "bm25": bm25(conn, mem, keys, q)}
             scores.hybrid_hits[q.id] = rankings["hybrid"]
+            if verbose:
+                show(q, rankings)
             for method, hits in rankings.items():
                 ranked = [h.key for h in hits]
                 scores.per_query[q.id][method] = {"ndcg": ndcg(ranked, q.judgements),
@@ -230,12 +239,13 @@ def main() -> None:
                         help="which part of the set: held (never tuned on), tune, or all (reported separately)")
     parser.add_argument("--embedder", default="auto", help="embedder name passed to Memory (default: auto)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--show", action="store_true", help="print each query's top 5 (key(grade|relevance))")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {platform.python_version()}, {platform.node() and 'shared host'}")
     splits = ("tune", "held") if args.split == "all" else (args.split,)
     out = {}
     for split in splits:
-        scores, queries, elapsed = run(split, args.embedder)
+        scores, queries, elapsed = run(split, args.embedder, args.show)
         out[split] = report(scores, queries, split, elapsed)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))

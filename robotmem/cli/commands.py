@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
+from ..models import DEFAULT_MIN_RELEVANCE
 from .output import format_bytes, human_lines, progress_bar, truncate
 from .store import open_existing, open_memory
 
@@ -38,15 +39,26 @@ def cmd_recall(args: argparse.Namespace) -> Any:
     context_filter = None if args.filter is None else validation.json_value(args.filter, "context_filter")
     with open_existing(args, embedder="auto") as mem:
         return mem.recall(args.query, n=args.n, min_confidence=args.min_confidence, session_id=args.session,
-                          context_filter=context_filter, spatial_sort=spatial, since=args.since, until=args.until)
+                          context_filter=context_filter, spatial_sort=spatial, since=args.since, until=args.until,
+                          min_relevance=args.min_relevance)
 
 
 def render_recall(result: dict[str, Any]) -> Iterator[str]:
     yield f"{result.get('count', len(result['results']))} results ({result.get('mode')})"
+    if not result["results"] and result.get("mode") != "filter_only":
+        yield "nothing relevant (see --min-relevance)"
     for hit in result["results"]:
         extra = f"  {hit['distance']:.3f} m" if hit.get("distance") is not None else ""
         kind = hit.get("perception_type") or hit["type"]
-        yield f"#{hit['id']:<6} {hit['score']:.3f}{extra}  [{kind}]  {truncate(hit['content'], 160)}"
+        yield f"#{hit['id']:<6} {_relevance(hit.get('relevance'))}{extra}  [{kind}]  {truncate(hit['content'], 160)}"
+
+
+def _relevance(value: float | None) -> str:
+    """``relevance 0.87 strong``: the number and a word a person can act on; none without a query."""
+    if value is None:
+        return "relevance  -         "
+    word = "strong" if value >= 0.7 else "fair" if value >= 0.4 else "weak"
+    return f"relevance {value:.2f} {word:<6}"
 
 
 def cmd_learn(args: argparse.Namespace) -> Any:
@@ -141,6 +153,9 @@ def _add_recall(sub: Any) -> None:
     p.add_argument("-n", type=int, default=5, help="how many results (default 5)")
     p.add_argument("--min-confidence", type=float, default=0.3, metavar="C",
                    help="skip memories whose decayed confidence is below C (default 0.3)")
+    p.add_argument("--min-relevance", type=float, default=None, metavar="R",
+                   help=f"leave out hits less relevant than R, 0-1 (default {DEFAULT_MIN_RELEVANCE}); "
+                   "0 shows every candidate")
     p.add_argument("--session", metavar="ID", help="only memories of this episode")
     p.add_argument("--since", metavar="TIME", help="only memories from this time on (ISO 8601 or Unix seconds)")
     p.add_argument("--until", metavar="TIME", help="only memories up to this time (ISO 8601 or Unix seconds)")

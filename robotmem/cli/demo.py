@@ -65,7 +65,7 @@ def run_demo(mem: Memory, out: TextIO) -> dict[str, Any]:
     query = "how hard should I grip a slippery bottle?"
     hits = mem.recall(query, context_filter={"task.success": True, "params.grip_force.value": {"$lt": 12}})
     out.write(f'recall "{query}" where task.success and grip_force < 12 N  [{hits["mode"]}]\n')
-    out.writelines(f"  #{hit['id']} score={hit['score']:.3f}  {hit['content']}\n" for hit in hits["results"])
+    out.writelines(f"  #{hit['id']} relevance={hit['relevance']:.2f}  {hit['content']}\n" for hit in hits["results"])
     near = mem.recall("", spatial_sort={"field": "spatial.object_position", "target": [0.6, 0.0, 0.0]}, n=3)
     out.write("what happened near (0.6, 0.0, 0.0)?\n")
     out.writelines(f"  #{hit['id']} {hit['distance']:.3f} m  {hit['content']}\n" for hit in near["results"])

@@ -105,6 +105,9 @@ def find_related(
         n=RELATED_LIMIT,
         min_confidence=_MIN_CONFIDENCE,
         filter=_filter(conn, session),
+        # The query is a whole episode's text: no single memory covers much of it, so the
+        # per-hit relevance threshold meant for questions would drop every related one.
+        min_relevance=0.0,
     )
     vector = _centroid(conn, session["session_id"], model_id, dim) if model_id and dim else None
     found = engine.recall(request, now, vector, model_id if vector is not None else None)

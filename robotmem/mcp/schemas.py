@@ -38,7 +38,12 @@ class RecallHit(_Open):
     content: str
     type: str = Field(description='"fact" (from learn) or "perception".')
     confidence: float
-    score: float | None = Field(default=None, description="Relevance; higher is better.")
+    relevance: float | None = Field(
+        default=None,
+        description="Estimated probability (0-1) that this memory answers the query; comparable across "
+        "queries (null without a query).",
+    )
+    score: float | None = Field(default=None, description="Ordering score: relevance, then recency and confidence.")
     context: dict[str, Any] | None = None
 
 

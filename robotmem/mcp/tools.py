@@ -15,6 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import Field, WithJsonSchema
 
+from ..models import DEFAULT_MIN_RELEVANCE
 from .boundary import ok_result, result_for_exception
 from .runtime import MemoryRuntime
 from .schemas import (
@@ -122,10 +123,15 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         until: Annotated[
             TimeArg, Field(description="Happened at/before: epoch seconds or ISO 8601, e.g. 1796200000.")
         ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(description=f"Leave out hits less relevant than this, 0-1 (default {DEFAULT_MIN_RELEVANCE}); "
+                  "0 returns every candidate. A query with no answer returns no results."),
+        ] = None,
     ) -> Annotated[CallToolResult, RecallOutput]:
         """Find relevant memories before acting (hybrid text + vector search, with optional context
         filter, spatial sort and time window). Returns {mode, count, results: [{id, content, type,
-        confidence, score, context, ...}]}, best first."""
+        confidence, relevance, score, context, ...}]}, best first; empty when nothing is relevant."""
         return await run(
             "recall",
             lambda m: m.recall(
@@ -138,6 +144,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
                 spatial_sort=spatial_sort,
                 since=since,
                 until=until,
+                min_relevance=min_relevance,
             ),
         )
 

@@ -22,6 +22,7 @@ import apsw
 from ..store.connection import scalar
 from ..store.tokens import match_term, query_tokens
 from . import sql
+from .relevance import informative_tokens
 from .request import RecallRequest
 
 __all__ = ["COMMON_SHARE", "COMMON_WINDOW", "FullTextPlan", "eligible_subset", "fulltext_hits", "plan_fulltext"]
@@ -40,7 +41,8 @@ class FullTextPlan:
 
 
 def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> FullTextPlan | None:
-    tokens = query_tokens(text)
+    everything = query_tokens(text)
+    tokens = informative_tokens(text)  # stopwords go at any store size
     if not tokens:
         return None
     df = dict(conn.execute(
@@ -61,7 +63,7 @@ def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> Fu
     return FullTextPlan(
         match=" OR ".join(match_term(t) for t in kept),
         kept=tuple(kept),
-        dropped=tuple(t for t in tokens if t not in kept),
+        dropped=tuple(t for t in everything if t not in kept),
         min_rowid=min_rowid,
     )
 

@@ -1,4 +1,4 @@
-"""Recall: BM25 and vector hits fused by reciprocal rank, exact filters, spatial order."""
+"""Recall: BM25 and vector candidates ranked by calibrated relevance, exact filters, spatial order."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ from ..store.rows import hits_sql, row_to_record
 from . import sql
 from .eligibility import Eligibility
 from .fulltext import eligible_subset, fulltext_hits, plan_fulltext
+from .fusion import fuse, order_score
+from .relevance import calibrated
 from .request import RecallRequest
 from .spatial import nearest
 from .vector_index import VectorIndex
 
 __all__ = ["RecallEngine"]
 
-_RRF_K = 60
 #: Below this many SQL candidates and with no warm in-process index, sqlite-vec ranks them in SQL.
 _SQL_VECTOR_LIMIT = 2048
 
@@ -46,10 +47,6 @@ class _VectorSide:
     @property
     def ids(self) -> list[int]:
         return [memory_id for memory_id, _ in self.hits]
-
-    def keyword_weights(self, text_ids: list[int]) -> list[float] | None:
-        """Weights of the full-text hits by closeness of meaning (none without vectors: all count fully)."""
-        return [_keyword_weight(self.similarity.get(m)) for m in text_ids] if self.searched else None
 
 
 class RecallEngine:
@@ -80,45 +77,46 @@ class RecallEngine:
                     if req.query else None)
             text_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool) if plan is not None else []
             side = self._vector_side(conn, req, now, query, text_ids, pool)
-            relevance = _fuse((text_ids, side.keyword_weights(text_ids)), (side.ids, None))
-            ranked, distances = self._order(conn, req, now, relevance, side.candidates)
+            matches = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
+                         if req.query else {})
+            ranked, distances = self._order(conn, req, now, matches, side.candidates)
             if req.spatial is None and req.query:
-                ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], relevance, now, req.n)
+                ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], matches, now, req.n)
             records = self._load(conn, ranked, now)
         mode = _mode(req, plan is not None, query is not None)
-        results = _score(records, relevance, distances, req, mode, side.similarity if query is not None else None)
+        results = _score(records, matches, distances, req, mode, side.similarity if query is not None else None)
         return {"mode": mode, "count": len(results), "results": results}
 
     def _order(
-        self, conn: apsw.Connection, req: RecallRequest, now: float, relevance: dict[int, float],
+        self, conn: apsw.Connection, req: RecallRequest, now: float, matches: dict[int, float],
         candidates: np.ndarray | None,
     ) -> tuple[list[int], dict[int, float]]:
         """Memory ids in answer order (before the final scoring), and distances when sorted in space."""
         if req.spatial is not None:
-            return self._spatial_order(conn, req, now, relevance)
+            return self._spatial_order(conn, req, now, matches)
         if not req.query:
             q, p = sql.recent_sql(req, now, self._half_life_s, req.n)
             return [row[0] for row in conn.execute(q, p)], {}
-        ranked = list(relevance)
-        if len(ranked) < req.n and req.narrowed:
-            # An explicit filter is exact: its matches come back even when they do not
-            # relate to the query (after every related one, with score 0).
+        ranked = [m for m, match in matches.items() if calibrated(match) >= req.min_relevance]
+        if len(ranked) < req.n and req.narrowed and req.min_relevance == 0:
+            # An explicit filter is exact: asked for every hit (min_relevance 0), its matches
+            # come back even when they do not relate to the query (after every related one).
             ranked += self._newest_matches(conn, req, now, req.n - len(ranked), ranked, candidates)
         return ranked, {}
 
     # -- vectors ---------------------------------------------------------------------
 
     def _best_by_score(
-        self, conn: apsw.Connection, ids: list[int], relevance: dict[int, float], now: float, n: int
+        self, conn: apsw.Connection, ids: list[int], matches: dict[int, float], now: float, n: int
     ) -> list[int]:
-        """The n best by relevance x decayed confidence, reading only the confidence columns."""
+        """The n best by relevance, then decayed confidence (fusion.order_score), reading only those columns."""
         conf, params = effective_confidence_sql(now, self._half_life_s)
         position = {memory_id: rank for rank, memory_id in enumerate(ids)}
         rows = conn.execute(
             f"SELECT m.id, {conf} FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value",
             [*params, json.dumps(ids)],
         )
-        scored = sorted(((relevance.get(i, 0.0) * c, i) for i, c in rows), key=lambda r: (-r[0], position[r[1]]))
+        scored = sorted(((order_score(matches.get(i, 0.0), c), i) for i, c in rows), key=lambda r: (-r[0], position[r[1]]))
         return [i for _, i in scored[:n]]
 
     def _newest_matches(
@@ -197,17 +195,17 @@ class RecallEngine:
     # -- spatial ---------------------------------------------------------------------
 
     def _spatial_order(
-        self, conn: apsw.Connection, req: RecallRequest, now: float, relevance: dict[int, float],
+        self, conn: apsw.Connection, req: RecallRequest, now: float, matches: dict[int, float],
     ) -> tuple[list[int], dict[int, float]]:
         assert req.spatial is not None
         # Extra rows so that equal distances can be ordered by relevance.
         rows = nearest(conn, req, now, self._half_life_s, req.n * 2)
-        rows.sort(key=lambda r: (round(r[1], 9), -relevance.get(r[0], 0.0)))
+        rows.sort(key=lambda r: (round(r[1], 9), -matches.get(r[0], 0.0)))
         ranked = [memory_id for memory_id, _ in rows[: req.n]]
         distances = dict(rows[: req.n])
         if len(ranked) < req.n and req.spatial.max_distance is None:
             # Memories without the field come last: most relevant first, else most recent.
-            rest = [m for m in relevance if m not in distances]
+            rest = [m for m in matches if m not in distances]
             if len(rest) < req.n - len(ranked):
                 q, p = sql.recent_sql(req, now, self._half_life_s, req.n, json.dumps(ranked + rest))
                 rest += [row[0] for row in conn.execute(q, p)]
@@ -224,30 +222,6 @@ class RecallEngine:
         return [by_id[i] for i in ids if i in by_id]
 
 
-def _keyword_weight(similarity: float | None) -> float:
-    """How much a full-text hit counts, by its meaning's closeness to the query.
-
-    A hit that shares a word but not the meaning (cosine near 0) is most likely a
-    coincidence of wording; it still counts, at a quarter, so exact terms (part numbers,
-    parameter names) keep their say. From cosine 0.5 up it counts fully.
-    """
-    if similarity is None:
-        return 0.25
-    return min(1.0, max(0.25, similarity / 0.5))
-
-
-def _fuse(*rankings: tuple[list[int], list[float] | None]) -> dict[int, float]:
-    """Weighted reciprocal rank fusion, normalised so that first place in every list scores 1.0."""
-    scores: dict[int, float] = {}
-    for ranking, weights in rankings:
-        for rank, memory_id in enumerate(ranking):
-            weight = 1.0 if weights is None else weights[rank]
-            scores[memory_id] = scores.get(memory_id, 0.0) + weight / (_RRF_K + rank + 1)
-    used = max(1, sum(1 for ranking, _ in rankings if ranking))
-    best = used / (_RRF_K + 1)
-    return {m: s / best for m, s in sorted(scores.items(), key=lambda kv: -kv[1])}
-
-
 def _mode(req: RecallRequest, searched_text: bool, searched_vectors: bool) -> str:
     if not req.query:
         return "filter_only"
@@ -257,16 +231,20 @@ def _mode(req: RecallRequest, searched_text: bool, searched_vectors: bool) -> st
 
 
 def _score(
-    records: list[dict[str, Any]], relevance: dict[int, float], distances: dict[int, float],
+    records: list[dict[str, Any]], matches: dict[int, float], distances: dict[int, float],
     req: RecallRequest, mode: str, similarity: dict[int, float] | None,
 ) -> list[dict[str, Any]]:
     for record in records:
-        rel = relevance.get(record["id"], 0.0)
-        record["score"] = round((rel if mode != "filter_only" else 1.0) * record["confidence"], 6)
+        if mode == "filter_only":
+            record["relevance"] = None
+            record["score"] = record["confidence"]
+        else:
+            match = matches.get(record["id"])
+            record["relevance"] = 0.0 if match is None else round(calibrated(match), 4)
+            record["score"] = round(order_score(match or 0.0, record["confidence"]), 6)
         if req.spatial is not None:
             record["distance"] = distances.get(record["id"])
         if similarity is not None:
-            # Rank-fused scores compare hits within one answer; cosine compares across answers.
             cos = similarity.get(record["id"])
             record["similarity"] = None if cos is None else round(cos, 4)
     if req.spatial is None and mode != "filter_only":

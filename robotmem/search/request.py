@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import validation
 from ..errors import ValidationError
+from ..models import DEFAULT_MIN_RELEVANCE
 from .filters import CompiledFilter, compile_filter, json_path
 
 __all__ = ["RecallRequest", "SpatialSort", "parse_spatial_sort"]
@@ -36,6 +37,8 @@ class RecallRequest:
     spatial: SpatialSort | None = None
     since: float | None = None
     until: float | None = None
+    #: hits of a query whose relevance is below this are left out (spatial order keeps them)
+    min_relevance: float = DEFAULT_MIN_RELEVANCE
 
     @property
     def include_archived(self) -> bool:
@@ -105,6 +108,7 @@ def build_request(
     spatial_sort: Any,
     since: Any,
     until: Any,
+    min_relevance: Any = None,
 ) -> RecallRequest:
     if query is None:
         query = ""
@@ -124,6 +128,8 @@ def build_request(
         spatial=parse_spatial_sort(spatial_sort),
         since=validation.timestamp(since, "since"),
         until=validation.timestamp(until, "until"),
+        min_relevance=(DEFAULT_MIN_RELEVANCE if min_relevance is None
+                       else validation.unit_interval(min_relevance, "min_relevance")),
     )
     if request.since is not None and request.until is not None and request.since > request.until:
         raise ValidationError("since is after until", field="since")

@@ -15,6 +15,7 @@ __all__ = [
     "candidates_sql",
     "eligibility_sql",
     "recent_sql",
+    "texts_sql",
     "vector_sql",
 ]
 
@@ -68,4 +69,12 @@ def recent_sql(req: RecallRequest, now: float, half_life_s: float, limit: int, e
         (f"SELECT m.id FROM memories m WHERE {where} AND m.id NOT IN (SELECT value FROM json_each(?)) "
         "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?"),
         [*params, exclude_json, limit],
+    )
+
+
+def texts_sql(memory_ids_json: str) -> Query:
+    """The indexed tokens and the text of a few memories (relevance reads them)."""
+    return (
+        "SELECT m.id, m.search_text, m.content FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value",
+        [memory_ids_json],
     )

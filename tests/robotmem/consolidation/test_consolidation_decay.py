@@ -44,8 +44,9 @@ def test_memories_below_the_archive_floor_are_archived_not_deleted(mem: Memory, 
     summary = mem.end_session(fresh_sid)
     assert summary["archived"] == 1
     assert mem.get(old)["status"] == "archived" and mem.get(fresh)["status"] == "active"
-    assert [h["id"] for h in mem.recall("pallet aisle C", n=10, min_confidence=0.01)["results"]] == [fresh]
-    everything = mem.recall("pallet aisle C", n=10, min_confidence=0)["results"]
+    found = mem.recall("pallet aisle C", n=10, min_confidence=0.01, min_relevance=0)["results"]
+    assert [h["id"] for h in found] == [fresh]
+    everything = mem.recall("pallet aisle C", n=10, min_confidence=0, min_relevance=0)["results"]
     assert {h["id"] for h in everything} == {old, fresh}
 
 

@@ -76,14 +76,15 @@ def test_the_paraphrases_share_no_word_with_their_answers() -> None:
 def test_a_paraphrase_is_recalled_in_the_top_3_in_hybrid_mode(
     semantic_memory: Memory, question: str, answer: str
 ) -> None:
-    result = semantic_memory.recall(question, n=3)
+    # Ranking, not the threshold: a paraphrase sharing no word may be a weak hit.
+    result = semantic_memory.recall(question, n=3, min_relevance=0)
     assert result["mode"] == "hybrid"
     assert answer in [hit["content"] for hit in result["results"]], result["results"]
 
 
 @pytest.mark.parametrize(("question", "answer"), PARAPHRASES)
 def test_bm25_only_misses_the_paraphrase(text_only_memory: Memory, question: str, answer: str) -> None:
-    result = text_only_memory.recall(question, n=3)
+    result = text_only_memory.recall(question, n=3, min_relevance=0)
     assert result["mode"] == "bm25_only"
     assert answer not in [hit["content"] for hit in result["results"]]
 

@@ -1,0 +1,49 @@
+"""Fuse the full-text and vector candidates into one ranking by calibrated relevance.
+
+Every candidate either side found gets its match score from its own match with the query
+(robotmem.search.relevance), not from its rank in either list: a memory only the vector
+side found is not capped below one both lists share, and a keyword match is not scaled
+by a cosine that says nothing about part numbers. Recency and confidence then order
+memories of similar match: ``score = match x (1 - W + W x confidence)`` with
+``W = CONFIDENCE_WEIGHT``, so a fresh, reinforced memory wins a tie but never turns an
+irrelevant one into an answer. Hits are ordered on the match score, not on the calibrated
+relevance, because calibration saturates near 1 where near-duplicates still differ.
+"""
+
+from __future__ import annotations
+
+import json
+
+import apsw
+
+from . import sql
+from .relevance import match_features, match_score, query_terms
+
+__all__ = ["CONFIDENCE_WEIGHT", "fuse", "order_score"]
+
+#: The share of the ordering score that decayed confidence (recency x reinforcement) decides:
+#: enough to order near-ties, too little to lift a weaker match over a clearly better one
+#: (fitted with the mix by scripts/fit_relevance.py).
+CONFIDENCE_WEIGHT = 0.05
+
+
+def fuse(
+    conn: apsw.Connection, query: str, candidates: list[int], similarity: dict[int, float] | None
+) -> dict[int, float]:
+    """The match score of every candidate with the query, best first (ties in candidate order)."""
+    if not candidates:
+        return {}
+    terms = query_terms(conn, query)
+    q, p = sql.texts_sql(json.dumps(candidates))
+    texts = {memory_id: (search_text, content) for memory_id, search_text, content in conn.execute(q, p)}
+    scored: dict[int, float] = {}
+    for memory_id in candidates:
+        if memory_id in texts and memory_id not in scored:
+            search_text, content = texts[memory_id]
+            cos = None if similarity is None else similarity.get(memory_id)
+            scored[memory_id] = match_score(match_features(terms, search_text, content, cos))
+    return dict(sorted(scored.items(), key=lambda kv: -kv[1]))
+
+
+def order_score(match: float, confidence: float) -> float:
+    return match * (1.0 - CONFIDENCE_WEIGHT + CONFIDENCE_WEIGHT * confidence)

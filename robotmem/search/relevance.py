@@ -1,0 +1,162 @@
+"""How well one memory answers one query, as a calibrated number in [0, 1].
+
+A control loop needs to tell "here is what you did last time" from "here is something
+vaguely similar", so relevance is an estimated probability that the hit is relevant,
+from two signals of the query and the memory alone (never of the other hits, so the
+same pair scores the same in every answer and an empty answer is possible):
+
+* ``meaning``: the embedding cosine, with a ``trust`` in it: how far both texts are in
+  a script the model was trained on (all-MiniLM-L6-v2 is English: unrelated Chinese
+  pairs score 0.5-0.8, so for Chinese text the cosine is noise); no vectors, no trust;
+* ``coverage``: the share of the query's information that the memory contains: its
+  informative words weighted by IDF, exact values (tokens with a digit: 12.5n, 3.2.1,
+  -0417) counting double, so that for "grip_force=12.5N" the memory with 12 N covers
+  less than half of what the one with 12.5 N covers and ranks below it.
+
+The signals are mixed convexly, ``match = w * meaning' + (1 - w) * coverage ** p``
+(coverage squared so that one shared word out of five says little), where
+``meaning' = trust * cosine + (1 - trust) * NEUTRAL_COSINE * coverage``: where the model
+cannot judge (a Chinese query or memory, a store without vectors) the memory is taken to
+mean as much as a typical answer, in proportion to the words it shares, instead of the
+cosine's noise deciding (language-aware weighting). The
+mix is calibrated by Platt scaling, ``relevance = sigmoid(a * match + b)``. The mix is
+chosen for ranking quality (nDCG@5 per category) and a, b by logistic regression, both
+on the tuning half of the judged set in datasets/retrieval (scripts/fit_relevance.py);
+docs/recall.md explains them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+import apsw
+
+from ..models import DEFAULT_MIN_RELEVANCE
+from ..store.connection import scalar
+from ..store.tokens import query_tokens, token_parts
+
+__all__ = [
+    "DEFAULT_MIN_RELEVANCE",
+    "STOPWORDS",
+    "MatchFeatures",
+    "QueryTerms",
+    "calibrated",
+    "cjk_share",
+    "informative_tokens",
+    "match_features",
+    "match_score",
+    "query_terms",
+    "relevance",
+]
+
+
+# Fitted on the tuning split by scripts/fit_relevance.py; see the module docstring.
+MEANING_WEIGHT, COVERAGE_POWER, NEUTRAL_COSINE = 0.40, 2.0, 0.2
+PLATT_A, PLATT_B = 29.88, -6.79
+
+#: Words that say nothing about which memory is meant, whatever the size of the store.
+#: Dropped from the keyword query (and from coverage) unless the query has nothing else.
+STOPWORDS = frozenset(
+    ["a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on", "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "yourself", "yourselves", "get", "got", "did", "done", "went", "go", "goes", "going", "keep", "keeps", "kept", "still", "also", "again", "的", "了", "是", "在", "和", "与", "吗", "呢", "吧", "啊", "就", "也", "都", "很", "要", "时", "会", "着", "过", "个", "这", "那", "么"]
+)
+
+_DIGIT = re.compile(r"\d")
+_VALUE_WEIGHT = 2.0
+
+
+def _is_cjk(char: str) -> bool:
+    code = ord(char)
+    return 0x3040 <= code <= 0x30FF or 0x3400 <= code <= 0x9FFF or 0xAC00 <= code <= 0xD7AF or 0xF900 <= code <= 0xFAFF
+
+
+def cjk_share(text: str) -> float:
+    """The share of the letters of ``text`` that are CJK (0.0 for English, about 1.0 for Chinese)."""
+    if text.isascii():
+        return 0.0
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return 0.0
+    return sum(1 for c in letters if _is_cjk(c)) / len(letters)
+
+
+def informative_tokens(text: str) -> list[str]:
+    """Query tokens without stopwords; all of them when every one is a stopword."""
+    tokens = query_tokens(text)
+    kept = [t for t in tokens if t not in STOPWORDS]
+    return kept or tokens
+
+
+@dataclass(frozen=True)
+class QueryTerms:
+    tokens: tuple[str, ...]
+    weights: tuple[float, ...]  # IDF x (2 for exact values): each token's share of the query's information
+    cjk: float
+
+    @property
+    def total(self) -> float:
+        return sum(self.weights)
+
+
+def query_terms(conn: apsw.Connection, text: str) -> QueryTerms:
+    """The query's informative tokens with their IDF in the store's full-text index."""
+    tokens = informative_tokens(text)
+    if not tokens:
+        return QueryTerms((), (), cjk_share(text))
+    df = dict(conn.execute(
+        "SELECT term, doc FROM memories_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
+        (json.dumps(tokens),),
+    ))
+    # max(id) counts deleted rows too; it is an index lookup, where count(*) scans.
+    n = max(1, int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")))
+    weights = tuple(_idf(df.get(t, 0), n) * (_VALUE_WEIGHT if _DIGIT.search(t) else 1.0) for t in tokens)
+    return QueryTerms(tuple(tokens), weights, cjk_share(text))
+
+
+def _idf(df: int, n: int) -> float:
+    """BM25's IDF, floored so that a word in every memory still counts a little."""
+    return max(0.05, math.log((n - df + 0.5) / (df + 0.5) + 1.0))
+
+
+def _contains(token: str, doc: set[str]) -> bool:
+    """The memory has the token, or all of its parts (12.5n as "12.5 N", grip_force as "grip force")."""
+    if token in doc:
+        return True
+    parts = token_parts(token)
+    return bool(parts) and all(p in doc for p in parts)
+
+
+@dataclass(frozen=True)
+class MatchFeatures:
+    meaning: float  # the cosine (0 without vectors)
+    trust: float  # how far the cosine can be believed for this pair, 0..1
+    coverage: float
+
+
+def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None) -> MatchFeatures:
+    """The signals of one (query, memory) pair; ``cosine`` is None without vectors."""
+    doc = set(search_text.split())
+    matched = [_contains(t, doc) for t in terms.tokens]
+    total = terms.total
+    coverage = sum(w for w, hit in zip(terms.weights, matched) if hit) / total if total > 0 else 0.0
+    trust = (1.0 - terms.cjk) * (1.0 - cjk_share(content))
+    if cosine is None:
+        return MatchFeatures(meaning=0.0, trust=0.0, coverage=coverage)
+    return MatchFeatures(meaning=max(0.0, cosine), trust=trust, coverage=coverage)
+
+
+def match_score(features: MatchFeatures) -> float:
+    """The convex mix of the signals that ranks hits (before calibration)."""
+    meaning = features.trust * features.meaning + (1.0 - features.trust) * NEUTRAL_COSINE * features.coverage
+    return MEANING_WEIGHT * meaning + (1.0 - MEANING_WEIGHT) * features.coverage ** COVERAGE_POWER
+
+
+def calibrated(match: float) -> float:
+    """The probability that a memory with this match score answers the query (Platt scaling)."""
+    return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_B)))
+
+
+def relevance(features: MatchFeatures) -> float:
+    return calibrated(match_score(features))

@@ -1,0 +1,137 @@
+"""Fit relevance's weights on the tuning split of the judged set (never on the held part).
+
+For every tuning query it builds the candidates recall scores (the 50 nearest vectors and
+the 50 best BM25 matches), computes robotmem.search.relevance's signals for each and fits
+chooses the convex mix (meaning weight, coverage power, neutral cosine, confidence weight) with the best
+mean nDCG@5 over the categories by grid search, then calibrates it: a logistic regression
+of "judged relevant (grade >= 1)" on the mixed score (Platt scaling). Paste the printed
+constants into robotmem/search/relevance.py and robotmem/search/fusion.py.
+
+    python scripts/fit_relevance.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_retrieval as bench
+
+from robotmem.search.relevance import informative_tokens, match_features, query_terms
+from robotmem.store.tokens import match_term
+
+POOL = 50
+
+
+def candidates(conn: apsw.Connection, q: bench.Query, cos: dict[int, float], allowed: set[int]) -> set[int]:
+    dense = sorted((i for i in allowed if cos[i] >= 0.2), key=lambda i: -cos[i])[:POOL]
+    tokens = informative_tokens(q.text)
+    keyword: list[int] = []
+    if tokens:
+        match = " OR ".join(match_term(t) for t in tokens)
+        keyword = [i for (i,) in conn.execute(
+            "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank", (match,)) if i in allowed][:POOL]
+    return set(dense) | set(keyword)
+
+
+def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 50) -> np.ndarray:
+    """Logistic regression by Newton's method (a small ridge keeps it finite on separable data)."""
+    xb = np.hstack([np.ones((len(x), 1)), x])
+    w = np.zeros(xb.shape[1])
+    for _ in range(steps):
+        p = 1 / (1 + np.exp(-xb @ w))
+        grad = xb.T @ (p - y) + l2 * np.r_[0, w[1:]]
+        hess = xb.T @ (xb * (p * (1 - p))[:, None]) + l2 * np.diag(np.r_[0, np.ones(len(w) - 1)])
+        w -= np.linalg.solve(hess, grad)
+    return w
+
+
+@dataclass
+class Pair:
+    key: str
+    grade: int
+    features: np.ndarray  # meaning, trust, coverage
+    confidence: float
+
+
+def collect(queries: list[bench.Query]) -> dict[str, list[Pair]]:
+    ages = {json.loads(line)["key"]: json.loads(line)["age_days"]
+            for line in (bench.DATA / "memories.jsonl").read_text().splitlines()}
+    out: dict[str, list[Pair]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        clock = bench.Clock()
+        mem, keys = bench.build_store(Path(tmp) / "fit.db", clock, "auto")
+        assert mem.embedder is not None
+        conn = apsw.Connection(str(mem.path), flags=apsw.SQLITE_OPEN_READONLY)
+        text_of = dict(conn.execute("SELECT id, search_text FROM memories"))
+        content_of = dict(conn.execute("SELECT id, content FROM memories"))
+        ids = sorted(keys)
+        matrix = mem.embedder.embed([content_of[i] for i in ids])
+        for q in queries:
+            qv = mem.embedder.embed([q.text])[0]
+            cos = dict(zip(ids, (matrix @ qv).tolist()))
+            terms = query_terms(conn, q.text)
+            out[q.id] = []
+            for i in candidates(conn, q, cos, bench.eligible(mem, keys, q)):
+                f = match_features(terms, text_of[i], content_of[i], cos[i])
+                out[q.id].append(Pair(keys[i], q.judgements.get(keys[i], 0),
+                                      np.array([f.meaning, f.trust, f.coverage]),
+                                      0.8 * 2 ** (-ages[keys[i]] / 30)))
+        conn.close()
+        mem.close()
+    return out
+
+
+def mix(f: np.ndarray, w: float, power: float, neutral: float) -> np.ndarray:
+    meaning = f[:, 1] * f[:, 0] + (1 - f[:, 1]) * neutral * f[:, 2]
+    return w * meaning + (1 - w) * f[:, 2] ** power
+
+
+def quality(queries: list[bench.Query], pairs: dict[str, list[Pair]], w: float, power: float, neutral: float,
+            c: float) -> float:
+    """Mean over categories of the mean nDCG@5 of the answerable tuning queries."""
+    per_cat: dict[str, list[float]] = {}
+    for q in queries:
+        if q.category == "no_answer" or not pairs[q.id]:
+            continue
+        ps = pairs[q.id]
+        s = mix(np.stack([p.features for p in ps]), w, power, neutral)
+        order = sorted(range(len(ps)), key=lambda i: -(s[i] * (1 - c + c * ps[i].confidence)))
+        per_cat.setdefault(q.category, []).append(bench.ndcg([ps[i].key for i in order], q.judgements))
+    return float(np.mean([np.mean(v_) for v_ in per_cat.values()]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pick", nargs=4, type=float, metavar=("MEANING", "POWER", "NEUTRAL", "CONFIDENCE"),
+                        help="use this mix instead of the grid's best (and fit the calibration for it)")
+    args = parser.parse_args()
+    queries = bench.load_queries("tune")
+    pairs = collect(queries)
+    grid = sorted(((quality(queries, pairs, w, p, n, c), w, p, n, c)
+                   for w in np.arange(0.2, 0.81, 0.05) for p in (1.0, 1.5, 2.0, 3.0)
+                   for n in (0.0, 0.2, 0.3, 0.4, 0.5) for c in (0.02, 0.05, 0.1, 0.2)), key=lambda r: -r[0])
+    for row in grid[:8]:
+        print("mean category nDCG@5 {:.3f}: meaning {:.2f}, power {}, neutral cosine {}, confidence {}".format(*row))
+    # The grid's top is a plateau; pass --pick to choose a point inside it rather than its edge.
+    _, w, power, neutral, c = grid[0] if args.pick is None else (0.0, *args.pick)
+    allpairs = [p for ps in pairs.values() for p in ps]
+    s = mix(np.stack([p.features for p in allpairs]), w, power, neutral)
+    y = np.array([p.grade >= 1 for p in allpairs], dtype=float)
+    b, a = fit(s[:, None], y)
+    print(f"{len(y)} pairs, {int(y.sum())} relevant")
+    print(f"MEANING_WEIGHT, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {power}, {neutral}")
+    print(f"CONFIDENCE_WEIGHT = {c}")
+    print(f"PLATT_A, PLATT_B = {a:.2f}, {b:.2f}")
+
+
+if __name__ == "__main__":
+    main()

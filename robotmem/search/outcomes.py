@@ -196,6 +196,12 @@ def _within(conn: apsw.Connection, req: OutcomeRequest, radius: float | None) ->
     return best
 
 
+def _next_radius(radius: float, inside: int, k: int) -> float | None:
+    """Grow at least x2; more when the points found so far say k lie much farther (density ~ area)."""
+    growth = max(_GROWTH, 1.25 * math.sqrt(k / inside)) if inside else _GROWTH * 2
+    return radius * growth if radius * growth <= _MAX_RADIUS else None
+
+
 def _neighbourhood(conn: apsw.Connection, req: OutcomeRequest) -> list[int]:
     """Ids within max_distance, or the k nearest (ties broken by newer id), or both."""
     spatial = req.spatial
@@ -211,7 +217,7 @@ def _neighbourhood(conn: apsw.Connection, req: OutcomeRequest) -> list[int]:
             inside = [(m, d) for m, d in found.items() if radius is None or d <= radius]
             if radius is None or len(inside) >= (req.k or 0):
                 break
-            radius = radius * _GROWTH if radius * _GROWTH <= _MAX_RADIUS else None
+            radius = _next_radius(radius, len(inside), req.k or 0)
     inside.sort(key=lambda r: (r[1], -r[0]))
     return [m for m, _ in (inside[: req.k] if req.k is not None else inside)]
 

@@ -185,6 +185,7 @@ CASES: list[dict[str, Any]] = [
     {"query": "shoved", "context_filter": {"object.type": {"$ne": "default"}}},
     {"near": ([0.5, 0.5], 0.3, None)},
     {"near": ([0.2, 0.8], None, 25)},
+    {"near": ([50.0, -3.0], None, 10_000)},  # more than there are: every memory with the point
     {"near": ([0.2, 0.8], 0.4, 10), "context_filter": {"object.type": "default"}},
     {"edges": [0.3, 0.75]},
     {"edges": [0.0, 0.5, 1.0], "threshold": 0.8},

@@ -266,7 +266,7 @@ async function runRecall(event) {
   if (event) event.preventDefault();
   const form = $("#recall-form");
   const params = new URLSearchParams();
-  for (const name of ["q", "filter", "near", "since", "until", "n"]) if (form[name].value) params.set(name, form[name].value);
+  for (const name of ["q", "filter", "near", "since", "until", "n", "min_relevance"]) if (form[name].value) params.set(name, form[name].value);
   $("#recall-error").textContent = "";
   let body;
   try {
@@ -278,7 +278,8 @@ async function runRecall(event) {
   }
   $("#recall-results tbody").replaceChildren(...body.results.map((hit, i) => el("tr", { class: "hit", "data-id": hit.id },
     el("td", { text: i + 1 }), el("td", { class: "content", text: hit.content }),
-    el("td", { text: fmtNum(hit.similarity) }), el("td", { text: hit.distance == null ? "" : fmtNum(hit.distance) + " m" }),
+    el("td", { class: "relevance", text: fmtNum(hit.relevance) }), el("td", { text: fmtNum(hit.similarity) }),
+    el("td", { text: hit.distance == null ? "" : fmtNum(hit.distance) + " m" }),
     el("td", {}, hit.session_id ? el("a", { href: "#", text: hit.session_id.slice(0, 28), onclick: (e) => { e.preventDefault(); openEpisode(hit.session_id); } }) : ""),
     el("td", {}, el("code", { text: JSON.stringify({ robot: hit.robot, task: hit.task, params: hit.params }).slice(0, 160) })))));
 }

@@ -123,7 +123,8 @@ def test_recall_with_a_filter_returns_the_expected_rows(browser: Any, ui: UiServ
     WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr")
     assert "doorway between hall and kitchen" in rows[0].text
-    assert all('"demo-bot"' in r.find_elements(By.TAG_NAME, "td")[5].text for r in rows)
+    assert all('"demo-bot"' in r.find_elements(By.TAG_NAME, "td")[6].text for r in rows)
+    assert 0 < float(rows[0].find_element(By.CSS_SELECTOR, "td.relevance").text) <= 1
     browser.save_screenshot(str(ARTIFACTS / "recall.png"))
     _recall(browser, q="narrow doorway between hall and kitchen", filter=json.dumps({"robot.id": "arm-1", "task.name": "fetch_cup"}))
     WebDriverWait(browser, WAIT_S).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
@@ -148,9 +149,9 @@ def test_clicking_the_map_recalls_nearest_first(browser: Any, ui: UiServer) -> N
                                                       -svg.size["height"] // 2 + 12).click().perform()
     WebDriverWait(browser, WAIT_S).until(lambda d: d.find_element(By.NAME, "near").get_attribute("value"))
     WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
-    distances = [float(r.find_elements(By.TAG_NAME, "td")[3].text.split()[0])
+    distances = [float(r.find_elements(By.TAG_NAME, "td")[4].text.split()[0])
                  for r in browser.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr")
-                 if r.find_elements(By.TAG_NAME, "td")[3].text]
+                 if r.find_elements(By.TAG_NAME, "td")[4].text]
     assert distances and distances == sorted(distances)
     assert browser.find_elements(By.CSS_SELECTOR, "#map circle.near")
 

@@ -56,7 +56,7 @@ _NO_PERCEPTION = frozenset({"learn", "episode"})
 
 #: every converter name a rule may use
 CONVERTERS = frozenset(
-    {"pose_trajectory", "joint_trajectory", "image", "laser_scan", "learn", "episode", "json_perception"}
+    {"pose_trajectory", "tf_trajectory", "navsat_track", "joint_trajectory", "image", "laser_scan", "learn", "episode", "json_perception"}
 )
 
 
@@ -96,11 +96,15 @@ DEFAULT_TOPICS: tuple[TopicRule, ...] = (
     TopicRule("/joint_states", "sensor_msgs/msg/JointState", "joint_trajectory"),
     TopicRule("/robotmem/learn", "std_msgs/msg/String", "learn"),
     TopicRule("/robotmem/episode", "std_msgs/msg/String", "episode"),
+    TopicRule("/tf", "tf2_msgs/msg/TFMessage", "tf_trajectory"),
+    TopicRule("/tf", "tf/msg/tfMessage", "tf_trajectory"),
+    TopicRule("/tf_static", "tf2_msgs/msg/TFMessage", "tf_trajectory"),
     # By type: any topic carrying these types.
     TopicRule(WILDCARD, "nav_msgs/msg/Odometry", "pose_trajectory"),
     TopicRule(WILDCARD, "geometry_msgs/msg/PoseStamped", "pose_trajectory"),
     TopicRule(WILDCARD, "geometry_msgs/msg/PoseWithCovarianceStamped", "pose_trajectory"),
     TopicRule(WILDCARD, "sensor_msgs/msg/JointState", "joint_trajectory"),
+    TopicRule(WILDCARD, "sensor_msgs/msg/NavSatFix", "navsat_track"),
     _image_rule("sensor_msgs/msg/Image"),
     _image_rule("sensor_msgs/msg/CompressedImage"),
     TopicRule(
@@ -140,6 +144,9 @@ class BridgeConfig:
     laser_bins: int = 36
     #: json_perception: payloads larger than this (JSON bytes) keep only their field names
     json_max_bytes: int = 4096
+    #: the frame pair /tf trajectories track, [parent, child]; empty: map -> base_link where the
+    #: tree has it, else odom -> base_link / base_footprint (converters/tf.py)
+    tf_frames: tuple[str, ...] = ()
     #: a topic quiet for more than gap_periods of its usual period, and at least gap_min_s, has a gap
     gap_min_s: float = 1.0
     gap_periods: float = 5.0
@@ -196,17 +203,19 @@ def _toml_module() -> Any:
     return tomli
 
 
-_SCALARS = {f.name: f for f in dataclasses.fields(BridgeConfig) if f.name != "topics"}
+_SCALARS = {f.name: f for f in dataclasses.fields(BridgeConfig) if f.name not in ("topics", "tf_frames")}
 _RULE_FIELDS = {f.name: f for f in dataclasses.fields(TopicRule)}
 
 
 def parse_bridge_config(raw: dict[str, Any], origin: str = "bridge config") -> BridgeConfig:
     """Validate an already-parsed TOML document."""
-    allowed = set(_SCALARS) | {"topics", "default_topics"}
+    allowed = set(_SCALARS) | {"topics", "default_topics", "tf_frames"}
     for key in raw:
         if key not in allowed:
             raise ConfigError(f"{origin}: unknown key {key!r} (known: {', '.join(sorted(allowed))})", field=key)
     values: dict[str, Any] = {name: _scalar(raw, name, origin) for name in _SCALARS if name in raw}
+    if "tf_frames" in raw:
+        values["tf_frames"] = _frame_pair(raw["tf_frames"], origin)
     keep_defaults = raw.get("default_topics", True)
     if not isinstance(keep_defaults, bool):
         raise ConfigError(f"{origin}: 'default_topics' must be true or false", field="default_topics")
@@ -220,6 +229,14 @@ def parse_bridge_config(raw: dict[str, Any], origin: str = "bridge config") -> B
             r for r in DEFAULT_TOPICS if (r.topic, r.msgtype if r.topic == WILDCARD else None) not in overridden
         )
     return BridgeConfig(topics=rules, **values)
+
+
+def _frame_pair(value: Any, origin: str) -> tuple[str, str]:
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(isinstance(v, str) and v.strip("/") for v in value) or value[0] == value[1]):
+        raise ConfigError(f"{origin}: 'tf_frames' must be two different frame names, [parent, child], "
+                          f"e.g. [\"map\", \"base_link\"]; got {value!r}", field="tf_frames")
+    return value[0].strip("/"), value[1].strip("/")
 
 
 def _scalar(raw: dict[str, Any], name: str, origin: str) -> Any:

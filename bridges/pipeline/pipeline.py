@@ -208,21 +208,36 @@ class Pipeline:
             handler = _Handler(rule.converter, stats, rule, sample_ns=int(rule.sample_every_s * 1e9))
             if rule.converter not in ("learn", "episode"):
                 handler.gaps = GapDetector(topic, self.config.gap_min_s, self.config.gap_periods)
-                handler.converter = make_converter(topic, msgtype, rule, self.config)
-                self._connect_pose(handler.converter, rule.converter)
+                shared = self._shared_converter(rule.converter)
+                handler.converter = shared or make_converter(topic, msgtype, rule, self.config)
+                if shared is None:
+                    self._connect_pose(handler.converter, rule.converter)
         stats.converter = handler.kind
         self._handlers[(topic, msgtype)] = handler
         return handler
 
+    def _shared_converter(self, kind: str) -> Converter | None:
+        """/tf and /tf_static feed one tf converter (a chain uses links of both)."""
+        if kind != "tf_trajectory":
+            return None
+        return next((h.converter for h in self._converters() if h.kind == kind), None)
+
     def _connect_pose(self, converter: Converter, kind: str) -> None:
         """Pose streams report the robot's pose; images, scans and joint chunks record it."""
-        if kind == "pose_trajectory":
+        if kind in ("pose_trajectory", "tf_trajectory"):
             converter.pose_sink = self._robot_pose.note
         elif kind in _POSE_TAKERS:
             converter.robot_pose = self._robot_pose.at
 
     def _converters(self) -> list[_Handler]:
-        return [h for h in self._handlers.values() if h.converter is not None]
+        """One handler per converter (topics sharing a converter, as /tf and /tf_static do, appear once)."""
+        seen: set[int] = set()
+        result = []
+        for handler in self._handlers.values():
+            if handler.converter is not None and id(handler.converter) not in seen:
+                seen.add(id(handler.converter))
+                result.append(handler)
+        return result
 
     def _record_gap(self, gap: Gap) -> None:
         """Into the open episode and the converters it concerns (their chunks carry it)."""

@@ -65,7 +65,9 @@ def _main_path(paths: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The pose topic that speaks for the episode: a trustworthy path first, then the most points."""
     if not paths:
         return None
-    return max(paths, key=lambda s: ("path_length_m" in s["spatial"], s.get("points", 0)))
+    # a pose topic speaks before a path composed from /tf (the robot published it as its pose)
+    return max(paths, key=lambda s: ("path_length_m" in s["spatial"], "TFMessage" not in s.get("msgtype", ""),
+                                     s.get("points", 0)))
 
 
 def _jsonable_summary(summary: dict[str, Any]) -> dict[str, Any]:

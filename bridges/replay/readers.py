@@ -34,13 +34,13 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 if TYPE_CHECKING:
     from typing_extensions import Self
 
-from bridges.replay.distros import DEFAULT_ROS_DISTRO, ROS_DISTROS
 from bridges.pipeline.messages import (
     RosMessage,
     header_stamp_ns,
     normalize_msgtype,
     to_plain,
 )
+from bridges.replay.distros import DEFAULT_ROS_DISTRO, ROS_DISTROS
 
 log = logging.getLogger("bridges.replay")
 

@@ -16,7 +16,9 @@ from .image import ImageConverter
 from .joints import JointTrajectoryConverter
 from .json_perception import JsonPerceptionConverter
 from .laser import LaserScanConverter
+from .navsat import NavSatTrackConverter
 from .pose import PoseTrajectoryConverter
+from .tf import TfTrajectoryConverter
 
 __all__ = [
     "DATA_CONVERTERS",
@@ -32,6 +34,8 @@ __all__ = [
 
 DATA_CONVERTERS: dict[str, type[Converter]] = {
     "pose_trajectory": PoseTrajectoryConverter,
+    "tf_trajectory": TfTrajectoryConverter,
+    "navsat_track": NavSatTrackConverter,
     "joint_trajectory": JointTrajectoryConverter,
     "image": ImageConverter,
     "laser_scan": LaserScanConverter,

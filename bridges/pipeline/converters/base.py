@@ -29,6 +29,8 @@ Record = dict[str, Any]
 #: default perception type per converter (a rule's perception_type overrides it)
 PERCEPTION_TYPES = {
     "pose_trajectory": "proprioceptive",
+    "tf_trajectory": "proprioceptive",
+    "navsat_track": "proprioceptive",
     "joint_trajectory": "proprioceptive",
     "image": "visual",
     "laser_scan": "visual",

@@ -102,13 +102,16 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         return x, y, z, qx, qy, qz, qw, frame
 
     def feed(self, msg: RosMessage) -> bool:
-        x, y, z, qx, qy, qz, qw, frame = self._read(msg)
+        return self._feed_pose(msg.t_ns, *self._read(msg))
+
+    def _feed_pose(self, t_ns: int, x: float, y: float, z: float, qx: float, qy: float, qz: float, qw: float,
+                   frame: str) -> bool:
         if self.pose_sink is not None:
-            self.pose_sink(msg.t_ns, x, y, z, frame, self.topic)
+            self.pose_sink(t_ns, x, y, z, frame, self.topic)
         buffer = self._buffer
         if buffer is None or buffer.frame_id != frame:
-            buffer = self._start_buffer(frame, msg.t_ns)
-        buffer.t.append(msg.t_ns)
+            buffer = self._start_buffer(frame, t_ns)
+        buffer.t.append(t_ns)
         buffer.x.append(x)
         buffer.y.append(y)
         buffer.z.append(z)
@@ -117,7 +120,7 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         buffer.qz.append(qz)
         buffer.qw.append(qw)
         assert self.pending_since_ns is not None
-        if msg.t_ns - self.pending_since_ns >= self.chunk_ns:
+        if t_ns - self.pending_since_ns >= self.chunk_ns:
             self.ready = True
         return self._moved(x, y, z)
 
@@ -128,6 +131,10 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         x, y, z = self._read(msg)[:3]
         anchor = self._anchor
         return anchor is None or (x - anchor[0]) ** 2 + (y - anchor[1]) ** 2 + (z - anchor[2]) ** 2 > self._motion_sq
+
+    def _source_extra(self) -> dict[str, Any]:
+        """More ``source`` fields of a chunk (the tf converter names its frame pair)."""
+        return {}
 
     def _moved(self, x: float, y: float, z: float) -> bool:
         anchor = self._anchor
@@ -186,6 +193,7 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         self._kept.append((t[keep], xyz[keep], ids[keep]))
         duration_s = float(t.max() - t.min()) / 1e9
         metadata["episode"].update({"t_start_ns": int(t.min()), "t_end_ns": int(t.max())})
+        metadata["source"].update(self._source_extra())
         metadata["spatial"] = _spatial(xyz[primary], verdict, buffer.frame_id)
         description = _describe("pose trajectory", self.topic, duration_s, verdict, xyz[primary], buffer.frame_id)
         return self._record(episode, description, data, metadata, int(t.min()))

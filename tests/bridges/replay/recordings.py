@@ -125,3 +125,12 @@ def write_mcap(path: Path, messages: Iterable[Msg], *, empty_topics: dict[str, s
                                data=HUMBLE.serialize_cdr(msg.value, msg.msgtype), sequence=seq)
         writer.finish()
     return path
+
+
+def navsat_fix(stamp_ns: int, lat: float, lon: float, alt: float, status: int = 0) -> Any:
+    import numpy as np
+
+    types = HUMBLE.types
+    return types["sensor_msgs/msg/NavSatFix"](
+        header=header(stamp_ns, "gps"), status=types["sensor_msgs/msg/NavSatStatus"](status=status, service=1),
+        latitude=lat, longitude=lon, altitude=alt, position_covariance=np.zeros(9), position_covariance_type=0)

@@ -111,7 +111,7 @@ def test_nav2_mcap_counts_path_length_and_stored_path_match_the_raw_odometry(
     assert set(expected) == {"/odom", "/amcl_pose", "/tf", "/tf_static"}
     read = {t: s.messages for t, s in result.stats.topics.items() if s.messages}
     ignored = result.as_dict()["ignored_topics"]
-    assert set(ignored) == {"/tf", "/tf_static"}  # the default mapping has no rule for TF
+    assert ignored == {}  # /tf and /tf_static make the map -> base_link trajectory (test_replay_tf_frames.py)
     assert {**read, **ignored} == expected  # every topic: read with the file's count, or counted as not read
     assert sum(s.malformed for s in result.stats.topics.values()) == 0
     (session_id,) = result.stats.session_ids

@@ -277,8 +277,9 @@ class RosBridge:
 
     def _on_connect_failure(self, reason: str) -> None:
         # roslibpy's thread: say why, once per reason; the status line counts the retries.
-        if reason != self._said_failure:
-            self._said_failure = reason
+        kind = reason.partition(":")[0]  # a handshake's details vary from try to try; its kind does not
+        if kind != self._said_failure:
+            self._said_failure = kind
             self._status_sink(f"bridge: cannot connect to {self.options.url}: {describe_failure(reason)}; "
                               f"retrying at most every {self.options.reconnect_max_s:g} s")
 

@@ -25,6 +25,7 @@ everything blocking (rosapi calls) is for other threads only.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,8 @@ __all__ = ["ConnectionCounters", "RosbridgeConnection", "validate_url"]
 
 LOG = logging.getLogger("bridges.rosbridge")
 MessageCallback = Callable[[Any], None]
+#: "('127.0.0.1', 9090)" in a connect error
+_ADDRESS = re.compile(r"\('([^']*)', (\d+)")
 #: backoff growth between reconnect attempts (roslibpy's default, e = 2.7, waited 9.8 s by the 4th try)
 RECONNECT_FACTOR = 2.0
 
@@ -134,6 +137,7 @@ class RosbridgeConnection:
     def __init__(self, url: str, *, reconnect_initial_s: float = 0.3, reconnect_max_s: float = 2.0,
                  rosapi_timeout_s: float = 3.0) -> None:
         self.url = validate_url(url)
+        self._port = urlparse(url).port or (443 if url.startswith("wss") else 80)
         self.rosapi_timeout_s = rosapi_timeout_s
         self.counters = ConnectionCounters()
         self._reconnect = (reconnect_initial_s, reconnect_max_s)
@@ -339,6 +343,11 @@ class RosbridgeConnection:
                     LOG.exception("outage listener failed")
 
     def _on_attempt_failed(self, reason: str) -> None:
+        # roslibpy's logger is shared by every connection of the process (a closed one may still
+        # have a retry scheduled): a failure naming another address is not ours.
+        address = _ADDRESS.search(reason)
+        if address is not None and int(address.group(2)) != self._port:
+            return
         with self._lock:
             if self._closing:
                 return

@@ -70,10 +70,13 @@ def test_when_the_control_loop_ends_its_session_the_bridge_closes_the_episode_wi
     assert session["status"] == "ended" and session["outcome_score"] == 0.6
     assert bridge_sessions(memory) == [] and snapshot.feed_errors == 0
     in_session = stored_pose_x(memory, control)
-    assert len(in_session) == 21
+    # the first chunk (21 poses) is in the session; the tail is too when its chunk fell due (1 s
+    # after the last pose) before the bridge saw the end, which a loaded machine allows
+    assert len(in_session) in (21, 40)
     # robotmem refuses writes into an ended session: the rest carries the session id as its episode key
     late = memory.recall(collection="robot", context_filter={"episode.key": control,
                                                              "episode.after_session_end": True}, n=10)["results"]
-    assert sorted(r["perception_type"] for r in late) == ["procedural", "proprioceptive"]
+    expected = ["procedural", "proprioceptive"] if len(in_session) == 21 else ["procedural"]
+    assert sorted(r["perception_type"] for r in late) == expected
     late_x = [x for r in late if r["perception_type"] == "proprioceptive" for x in memory.get_data(r["id"])["x"]]
     assert sorted(in_session + late_x) == pytest.approx([0.1 * i for i in range(40)])

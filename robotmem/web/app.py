@@ -98,12 +98,11 @@ class _Api:
         query = request.query_params
         n = _number(request, "n")
         filter_text = query.get("filter") or None
-        min_relevance = _number(request, "min_relevance")
-        extra = {} if min_relevance is None else {"min_relevance": min_relevance}
         return self.mem.recall(
             query.get("q", ""), collection=query.get("collection") or None, n=int(n) if n is not None else 10,
             context_filter=filter_text, spatial_sort=_near(request),
-            since=query.get("since") or None, until=query.get("until") or None, **extra,
+            since=query.get("since") or None, until=query.get("until") or None,
+            min_relevance=_number(request, "min_relevance"),  # None: the default
         )
 
 

@@ -31,14 +31,31 @@ _BUILTIN_PLUGINS = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command tree; given ``argv`` naming a built-in command, the plugins are skipped
+    (finding them through importlib.metadata costs more than the rest of the start-up)."""
     parser = CommandParser(prog="robotmem", description="Episodic memory for robots.")
     parser.set_defaults(**COMMON_DEFAULTS)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in _BUILTIN_PLUGINS:
         importlib.import_module(module_name).register(sub)
-    _register_entry_points(sub)
+    if argv is None or _command_name(argv) not in sub.choices:
+        _register_entry_points(sub)
     return parser
+
+
+def _command_name(argv: Sequence[str]) -> str | None:
+    """The first word that is neither an option nor the value of a common option."""
+    takes_value = {"--home", "--db", "--collection"}
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word in takes_value:
+            skip = True
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def _register_entry_points(sub: Any) -> None:
@@ -60,8 +77,9 @@ def _report(exc: RobotMemError, as_json: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words)
+    args = parser.parse_args(words)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):

@@ -137,3 +137,12 @@ def test_the_command_line_imports_no_store_model_or_server_to_parse(tmp_path: Pa
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_a_built_in_command_skips_looking_for_plugins_but_help_lists_them():
+    script = ("import sys\nfrom robotmem.cli.main import build_parser\n"
+              "build_parser(['--db', 'x.db', 'stats', '--json'])\nprint('importlib.metadata' in sys.modules)\n"
+              "print('replay' in build_parser(['--help']).format_help())")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "True"]

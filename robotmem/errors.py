@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# The message helpers (MESSAGE_MAX_CHARS, brief) are importable but not listed: __all__
+# is the error classes.
 __all__ = [
-    "MESSAGE_MAX_CHARS",
     "ConfigError",
     "ConflictError",
     "EmbeddingUnavailableError",
@@ -28,7 +29,6 @@ __all__ = [
     "RobotMemError",
     "StorageError",
     "ValidationError",
-    "brief",
 ]
 
 #: Messages (and the field names in them) are cut to this many characters: a rejected

@@ -42,7 +42,7 @@ def test_an_import_record_missing_fields_names_the_line(mem: Memory, tmp_path: P
     dump = tmp_path / "bad.jsonl"
     dump.write_text(json.dumps({"kind": "header", "format": "robotmem-export/1"}) + "\n"
                     + json.dumps({"kind": "memory", "content": "x"}) + "\n")
-    with pytest.raises(ValidationError, match="bad.jsonl:2"):
+    with pytest.raises(ValidationError, match="bad.jsonl: nothing imported.*line 2"):
         mem.import_(dump)
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ValidationError, brief
+from .filter_index import LeafSet, alternatives
 
 __all__ = ["MAX_FILTER_COMPARISONS", "MAX_FILTER_DEPTH", "OPERATORS", "CompiledFilter", "compile_filter", "json_path"]
 
@@ -42,6 +43,8 @@ _MAX_DEPTH = MAX_FILTER_DEPTH
 class CompiledFilter:
     sql: str
     params: tuple[Any, ...]
+    #: Leaf-index supersets of the matches (robotmem.search.filter_index), to avoid scanning every row.
+    candidates: tuple[LeafSet, ...] = ()
 
 
 def json_path(dot_path: str, field: str) -> str:
@@ -66,7 +69,7 @@ def compile_filter(spec: dict[str, Any], column: str = "m.context", field: str =
             f"{field} has {comparisons} comparisons; the limit is {MAX_FILTER_COMPARISONS} "
             "(each $in/$nin value counts as one)", field=field,
         )
-    return CompiledFilter(sql=sql, params=tuple(params))
+    return CompiledFilter(sql=sql, params=tuple(params), candidates=alternatives(spec))
 
 
 def _comparisons(spec: dict[str, Any]) -> int:

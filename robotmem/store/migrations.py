@@ -13,6 +13,7 @@ from typing import Final, Union
 import apsw
 
 from .connection import scalar
+from .leaves import LEAVES_SCHEMA
 from .points import reindex_all_points
 from .tokens import FTS_TOKENIZE, index_tokens
 
@@ -165,8 +166,11 @@ def _v5(conn: apsw.Connection) -> None:
     )
 
 
+# The inverted index of context leaves for filters (robotmem.store.leaves), filled for existing rows.
+_V6 = LEAVES_SCHEMA
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
-MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5))
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

@@ -1,0 +1,105 @@
+"""Candidate sets for a context filter from the leaf index (robotmem.store.leaves).
+
+A validated filter yields *alternatives*: leaf-index queries whose ids are each a
+superset of the filter's matches (one per positive clause of a conjunction, a union
+for ``$in`` and for ``$or`` when every branch has one). Recall takes the smallest
+alternative, found by a bounded count, and checks the whole filter on those rows, so
+answers stay exact while a selective filter reads an index range instead of the
+JSON of every memory. Negations (``$ne``, ``$nin``, ``$exists: false``) and paths the
+index cannot spell have no alternative; they keep the full scan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import apsw
+
+from ..store.leaves import leaf_path
+
+__all__ = ["LeafSet", "alternatives", "smallest"]
+
+_NUMBER_KINDS = "kind IN ('integer', 'real')"
+_RANGE_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+@dataclass(frozen=True)
+class LeafSet:
+    """A union of leaf-index lookups; each part is a WHERE clause after ``collection = ?``."""
+
+    parts: tuple[tuple[str, tuple[Any, ...]], ...]
+    ranged: bool = False  # a range scan: usually wider than an equality, so tried later
+
+    def query(self, collection: str) -> tuple[str, list[Any]]:
+        selects, params = [], []
+        for where, part_params in self.parts:
+            selects.append(f"SELECT memory_id FROM context_leaves WHERE collection = ? AND {where}")
+            params += [collection, *part_params]
+        return " UNION ".join(selects), params
+
+
+def alternatives(spec: dict[str, Any]) -> tuple[LeafSet, ...]:
+    """Supersets of the matches of a validated filter, most specific first (equality before ranges)."""
+    found: list[LeafSet] = []
+    for key, value in spec.items():
+        if key == "$and":
+            for item in value:
+                found += alternatives(item)
+        elif key == "$or":
+            branches = [alternatives(item) for item in value]
+            if all(branches):
+                found.append(LeafSet(tuple(p for branch in branches for p in branch[0].parts),
+                                     ranged=any(branch[0].ranged for branch in branches)))
+        else:
+            found += _clause(key, value)
+    return tuple(sorted(found, key=lambda s: s.ranged))
+
+
+def _clause(dot_path: str, value: Any) -> list[LeafSet]:
+    path = leaf_path(dot_path)
+    if path is None:
+        return []
+    ops = value if isinstance(value, dict) else {"$eq": value}
+    out: list[LeafSet] = []
+    for op, arg in ops.items():
+        if op == "$eq":
+            out.append(LeafSet((_equals(path, arg),)))
+        elif op == "$in":
+            out.append(LeafSet(tuple(_equals(path, item) for item in arg)))
+        elif op in _RANGE_SQL:
+            out.append(LeafSet((_range(path, op, arg),), ranged=True))
+        elif op == "$exists" and arg is True:
+            # The path itself (a leaf, an array, an empty object) or anything below it.
+            out.append(LeafSet((("path = ?", (path,)), ("path >= ? AND path < ?", (path + ".", path + "/")))))
+    return out
+
+
+def _equals(path: str, value: Any) -> tuple[str, tuple[Any, ...]]:
+    if value is None:
+        return "path = ? AND value = 0 AND kind = 'null'", (path,)
+    if isinstance(value, bool):
+        return f"path = ? AND value = ? AND kind = '{'true' if value else 'false'}'", (path, int(value))
+    if isinstance(value, (int, float)):
+        return f"path = ? AND value = ? AND {_NUMBER_KINDS}", (path, value)
+    return "path = ? AND value = ? AND kind = 'text'", (path, value)
+
+
+def _range(path: str, op: str, value: Any) -> tuple[str, tuple[Any, ...]]:
+    if isinstance(value, str):
+        # Text sorts after every number in SQLite: the lower bound keeps the range on text.
+        return f"path = ? AND value {_RANGE_SQL[op]} ? AND value >= '' AND kind = 'text'", (path, value)
+    # ... and the upper bound keeps a numeric range off the text values.
+    return f"path = ? AND value {_RANGE_SQL[op]} ? AND value < '' AND {_NUMBER_KINDS}", (path, value)
+
+
+def smallest(conn: apsw.Connection, sets: tuple[LeafSet, ...], collection: str, cap: int) -> tuple[LeafSet, int] | None:
+    """The alternative with the fewest ids (counted up to ``cap``), or None when there is none."""
+    best: tuple[LeafSet, int] | None = None
+    for leaf_set in sets:
+        q, p = leaf_set.query(collection)
+        limit = cap if best is None else best[1]
+        count = int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM ({q}) LIMIT ?)", [*p, limit]).fetchone()[0])
+        if best is None or count < best[1]:
+            best = (leaf_set, count)
+    return best

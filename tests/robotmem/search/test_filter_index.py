@@ -1,0 +1,97 @@
+"""The leaf index (store/leaves.py) against the reference evaluator: its candidate sets never miss a match."""
+
+import json
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from robotmem.search.filter_index import smallest
+from robotmem.search.filters import compile_filter
+from robotmem.store.leaves import LEAVES_SCHEMA
+
+from filter_reference import matches
+from test_filters import _context, filters
+
+ODD_KEYS = ["grip_force", "9a", "a b", "x-y", "é", "q\"z", "a[0]", "CamelCase2"]
+
+
+@pytest.fixture(scope="module")
+def conn():
+    c = apsw.Connection(":memory:")
+    c.execute("CREATE TABLE memories (id INTEGER PRIMARY KEY, collection TEXT NOT NULL, context BLOB NOT NULL)")
+    c.execute(LEAVES_SCHEMA)
+    return c
+
+
+def _fill(conn, contexts, collection="c"):
+    conn.execute("DELETE FROM memories")
+    conn.executemany("INSERT INTO memories (id, collection, context) VALUES (?, ?, jsonb(?))",
+                     [(i, collection, json.dumps(c)) for i, c in enumerate(contexts)])
+    # Another collection with the same contexts: candidates must not leak across.
+    conn.executemany("INSERT INTO memories (id, collection, context) VALUES (?, 'other', jsonb(?))",
+                     [(1000 + i, json.dumps(c)) for i, c in enumerate(contexts)])
+
+
+def _exact(conn, compiled, ids):
+    q = f"SELECT m.id FROM json_each(?) j CROSS JOIN memories m ON m.id = j.value WHERE {compiled.sql}"
+    return {row[0] for row in conn.execute(q, [json.dumps(sorted(ids)), *compiled.params])}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(contexts=st.lists(_context(), min_size=1, max_size=12), spec=filters)
+def test_every_leaf_candidate_set_holds_every_match(conn, contexts, spec):
+    _fill(conn, contexts)
+    compiled = compile_filter(spec)
+    expected = {i for i, c in enumerate(contexts) if matches(c, spec)}
+    for leaf_set in compiled.candidates:
+        q, p = leaf_set.query("c")
+        ids = {row[0] for row in conn.execute(q, p)}
+        assert expected <= ids, (spec, contexts)
+        assert _exact(conn, compiled, ids) == expected
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    contexts=st.lists(st.dictionaries(st.sampled_from(ODD_KEYS), st.one_of(
+        st.integers(-3, 3), st.sampled_from(["a", "b"]), st.booleans(), st.none(),
+        st.dictionaries(st.sampled_from(ODD_KEYS), st.integers(-3, 3), max_size=2))), min_size=1, max_size=8),
+    key=st.lists(st.sampled_from(ODD_KEYS), min_size=1, max_size=2).map(".".join),
+    op=st.sampled_from(["$eq", "$gte", "$lt", "$exists", "$in"]),
+    value=st.one_of(st.integers(-3, 3), st.sampled_from(["a", "b"])),
+)
+def test_odd_keys_are_either_indexed_exactly_or_left_to_the_scan(conn, contexts, key, op, value):
+    _fill(conn, contexts)
+    arg = True if op == "$exists" else [value] if op == "$in" else value
+    spec = {key: {op: arg}}
+    compiled = compile_filter(spec)
+    expected = {i for i, c in enumerate(contexts) if matches(c, spec)}
+    for leaf_set in compiled.candidates:
+        q, p = leaf_set.query("c")
+        assert expected <= {row[0] for row in conn.execute(q, p)}, (spec, contexts)
+
+
+def test_the_smallest_alternative_is_chosen(conn):
+    _fill(conn, [{"task": {"success": True, "batch": i % 50}} for i in range(500)])
+    compiled = compile_filter({"task.success": True, "task.batch": 7})
+    chosen = smallest(conn, compiled.candidates, "c", cap=10_000)
+    assert chosen is not None and chosen[1] == 10
+    q, p = chosen[0].query("c")
+    assert len(conn.execute(q, p).fetchall()) == 10
+
+
+def test_negations_have_no_candidate_set():
+    assert compile_filter({"a": {"$ne": 1}}).candidates == ()
+    assert compile_filter({"a": {"$exists": False}}).candidates == ()
+    assert compile_filter({"$or": [{"a": 1}, {"b": {"$nin": [1]}}]}).candidates == ()
+    assert len(compile_filter({"$or": [{"a": 1}, {"b": {"$in": [1, 2]}}]}).candidates) == 1
+
+
+def test_updates_and_deletes_keep_the_leaves_in_step(conn):
+    _fill(conn, [{"a": 1}, {"a": 2}])
+    conn.execute("UPDATE memories SET context = jsonb('{\"a\": 3, \"b\": {}}') WHERE id = 0")
+    conn.execute("DELETE FROM memories WHERE id = 1")
+    rows = conn.execute("SELECT path, value, kind, memory_id FROM context_leaves WHERE collection = 'c' "
+                        "ORDER BY path").fetchall()
+    assert rows == [("$.a", 3, "integer", 0), ("$.b", 0, "object", 0)]

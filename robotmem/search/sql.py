@@ -48,9 +48,20 @@ def bm25_sql(
     )
 
 
-def candidates_sql(req: RecallRequest, now: float, half_life_s: float) -> Query:
+def _rows(source: Query | None) -> Query:
+    """``memories m``, or only the rows whose ids ``source`` (a leaf-index superset of the filter) yields.
+
+    CROSS JOIN pins the plan to rowid lookups driven by the (small) source.
+    """
+    if source is None:
+        return "memories m", []
+    return f"({source[0]}) AS src CROSS JOIN memories m ON m.id = src.memory_id", list(source[1])
+
+
+def candidates_sql(req: RecallRequest, now: float, half_life_s: float, source: Query | None = None) -> Query:
     where, params = eligibility_sql(req, now, half_life_s)
-    return f"SELECT m.id FROM memories m WHERE {where}", params
+    rows, row_params = _rows(source)
+    return f"SELECT m.id FROM {rows} WHERE {where}", row_params + params
 
 
 def vector_sql(memory_ids_json: str, model_id: str, query_blob: bytes, limit: int) -> Query:
@@ -63,12 +74,16 @@ def vector_sql(memory_ids_json: str, model_id: str, query_blob: bytes, limit: in
     )
 
 
-def recent_sql(req: RecallRequest, now: float, half_life_s: float, limit: int, exclude_json: str = "[]") -> Query:
+def recent_sql(
+    req: RecallRequest, now: float, half_life_s: float, limit: int, exclude_json: str = "[]",
+    source: Query | None = None,
+) -> Query:
     where, params = eligibility_sql(req, now, half_life_s)
+    rows, row_params = _rows(source)
     return (
-        (f"SELECT m.id FROM memories m WHERE {where} AND m.id NOT IN (SELECT value FROM json_each(?)) "
+        (f"SELECT m.id FROM {rows} WHERE {where} AND m.id NOT IN (SELECT value FROM json_each(?)) "
         "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?"),
-        [*params, exclude_json, limit],
+        [*row_params, *params, exclude_json, limit],
     )
 
 

@@ -50,6 +50,18 @@ class VectorIndex:
         self._row_of: dict[int, int] = {}
         self._order: np.ndarray | None = None  # argsort of ids, rebuilt after rows are added
 
+    @classmethod
+    def changes_after(cls, seq: int, collection: str, model_id: str, dim: int) -> "VectorIndex":
+        """A mirror of only the rows changed after ``seq`` (the overlay of a persisted index snapshot)."""
+        index = cls(collection, model_id, dim)
+        index._last_seq = seq
+        return index
+
+    def covers(self, memory_ids: np.ndarray) -> np.ndarray:
+        """Which of the ids this mirror holds (current or removed): their snapshot entries are out of date."""
+        with self._lock:
+            return np.fromiter((int(m) in self._row_of for m in memory_ids), dtype=bool, count=len(memory_ids))
+
     @property
     def loaded(self) -> bool:
         return self._last_seq >= 0

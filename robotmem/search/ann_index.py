@@ -1,0 +1,198 @@
+"""A persistent, memory-mapped HNSW index per (collection, model), kept exact at the edges.
+
+Why this shape (figures in docs/benchmarks.md, chosen with scripts/bench_ann.py):
+usearch opens a saved index as a read-only memory map (``view=True``), so every
+process on one store shares the page cache instead of holding its own 1.5 GB matrix,
+and opening costs milliseconds. Vectors are stored as int8 (a quarter of float32);
+the candidates it proposes are re-ranked by exact float32 cosine read from SQLite, so
+reported similarities and the final order are exact.
+
+Consistency with the rows: the file is a snapshot of the searchable vectors at one
+``change_log`` sequence number, written to a temporary name and published by one
+atomic rename whose name carries that number (``<key>.<seq>.usearch``). Everything
+that changed after it (new, updated, forgotten rows) is read from ``change_log`` into
+an exact in-process overlay (robotmem.search.vector_index.VectorIndex started at that
+sequence), and index hits for those rows are ignored. A killed writer leaves no
+committed change and so nothing to reconcile; a killed build leaves only a temporary
+file, and the previous snapshot (or none) stays in use. ``robotmem reindex`` writes a
+new snapshot when the overlay has grown or the file is missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+import numpy as np
+from usearch.index import Index
+
+from ..store.connection import scalar
+from .vector_index import Eligibility, VectorIndex
+
+__all__ = ["AnnIndex", "BuildReport", "MIN_ROWS", "build_index", "index_folder", "newest_file"]
+
+log = logging.getLogger(__name__)
+
+#: Below this many vectors the exact numpy scan is as fast as the index; no file is built.
+MIN_ROWS = 20_000
+CONNECTIVITY = 16
+EXPANSION_ADD = 128
+EXPANSION_SEARCH = 64
+DTYPE = "i8"
+_MAX_FETCH = 4096
+_READ_CHUNK = 50_000
+_SUFFIX = ".usearch"
+
+
+def index_folder(db_path: Path) -> Path | None:
+    """Where a store's index files live (beside the database), or None for an in-memory store."""
+    if str(db_path) == ":memory:":
+        return None
+    return db_path.with_name(db_path.name + ".vectors")
+
+
+def _key(collection: str, model_id: str) -> str:
+    return hashlib.sha1(f"{collection}\0{model_id}".encode()).hexdigest()[:20]
+
+
+def newest_file(folder: Path, collection: str, model_id: str) -> tuple[Path, int] | None:
+    """The newest published snapshot of (collection, model) and the sequence number it holds."""
+    best: tuple[Path, int] | None = None
+    for path in folder.glob(_key(collection, model_id) + ".*" + _SUFFIX):
+        try:
+            seq = int(path.name.split(".")[1])
+        except (IndexError, ValueError):
+            continue
+        if best is None or seq > best[1]:
+            best = (path, seq)
+    return best
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    collection: str
+    model_id: str
+    rows: int
+    seq: int
+    seconds: float
+    path: Path | None
+
+
+def build_index(
+    conn: apsw.Connection, folder: Path, collection: str, model_id: str, dim: int, *, threads: int = 0,
+    min_rows: int = MIN_ROWS,
+) -> BuildReport:
+    """Write a new snapshot of the searchable vectors of (collection, model); call inside one read transaction."""
+    started = time.perf_counter()
+    seq = int(scalar(conn, "SELECT coalesce(max(seq), 0) FROM change_log"))
+    rows = int(scalar(conn, "SELECT count(*) FROM embeddings WHERE collection = ? AND model_id = ?",
+                      (collection, model_id)))
+    if rows < min_rows:
+        return BuildReport(collection, model_id, 0, seq, time.perf_counter() - started, None)
+    index = Index(ndim=dim, metric="cos", dtype=DTYPE, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
+                  expansion_search=EXPANSION_SEARCH)
+    index.reserve(rows)
+    added = 0
+    cursor = conn.execute(
+        "SELECT e.memory_id, e.vector FROM embeddings e JOIN memories m ON m.id = e.memory_id "
+        "WHERE e.collection = ? AND e.model_id = ? AND e.dim = ? AND m.status IN ('active', 'archived')",
+        (collection, model_id, dim),
+    )
+    while True:
+        chunk = cursor.fetchmany(_READ_CHUNK)
+        if not chunk:
+            break
+        keys = np.fromiter((r[0] for r in chunk), dtype=np.uint64, count=len(chunk))
+        vectors = np.frombuffer(b"".join(r[1] for r in chunk), dtype=np.float32).reshape(-1, dim)
+        index.add(keys, vectors, threads=threads)
+        added += len(chunk)
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"{_key(collection, model_id)}.{seq:012d}{_SUFFIX}"
+    tmp = folder / f".{final.name}.{os.getpid()}.tmp"
+    index.save(str(tmp))
+    with open(tmp, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, final)  # the one atomic step that publishes the snapshot
+    _fsync_dir(folder)
+    for old in folder.glob(_key(collection, model_id) + ".*" + _SUFFIX):
+        if old != final:
+            old.unlink(missing_ok=True)  # processes that mapped it keep their mapping
+    return BuildReport(collection, model_id, added, seq, time.perf_counter() - started, final)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class AnnIndex:
+    """One memory-mapped snapshot plus the exact overlay of rows changed since it was taken."""
+
+    def __init__(self, path: Path, seq: int, collection: str, model_id: str, dim: int) -> None:
+        view = Index.restore(str(path), view=True)
+        if view is None or view.ndim != dim:
+            raise ValueError(f"{path} is not a {dim}-d vector index")
+        self.path = path
+        self.seq = seq
+        self._view = view
+        self._lock = threading.Lock()
+        self.overlay = VectorIndex.changes_after(seq, collection, model_id, dim)
+        self.model_id = model_id
+
+    def __len__(self) -> int:
+        return len(self._view)
+
+    def sync(self, conn: apsw.Connection) -> None:
+        self.overlay.sync(conn)
+
+    def search(
+        self, conn: apsw.Connection, query: np.ndarray, k: int, rules: Eligibility,
+        eligible: Callable[[list[int]], set[int]], min_similarity: float,
+    ) -> list[tuple[int, float]] | None:
+        """Top-k (memory_id, exact cosine) that ``eligible`` accepts, best first.
+
+        None when even the widest search found fewer than k eligible rows above
+        ``min_similarity`` while more might exist: the caller then ranks exactly.
+        """
+        fetch = 4 * k + 16
+        while True:
+            with self._lock:
+                self._view.expansion_search = max(EXPANSION_SEARCH, fetch)
+                keys = self._view.search(query, fetch, threads=1).keys.astype(np.int64)
+            proposed = keys[~self.overlay.covers(keys)]
+            scored = self._exact(conn, proposed, query)
+            scored.update(self.overlay.search(query, fetch, rules, min_similarity=min_similarity))
+            ranked = sorted(((s, m) for m, s in scored.items() if s >= min_similarity), reverse=True)
+            passing = eligible([m for _, m in ranked])
+            hits = [(m, s) for s, m in ranked if m in passing][:k]
+            exhausted = len(keys) < fetch or (len(scored) > 0 and min(scored.values()) < min_similarity)
+            if len(hits) >= k or exhausted:
+                return hits
+            if fetch >= _MAX_FETCH:
+                return None
+            fetch = min(_MAX_FETCH, fetch * 8)
+
+    def _exact(self, conn: apsw.Connection, ids: np.ndarray, query: np.ndarray) -> dict[int, float]:
+        """Exact float32 cosine from the rows (ids whose vector is gone or of another model drop out)."""
+        if len(ids) == 0:
+            return {}
+        rows = conn.execute(
+            "SELECT e.memory_id, e.vector FROM json_each(?) AS j CROSS JOIN embeddings e ON e.memory_id = j.value "
+            "WHERE e.model_id = ? AND e.dim = ?",
+            ("[" + ",".join(map(str, ids.tolist())) + "]", self.model_id, int(query.shape[0])),
+        ).fetchall()
+        if not rows:
+            return {}
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+        scores = matrix @ query
+        return {int(r[0]): float(s) for r, s in zip(rows, scores)}

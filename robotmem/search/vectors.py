@@ -1,0 +1,162 @@
+"""The vector side of recall: which of three exact-at-the-edges paths answers a request.
+
+* A persisted, memory-mapped HNSW snapshot (robotmem.search.ann_index) when the
+  collection has one (``robotmem reindex`` writes it for collections of at least
+  ``ann_index.MIN_ROWS`` vectors): a bounded search whatever the size.
+* The in-process numpy mirror (robotmem.search.vector_index) otherwise: an exact
+  scan, the fastest answer for small collections.
+* Exact cosine in SQLite (sqlite-vec) over the rows a filter leaves, when the filter
+  is selective (its leaf-index candidate set is small, robotmem.search.filter_index)
+  or when the index cannot find enough rows that pass it: so a filter leaving 30 rows
+  returns those 30, ranked by exact cosine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+
+import apsw
+import numpy as np
+
+from . import sql
+from .ann_index import AnnIndex, newest_file
+from .filter_index import smallest
+from .fulltext import eligible_subset
+from .request import RecallRequest
+from .vector_index import Eligibility, VectorIndex
+
+__all__ = ["LEAF_CANDIDATE_CAP", "VectorSearch", "filter_source"]
+
+log = logging.getLogger(__name__)
+
+#: A filter whose smallest leaf-index candidate set is at most this large is evaluated on that set.
+LEAF_CANDIDATE_CAP = 10_000
+#: Below this many SQL candidates and with no warm in-process mirror, sqlite-vec ranks them in SQL.
+_SQL_VECTOR_LIMIT = 2048
+
+
+def filter_source(conn: apsw.Connection, req: RecallRequest) -> sql.Query | None:
+    """The leaf-index query that drives a selective filter, or None (no filter, broad or unindexable)."""
+    if req.filter is None or not req.filter.candidates:
+        return None
+    best = smallest(conn, req.filter.candidates, req.collection, LEAF_CANDIDATE_CAP + 1)
+    if best is None or best[1] > LEAF_CANDIDATE_CAP:
+        return None
+    return best[0].query(req.collection)
+
+
+class VectorSearch:
+    def __init__(self, folder: Path | None, *, half_life_s: float, min_similarity: float) -> None:
+        self._folder = folder
+        self._half_life_s = half_life_s
+        self._min_similarity = min_similarity
+        self._mirrors: dict[tuple[str, str], VectorIndex] = {}
+        self._anns: dict[tuple[str, str], AnnIndex] = {}
+        self._folder_seen: float | None = None
+        self._lock = threading.Lock()
+
+    def mirror(self, collection: str, model_id: str, dim: int) -> VectorIndex:
+        with self._lock:
+            index = self._mirrors.get((collection, model_id))
+            if index is None:
+                index = self._mirrors[(collection, model_id)] = VectorIndex(collection, model_id, dim)
+            return index
+
+    def ann(self, collection: str, model_id: str, dim: int) -> AnnIndex | None:
+        """The newest published snapshot for (collection, model), reopened when a newer one appears."""
+        if self._folder is None:
+            return None
+        try:
+            stamp = self._folder.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        key = (collection, model_id)
+        with self._lock:
+            current = self._anns.get(key)
+            if current is not None and stamp == self._folder_seen:
+                return current
+            self._folder_seen = stamp
+            found = newest_file(self._folder, collection, model_id)
+            if found is None or (current is not None and current.path == found[0]):
+                return current
+            try:
+                self._anns[key] = AnnIndex(found[0], found[1], collection, model_id, dim)
+            except (ValueError, RuntimeError, OSError) as exc:
+                log.warning("vector index %s unusable (%s); recall scans exactly until `robotmem reindex`",
+                            found[0].name, exc)
+                return current
+            return self._anns[key]
+
+    def hits(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int,
+        source: sql.Query | None, filtered: list[np.ndarray],
+    ) -> list[tuple[int, float]]:
+        """Top-k (memory_id, cosine) among the rows the request leaves, best first.
+
+        ``source`` is the request's leaf-index candidate query (from :func:`filter_source`);
+        ``filtered`` receives the full filter result when one was computed.
+        """
+        dim = int(query.shape[0])
+        rules = Eligibility(now=now, half_life_s=self._half_life_s, min_confidence=req.min_confidence,
+                            include_archived=req.include_archived, since=req.since, until=req.until)
+        ann = self.ann(req.collection, model_id, dim)
+        if source is None:
+            if ann is not None:
+                ann.sync(conn)
+                found = ann.search(conn, query, k, rules, lambda ids: eligible_subset(
+                    conn, req, ids, now, self._half_life_s), self._min_similarity)
+                if found is not None:
+                    return found
+            elif not req.needs_sql_candidates:
+                mirror = self.mirror(req.collection, model_id, dim)
+                mirror.sync(conn)
+                return mirror.search(query, k, rules, min_similarity=self._min_similarity)
+            elif self.mirror(req.collection, model_id, dim).loaded:
+                found = self._shortlist(conn, req, now, query, model_id, k, rules)
+                if found is not None:
+                    return found
+        q, p = sql.candidates_sql(req, now, self._half_life_s, source)
+        candidates = np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
+        filtered.append(candidates)
+        if len(candidates) == 0:
+            return []
+        mirror = self.mirror(req.collection, model_id, dim)
+        if ann is not None or source is not None or (len(candidates) <= _SQL_VECTOR_LIMIT and not mirror.loaded):
+            return self._sql_hits(conn, candidates, model_id, query, k)
+        mirror.sync(conn)
+        return mirror.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity)
+
+    def _shortlist(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int,
+        rules: Eligibility,
+    ) -> list[tuple[int, float]] | None:
+        """Broad filters: the best rows overall usually pass, and then the best k that pass are
+        exactly the filtered top k. Check the filter on a shortlist of the exact scan first."""
+        mirror = self.mirror(req.collection, model_id, int(query.shape[0]))
+        mirror.sync(conn)
+        all_scores = mirror.score_all(query)
+        for shortlist in (8 * k, 64 * k):
+            top = mirror.search(query, shortlist, rules, min_similarity=self._min_similarity, all_scores=all_scores)
+            passing = eligible_subset(conn, req, [m for m, _ in top], now, self._half_life_s)
+            hits = [(m, s) for m, s in top if m in passing]
+            if len(hits) >= k or len(top) < shortlist:
+                return hits[:k]
+        return None
+
+    def similarities(
+        self, conn: apsw.Connection, memory_ids: list[int], model_id: str, query: np.ndarray
+    ) -> dict[int, float]:
+        """Cosine of the query with a few given memories (full-text hits outside the vector list)."""
+        if not memory_ids:
+            return {}
+        q, p = sql.vector_sql(json.dumps(memory_ids), model_id, query.astype(np.float32).tobytes(), len(memory_ids))
+        return {int(i): float(s) for i, s in conn.execute(q, p)}
+
+    def _sql_hits(
+        self, conn: apsw.Connection, candidates: np.ndarray, model_id: str, query: np.ndarray, k: int
+    ) -> list[tuple[int, float]]:
+        q, p = sql.vector_sql(json.dumps(candidates.tolist()), model_id, query.astype(np.float32).tobytes(), k)
+        return [(int(i), float(s)) for i, s in conn.execute(q, p) if s >= self._min_similarity]

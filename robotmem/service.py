@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import validation
 from .config import Config
@@ -32,6 +32,9 @@ from .store.connection import Database
 from .store.migrations import migrate
 from .store.rows import HIT_COLUMNS, row_to_record
 from .store.tokens import index_tokens
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Memory"]
 
@@ -254,6 +257,7 @@ class Memory:
         since: float | str | None = None,
         until: float | str | None = None,
         min_relevance: float | None = None,
+        query_vector: Sequence[float] | None = None,
     ) -> dict[str, Any]:
         """Most relevant memories: hybrid BM25 + vectors, exact filters, optional nearest-first order.
 
@@ -261,6 +265,8 @@ class Memory:
         answers the query); hits below ``min_relevance`` (default
         robotmem.search.relevance.DEFAULT_MIN_RELEVANCE) are left out, so a query with no
         answer returns nothing. ``min_relevance=0`` returns every candidate.
+        ``query_vector``: the query's embedding when the caller already has it (the active
+        model's dimension, finite); the query text is still used for full text.
         """
         req = build_request(
             query=query, collection=validation.collection(collection, self.collection), n=n,
@@ -270,10 +276,7 @@ class Memory:
         if 0 < req.min_confidence < self.config.archive_floor:
             # Below the archive floor a memory is as good as archived, swept or not yet.
             req = dataclasses.replace(req, min_confidence=self.config.archive_floor)
-        vector = None
-        if req.query:
-            vectors = self._embeddings.embed([req.query], wait=False)
-            vector = None if vectors is None else vectors[0]
+        vector = self._query_vector(req.query, query_vector)
         result = self._engine.recall(req, self.now(), vector, self._embeddings.model_id if vector is not None else None)
         self._note_access(r["id"] for r in result["results"])
         return result
@@ -301,6 +304,15 @@ class Memory:
         )
         with self._db.read() as conn:
             return compute_outcome_stats(conn, req)
+
+    def _query_vector(self, query: str, given: Sequence[float] | None) -> "np.ndarray | None":
+        if given is not None:
+            dim = self._embeddings.dim
+            if dim is None:
+                raise ValidationError("query_vector needs an embedding model to compare with; this store has none",
+                                      field="query_vector")
+            return validation.query_vector(given, dim)
+        return self._embeddings.embed_query(query, wait=False) if query else None
 
     # -- forget / update -------------------------------------------------------------
 
@@ -464,7 +476,20 @@ class Memory:
 
         if not self._embeddings.available:
             raise ConflictError("no embedding model is available; install it (see docs/embeddings.md)")
-        return reindex(self._db, self._embeddings, everything=everything, batch_size=batch_size, progress=progress)
+        result = reindex(self._db, self._embeddings, everything=everything, batch_size=batch_size, progress=progress)
+        result["vector_indexes"] = self.rebuild_vector_indexes()
+        return result
+
+    def rebuild_vector_indexes(self, *, force: bool = False, min_rows: int | None = None) -> list[dict[str, Any]]:
+        """Write the memory-mapped vector index of every large collection whose index is missing or stale."""
+        from .search.ann_index import MIN_ROWS, rebuild_indexes
+
+        model_id, dim = self._embeddings.model_id, self._embeddings.dim
+        if model_id is None or dim is None:
+            return []
+        reports = rebuild_indexes(self._db, model_id, dim, force=force,
+                                  min_rows=MIN_ROWS if min_rows is None else min_rows)
+        return [{"collection": r.collection, "rows": r.rows, "seconds": round(r.seconds, 3)} for r in reports]
 
     # -- internals -------------------------------------------------------------------
 

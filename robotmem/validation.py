@@ -7,7 +7,7 @@ import json
 import math
 import re
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ValidationError, brief
 from .models import (
@@ -21,6 +21,9 @@ from .models import (
     REASON_MAX_CHARS,
     RECALL_MAX_N,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
@@ -237,3 +240,24 @@ def timestamp(value: Any, field: str) -> float | None:
             parsed = parsed.replace(tzinfo=timezone.utc)
         return parsed.timestamp()
     raise ValidationError(f"{field} must be epoch seconds or ISO 8601 text", field=field)
+
+
+def query_vector(value: Any, dim: int, field: str = "query_vector") -> "np.ndarray":
+    """A caller's query embedding: ``dim`` finite numbers, not all zero; returned unit-length float32."""
+    import numpy as np
+
+    if isinstance(value, (str, bytes, dict)):
+        raise ValidationError(f"{field} must be a list of {dim} numbers", field=field)
+    try:
+        vector = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{field} must be a list of {dim} numbers", field=field) from exc
+    if vector.ndim != 1 or vector.shape[0] != dim:
+        raise ValidationError(f"{field} must have {dim} numbers (the model's dimension), got shape "
+                              f"{list(vector.shape)}", field=field)
+    if not np.all(np.isfinite(vector)):
+        raise ValidationError(f"{field} must hold finite numbers only", field=field)
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        raise ValidationError(f"{field} must not be all zeros", field=field)
+    return np.ascontiguousarray(vector / norm, dtype=np.float32)

@@ -1,67 +1,80 @@
-"""Recall benchmark: learn, bulk insert and recall at 10,000 and 100,000 memories.
+"""Recall benchmark at 100,000 and 1,000,000 memories, against numpy brute force in the same run.
 
-Random unit vectors stand in for embeddings (the embedding model is measured by
-scripts/bench_embed.py), so the figures are the store's own cost. numpy brute-force
-top-10 over the same vectors is measured in the same run as the physical reference.
+Synthetic 384-d unit vectors with cluster structure (2,000 centres) stand in for
+embeddings (the model is measured by scripts/bench_embed.py), so the figures are the
+store's own cost. Each store is generated once into --store-dir (outside the repo) and
+reused; the memory-mapped vector index is built by the same code as `robotmem reindex`.
+Figures: recall p50/p95 (plain, broad filter, selective filter 0.05 %, spatial,
+filter + spatial) with top-10 agreement against exact numpy over the rows each filter
+leaves; a filter leaving exactly 30 rows; learn p50 excluding embedding; bulk insert;
+first recall in a fresh process; RSS of a second process on the same store; reindex time.
 
-    python scripts/bench_recall.py [--sizes 10000 100000] [--queries 200]
+    python scripts/bench_recall.py --sizes 100000 1000000 [--queries 200] [--store-dir /tmp/robotmem-bench]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
-import tempfile
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from robotmem import Memory
 
 DIM = 384
-BASE = ["grip", "force", "slip", "wet", "glass", "bottle", "cube", "push", "door", "dock", "lidar", "wheel", "joint", "torque", "camera", "shelf", "bin", "arm", "gripper", "conveyor", "pallet", "pick", "place", "drawer", "cable", "valve", "sensor"]
+CENTRES = 2000
+BASE = ["grip", "force", "slip", "wet", "glass", "bottle", "cube", "push", "door", "dock", "lidar", "wheel", "joint",
+        "torque", "camera", "shelf", "bin", "arm", "gripper", "conveyor", "pallet", "pick", "place", "drawer", "cable",
+        "valve", "sensor"]
 # A Zipf-like vocabulary: a few words everywhere, most words rare, as in real logs.
 WORDS = BASE + [f"{BASE[i % len(BASE)]}{i}" for i in range(5000)]
 ZIPF = 1.0 / np.arange(1, len(WORDS) + 1) ** 1.1
 ZIPF /= ZIPF.sum()
+SPATIAL = {"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}
+CASES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "broad filter (grip_force >= 3, ~90 %)": {"context_filter": {"params.grip_force.value": {"$gte": 3}}},
+    "selective filter (0.05 %)": {"context_filter": {"task.batch": 7, "task.success": True}},
+    "spatial": {"spatial_sort": SPATIAL},
+    "filter + spatial": {"context_filter": {"task.name": "pick", "task.success": True}, "spatial_sort": SPATIAL},
+}
+MIN_SIMILARITY = 0.2  # recall's default floor
+NO_TEXT_MATCH = "zzqxv"  # matches no memory: the answer is the vector side's alone
 
 
-class RandomVectors:
-    """Stand-in embedder: a fixed random unit vector per text (hash-seeded), no model cost."""
+class BenchVectors:
+    """Stand-in embedder: returns the vectors it is given (no model cost)."""
 
-    model_id = "bench-random/384"
+    model_id = "bench-clustered/384"
     dim = DIM
 
     def __init__(self) -> None:
-        self.next: np.ndarray | None = None  # the vector for the next single text
-        self.batch: np.ndarray | None = None  # the vectors for the next bulk call
+        self.batch: np.ndarray | None = None
+        self.next: np.ndarray | None = None
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        if self.batch is not None and len(texts) > 1:
+        if len(texts) > 1 and self.batch is not None:
             return self.batch[: len(texts)]
-        if self.next is not None and len(texts) == 1:
+        if self.next is not None:
             return self.next[None, :]
-        rng = np.random.default_rng(abs(hash(texts[0])) % (2**32))
-        v = rng.standard_normal((len(texts), DIM)).astype(np.float32)
+        v = np.random.default_rng(abs(hash(texts[0])) % 2**32).standard_normal((len(texts), DIM)).astype(np.float32)
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def pct(samples: list[float], q: float) -> float:
-    return float(np.percentile(samples, q)) * 1000
+def clustered(rng: np.random.Generator, centres: np.ndarray, n: int) -> np.ndarray:
+    v = centres[rng.integers(0, len(centres), n)] + rng.standard_normal((n, DIM)).astype(np.float32) * 0.9
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def timed(fn: Callable[[], object], repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def record(i: int, rng: np.random.Generator) -> dict:
+def record(i: int, size: int, rng: np.random.Generator) -> dict[str, Any]:
     words = " ".join(rng.choice(WORDS, size=8, p=ZIPF))
     return {
         "description": f"episode {i}: {words}",
@@ -69,89 +82,211 @@ def record(i: int, rng: np.random.Generator) -> dict:
         "metadata": {
             "params": {"grip_force": {"value": round(float(rng.uniform(1, 30)), 2), "unit": "N"}},
             "task": {"name": str(rng.choice(["pick", "place", "push", "open"])), "success": bool(rng.random() < 0.5),
-                     "batch": int(i % 1000)},
+                     "batch": int(i % 1000), "slot": int(i % (size // 30))},
             "spatial": {"object_position": [round(float(x), 3) for x in rng.uniform(-5, 5, size=3)]},
             "robot": {"id": f"arm-{i % 4}"},
         },
     }
 
 
-def run(size: int, queries: int, folder: Path) -> dict[str, float]:
+def ms(samples: list[float], q: float) -> float:
+    return float(np.percentile(samples, q)) * 1000
+
+
+def generate(path: Path, size: int, centres: np.ndarray) -> float:
+    """Write the store once; returns the bulk insert rate (records/s, save_perceptions in batches of 1,000)."""
     rng = np.random.default_rng(size)
-    embedder = RandomVectors()
-    figures: dict[str, float] = {}
-    with Memory(folder / f"bench{size}.db", embedder=embedder) as mem:
-        batch = 1000
-        elapsed = 0.0
-        for start in range(0, size, batch):
-            vectors = rng.standard_normal((batch, DIM)).astype(np.float32)
-            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-            embedder.batch = vectors
-            records = [record(i, rng) for i in range(start, start + batch)]
+    embedder = BenchVectors()
+    elapsed = 0.0
+    with Memory(path, embedder=embedder) as mem:
+        for start in range(0, size, 1000):
+            embedder.batch = clustered(rng, centres, 1000)
+            records = [record(i, size, rng) for i in range(start, start + 1000)]
             t0 = time.perf_counter()
             mem.save_perceptions(records)
             elapsed += time.perf_counter() - t0
-        figures["bulk_insert_per_s"] = size / elapsed
-        embedder.batch = None
+            if start % 100_000 == 0:
+                print(f"  generated {start:,} of {size:,} ({start / max(elapsed, 1e-9):,.0f}/s)", flush=True)
+    return size / elapsed
 
-        conn = mem._db.connection()  # the reference reads the same vectors the store holds
-        _ids, blobs = zip(*conn.execute("SELECT memory_id, vector FROM embeddings ORDER BY memory_id"))
-        matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, DIM)
-        qs = matrix[rng.integers(0, len(matrix), size=queries)] + rng.standard_normal((queries, DIM)).astype(np.float32) * 0.05
-        qs /= np.linalg.norm(qs, axis=1, keepdims=True)
 
-        def brute(q: np.ndarray) -> np.ndarray:
-            scores = matrix @ q
-            top = np.argpartition(-scores, 10)[:10]
-            return top[np.argsort(-scores[top])]
+def load_reference(path: Path) -> dict[str, np.ndarray]:
+    """Every vector and the filter fields, read back from the store: the exact reference."""
+    import apsw
 
-        brute_times = timed(lambda: brute(qs[rng.integers(0, queries)]), queries)
-        figures["numpy_top10"], figures["numpy_top10_p95"] = pct(brute_times, 50), pct(brute_times, 95)
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    rows = conn.execute(
+        "SELECT m.id, e.vector, json_extract(m.context, '$.task.batch'), json_extract(m.context, '$.task.success'), "
+        "json_extract(m.context, '$.params.grip_force.value'), json_extract(m.context, '$.task.name'), "
+        "json_extract(m.context, '$.task.slot') FROM memories m JOIN embeddings e ON e.memory_id = m.id "
+        "WHERE m.status = 'active' ORDER BY m.id").fetchall()
+    conn.close()
+    ids, blobs, batch, success, force, name, slot = zip(*rows)
+    return {
+        "ids": np.asarray(ids, dtype=np.int64),
+        "matrix": np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, DIM),
+        "batch": np.asarray([-1 if b is None else b for b in batch]),
+        "success": np.asarray([bool(s) for s in success]),
+        "force": np.asarray([0.0 if f is None else f for f in force]),
+        "pick": np.asarray([n == "pick" for n in name]),
+        "slot": np.asarray([-1 if s is None else s for s in slot]),
+    }
 
-        learn_times = []
+
+def exact_top(ref: dict[str, np.ndarray], q: np.ndarray, mask: np.ndarray | None, k: int = 10) -> set[int]:
+    """The exact top-k (above recall's default similarity floor, 0.2) among the rows ``mask`` leaves."""
+    matrix, ids = (ref["matrix"], ref["ids"]) if mask is None else (ref["matrix"][mask], ref["ids"][mask])
+    scores = matrix @ q
+    top = np.argpartition(-scores, k)[:k] if len(scores) > k else np.arange(len(scores))
+    return {int(i) for i in ids[top[scores[top] >= MIN_SIMILARITY]]}
+
+
+def child(db: str, mode: str, queries: str) -> None:
+    """Run in a fresh process: first recall after open, or RSS after many recalls."""
+    t0 = time.perf_counter()
+    qs = np.load(queries)
+    with Memory(Path(db), embedder=BenchVectors()) as mem:
+        opened = time.perf_counter() - t0
+        mem.recall("pallet cube", n=10, query_vector=qs[0])
+        first = time.perf_counter() - t0
+        if mode == "rss":
+            for i, q in enumerate(qs):
+                for kwargs in CASES.values():
+                    mem.recall(" ".join(WORDS[j] for j in (i, i + 7, i + 13)), n=10, query_vector=q, **kwargs)
+        status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines() if ":" in line)
+        print(json.dumps({"open_s": opened, "first_recall_s": first,
+                          **{k: int(status[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon", "RssFile", "VmHWM")}}))
+
+
+def run_child(db: Path, mode: str, queries: Path) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--child", str(db), mode, str(queries)], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
+    path = folder / f"bench{size}.db"
+    if not path.exists():
+        print(f"generating {path} ...", flush=True)
+        figures["generation insert rate (records/s)"] = generate(path, size, centres)
+        print(f"  generated at {figures['generation insert rate (records/s)']:,.0f} records/s", flush=True)
+    embedder = BenchVectors()
+    with Memory(path, embedder=embedder) as mem:
+        if reindex or not any(Path(str(path) + ".vectors").glob("*.usearch")):
+            t = time.perf_counter()
+            built = mem.rebuild_vector_indexes(force=True)
+            figures["reindex (index build) s"] = time.perf_counter() - t
+            figures["index rows"] = sum(b["rows"] for b in built)
+            print(f"  index build: {figures['reindex (index build) s']:.1f} s for {figures['index rows']:,} rows",
+                  flush=True)
+    print("reading the reference vectors ...", flush=True)
+    ref = load_reference(path)
+    rng = np.random.default_rng(size + 1)
+    qs = ref["matrix"][rng.integers(0, len(ref["ids"]), queries)] + rng.standard_normal((queries, DIM)).astype(np.float32) * 0.05
+    qs /= np.linalg.norm(qs, axis=1, keepdims=True)
+    qfile = folder / f"queries{size}.npy"
+    np.save(qfile, qs[:50])
+
+    brute = [timed(lambda q=q: exact_top(ref, q, None)) for q in qs]
+    figures["numpy brute force top-10"] = (ms(brute, 50), ms(brute, 95))
+
+    figures["fresh process: open, first recall (s)"] = run_child(path, "first", qfile)
+    masks = {
+        "plain": None,
+        "broad filter (grip_force >= 3, ~90 %)": ref["force"] >= 3,
+        "selective filter (0.05 %)": (ref["batch"] == 7) & ref["success"],
+        "spatial": None,
+        "filter + spatial": ref["pick"] & ref["success"],
+    }
+    with Memory(path, embedder=embedder) as mem:
+        mem.recall("warm up", n=10, query_vector=qs[0])
+        for name, kwargs in CASES.items():
+            samples, agree = [], []
+            for i, q in enumerate(qs):
+                text = " ".join(rng.choice(WORDS, size=3, p=ZIPF))
+                samples.append(timed(lambda: mem.recall(text, n=10, query_vector=q, **kwargs)))
+                if "spatial_sort" not in kwargs and i < 100:
+                    got = {h["id"] for h in mem.recall(NO_TEXT_MATCH, n=10, query_vector=q, **kwargs)["results"]}
+                    expected = exact_top(ref, q, masks[name])
+                    if expected:
+                        agree.append(len(got & expected) / len(expected))
+            figures[f"recall {name}"] = (ms(samples, 50), ms(samples, 95), float(np.mean(agree)) if agree else None)
+
+        # A filter that leaves exactly 30 rows: all 30 come back, the related ones by exact cosine.
+        slot_rows = ref["slot"] == 5
+        q = ref["matrix"][slot_rows][0]
+        res = mem.recall(NO_TEXT_MATCH, n=30, min_confidence=0, query_vector=q, context_filter={"task.slot": 5})
+        got = [h["id"] for h in res["results"]]
+        cosine = dict(zip(ref["ids"][slot_rows].tolist(), (ref["matrix"][slot_rows] @ q).tolist()))
+        ranked = [h for h in res["results"] if h.get("similarity") is not None]
+        figures["30-row filter"] = {
+            "rows returned": len(got), "same 30": set(got) == set(cosine),
+            "similarities exact (|d| < 1e-4)": all(abs(h["similarity"] - cosine[h["id"]]) < 1e-4 for h in ranked),
+            "ranked by cosine": [h["id"] for h in ranked] == sorted((h["id"] for h in ranked), key=lambda m: -cosine[m]),
+        }
+
+        # A control loop's repeated question: cached embedding vs the vector given.
+        embedder.next = qs[1]
+        text = "pallet cube gripper"
+        mem.recall(text, n=10)
+        repeated = [timed(lambda: mem.recall(text, n=10)) for _ in range(100)]
+        given = [timed(lambda: mem.recall(text, n=10, query_vector=qs[1])) for _ in range(100)]
+        figures["repeated query: cached vs vector given"] = (ms(repeated, 50), ms(given, 50))
+
+        learn = []
         for i in range(200):
             embedder.next = qs[i % queries]
-            t = time.perf_counter()
-            mem.learn(f"bench insight {size} {i} about the {WORDS[i % len(WORDS)]}", {"task": {"batch": -1}})
-            learn_times.append(time.perf_counter() - t)
-        figures["learn_p50"], figures["learn_p95"] = pct(learn_times, 50), pct(learn_times, 95)
-
-        mem.recall("warm up the vector index")  # the first recall loads the in-process mirror
-        cases = {
-            "recall": {},
-            "recall_filter_selective": {"context_filter": {"task.batch": 7, "task.success": True}},
-            "recall_filter_broad": {"context_filter": {"params.grip_force.value": {"$gte": 3}}},
-            "recall_spatial": {"spatial_sort": {"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}},
-            "recall_filter_spatial": {"context_filter": {"task.name": "pick", "task.success": True},
-                                          "spatial_sort": {"field": "spatial.object_position", "target": [1.0, 2.0, 0.5]}},
-        }
-        for name, kwargs in cases.items():
-            samples = []
-            for i in range(queries):
-                embedder.next = qs[i]
-                text = " ".join(rng.choice(WORDS, size=3, p=ZIPF))
-                t = time.perf_counter()
-                mem.recall(text, n=10, **kwargs)
-                samples.append(time.perf_counter() - t)
-            figures[f"{name}_p50"], figures[f"{name}_p95"] = pct(samples, 50), pct(samples, 95)
+            learn.append(timed(lambda: mem.learn(f"bench insight {time.time()} {i} {WORDS[i]}", {"task": {"batch": -1}})))
+        figures["learn (excluding embedding)"] = (ms(learn, 50), ms(learn, 95))
+        embedder.next = None
+        embedder.batch = clustered(rng, centres, 1000)
+        bulk = [timed(lambda: mem.save_perceptions([record(size + j * 1000 + i, size, rng) for i in range(1000)]))
+                for j in range(5)]
+        figures["bulk insert into this store (records/s)"] = 5000 / sum(bulk)
+    figures["second process on the same store (MB)"] = run_child(path, "rss", qfile)
+    t = time.perf_counter()
+    stats = subprocess.run([sys.executable, "-m", "robotmem", "--db", str(path), "stats"], capture_output=True,
+                           text=True)
+    figures["`robotmem stats` wall time (s)"] = (time.perf_counter() - t, stats.returncode)
     return figures
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(*sys.argv[2:5])
+        return
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--store-dir", type=Path, default=Path("/tmp/robotmem-bench"))
+    parser.add_argument("--reindex", action="store_true", help="rebuild the vector index even when one exists")
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}")
-    with tempfile.TemporaryDirectory() as folder:
-        for size in args.sizes:
-            figures = run(size, args.queries, Path(folder))
-            print(f"\n== {size:,} memories ==")
-            print(f"bulk insert (save_perceptions): {figures.pop('bulk_insert_per_s'):,.0f} records/s")
-            print(f"numpy brute-force top-10: p50 {figures.pop('numpy_top10'):.2f} ms   "
-                  f"p95 {figures.pop('numpy_top10_p95'):.2f} ms")
-            for key in sorted({k.rsplit('_', 1)[0] for k in figures}):
-                print(f"{key:<26} p50 {figures[key + '_p50']:7.2f} ms   p95 {figures[key + '_p95']:7.2f} ms")
+    args.store_dir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, "
+          f"load average {os.getloadavg()[0]:.1f}")
+    for size in args.sizes:
+        figures = run(size, args.queries, args.store_dir, args.reindex)
+        print(f"\n== {size:,} memories ==  (load average {os.getloadavg()[0]:.1f})")
+        for key, value in figures.items():
+            if isinstance(value, tuple) and len(value) == 3:
+                p50, p95, agree = value
+                extra = "" if agree is None else f"   top-10 agreement {agree:.3f}"
+                print(f"{key:<44} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms{extra}")
+            elif isinstance(value, tuple):
+                print(f"{key:<44} " + "   ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value))
+            elif isinstance(value, dict):
+                print(f"{key:<44} " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                                 for k, v in value.items()))
+            else:
+                print(f"{key:<44} {value:,.1f}" if isinstance(value, float) else f"{key:<44} {value}")
 
 
 if __name__ == "__main__":

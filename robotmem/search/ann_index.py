@@ -21,6 +21,7 @@ new snapshot when the overlay has grown or the file is missing.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import threading
@@ -28,15 +29,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import apsw
 import numpy as np
 from usearch.index import Index
 
-from ..store.connection import scalar
-from .vector_index import Eligibility, VectorIndex
+from ..store.connection import Database, scalar
+from .eligibility import Eligibility
+from .vector_index import VectorIndex
 
-__all__ = ["AnnIndex", "BuildReport", "MIN_ROWS", "build_index", "index_folder", "newest_file"]
+__all__ = [
+    "AnnIndex", "BuildReport", "MIN_ROWS", "build_index", "index_folder", "newest_file", "pending_changes",
+    "rebuild_indexes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +104,6 @@ def build_index(
         return BuildReport(collection, model_id, 0, seq, time.perf_counter() - started, None)
     index = Index(ndim=dim, metric="cos", dtype=DTYPE, connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD,
                   expansion_search=EXPANSION_SEARCH)
-    index.reserve(rows)
     added = 0
     cursor = conn.execute(
         "SELECT e.memory_id, e.vector FROM embeddings e JOIN memories m ON m.id = e.memory_id "
@@ -106,7 +111,7 @@ def build_index(
         (collection, model_id, dim),
     )
     while True:
-        chunk = cursor.fetchmany(_READ_CHUNK)
+        chunk = cast(list[tuple[int, bytes]], list(itertools.islice(cursor, _READ_CHUNK)))
         if not chunk:
             break
         keys = np.fromiter((r[0] for r in chunk), dtype=np.uint64, count=len(chunk))
@@ -114,6 +119,7 @@ def build_index(
         index.add(keys, vectors, threads=threads)
         added += len(chunk)
     folder.mkdir(parents=True, exist_ok=True)
+    _clear_dead_builds(folder)
     final = folder / f"{_key(collection, model_id)}.{seq:012d}{_SUFFIX}"
     tmp = folder / f".{final.name}.{os.getpid()}.tmp"
     index.save(str(tmp))
@@ -125,6 +131,18 @@ def build_index(
         if old != final:
             old.unlink(missing_ok=True)  # processes that mapped it keep their mapping
     return BuildReport(collection, model_id, added, seq, time.perf_counter() - started, final)
+
+
+def _clear_dead_builds(folder: Path) -> None:
+    """Remove temporary files of builds whose process is gone (killed mid-build)."""
+    for tmp in folder.glob(".*.tmp"):
+        try:
+            pid = int(tmp.name.rsplit(".", 2)[-2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            tmp.unlink(missing_ok=True)
+        except (ValueError, PermissionError):
+            continue
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -166,8 +184,7 @@ class AnnIndex:
         """
         fetch = 4 * k + 16
         while True:
-            with self._lock:
-                self._view.expansion_search = max(EXPANSION_SEARCH, fetch)
+            with self._lock:  # HNSW widens its beam to the count asked for
                 keys = self._view.search(query, fetch, threads=1).keys.astype(np.int64)
             proposed = keys[~self.overlay.covers(keys)]
             scored = self._exact(conn, proposed, query)
@@ -186,7 +203,7 @@ class AnnIndex:
         """Exact float32 cosine from the rows (ids whose vector is gone or of another model drop out)."""
         if len(ids) == 0:
             return {}
-        rows = conn.execute(
+        rows: list[tuple[int, bytes]] = conn.execute(  # type: ignore[assignment]
             "SELECT e.memory_id, e.vector FROM json_each(?) AS j CROSS JOIN embeddings e ON e.memory_id = j.value "
             "WHERE e.model_id = ? AND e.dim = ?",
             ("[" + ",".join(map(str, ids.tolist())) + "]", self.model_id, int(query.shape[0])),
@@ -196,3 +213,31 @@ class AnnIndex:
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         scores = matrix @ query
         return {int(r[0]): float(s) for r, s in zip(rows, scores)}
+
+
+def pending_changes(conn: apsw.Connection, collection: str, seq: int) -> int:
+    """How many changes to the collection came after a snapshot taken at ``seq``."""
+    return int(scalar(conn, "SELECT count(*) FROM change_log WHERE seq > ? AND collection = ?", (seq, collection)))
+
+
+def rebuild_indexes(
+    db: Database, model_id: str, dim: int, *, force: bool = False, min_rows: int = MIN_ROWS, threads: int = 0,
+) -> list[BuildReport]:
+    """Write a snapshot for every collection with ``min_rows`` vectors whose snapshot is missing or stale."""
+    folder = index_folder(db.path)
+    if folder is None:
+        return []
+    with db.read() as conn:
+        sizes = list(conn.execute(
+            "SELECT collection, count(*) FROM embeddings WHERE model_id = ? GROUP BY collection", (model_id,)))
+    reports = []
+    for collection, rows in sizes:
+        if int(rows) < min_rows:
+            continue
+        with db.read() as conn:
+            existing = newest_file(folder, str(collection), model_id)
+            if existing is not None and not force and pending_changes(conn, str(collection), existing[1]) == 0:
+                continue
+            reports.append(build_index(conn, folder, str(collection), model_id, dim, threads=threads,
+                                       min_rows=min_rows))
+    return reports

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,7 +13,10 @@ from ..config import Config
 from ..embeddings.base import Embedder
 from ..errors import EmbeddingUnavailableError, ValidationError
 
-__all__ = ["EmbeddingState", "resolve_embedder"]
+__all__ = ["QUERY_CACHE_SIZE", "EmbeddingState", "resolve_embedder"]
+
+#: Query vectors kept per embedder (one model each): 1,024 x 384 float32 is 1.5 MB.
+QUERY_CACHE_SIZE = 1024
 
 log = logging.getLogger("robotmem.embeddings")
 
@@ -44,6 +48,7 @@ class EmbeddingState:
         self._embedder = embedder
         self._failed = False
         self._lock = threading.Lock()
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @property
     def available(self) -> bool:
@@ -60,6 +65,24 @@ class EmbeddingState:
     @property
     def embedder(self) -> Embedder | None:
         return self._embedder
+
+    def embed_query(self, text: str, *, wait: bool = True) -> np.ndarray | None:
+        """The vector of one query text, from a bounded cache: a control loop asks the same question every cycle."""
+        with self._lock:
+            cached = self._queries.get(text)
+            if cached is not None:
+                self._queries.move_to_end(text)
+                return cached
+        vectors = self.embed([text], wait=wait)
+        if vectors is None:
+            return None
+        vector = vectors[0]
+        vector.setflags(write=False)  # shared by every caller that asks the same question
+        with self._lock:
+            self._queries[text] = vector
+            if len(self._queries) > QUERY_CACHE_SIZE:
+                self._queries.popitem(last=False)
+        return vector
 
     def embed(self, texts: Sequence[str], *, wait: bool = True) -> np.ndarray | None:
         """Vectors for ``texts``, or None when embeddings are unavailable.

@@ -16,6 +16,7 @@ from typing import Any
 
 import apsw
 
+from ..store.connection import scalar
 from ..store.leaves import leaf_path
 
 __all__ = ["LeafSet", "alternatives", "smallest"]
@@ -99,7 +100,7 @@ def smallest(conn: apsw.Connection, sets: tuple[LeafSet, ...], collection: str, 
     for leaf_set in sets:
         q, p = leaf_set.query(collection)
         limit = cap if best is None else best[1]
-        count = int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM ({q}) LIMIT ?)", [*p, limit]).fetchone()[0])
+        count = int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM ({q}) LIMIT ?)", [*p, limit]))
         if best is None or count < best[1]:
             best = (leaf_set, count)
     return best

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,17 +13,17 @@ from ..store.connection import Database
 from ..store.decay import effective_confidence_sql
 from ..store.rows import hits_sql, row_to_record
 from . import sql
-from .eligibility import Eligibility
-from .fulltext import eligible_subset, fulltext_hits, plan_fulltext
+from .ann_index import index_folder
+from .fulltext import fulltext_hits, plan_fulltext
 from .fusion import fuse, order_score
 from .relevance import calibrated
 from .request import RecallRequest
 from .spatial import nearest
-from .vector_index import VectorIndex
+from .vectors import VectorSearch, filter_source
 
 __all__ = ["RecallEngine"]
 
-#: Below this many SQL candidates and with no warm in-process index, sqlite-vec ranks them in SQL.
+#: A computed filter result up to this size orders its newest matches directly.
 _SQL_VECTOR_LIMIT = 2048
 
 
@@ -54,16 +53,7 @@ class RecallEngine:
         self._db = db
         self._half_life_s = half_life_s
         self._min_similarity = min_similarity
-        self._indexes: dict[tuple[str, str], VectorIndex] = {}
-        self._lock = threading.Lock()
-
-    def index_for(self, collection: str, model_id: str, dim: int) -> VectorIndex:
-        key = (collection, model_id)
-        with self._lock:
-            index = self._indexes.get(key)
-            if index is None:
-                index = self._indexes[key] = VectorIndex(collection, model_id, dim)
-            return index
+        self._vectors = VectorSearch(index_folder(db.path), half_life_s=half_life_s, min_similarity=min_similarity)
 
     def recall(
         self, req: RecallRequest, now: float, query_vector: np.ndarray | None, model_id: str | None
@@ -76,10 +66,11 @@ class RecallEngine:
             plan = (plan_fulltext(conn, req.query, allow_window=query is not None and not req.needs_sql_candidates)
                     if req.query else None)
             text_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool) if plan is not None else []
-            side = self._vector_side(conn, req, now, query, text_ids, pool)
+            source = filter_source(conn, req)  # a selective filter's leaf-index candidates
+            side = self._vector_side(conn, req, now, query, text_ids, pool, source)
             matches = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
                          if req.query else {})
-            ranked, distances = self._order(conn, req, now, matches, side.candidates)
+            ranked, distances = self._order(conn, req, now, matches, side.candidates, source)
             if req.spatial is None and req.query:
                 ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], matches, now, req.n)
             records = self._load(conn, ranked, now)
@@ -89,19 +80,19 @@ class RecallEngine:
 
     def _order(
         self, conn: apsw.Connection, req: RecallRequest, now: float, matches: dict[int, float],
-        candidates: np.ndarray | None,
+        candidates: np.ndarray | None, source: sql.Query | None,
     ) -> tuple[list[int], dict[int, float]]:
         """Memory ids in answer order (before the final scoring), and distances when sorted in space."""
         if req.spatial is not None:
             return self._spatial_order(conn, req, now, matches)
         if not req.query:
-            q, p = sql.recent_sql(req, now, self._half_life_s, req.n)
+            q, p = sql.recent_sql(req, now, self._half_life_s, req.n, source=source)
             return [row[0] for row in conn.execute(q, p)], {}
         ranked = [m for m, match in matches.items() if calibrated(match) >= req.min_relevance]
         if len(ranked) < req.n and req.narrowed and req.min_relevance == 0:
             # An explicit filter is exact: asked for every hit (min_relevance 0), its matches
             # come back even when they do not relate to the query (after every related one).
-            ranked += self._newest_matches(conn, req, now, req.n - len(ranked), ranked, candidates)
+            ranked += self._newest_matches(conn, req, now, req.n - len(ranked), ranked, candidates, source)
         return ranked, {}
 
     # -- vectors ---------------------------------------------------------------------
@@ -121,7 +112,7 @@ class RecallEngine:
 
     def _newest_matches(
         self, conn: apsw.Connection, req: RecallRequest, now: float, count: int, exclude: list[int],
-        candidates: np.ndarray | None,
+        candidates: np.ndarray | None, source: sql.Query | None,
     ) -> list[int]:
         """The newest eligible memories not in ``exclude``; reuses a filter result already computed."""
         if candidates is not None:
@@ -130,67 +121,22 @@ class RecallEngine:
                 return [row[0] for row in conn.execute(
                     "SELECT m.id FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value "
                     "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?", (json.dumps(rest.tolist()), count))]
-        q, p = sql.recent_sql(req, now, self._half_life_s, count, json.dumps(exclude))
+        q, p = sql.recent_sql(req, now, self._half_life_s, count, json.dumps(exclude), source=source)
         return [row[0] for row in conn.execute(q, p)]
 
     def _vector_side(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
-        text_ids: list[int], k: int,
+        text_ids: list[int], k: int, source: sql.Query | None,
     ) -> _VectorSide:
         if query is None:
             return _VectorSide()
-        hits, candidates = self._vector_hits(conn, req, now, query.vector, query.model_id, k)
+        filtered: list[np.ndarray] = []
+        hits = self._vectors.hits(conn, req, now, query.vector, query.model_id, k, source, filtered)
         similarity = dict(hits)
         missing = [m for m in text_ids if m not in similarity]
-        similarity.update(self._similarities(conn, missing, query.model_id, query.vector))
-        return _VectorSide(hits=hits, similarity=similarity, candidates=candidates, searched=True)
-
-    def _vector_hits(
-        self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int,
-    ) -> tuple[list[tuple[int, float]], np.ndarray | None]:
-        """The k nearest eligible memories, and the full filter result when one was computed."""
-        index = self.index_for(req.collection, model_id, int(query.shape[0]))
-        rules = Eligibility.of(req, now, self._half_life_s)
-        if not req.needs_sql_candidates:
-            index.sync(conn)
-            return index.search(query, k, rules, min_similarity=self._min_similarity), None
-        all_scores = None
-        if index.loaded:
-            # Broad filters: the best rows overall usually pass, and then the best k that
-            # pass are exactly the filtered top k. Check the filter on a shortlist first.
-            index.sync(conn)
-            all_scores = index.score_all(query)
-            for shortlist in (8 * k, 64 * k):
-                top = index.search(query, shortlist, rules, min_similarity=self._min_similarity,
-                                   all_scores=all_scores)
-                passing = eligible_subset(conn, req, [m for m, _ in top], now, self._half_life_s)
-                hits = [(m, s) for m, s in top if m in passing]
-                if len(hits) >= k or len(top) < shortlist:
-                    return hits[:k], None
-        q, p = sql.candidates_sql(req, now, self._half_life_s)
-        candidates = np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
-        if len(candidates) == 0:
-            return [], candidates
-        if len(candidates) <= _SQL_VECTOR_LIMIT and not index.loaded:
-            return self._sql_vector_hits(conn, candidates, model_id, query, k), candidates
-        index.sync(conn)
-        return index.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity,
-                            all_scores=all_scores), candidates
-
-    def _similarities(
-        self, conn: apsw.Connection, memory_ids: list[int], model_id: str, query: np.ndarray
-    ) -> dict[int, float]:
-        """Cosine of the query with a few given memories (full-text hits outside the vector list)."""
-        if not memory_ids:
-            return {}
-        q, p = sql.vector_sql(json.dumps(memory_ids), model_id, query.astype(np.float32).tobytes(), len(memory_ids))
-        return {int(i): float(s) for i, s in conn.execute(q, p)}
-
-    def _sql_vector_hits(
-        self, conn: apsw.Connection, candidates: np.ndarray, model_id: str, query: np.ndarray, k: int
-    ) -> list[tuple[int, float]]:
-        q, p = sql.vector_sql(json.dumps(candidates.tolist()), model_id, query.astype(np.float32).tobytes(), k)
-        return [(int(i), float(s)) for i, s in conn.execute(q, p) if s >= self._min_similarity]
+        similarity.update(self._vectors.similarities(conn, missing, query.model_id, query.vector))
+        return _VectorSide(hits=hits, similarity=similarity, candidates=filtered[0] if filtered else None,
+                           searched=True)
 
     # -- spatial ---------------------------------------------------------------------
 

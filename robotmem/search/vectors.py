@@ -26,7 +26,8 @@ from .ann_index import AnnIndex, newest_file
 from .filter_index import smallest
 from .fulltext import eligible_subset
 from .request import RecallRequest
-from .vector_index import Eligibility, VectorIndex
+from .eligibility import Eligibility
+from .vector_index import VectorIndex
 
 __all__ = ["LEAF_CANDIDATE_CAP", "VectorSearch", "filter_source"]
 
@@ -100,8 +101,7 @@ class VectorSearch:
         ``filtered`` receives the full filter result when one was computed.
         """
         dim = int(query.shape[0])
-        rules = Eligibility(now=now, half_life_s=self._half_life_s, min_confidence=req.min_confidence,
-                            include_archived=req.include_archived, since=req.since, until=req.until)
+        rules = Eligibility.of(req, now, self._half_life_s)
         ann = self.ann(req.collection, model_id, dim)
         if source is None:
             if ann is not None:

@@ -95,3 +95,25 @@ def test_updates_and_deletes_keep_the_leaves_in_step(conn):
     rows = conn.execute("SELECT path, value, kind, memory_id FROM context_leaves WHERE collection = 'c' "
                         "ORDER BY path").fetchall()
     assert rows == [("$.a", 3, "integer", 0), ("$.b", 0, "object", 0)]
+
+
+def test_the_migration_fills_the_leaves_of_existing_memories(tmp_path):
+    from robotmem import Memory
+    from robotmem.store.migrations import MIGRATIONS, migrate
+
+    path = tmp_path / "old.db"
+    conn = apsw.Connection(str(path))
+    for version, step in MIGRATIONS:
+        if version >= 6:
+            break
+        step(conn) if callable(step) else conn.execute(step)
+        conn.execute(f"PRAGMA user_version={version}")
+    conn.execute(
+        "INSERT INTO memories (collection, type, content, search_text, context, content_hash, confidence, "
+        "reinforced_at, first_seen, last_seen, created_at, occurred_at, updated_at) "
+        "VALUES ('default', 'fact', 'old one', 'old one', jsonb('{\"task\": {\"batch\": 7}}'), 'h', 1, 0, 0, 0, 0, 0, 0)")
+    migrate(conn)
+    assert conn.execute("SELECT path, value FROM context_leaves").fetchall() == [("$.task.batch", 7)]
+    conn.close()
+    with Memory(path, embedder=None) as mem:
+        assert [h["content"] for h in mem.recall("", min_confidence=0, context_filter={"task.batch": 7})["results"]] == ["old one"]

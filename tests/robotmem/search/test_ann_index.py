@@ -1,0 +1,200 @@
+"""The persisted, memory-mapped vector index (search/ann_index.py) on real SQLite files and real usearch files.
+
+Stores here are small (hundreds of rows) with the size floor lowered, so the index path
+runs in seconds; scripts/bench_recall.py measures it at 100,000 and 1,000,000.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robotmem import Memory, ValidationError
+from robotmem.search.ann_index import index_folder, newest_file
+
+from given_vectors import DIM, GivenVectors, vector_of
+
+HERE = Path(__file__).resolve().parent
+
+
+def _fill(mem: Memory, count: int, collection: str | None = None, start: int = 0) -> list[int]:
+    return mem.save_perceptions([
+        {"description": f"c{i % 40} grasp note {i}", "metadata": {"task": {"slot": i % 30, "k": i}},
+         **({"collection": collection} if collection else {})}
+        for i in range(start, start + count)
+    ])
+
+
+def _exact_top(mem: Memory, q: np.ndarray, k: int, collection: str = "default") -> list[int]:
+    conn = mem._db.connection()
+    rows = conn.execute("SELECT e.memory_id, e.vector FROM embeddings e JOIN memories m ON m.id = e.memory_id "
+                        "WHERE m.status = 'active' AND m.collection = ?", (collection,)).fetchall()
+    ids = np.array([r[0] for r in rows])
+    scores = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, DIM) @ q
+    order = np.argsort(-scores)[:k]
+    return [int(ids[i]) for i in order if scores[i] >= 0.2]
+
+
+def _vector_ids(mem: Memory, q: np.ndarray, n: int = 10, **kwargs) -> list[int]:
+    return [h["id"] for h in mem.recall("zzqxv", n=n, query_vector=q, **kwargs)["results"]]
+
+
+@pytest.fixture
+def built(db_path: Path):
+    with Memory(db_path, embedder=GivenVectors()) as mem:
+        _fill(mem, 1500)
+        reports = mem.rebuild_vector_indexes(min_rows=0)
+        assert reports and reports[0]["rows"] == 1500
+    return db_path
+
+
+def test_the_index_is_written_beside_the_store_and_answers_like_the_exact_scan(built: Path):
+    folder = index_folder(built)
+    assert folder is not None and len(list(folder.glob("*.usearch"))) == 1
+    with Memory(built, embedder=GivenVectors()) as mem:
+        agree = []
+        for i in range(30):
+            q = vector_of(f"c{i % 40} query {i}")
+            expected = _exact_top(mem, q, 10)
+            got = _vector_ids(mem, q)
+            assert got[: len(expected)] and set(got) >= set(expected[:5])
+            agree.append(len(set(got) & set(expected)) / max(1, len(expected)))
+        assert np.mean(agree) >= 0.95
+        assert mem.recall_engine._vectors.ann("default", "test-given/32", DIM) is not None
+
+
+def test_similarities_reported_are_exact_float32_cosines(built: Path):
+    with Memory(built, embedder=GivenVectors()) as mem:
+        q = vector_of("c3 how hard to grip")
+        for hit in mem.recall("zzqxv", n=10, query_vector=q)["results"]:
+            stored = np.frombuffer(mem._db.connection().execute(
+                "SELECT vector FROM embeddings WHERE memory_id = ?", (hit["id"],)).fetchone()[0], dtype=np.float32)
+            assert hit["similarity"] == pytest.approx(float(stored @ q), abs=1e-4)
+
+
+def test_writes_after_the_snapshot_are_found_and_forgotten_ones_are_not(built: Path):
+    with Memory(built, embedder=GivenVectors()) as reader, Memory(built, embedder=GivenVectors()) as writer:
+        target = vector_of("c7 grasp note 12")
+        first = _vector_ids(reader, target, n=1)[0]
+        writer.forget(first, reason="wrong")
+        assert first not in _vector_ids(reader, target)
+        new_id = writer.learn("c7 a brand new note")["memory_id"]
+        assert _vector_ids(reader, vector_of("c7 a brand new note"), n=1) == [new_id]
+
+
+def test_forget_in_another_process_is_seen_by_the_next_recall(built: Path):
+    with Memory(built, embedder=GivenVectors()) as reader:
+        q = vector_of("c11 grasp note 51")
+        top = _vector_ids(reader, q, n=1)[0]
+        code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); from given_vectors import GivenVectors; "
+                f"from robotmem import Memory; m = Memory({str(built)!r}, embedder=GivenVectors()); "
+                f"m.forget({top}, reason='bad'); m.close()")
+        subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
+        assert top not in _vector_ids(reader, q)
+
+
+def test_reindex_publishes_a_newer_snapshot_only_when_stale(built: Path):
+    folder = index_folder(built)
+    with Memory(built, embedder=GivenVectors()) as mem:
+        assert mem.rebuild_vector_indexes(min_rows=0) == []  # nothing changed
+        before = newest_file(folder, "default", "test-given/32")
+        _fill(mem, 100, start=5000)
+        q = vector_of("c5 grasp note 5005")
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # from the overlay
+        assert [r["rows"] for r in mem.rebuild_vector_indexes(min_rows=0)] == [1600]
+        after = newest_file(folder, "default", "test-given/32")
+        assert after is not None and before is not None and after[1] > before[1]
+        assert len(list(folder.glob("*.usearch"))) == 1
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # from the new snapshot
+
+
+def test_collections_stay_isolated(db_path: Path):
+    with Memory(db_path, embedder=GivenVectors()) as mem:
+        a = set(_fill(mem, 600, collection="arm-a"))
+        b = set(_fill(mem, 600, collection="arm-b"))
+        assert len(mem.rebuild_vector_indexes(min_rows=0)) == 2
+        for i in range(10):
+            q = vector_of(f"c{i} grasp note {i}")
+            assert set(_vector_ids(mem, q, collection="arm-a")) <= a
+            assert set(_vector_ids(mem, q, collection="arm-b")) <= b
+
+
+def test_a_filter_leaving_30_rows_returns_those_30_ranked_by_exact_cosine(db_path: Path):
+    with Memory(db_path, embedder=GivenVectors()) as mem:
+        ids = _fill(mem, 900)
+        mem.rebuild_vector_indexes(min_rows=0)
+        slot = {m for i, m in enumerate(ids) if i % 30 == 4}
+        q = vector_of("c4 grasp note 4")
+        hits = mem.recall("zzqxv", n=30, min_confidence=0, query_vector=q, context_filter={"task.slot": 4})["results"]
+        assert {h["id"] for h in hits} == slot
+        related = [h for h in hits if h["similarity"] is not None]
+        assert related and [h["similarity"] for h in related] == sorted((h["similarity"] for h in related),
+                                                                         reverse=True)
+
+
+def test_a_killed_writer_leaves_the_index_consistent_with_the_rows(built: Path):
+    writer = subprocess.Popen([sys.executable, str(HERE / "given_vectors.py"), str(built), "default", "3"],
+                              stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    assert writer.stdout is not None
+    for _ in range(3):  # a few committed batches, then kill it mid-write
+        writer.stdout.readline()
+    time.sleep(0.05)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    with Memory(built, embedder=GivenVectors()) as mem:
+        rows = mem._db.connection().execute(
+            "SELECT m.id, m.content FROM memories m WHERE m.content LIKE 'c% writer 3 %'").fetchall()
+        assert len(rows) >= 600 and len(rows) % 200 == 0  # whole batches only
+        for memory_id, content in rows[::37]:
+            assert _vector_ids(mem, vector_of(content), n=1) == [memory_id]
+        mem.rebuild_vector_indexes(min_rows=0)
+        for memory_id, content in rows[::41]:
+            assert _vector_ids(mem, vector_of(content), n=1) == [memory_id]
+
+
+def test_a_killed_reindex_leaves_the_previous_snapshot_in_use(built: Path):
+    folder = index_folder(built)
+    code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); from given_vectors import GivenVectors; "
+            f"from robotmem import Memory; m = Memory({str(built)!r}, embedder=GivenVectors()); "
+            "import robotmem.search.ann_index as a, os, signal; "
+            "a.os.replace = lambda *x: os.kill(os.getpid(), signal.SIGKILL); "
+            "m.learn('c1 one more'); m.rebuild_vector_indexes(min_rows=0)")
+    done = subprocess.run([sys.executable, "-c", code], env=os.environ.copy())
+    assert done.returncode == -signal.SIGKILL
+    assert len(list(folder.glob("*.usearch"))) == 1 and list(folder.glob(".*.tmp"))
+    with Memory(built, embedder=GivenVectors()) as mem:
+        learned = mem._db.connection().execute("SELECT id FROM memories WHERE content = 'c1 one more'").fetchone()[0]
+        assert _vector_ids(mem, vector_of("c1 one more"), n=1) == [learned]
+        mem.rebuild_vector_indexes(min_rows=0)
+        assert not list(folder.glob(".*.tmp"))  # the dead builder's leftovers are cleared
+
+
+def test_a_repeated_query_is_embedded_once(db_path: Path):
+    embedder = GivenVectors()
+    with Memory(db_path, embedder=embedder) as mem:
+        _fill(mem, 50)
+        calls = embedder.calls
+        for _ in range(5):
+            mem.recall("c3 grasp note", n=3)
+        assert embedder.calls == calls + 1
+
+
+@pytest.mark.parametrize("bad", [[0.1] * (DIM - 1), [float("nan")] * DIM, [0.0] * DIM, "0.1,0.2", [[0.1] * DIM]])
+def test_a_bad_query_vector_is_a_validation_error(db_path: Path, bad):
+    with Memory(db_path, embedder=GivenVectors()) as mem:
+        with pytest.raises(ValidationError) as info:
+            mem.recall("grasp", query_vector=bad)
+        assert info.value.field == "query_vector"
+
+
+def test_a_query_vector_without_a_model_is_a_validation_error(mem: Memory):
+    with pytest.raises(ValidationError) as info:
+        mem.recall("grasp", query_vector=[0.1] * DIM)
+    assert info.value.field == "query_vector"

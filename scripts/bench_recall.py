@@ -180,7 +180,7 @@ def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
         print(f"  generated at {figures['generation insert rate (records/s)']:,.0f} records/s", flush=True)
     embedder = BenchVectors()
     with Memory(path, embedder=embedder) as mem:
-        if reindex or not any(Path(str(path) + ".vectors").glob("*.usearch")):
+        if reindex or not any(Path(str(path) + ".vectors").glob("*.faiss")):
             t = time.perf_counter()
             built = mem.rebuild_vector_indexes(force=True)
             figures["reindex (index build) s"] = time.perf_counter() - t

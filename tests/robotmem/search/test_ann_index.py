@@ -1,4 +1,4 @@
-"""The persisted, memory-mapped vector index (search/ann_index.py) on real SQLite files and real usearch files.
+"""The persisted, memory-mapped vector index (search/ann_index.py) on real SQLite files and real faiss index files.
 
 Stores here are small (hundreds of rows) with the size floor lowered, so the index path
 runs in seconds; scripts/bench_recall.py measures it at 100,000 and 1,000,000.
@@ -57,7 +57,7 @@ def built(db_path: Path):
 
 def test_the_index_is_written_beside_the_store_and_answers_like_the_exact_scan(built: Path):
     folder = index_folder(built)
-    assert folder is not None and len(list(folder.glob("*.usearch"))) == 1
+    assert folder is not None and len(list(folder.glob("*.faiss"))) == 1
     with Memory(built, embedder=GivenVectors()) as mem:
         agree = []
         for i in range(30):
@@ -111,7 +111,7 @@ def test_reindex_publishes_a_newer_snapshot_only_when_stale(built: Path):
         assert [r["rows"] for r in mem.rebuild_vector_indexes(min_rows=0)] == [1600]
         after = newest_file(folder, "default", "test-given/32")
         assert after is not None and before is not None and after[1] > before[1]
-        assert len(list(folder.glob("*.usearch"))) == 1
+        assert len(list(folder.glob("*.faiss"))) == 1
         assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # from the new snapshot
 
 
@@ -168,7 +168,7 @@ def test_a_killed_reindex_leaves_the_previous_snapshot_in_use(built: Path):
             "m.learn('c1 one more'); m.rebuild_vector_indexes(min_rows=0)")
     done = subprocess.run([sys.executable, "-c", code], env=os.environ.copy())
     assert done.returncode == -signal.SIGKILL
-    assert len(list(folder.glob("*.usearch"))) == 1 and list(folder.glob(".*.tmp"))
+    assert len(list(folder.glob("*.faiss"))) == 1 and list(folder.glob(".*.tmp"))
     with Memory(built, embedder=GivenVectors()) as mem:
         learned = mem._db.connection().execute("SELECT id FROM memories WHERE content = 'c1 one more'").fetchone()[0]
         assert _vector_ids(mem, vector_of("c1 one more"), n=1) == [learned]

@@ -76,7 +76,7 @@ class EmbeddingState:
         vectors = self.embed([text], wait=wait)
         if vectors is None:
             return None
-        vector = vectors[0]
+        vector: np.ndarray = vectors[0]
         vector.setflags(write=False)  # shared by every caller that asks the same question
         with self._lock:
             self._queries[text] = vector

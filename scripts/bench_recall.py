@@ -214,7 +214,7 @@ def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
                 text = " ".join(rng.choice(WORDS, size=3, p=ZIPF))
                 samples.append(timed(lambda: mem.recall(text, n=10, query_vector=q, **kwargs)))
                 if "spatial_sort" not in kwargs and i < 100:
-                    got = {h["id"] for h in mem.recall(NO_TEXT_MATCH, n=10, query_vector=q, **kwargs)["results"]}
+                    got = {h["id"] for h in mem.recall(NO_TEXT_MATCH, n=10, query_vector=q, min_relevance=0, **kwargs)["results"]}
                     expected = exact_top(ref, q, masks[name])
                     if expected:
                         agree.append(len(got & expected) / len(expected))
@@ -223,7 +223,8 @@ def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
         # A filter that leaves exactly 30 rows: all 30 come back, the related ones by exact cosine.
         slot_rows = ref["slot"] == 5
         q = ref["matrix"][slot_rows][0]
-        res = mem.recall(NO_TEXT_MATCH, n=30, min_confidence=0, query_vector=q, context_filter={"task.slot": 5})
+        res = mem.recall(NO_TEXT_MATCH, n=30, min_confidence=0, min_relevance=0, query_vector=q,
+                         context_filter={"task.slot": 5})
         got = [h["id"] for h in res["results"]]
         cosine = dict(zip(ref["ids"][slot_rows].tolist(), (ref["matrix"][slot_rows] @ q).tolist()))
         ranked = [h for h in res["results"] if h.get("similarity") is not None]

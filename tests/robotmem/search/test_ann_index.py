@@ -43,7 +43,7 @@ def _exact_top(mem: Memory, q: np.ndarray, k: int, collection: str = "default") 
 
 
 def _vector_ids(mem: Memory, q: np.ndarray, n: int = 10, **kwargs) -> list[int]:
-    return [h["id"] for h in mem.recall("zzqxv", n=n, query_vector=q, **kwargs)["results"]]
+    return [h["id"] for h in mem.recall("zzqxv", n=n, query_vector=q, min_relevance=0, **kwargs)["results"]]
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_the_index_is_written_beside_the_store_and_answers_like_the_exact_scan(b
 def test_similarities_reported_are_exact_float32_cosines(built: Path):
     with Memory(built, embedder=GivenVectors()) as mem:
         q = vector_of("c3 how hard to grip")
-        for hit in mem.recall("zzqxv", n=10, query_vector=q)["results"]:
+        for hit in mem.recall("zzqxv", n=10, query_vector=q, min_relevance=0)["results"]:
             stored = np.frombuffer(mem._db.connection().execute(
                 "SELECT vector FROM embeddings WHERE memory_id = ?", (hit["id"],)).fetchone()[0], dtype=np.float32)
             assert hit["similarity"] == pytest.approx(float(stored @ q), abs=1e-4)
@@ -132,7 +132,8 @@ def test_a_filter_leaving_30_rows_returns_those_30_ranked_by_exact_cosine(db_pat
         mem.rebuild_vector_indexes(min_rows=0)
         slot = {m for i, m in enumerate(ids) if i % 30 == 4}
         q = vector_of("c4 grasp note 4")
-        hits = mem.recall("zzqxv", n=30, min_confidence=0, query_vector=q, context_filter={"task.slot": 4})["results"]
+        hits = mem.recall("zzqxv", n=30, min_confidence=0, min_relevance=0, query_vector=q,
+                          context_filter={"task.slot": 4})["results"]
         assert {h["id"] for h in hits} == slot
         related = [h for h in hits if h["similarity"] is not None]
         assert related and [h["similarity"] for h in related] == sorted((h["similarity"] for h in related),

@@ -229,7 +229,7 @@ def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
         cosine = dict(zip(ref["ids"][slot_rows].tolist(), (ref["matrix"][slot_rows] @ q).tolist()))
         ranked = [h for h in res["results"] if h.get("similarity") is not None]
         figures["30-row filter"] = {
-            "rows returned": len(got), "same 30": set(got) == set(cosine),
+            "rows returned": len(got), "exactly the filter's rows": set(got) == set(cosine),
             "similarities exact (|d| < 1e-4)": all(abs(h["similarity"] - cosine[h["id"]]) < 1e-4 for h in ranked),
             "ranked by cosine": [h["id"] for h in ranked] == sorted((h["id"] for h in ranked), key=lambda m: -cosine[m]),
         }

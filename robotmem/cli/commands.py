@@ -119,6 +119,8 @@ def cmd_reindex(args: argparse.Namespace) -> Any:
 
 def render_reindex(result: dict[str, Any]) -> Iterator[str]:
     yield f"embedded {result['reembedded']} of {result['total']} memories with {result['model_id']}"
+    for index in result.get("vector_indexes", []):
+        yield f"vector index of {index['collection']}: {index['rows']:,} vectors in {index['seconds']:.1f} s"
 
 
 def cmd_demo(args: argparse.Namespace) -> Any:

@@ -199,3 +199,11 @@ def test_a_query_vector_without_a_model_is_a_validation_error(mem: Memory):
     with pytest.raises(ValidationError) as info:
         mem.recall("grasp", query_vector=[0.1] * DIM)
     assert info.value.field == "query_vector"
+
+
+def test_the_reindex_command_names_the_vector_indexes_it_wrote():
+    from robotmem.cli.commands import render_reindex
+
+    lines = list(render_reindex({"reembedded": 0, "total": 0, "model_id": "m",
+                                 "vector_indexes": [{"collection": "lab", "rows": 25000, "seconds": 3.25}]}))
+    assert lines == ["embedded 0 of 0 memories with m", "vector index of lab: 25,000 vectors in 3.2 s"]

@@ -11,7 +11,7 @@ import pytest
 from robotmem import Memory
 from robotmem.cli.main import main
 
-RAW = re.compile(r"""\{['"]|\[\{|\bNone\b|\bTrue\b|\bFalse\b|': """)
+RAW = re.compile(r"""\{['"]|\[\{|\[\]|\{\}|\bNone\b|\bTrue\b|\bFalse\b|': """)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -83,8 +83,9 @@ def test_no_human_output_shows_raw_json_or_python_reprs(capsys, tmp_path: Path, 
 
 
 def test_ending_a_session_prints_its_summary_in_lines(capsys, robotmem_home: Path):
-    run(capsys, "learn", "the charger is on the left")
+    run(capsys, "learn", "the charger of dock 3 is on the left wall")
     code, out, _ = run(capsys, "--json", "session", "start")
     sid = json.loads(out)["session_id"]
+    run(capsys, "learn", "dock 3 charger contacts are dirty", "--session", sid)
     code, out, _ = run(capsys, "session", "end", sid, "--score", "0.5")
     assert code == 0 and f"session_id: {sid}" in out and not RAW.search(out)

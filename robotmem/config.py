@@ -15,12 +15,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from .errors import ConfigError
 
-__all__ = ["Config", "default_home"]
+__all__ = ["Config", "default_home", "is_postgres_url", "redact_url"]
 
 _ENV_PREFIX = "ROBOTMEM_"
+
+
+def is_postgres_url(value: object) -> bool:
+    """Whether ``value`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return isinstance(value, str) and value.split("://", 1)[0] in ("postgresql", "postgres")
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password (for messages, logs and ``stats``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def default_home(environ: Mapping[str, str] | None = None) -> Path:
@@ -36,6 +51,9 @@ class Config:
     home: Path = field(default_factory=default_home)
     #: SQLite file; defaults to ``home / "memory.db"``.
     db_path: Path | None = None
+    #: PostgreSQL URL (``postgresql://user@host/db``); when set, memories live in that
+    #: database instead of the SQLite file (see docs/fleet.md). ``ROBOTMEM_URL``.
+    url: str | None = None
     collection: str = "default"
     #: Largest accepted perception payload (encoded bytes).
     max_payload_bytes: int = 16 * 1024 * 1024
@@ -65,6 +83,16 @@ class Config:
         return self.db_path if self.db_path is not None else self.home / "memory.db"
 
     @property
+    def store_location(self) -> str | Path:
+        """Where the memories live: the PostgreSQL URL when one is set, else the SQLite file."""
+        return self.url if self.url is not None else self.database
+
+    @property
+    def store_label(self) -> str:
+        """Where the memories live, safe to print: the URL without its password, or the file."""
+        return redact_url(self.url) if self.url is not None else str(self.database)
+
+    @property
     def model_cache(self) -> Path:
         return self.models_dir if self.models_dir is not None else self.home / "models"
 
@@ -82,6 +110,9 @@ class Config:
         if unknown:
             raise ConfigError(f"unknown config option(s): {', '.join(sorted(unknown))}")
         explicit = {k: v for k, v in explicit.items() if v is not None}
+        if is_postgres_url(explicit.get("db_path")):
+            # ``--db postgresql://...`` names the database, as --url does.
+            explicit["url"] = explicit.pop("db_path")
         home = Path(explicit["home"]).expanduser() if "home" in explicit else default_home(env)
         values: dict[str, Any] = {}
         values.update(_read_file(home / "config.json", names))
@@ -114,7 +145,7 @@ def _coerce(f: Any, name: str, value: Any) -> Any:
     default = f.default if f.default is not dataclasses.MISSING else None
     if name in ("home", "db_path", "models_dir"):
         return Path(value).expanduser()
-    if name == "token":
+    if name in ("token", "url"):
         return str(value) if value != "" else None
     try:
         if isinstance(default, bool):

@@ -17,19 +17,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import validation
-from .config import Config
+from .config import Config, is_postgres_url
 from .context import canonical_json, content_hash, parse_context
 from .embeddings.base import Embedder
 from .errors import ConflictError, NotFoundError, ValidationError
 from .models import DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
-from .search.recall import RecallEngine
+from .search.recall import RecallEngine, recall_engine_for
 from .search.request import build_request
-from .store import memories as mstore
-from .store import sessions as sstore
-from .store.connection import Database
-from .store.migrations import migrate
+from .store.backend import Store, open_store
+from .store.sqlite import SqliteStore
+from .store.memories import NewMemory
 from .store.rows import HIT_COLUMNS, row_to_record
 from .store.tokens import index_tokens
 
@@ -67,24 +66,37 @@ class Memory:
         *,
         embedder: Embedder | str | None = "auto",
         config: Config | None = None,
+        url: str | None = None,
     ) -> None:
+        if is_postgres_url(path):
+            path, url = None, str(path)
         if path is not None and not isinstance(path, (str, Path)):
             raise ValidationError(f"path must be a file path, got {type(path).__name__}", field="path")
+        if url is not None and not is_postgres_url(url):
+            raise ValidationError("url must be a PostgreSQL URL such as postgresql://user@host/db", field="url")
         if clock is not None and not callable(clock):
             raise ValidationError("clock must be a callable returning epoch seconds", field="clock")
         if config is None:
-            config = Config.load(db_path=path)
-        elif path is not None:
-            config = dataclasses.replace(config, db_path=Path(path).expanduser())
+            config = Config.load(db_path=path, url=url)
+        elif path is not None or url is not None:
+            config = dataclasses.replace(config, db_path=Path(path).expanduser() if path is not None
+                                         else config.db_path, url=url)
+        if path is not None and url is None:
+            config = dataclasses.replace(config, url=None)  # an explicit file wins over ROBOTMEM_URL
         self.config = config
         self.collection = validation.collection(collection, config.collection)
         self._clock: Clock = clock if clock is not None else time.time
-        self._db = Database(self.config.database, busy_timeout_ms=self.config.busy_timeout_ms)
-        with self._db.write() as conn:
-            migrate(conn)
+        self._db: Store = open_store(self.config.store_location, busy_timeout_ms=self.config.busy_timeout_ms)
+        try:
+            self._db.migrate()
+        except BaseException:
+            self._db.close()
+            raise
         self._embeddings = EmbeddingState(resolve_embedder(embedder, self.config))
+        if self._embeddings.available and self._embeddings.model_id and self._embeddings.dim:
+            self._db.prepare_vectors(self._embeddings.model_id, self._embeddings.dim)
         self._half_life_s = self.config.half_life_days * _DAY
-        self._engine = RecallEngine(self._db, half_life_s=self._half_life_s)
+        self._engine = recall_engine_for(self._db, half_life_s=self._half_life_s)
         self._access: dict[int, int] = {}
         self._access_lock = threading.Lock()
 
@@ -92,7 +104,18 @@ class Memory:
 
     @property
     def path(self) -> Path:
+        """The SQLite file (for a PostgreSQL store: the file that is not used; see ``location``)."""
         return self.config.database
+
+    @property
+    def location(self) -> str:
+        """Where the memories live: the SQLite file, or the PostgreSQL URL without its password."""
+        return self._db.location
+
+    @property
+    def store(self) -> Store:
+        """The store underneath (SQLite or PostgreSQL); for migration and tooling."""
+        return self._db
 
     @property
     def embedder(self) -> Embedder | None:
@@ -140,26 +163,35 @@ class Memory:
         digest = content_hash(text, ctx)
         with self._db.read() as conn:
             self._check_session_open(conn, session_id, coll)
-            existing = mstore.find_duplicate(conn, coll, digest)
+            existing = self._db.find_duplicate(conn, coll, digest)
         if existing is not None:
             with self._db.write() as conn:
                 return self._reinforce_duplicate(conn, existing, now)
         vectors = self._embeddings.embed([text])
-        with self._db.write() as conn:
+
+        def store(conn: Any) -> dict[str, Any]:
             self._check_session_open(conn, session_id, coll)
             # Checked again under the write lock: another thread or process may have stored
             # the same insight while this one was embedding it.
-            existing = mstore.find_duplicate(conn, coll, digest)
+            existing = self._db.find_duplicate(conn, coll, digest)
             if existing is not None:
                 return self._reinforce_duplicate(conn, existing, now)
             memory_id = self._insert(conn, coll, session_id, "fact", None, text, ctx, now,
                                      now if occurred is None else occurred)
+            if memory_id is None:
+                # PostgreSQL: another process stored it after our check; the unique index kept one.
+                duplicate = self._db.find_duplicate(conn, coll, digest)
+                if duplicate is None:  # pragma: no cover - it was forgotten in between
+                    raise ConflictError("the same insight was stored and retracted concurrently; retry")
+                return self._reinforce_duplicate(conn, duplicate, now)
             self._store_vector(conn, memory_id, coll, vectors, 0)
-        return {"memory_id": memory_id, "status": "created"}
+            return {"memory_id": memory_id, "status": "created"}
+
+        return self._db.run_write(store)
 
     def _reinforce_duplicate(self, conn: Any, existing: int, now: float) -> dict[str, Any]:
-        mstore.reinforce(conn, existing, now, step=self.config.reinforce_step,
-                         ceiling=self.config.max_confidence, half_life_s=self._half_life_s)
+        self._db.reinforce(conn, existing, now, step=self.config.reinforce_step,
+                           ceiling=self.config.max_confidence, half_life_s=self._half_life_s)
         return {"memory_id": existing, "status": "duplicate"}
 
     # -- perceptions -----------------------------------------------------------------
@@ -225,22 +257,22 @@ class Memory:
         embedded = self._embeddings.embed([prepared[i]["text"] for i in to_embed])
         vector_of = {} if embedded is None else {i: row for row, i in enumerate(to_embed)}
         now = self.now()
-        ids: list[int] = []
         with self._db.write() as conn:
-            checked: set[tuple[str | None, str]] = set()
-            for i, p in enumerate(prepared):
-                if (p["session_id"], p["collection"]) not in checked:
-                    self._check_session_open(conn, p["session_id"], p["collection"])
-                    checked.add((p["session_id"], p["collection"]))
-                occurred = p["occurred_at"] if p["occurred_at"] is not None else now
-                memory_id = self._insert(conn, p["collection"], p["session_id"], "perception", p["ptype"],
-                                         p["text"], p["context"], now, occurred, embed=p["embed"])
+            for session_id, collection in {(p["session_id"], p["collection"]) for p in prepared}:
+                self._check_session_open(conn, session_id, collection)
+            self._flush_access(conn=conn)
+            # One statement per kind of row for the whole batch (a round trip each on PostgreSQL).
+            ids = self._db.insert_memories(conn, [self._new_memory(
+                p["collection"], p["session_id"], "perception", p["ptype"], p["text"], p["context"], now,
+                p["occurred_at"] if p["occurred_at"] is not None else now, embed=p["embed"]) for p in prepared])
+            for memory_id, p in zip(ids, prepared):
                 if p["blob"] is not None:
                     summary = summarize_payload(decode_payload(p["blob"]), len(p["blob"]))
-                    mstore.insert_payload(conn, memory_id, p["blob"], summary)
-                if i in vector_of:
-                    self._store_vector(conn, memory_id, p["collection"], embedded, vector_of[i])
-                ids.append(memory_id)
+                    self._db.insert_payload(conn, memory_id, p["blob"], summary)
+            model_id = self._embeddings.model_id
+            if embedded is not None and model_id is not None:
+                self._db.put_embeddings(conn, [(ids[i], prepared[i]["collection"], model_id, embedded[row])
+                                               for i, row in vector_of.items()])
         return ids
 
     # -- recall ----------------------------------------------------------------------
@@ -272,6 +304,7 @@ class Memory:
             query=query, collection=validation.collection(collection, self.collection), n=n,
             min_confidence=min_confidence, session_id=session_id, context_filter=context_filter,
             spatial_sort=spatial_sort, since=since, until=until, min_relevance=min_relevance,
+            dialect=self._db.kind,
         )
         if 0 < req.min_confidence < self.config.archive_floor:
             # Below the archive floor a memory is as good as archived, swept or not yet.
@@ -302,6 +335,9 @@ class Memory:
             context_filter=context_filter, spatial_sort=spatial_sort, k=k, bins=bins,
             success_threshold=success_threshold, since=since, until=until,
         )
+        if self._db.kind != "sqlite":
+            raise ConflictError("outcome_stats is not available on the PostgreSQL store yet; "
+                                "export to a SQLite file (robotmem migrate --to FILE) to compute it")
         with self._db.read() as conn:
             return compute_outcome_stats(conn, req)
 
@@ -325,7 +361,7 @@ class Memory:
             row = self._require_row(conn, mid)
             if row["status"] == "forgotten":
                 return {"memory_id": mid, "status": "already_forgotten", "reason": row["forget_reason"]}
-            mstore.mark_forgotten(conn, mid, why, now)
+            self._db.mark_forgotten(conn, mid, why, now)
         return {"memory_id": mid, "status": "forgotten", "reason": why}
 
     def update(self, memory_id: int, new_content: str, context: dict[str, Any] | str | None = None) -> dict[str, Any]:
@@ -346,7 +382,7 @@ class Memory:
         vectors = self._embeddings.embed([text])
         now = self.now()
         with self._db.write() as conn:
-            mstore.replace_content(
+            self._db.replace_content(
                 conn, mid, content=text, search_text=index_tokens(text), context=ctx,
                 content_hash=content_hash(text, ctx), protected=_is_protected(ctx), now=now,
             )
@@ -354,7 +390,7 @@ class Memory:
                 self._store_vector(conn, mid, collection, vectors, 0)
             else:
                 # The old vector describes the old text: it must not answer queries any more.
-                conn.execute("DELETE FROM embeddings WHERE memory_id = ?", (mid,))
+                self._db.delete_embedding(conn, mid)
         return {"memory_id": mid, "status": "updated"}
 
     # -- sessions --------------------------------------------------------------------
@@ -369,14 +405,14 @@ class Memory:
         sid = validation.session_id(session_id) if session_id is not None else "ses_" + uuid.uuid4().hex[:16]
         now = self.now()
         with self._db.write() as conn:
-            existing = sstore.get_session(conn, sid)
+            existing = self._db.get_session(conn, sid)
             if existing is not None:
                 if existing["collection"] != coll:
                     raise ConflictError(f"session {sid} belongs to collection {existing['collection']!r}",
                                         field="session_id")
                 return {"session_id": sid, "collection": coll, "started_at": existing["started_at"],
                         "status": "exists"}
-            sstore.insert_session(conn, sid, coll, canonical_json(ctx), now)
+            self._db.insert_session(conn, sid, coll, canonical_json(ctx), now)
         return {"session_id": sid, "collection": coll, "started_at": now, "status": "started"}
 
     def end_session(self, session_id: str, outcome_score: float | None = None) -> dict[str, Any]:
@@ -402,7 +438,7 @@ class Memory:
     def get_session(self, session_id: str) -> dict[str, Any]:
         sid = validation.session_id(session_id)
         with self._db.read() as conn:
-            session = sstore.get_session(conn, sid)
+            session = self._db.get_session(conn, sid)
         if session is None:
             raise NotFoundError(f"no session {sid!r}", field="session_id")
         return session
@@ -414,7 +450,7 @@ class Memory:
             raise ValidationError("status must be 'open' or 'ended'", field="status")
         coll = None if collection is None else validation.collection(collection, self.collection)
         with self._db.read() as conn:
-            return sstore.list_sessions(conn, coll, status, validation.integer(limit, "limit", low=1))
+            return self._db.list_sessions(conn, coll, status, validation.integer(limit, "limit", low=1))
 
     def session_timeline(self, session_id: str) -> dict[str, Any]:
         session = self.get_session(session_id)
@@ -445,12 +481,11 @@ class Memory:
         return value if as_numpy else to_json_safe(value)
 
     def stats(self, collection: str | None = None) -> dict[str, Any]:
-        from .store.stats import store_stats
-
         coll = None if collection is None else validation.collection(collection, self.collection)
         with self._db.read() as conn:
-            result = store_stats(conn, coll)
-        result["path"] = str(self.path)
+            result = self._db.store_stats(conn, coll)
+        result["path"] = self.location
+        result["backend"] = self._db.kind
         result["embedding_model"] = self._embeddings.model_id if self._embeddings.available else None
         return result
 
@@ -461,7 +496,7 @@ class Memory:
 
         target = as_path(path)
         with self._db.read() as conn:
-            return export_jsonl(conn, target)
+            return export_jsonl(self._db, conn, target)
 
     def import_(self, path: str | Path) -> dict[str, int]:
         from .transfer import as_path, import_jsonl
@@ -485,8 +520,8 @@ class Memory:
         from .search.ann_index import MIN_ROWS, rebuild_indexes
 
         model_id, dim = self._embeddings.model_id, self._embeddings.dim
-        if model_id is None or dim is None:
-            return []
+        if model_id is None or dim is None or not isinstance(self._db, SqliteStore):
+            return []  # PostgreSQL keeps its own HNSW index current (robotmem.store.postgres)
         reports = rebuild_indexes(self._db, model_id, dim, force=force,
                                   min_rows=MIN_ROWS if min_rows is None else min_rows)
         return [{"collection": r.collection, "rows": r.rows, "seconds": round(r.seconds, 3)} for r in reports]
@@ -498,7 +533,7 @@ class Memory:
             return validation.collection(collection, self.collection)
         sid = validation.session_id(session_id)
         with self._db.read() as conn:
-            session = sstore.get_session(conn, sid)
+            session = self._db.get_session(conn, sid)
         if session is None:
             raise NotFoundError(f"no session {sid!r}", field="session_id")
         if collection is not None and validation.collection(collection, self.collection) != session["collection"]:
@@ -511,7 +546,7 @@ class Memory:
     def _check_session_open(self, conn: Any, session_id: str | None, collection: str) -> None:
         if session_id is None:
             return
-        session = sstore.get_session(conn, session_id)
+        session = self._db.get_session(conn, session_id)
         if session is None:
             raise NotFoundError(f"no session {session_id!r}", field="session_id")
         if session["status"] == "ended":
@@ -520,28 +555,36 @@ class Memory:
     def _insert(
         self, conn: Any, collection: str, session_id: str | None, kind: str, ptype: str | None, text: str,
         ctx: dict[str, Any], now: float, occurred_at: float, *, embed: bool = True,
-    ) -> int:
+    ) -> int | None:
+        """The new memory's id; None when a live fact with this text and context exists (facts only)."""
         self._flush_access(conn=conn)
-        return mstore.insert_memory(conn, mstore.NewMemory(
+        return self._db.insert_memory(conn, self._new_memory(collection, session_id, kind, ptype, text, ctx, now,
+                                                             occurred_at, embed=embed))
+
+    def _new_memory(
+        self, collection: str, session_id: str | None, kind: str, ptype: str | None, text: str,
+        ctx: dict[str, Any], now: float, occurred_at: float, *, embed: bool = True,
+    ) -> NewMemory:
+        return NewMemory(
             collection=collection, session_id=session_id, type=kind, perception_type=ptype, content=text,
             search_text=index_tokens(text), context=ctx, content_hash=content_hash(text, ctx),
             protected=_is_protected(ctx), confidence=self.config.initial_confidence, now=now, occurred_at=occurred_at,
             embed=embed,
-        ))
+        )
 
     def _store_vector(self, conn: Any, memory_id: int, collection: str, vectors: Any, row: int) -> None:
         model_id = self._embeddings.model_id
         if vectors is not None and model_id is not None:
-            mstore.put_embedding(conn, memory_id, collection, model_id, vectors[row])
+            self._db.put_embedding(conn, memory_id, collection, model_id, vectors[row])
 
     def _require_row(self, conn: Any, memory_id: int) -> dict[str, Any]:
-        row = mstore.fetch_row(conn, memory_id)
+        row = self._db.fetch_row(conn, memory_id)
         if row is None:
             raise NotFoundError(f"no memory with id {memory_id}", field="memory_id")
         return dict(zip(HIT_COLUMNS, row))
 
     def _record(self, conn: Any, memory_id: int, now: float) -> dict[str, Any]:
-        row = mstore.fetch_row(conn, memory_id)
+        row = self._db.fetch_row(conn, memory_id)
         if row is None:
             raise NotFoundError(f"no memory with id {memory_id}", field="memory_id")
         return row_to_record(row, now, self._half_life_s, full=True)
@@ -562,10 +605,10 @@ class Memory:
             return
         try:
             if conn is not None:
-                mstore.flush_access_counts(conn, pending, self.now())
+                self._db.flush_access_counts(conn, pending, self.now())
                 return
             with self._db.write(wait=force) as wconn:
-                mstore.flush_access_counts(wconn, pending, self.now())
+                self._db.flush_access_counts(wconn, pending, self.now())
         except Exception:
             if force:
                 log.warning("could not record %d access counts", len(pending))

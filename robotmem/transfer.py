@@ -15,29 +15,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-import apsw
-
 from .errors import ValidationError
 from .import_checks import ImportLimits, check_memory, check_session
 from .search.embedding_state import EmbeddingState
-from .store import memories as mstore
-from .store.connection import Database
-from .store.points import index_points
+from .store.backend import Store, dialect_of
+from .store.rows import MEMORY_COLUMNS
 
 __all__ = ["export_jsonl", "import_jsonl", "reindex"]
 
 _FORMAT = "robotmem-export/1"
-_MEMORY_COLUMNS = (
-    "id", "collection", "session_id", "type", "perception_type", "content", "search_text", "context",
-    "content_hash", "protected", "confidence", "reinforced_at", "evidence_count", "first_seen", "last_seen",
-    "created_at", "occurred_at", "updated_at", "status", "superseded_by", "absorbed", "forgotten_at",
-    "forget_reason", "access_count", "last_accessed", "embed",
-)
-
-
 _DEFAULTS = {"embed": 1}
 _REQUIRED_SESSION = ("id", "collection", "context", "started_at", "ended_at", "outcome_score", "summary")
-_REQUIRED_MEMORY = tuple(c for c in _MEMORY_COLUMNS if c not in _DEFAULTS)
+_REQUIRED_MEMORY = tuple(c for c in MEMORY_COLUMNS if c not in _DEFAULTS)
 
 
 def _b64(blob: bytes | None) -> str | None:
@@ -57,33 +46,23 @@ def _opened(path: Path, mode: str) -> IO[str]:
         raise ValidationError(f"cannot open {path}: {exc.strerror or exc}", field="path") from exc
 
 
-def export_jsonl(conn: apsw.Connection, path: Path) -> dict[str, int]:
+def export_jsonl(db: Store, conn: Any, path: Path, *, batch: int = 1000) -> dict[str, int]:
     counts = {"sessions": 0, "memories": 0}
-    select = ", ".join("json(m.context)" if c == "context" else f"m.{c}" for c in _MEMORY_COLUMNS)
     with _opened(path, "w") as out:
         out.write(json.dumps({"kind": "header", "format": _FORMAT}) + "\n")
-        for sid, coll, ctx, started, ended, score, summary in conn.execute(
-            "SELECT id, collection, json(context), started_at, ended_at, outcome_score, summary FROM sessions "
-            "ORDER BY started_at, id"
-        ):
-            out.write(json.dumps({
-                "kind": "session", "id": sid, "collection": coll, "context": json.loads(ctx),
-                "started_at": started, "ended_at": ended, "outcome_score": score,
-                "summary": json.loads(summary) if summary else None,
-            }, ensure_ascii=False) + "\n")
+        for session in db.all_sessions(conn):
+            out.write(json.dumps({"kind": "session", **session}, ensure_ascii=False) + "\n")
             counts["sessions"] += 1
-        for row in conn.execute(
-            f"SELECT {select}, p.data, p.summary, e.model_id, e.vector FROM memories m "
-            "LEFT JOIN payloads p ON p.memory_id = m.id LEFT JOIN embeddings e ON e.memory_id = m.id ORDER BY m.id"
-        ):
-            record = dict(zip(_MEMORY_COLUMNS, row[: len(_MEMORY_COLUMNS)]))
-            data, summary, model_id, vector = row[len(_MEMORY_COLUMNS):]
-            record["context"] = json.loads(record["context"])
-            record["absorbed"] = json.loads(record["absorbed"])
-            record.update(kind="memory", payload=_b64(data), payload_summary=json.loads(summary) if summary else None,
-                          embedding=None if vector is None else {"model_id": model_id, "vector": _b64(vector)})
-            out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            counts["memories"] += 1
+        last = 0
+        while rows := db.iter_rows(conn, last, batch):
+            for record in rows:
+                embedding = record.pop("embedding")
+                record.update(kind="memory", payload=_b64(record["payload"]),
+                              embedding=None if embedding is None else {"model_id": embedding[0],
+                                                                        "vector": _b64(embedding[1])})
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                counts["memories"] += 1
+            last = rows[-1]["id"]
     return counts
 
 
@@ -137,7 +116,7 @@ def _check_line(line: str, limits: ImportLimits) -> dict[str, Any]:
     return {"kind": kind, **checked}
 
 
-def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: float,
+def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
                  max_payload_bytes: int) -> dict[str, int]:
     limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
     records = _read_lines(path, limits)
@@ -147,15 +126,7 @@ def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: floa
     with db.write() as conn:
         sessions = {r["id"] for r in records if r["kind"] == "session"}
         for r in (r for r in records if r["kind"] == "session"):
-            if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (r["id"],)).fetchone():
-                continue
-            conn.execute(
-                "INSERT INTO sessions (id, collection, context, started_at, ended_at, outcome_score, summary) "
-                "VALUES (?, ?, jsonb(?), ?, ?, ?, ?)",
-                (r["id"], r["collection"], json.dumps(r["context"]), r["started_at"], r["ended_at"],
-                 r["outcome_score"], json.dumps(r["summary"]) if r["summary"] is not None else None),
-            )
-            counts["sessions"] += 1
+            counts["sessions"] += int(db.insert_session_row(conn, r))
         memories = [r for r in records if r["kind"] == "memory"]
         for r in memories:
             _check_session_known(conn, r, sessions)
@@ -163,27 +134,38 @@ def import_jsonl(db: Database, path: Path, embeddings: EmbeddingState, now: floa
                 "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND created_at = ? AND content = ?",
                 (r["collection"], r["content_hash"], r["created_at"], r["content"]),
             ).fetchone()
-            if existing:
-                id_map[r["id"]] = existing[0]
+            new_id = None if existing else db.insert_row(conn, r)
+            if new_id is None:
+                # Already here, or (PostgreSQL's unique rule) a live copy of the same fact is.
+                id_map[r["id"]] = existing[0] if existing else _live_copy(db, conn, r)
                 counts["skipped"] += 1
                 continue
-            id_map[r["id"]] = _insert_exported(conn, r)
+            id_map[r["id"]] = new_id
             counts["memories"] += 1
+            if r["payload"] is not None:
+                db.insert_payload(conn, new_id, r["payload"], r["payload_summary"])
             if r["embedding"] is not None:
-                mstore.put_embedding(conn, id_map[r["id"]], r["collection"], *r["embedding"])
+                db.put_embedding(conn, id_map[r["id"]], r["collection"], *r["embedding"])
             elif r["status"] in ("active", "archived") and r["embed"]:
                 to_embed.append((id_map[r["id"]], r["collection"], r["content"]))
+        absorbed_param = "?::jsonb" if dialect_of(conn) == "postgresql" else "?"
         for r in memories:
             new_id = id_map[r["id"]]
             superseded = id_map.get(r["superseded_by"]) if r["superseded_by"] is not None else None
             absorbed = [id_map.get(a, a) for a in r["absorbed"]]
-            conn.execute("UPDATE memories SET superseded_by = ?, absorbed = ? WHERE id = ?",
+            conn.execute(f"UPDATE memories SET superseded_by = ?, absorbed = {absorbed_param} WHERE id = ?",
                          (superseded, json.dumps(absorbed), new_id))
     counts["embedded"] = _embed_missing(db, embeddings, to_embed)
     return counts
 
 
-def _check_session_known(conn: apsw.Connection, r: dict[str, Any], sessions: set[str]) -> None:
+def _live_copy(db: Store, conn: Any, r: dict[str, Any]) -> int:
+    found = db.find_duplicate(conn, r["collection"], r["content_hash"])
+    assert found is not None  # the insert was refused because it exists
+    return found
+
+
+def _check_session_known(conn: Any, r: dict[str, Any], sessions: set[str]) -> None:
     sid = r["session_id"]
     if sid is None or sid in sessions or conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
         return
@@ -191,19 +173,7 @@ def _check_session_known(conn: apsw.Connection, r: dict[str, Any], sessions: set
                           field="path")
 
 
-def _insert_exported(conn: apsw.Connection, r: dict[str, Any]) -> int:
-    columns = [c for c in _MEMORY_COLUMNS if c not in ("id", "superseded_by")]
-    values = [json.dumps(r[c]) if c in ("context", "absorbed") else r[c] for c in columns]
-    placeholders = ", ".join("jsonb(?)" if c == "context" else "?" for c in columns)
-    conn.execute(f"INSERT INTO memories ({', '.join(columns)}) VALUES ({placeholders})", values)
-    new_id = int(conn.last_insert_rowid())
-    index_points(conn, new_id, r["context"], fresh=True)
-    if r["payload"] is not None:
-        mstore.insert_payload(conn, new_id, r["payload"], r["payload_summary"])
-    return new_id
-
-
-def _embed_missing(db: Database, embeddings: EmbeddingState, items: list[tuple[int, str, str]],
+def _embed_missing(db: Store, embeddings: EmbeddingState, items: list[tuple[int, str, str]],
                    batch_size: int = 64) -> int:
     done = 0
     model_id = embeddings.model_id
@@ -214,12 +184,12 @@ def _embed_missing(db: Database, embeddings: EmbeddingState, items: list[tuple[i
             return done
         with db.write() as conn:
             for (memory_id, collection, _), vector in zip(batch, vectors):
-                mstore.put_embedding(conn, memory_id, collection, model_id, vector)
+                db.put_embedding(conn, memory_id, collection, model_id, vector)
         done += len(batch)
     return done
 
 
-def reindex(db: Database, embeddings: EmbeddingState, *, everything: bool = False, batch_size: int,
+def reindex(db: Store, embeddings: EmbeddingState, *, everything: bool = False, batch_size: int,
             progress: Callable[[int, int], None] | None) -> dict[str, Any]:
     """Embed every active/archived memory whose vector is missing or from another model (or every one)."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:

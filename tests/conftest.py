@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -56,3 +58,80 @@ def shared_datasets() -> Path:
 @pytest.fixture
 def shared_reference() -> Path:
     return _shared("reference", "reference embeddings")
+
+
+# -- PostgreSQL: a real server with pgvector for the conformance suite --------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL 16 + pgvector server for the whole run.
+
+    ``ROBOTMEM_TEST_POSTGRES_URL`` names an external one; otherwise ``pgserver`` starts one in a
+    temporary folder (it also runs as root). Missing both: CI fails, a local run skips.
+    """
+    external = os.environ.get("ROBOTMEM_TEST_POSTGRES_URL")
+    if external:
+        yield external
+        return
+    try:
+        import pgserver
+    except ImportError:
+        message = "PostgreSQL tests need the pgserver package (pip install -e '.[test]') or ROBOTMEM_TEST_POSTGRES_URL"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    # Not under pytest's private temp folder: as root, pgserver runs the server as another
+    # user, which must be able to reach the data folder.
+    parent = Path(tempfile.mkdtemp(prefix="robotmem-pg-"))
+    parent.chmod(0o755)
+    server = pgserver.get_server(parent / "data", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+_schema_counter = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A URL whose tables live in a fresh schema of the shared server (dropped afterwards)."""
+    import psycopg
+
+    schema = f"t{os.getpid()}_{next(_schema_counter)}"
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        admin.execute(f"CREATE SCHEMA {schema}")
+    sep = "&" if "?" in postgres_server_url else "?"
+    yield f"{postgres_server_url}{sep}options=-csearch_path%3D{schema},public"
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(scope="session")
+def password_role(postgres_server_url: str) -> tuple[str, str, str]:
+    """A role that must give its password. On the pgserver of this run, local logins trust
+    everyone, so the role's line goes first in pg_hba.conf; an external server is used as set up."""
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    user, password, database = "robotmem_pw", "right-password", "robotmem_pwdb"
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {database}")
+        admin.execute(f"DROP ROLE IF EXISTS {user}")
+        admin.execute(f"CREATE ROLE {user} LOGIN PASSWORD '{password}'")
+        admin.execute(f"CREATE DATABASE {database} OWNER {user}")
+    own_db = urlsplit(postgres_server_url)._replace(path="/" + database).geturl()
+    with psycopg.connect(own_db, autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+        if not os.environ.get("ROBOTMEM_TEST_POSTGRES_URL"):
+            hba = Path(admin.execute("SHOW hba_file").fetchone()[0])
+            lines = f"local all {user} scram-sha-256\nhost all {user} all scram-sha-256\n"
+            hba.write_text(lines + hba.read_text())
+            admin.execute("SELECT pg_reload_conf()")
+    return user, password, database

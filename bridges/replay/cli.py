@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from .replay import ReplayInterrupted, ReplayOptions, replay_paths
     from .report import ProgressBar
 
-    config = Config.load(home=args.home, db_path=args.db)
+    config = Config.load(home=args.home, db_path=args.db, url=getattr(args, "store_url", None))
     collection = args.replay_collection or getattr(args, "collection", None) or config.collection
     try:
         parse_episode_split(args.episode_split)
@@ -152,14 +152,14 @@ def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | 
     from robotmem import Memory
 
     if dry_run:
-        if not config.database.exists():
+        if config.url is None and not config.database.exists():
             return None
-        return Memory(config.database, collection=collection, embedder=None, config=config)
+        return Memory(config.store_location, collection=collection, embedder=None, config=config)
     try:
         config.database.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create {config.database.parent}: {exc}") from exc
-    return Memory(config.database, collection=collection, config=config)
+    return Memory(config.store_location, collection=collection, config=config)
 
 
 def _print(results: list[RecordingResult], *, as_json: bool, dry_run: bool) -> None:

@@ -122,12 +122,13 @@ def _open_memory(args: argparse.Namespace, collection: str) -> Memory | None:
     """The store; a dry run only reads an existing one (which sessions exist) and never creates it."""
     from robotmem import Memory
 
-    config = Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None))
+    config = Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None),
+                         url=getattr(args, "store_url", None))
     if args.dry_run:
-        if not config.database.exists():
+        if config.url is None and not config.database.exists():
             return None
-        return Memory(config.database, collection=collection, embedder=None, config=config)
-    return Memory(config.database, collection=collection, config=config)
+        return Memory(config.store_location, collection=collection, embedder=None, config=config)
+    return Memory(config.store_location, collection=collection, config=config)
 
 
 def _install_signal_handlers(stop: threading.Event) -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 __all__ = ["COMMON_DEFAULTS", "CommandParser"]
 
-COMMON_DEFAULTS: dict[str, Any] = {"home": None, "db": None, "collection": None, "json": False, "verbose": False}
+COMMON_DEFAULTS: dict[str, Any] = {"home": None, "db": None, "store_url": None, "collection": None, "json": False,
+                                   "verbose": False}
 
 
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +24,10 @@ def _add_common_options(parser: argparse.ArgumentParser) -> None:
                        help="data directory (default $ROBOTMEM_HOME or ~/.robotmem)")
     group.add_argument("--db", metavar="FILE", default=argparse.SUPPRESS,
                        help="SQLite file of the store (default HOME/memory.db)")
+    # dest store_url: ``robotmem bridge --url`` is the rosbridge websocket (that command's own option).
+    group.add_argument("--url", dest="store_url", metavar="URL", default=argparse.SUPPRESS,
+                       help="a PostgreSQL store postgresql://user@host/db instead of the SQLite file "
+                            "(default $ROBOTMEM_URL; docs/fleet.md)")
     group.add_argument("--collection", metavar="NAME", default=argparse.SUPPRESS,
                        help="collection to read and write (default from config: 'default')")
     group.add_argument("--json", action="store_true", default=argparse.SUPPRESS,

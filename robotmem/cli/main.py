@@ -27,7 +27,7 @@ __all__ = ["build_parser", "main", "open_memory"]
 log = logging.getLogger("robotmem.cli")
 _BUILTIN_PLUGINS = (
     "robotmem.cli.commands", "robotmem.cli.sessions", "robotmem.cli.consolidate", "robotmem.cli.model",
-    "robotmem.cli.serve", "robotmem.cli.outcomes", "robotmem.cli.ui",
+    "robotmem.cli.serve", "robotmem.cli.outcomes", "robotmem.cli.ui", "robotmem.cli.migrate",
 )
 
 

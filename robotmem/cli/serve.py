@@ -58,6 +58,7 @@ def serve_command(args: argparse.Namespace) -> int:
         config = Config.load(
             home=getattr(args, "home", None),
             db_path=getattr(args, "db", None),
+            url=getattr(args, "store_url", None),
             collection=getattr(args, "collection", None),
         )
         if args.transport == "stdio":
@@ -78,5 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--home", default=None, help="data directory (default $ROBOTMEM_HOME or ~/.robotmem)")
     parser.add_argument("--db", default=None, help="SQLite file (default HOME/memory.db)")
+    parser.add_argument("--url", dest="store_url", default=None,
+                        help="PostgreSQL URL instead of the SQLite file ($ROBOTMEM_URL)")
     add_serve_arguments(parser)
     return serve_command(parser.parse_args(argv))

@@ -17,7 +17,8 @@ __all__ = ["load_config", "open_existing", "open_memory"]
 def load_config(args: argparse.Namespace) -> Config:
     from ..config import Config
 
-    return Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None))
+    return Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None),
+                       url=getattr(args, "store_url", None))
 
 
 def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:
@@ -25,14 +26,14 @@ def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:
     from ..service import Memory
 
     config = load_config(args)
-    return Memory(config.database, collection=getattr(args, "collection", None) or config.collection,
+    return Memory(config.store_location, collection=getattr(args, "collection", None) or config.collection,
                   embedder=embedder, config=config)
 
 
 def open_existing(args: argparse.Namespace, *, embedder: Any = None) -> Memory:
     """The store named on the command line; a missing one is an error, never an empty new file."""
     config = load_config(args)
-    if not config.database.is_file():
+    if config.url is None and not config.database.is_file():
         where = "--db" if getattr(args, "db", None) else "--home"
         raise NotFoundError(
             f"no memory store at {config.database}; `robotmem demo` writes a demo episode there, "

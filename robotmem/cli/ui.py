@@ -30,7 +30,7 @@ def ui_command(args: argparse.Namespace) -> int:
 
     config = Config.load(home=args.home, db_path=args.db)
     collection = getattr(args, "collection", None) or config.collection
-    with Memory(config.database, collection=collection, config=config) as mem:
+    with Memory(config.store_location, collection=collection, config=config) as mem:
         if args.map:
             stored = store_map(mem, args.map, collection=collection)
             print(f"occupancy map {args.map}: {stored['status']} (memory {stored['memory_id']})", flush=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import apsw
 
+from ..store.backend import dialect_of
 from ..store.decay import effective_confidence_sql
 
 __all__ = ["DECAYED_EPSILON", "DecayCounts", "decay_pass"]
@@ -36,8 +37,8 @@ def decay_pass(
     conn: apsw.Connection, collection: str | None, now: float, *, half_life_s: float, floor: float
 ) -> DecayCounts:
     """Archive what decayed below ``floor``; restore archived memories that are above it. Three statements."""
-    conf, conf_params = effective_confidence_sql(now, half_life_s)
-    where, params = ("m.collection = ?", [collection]) if collection is not None else ("1", [])
+    conf, conf_params = effective_confidence_sql(now, half_life_s, dialect=dialect_of(conn))
+    where, params = ("m.collection = ?", [collection]) if collection is not None else ("TRUE", [])
     conn.execute(
         f"UPDATE memories AS m SET status = 'archived', updated_at = ? "
         f"WHERE {where} AND m.status = 'active' AND NOT m.protected AND {conf} < ?",

@@ -17,8 +17,7 @@ from ..config import Config
 from ..embeddings.base import Embedder
 from ..errors import NotFoundError
 from ..search.recall import RecallEngine
-from ..store import sessions as sstore
-from ..store.connection import Database
+from ..store.backend import Store
 from .decay import decay_pass
 from .plan import Absorption, MergeRules, absorptions, group_episode, match_earlier
 from .reads import NOT_ENDED, earlier_facts, episode_facts
@@ -74,26 +73,31 @@ def apply_plan(conn: apsw.Connection, plan: list[Absorption], now: float, settin
 
 
 def end_session(
-    db: Database, engine: RecallEngine, settings: Settings, session_id: str, score: float | None, now: float
+    db: Store, engine: RecallEngine, settings: Settings, session_id: str, score: float | None, now: float
 ) -> dict[str, Any]:
     """Close the session and consolidate it; ``engine`` ranks the related memories of earlier episodes."""
     with db.read() as conn:
-        session = _require_session(conn, session_id)
+        session = _require_session(db, conn, session_id)
         if session["status"] == "ended":
             return _already_ended(session)
         plan = plan_session(conn, session_id, session["collection"], NOT_ENDED, settings)
         related = find_related(engine, conn, session, now, settings.model_id, settings.dim)
-    with db.write() as conn:
-        session = _require_session(conn, session_id)
-        if session["status"] == "ended":  # another caller ended it while we were planning
-            return _already_ended(session)
-        summary = _consolidate(conn, session, score, plan, related, now, settings)
-        sstore.close_session(conn, session_id, now, score, summary)
-    return summary
+
+    def close(conn: Any) -> dict[str, Any]:
+        db.lock_session(conn, session_id)
+        current = _require_session(db, conn, session_id)
+        if current["status"] == "ended":  # another caller ended it while we were planning
+            return _already_ended(current)
+        summary = _consolidate(db, conn, current, score, plan, related, now, settings)
+        db.close_session(conn, session_id, now, score, summary)
+        return summary
+
+    # Re-run if PostgreSQL picks this transaction as a deadlock's victim (SQLite never does).
+    return db.run_write(close)
 
 
 def _consolidate(
-    conn: apsw.Connection, session: dict[str, Any], score: float | None, plan: list[Absorption],
+    db: Store, conn: apsw.Connection, session: dict[str, Any], score: float | None, plan: list[Absorption],
     related: list[dict[str, Any]], now: float, settings: Settings,
 ) -> dict[str, Any]:
     """The state changes, inside the caller's write transaction; returns the summary."""
@@ -103,7 +107,7 @@ def _consolidate(
     merges = apply_plan(conn, plan, now, settings)
     decay = decay_pass(conn, session["collection"], now, half_life_s=settings.half_life_s,
                        floor=settings.archive_floor)
-    facts, perceptions = sstore.session_counts(conn, session_id)
+    facts, perceptions = db.session_counts(conn, session_id)
     return {
         "session_id": session_id,
         "status": "ended",
@@ -120,8 +124,8 @@ def _consolidate(
     }
 
 
-def _require_session(conn: apsw.Connection, session_id: str) -> dict[str, Any]:
-    session = sstore.get_session(conn, session_id)
+def _require_session(db: Store, conn: apsw.Connection, session_id: str) -> dict[str, Any]:
+    session = db.get_session(conn, session_id)
     if session is None:
         raise NotFoundError(f"no session {session_id!r}", field="session_id")
     return session

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..store import sessions as sstore
-from ..store.connection import Database
+from ..store.backend import Store
 from .decay import decay_pass
 from .episode import Settings, apply_plan, plan_session
 from .writes import attach_outcome
@@ -23,7 +22,7 @@ __all__ = ["consolidate_ended"]
 Progress = Callable[[int, int], None]
 
 
-def _ended_sessions(db: Database, collection: str | None) -> list[tuple[str, str, float, float | None]]:
+def _ended_sessions(db: Store, collection: str | None) -> list[tuple[str, str, float, float | None]]:
     where, params = ("AND collection = ?", (collection,)) if collection is not None else ("", ())
     with db.read() as conn:
         return [
@@ -35,7 +34,7 @@ def _ended_sessions(db: Database, collection: str | None) -> list[tuple[str, str
         ]
 
 
-def _collections(db: Database, collection: str | None) -> list[str]:
+def _collections(db: Store, collection: str | None) -> list[str]:
     if collection is not None:
         return [collection]
     with db.read() as conn:
@@ -43,7 +42,7 @@ def _collections(db: Database, collection: str | None) -> list[str]:
 
 
 def consolidate_ended(
-    db: Database, settings: Settings, collection: str | None, now: float, *, progress: Progress | None = None
+    db: Store, settings: Settings, collection: str | None, now: float, *, progress: Progress | None = None
 ) -> dict[str, Any]:
     sessions = _ended_sessions(db, collection)
     totals: dict[str, int] = {"sessions": len(sessions), "memories": 0, "perceptions": 0,
@@ -57,7 +56,7 @@ def consolidate_ended(
             if score is not None:
                 attach_outcome(conn, session_id, score, now)
             merges = apply_plan(conn, plan, now, settings)
-            facts, perceptions = sstore.session_counts(conn, session_id)
+            facts, perceptions = db.session_counts(conn, session_id)
         totals["memories"] += facts
         totals["perceptions"] += perceptions
         totals["merged"] += merges.merged

@@ -8,9 +8,11 @@ of that model is compared by the text rule alone.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import apsw
 
+from ..store.backend import as_vector_bytes, dialect_of
 from .pool import FactPool
 
 __all__ = ["NOT_ENDED", "earlier_facts", "episode_facts"]
@@ -18,21 +20,28 @@ __all__ = ["NOT_ENDED", "earlier_facts", "episode_facts"]
 #: Cut-off for "earlier" when the session being consolidated has not ended yet.
 NOT_ENDED = float("inf")
 
-_FACT_COLUMNS = (
-    "m.id, m.content, json(m.context), m.evidence_count, m.first_seen, m.last_seen, e.vector"
-)
+_FACT_COLUMNS = "m.id, m.content, {context}, m.evidence_count, m.first_seen, m.last_seen, e.vector"
+_CONTEXT_TEXT = {"sqlite": "json(m.context)", "postgresql": "m.context::text"}
+
+
+def _columns(conn: Any) -> str:
+    return _FACT_COLUMNS.format(context=_CONTEXT_TEXT[dialect_of(conn)])
+
+
+def _pool(rows: list[Any], dim: int | None) -> FactPool:
+    return FactPool.from_db_rows([(*r[:6], as_vector_bytes(r[6])) for r in rows], dim)
 _VECTOR_JOIN = "LEFT JOIN embeddings e ON e.memory_id = m.id AND e.model_id = ?"
 
 
 def episode_facts(conn: apsw.Connection, session_id: str, model_id: str | None, dim: int | None) -> FactPool:
     """Active, unprotected facts written in the session, oldest first: the merge sources."""
     rows = conn.execute(
-        f"SELECT {_FACT_COLUMNS} FROM memories m {_VECTOR_JOIN} "
+        f"SELECT {_columns(conn)} FROM memories m {_VECTOR_JOIN} "
         "WHERE m.session_id = ? AND m.type = 'fact' AND m.status = 'active' AND NOT m.protected "
         "ORDER BY m.first_seen, m.id",
         (model_id, session_id),
     ).fetchall()
-    return FactPool.from_db_rows(rows, dim)
+    return _pool(rows, dim)
 
 
 def earlier_facts(
@@ -47,13 +56,14 @@ def earlier_facts(
     the pre-filter is exact; the full context rule runs afterwards in Python.
     """
     cutoff = _finite(ended_at)
+    sql = _EARLIER[dialect_of(conn)]
     rows = conn.execute(
         f"""
         WITH keys(robot, task, success) AS (
-            SELECT DISTINCT x.context -> '$.robot.id', x.context -> '$.task.name', x.context -> '$.task.success'
-            FROM memories x WHERE x.id IN (SELECT value FROM json_each(?))
+            SELECT DISTINCT {sql["robot"].format(t="x")}, {sql["task"].format(t="x")}, {sql["success"].format(t="x")}
+            FROM memories x WHERE x.id IN ({sql["ids"]})
         )
-        SELECT {_FACT_COLUMNS} FROM memories m {_VECTOR_JOIN}
+        SELECT {_columns(conn)} FROM memories m {_VECTOR_JOIN}
         LEFT JOIN sessions s ON s.id = m.session_id
         WHERE m.collection = ? AND m.type = 'fact' AND m.status IN ('active', 'archived') AND NOT m.protected
           AND (
@@ -62,14 +72,30 @@ def earlier_facts(
                 AND (s.ended_at < ? OR (s.ended_at = ? AND s.id < ?)))
           )
           AND EXISTS (
-            SELECT 1 FROM keys k WHERE (m.context -> '$.robot.id') IS k.robot
-              AND (m.context -> '$.task.name') IS k.task AND (m.context -> '$.task.success') IS k.success
+            SELECT 1 FROM keys k WHERE ({sql["robot"].format(t="m")}) {sql["same"]} k.robot
+              AND ({sql["task"].format(t="m")}) {sql["same"]} k.task
+              AND ({sql["success"].format(t="m")}) {sql["same"]} k.success
           )
         ORDER BY m.first_seen, m.id
         """,
-        (json.dumps(episode_ids), model_id, collection, cutoff, session_id, cutoff, cutoff, session_id),
+        (sql["ids_param"](episode_ids), model_id, collection, cutoff, session_id, cutoff, cutoff, session_id),
     ).fetchall()
-    return FactPool.from_db_rows(rows, dim)
+    return _pool(rows, dim)
+
+
+# The identity values as JSON on both sides (exact), in each store's dialect.
+_EARLIER: dict[str, dict[str, Any]] = {
+    "sqlite": {
+        "robot": "{t}.context -> '$.robot.id'", "task": "{t}.context -> '$.task.name'",
+        "success": "{t}.context -> '$.task.success'", "same": "IS", "ids": "SELECT value FROM json_each(?)",
+        "ids_param": json.dumps,
+    },
+    "postgresql": {
+        "robot": "{t}.context #> '{{robot,id}}'", "task": "{t}.context #> '{{task,name}}'",
+        "success": "{t}.context #> '{{task,success}}'", "same": "IS NOT DISTINCT FROM",
+        "ids": "SELECT unnest(?::bigint[])", "ids_param": list,
+    },
+}
 
 
 def _finite(value: float) -> float:

@@ -14,6 +14,7 @@ confidence), with recall's default ``min_confidence``.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any, cast
 
@@ -23,6 +24,7 @@ import numpy as np
 from ..search.filters import CompiledFilter
 from ..search.recall import RecallEngine
 from ..search.request import RecallRequest
+from ..store.backend import as_vector_bytes, dialect_of
 from ..store.decay import effective_confidence_sql
 from .similarity import signature
 
@@ -38,11 +40,14 @@ def _identity_value(conn: apsw.Connection, session: dict[str, Any], section: str
     section_value = session["context"].get(section)
     value = section_value.get(key) if isinstance(section_value, dict) else None
     if value is None:
-        row = conn.execute(
+        most_common = (
+            f"SELECT v FROM (SELECT context #> '{{{section},{key}}}' AS v FROM memories WHERE session_id = ?) s "
+            "WHERE v IS NOT NULL AND v <> 'null'::jsonb GROUP BY v ORDER BY count(*) DESC, v LIMIT 1"
+            if dialect_of(conn) == "postgresql" else
             f"SELECT json_extract(context, '$.{section}.{key}') AS v FROM memories "
-            "WHERE session_id = ? AND v IS NOT NULL GROUP BY v ORDER BY count(*) DESC, v LIMIT 1",
-            (session["session_id"],),
-        ).fetchone()
+            "WHERE session_id = ? AND v IS NOT NULL GROUP BY v ORDER BY count(*) DESC, v LIMIT 1"
+        )
+        row = conn.execute(most_common, (session["session_id"],)).fetchone()
         value = None if row is None else row[0]
     # Only scalars can be matched with json_extract(...) = ?; other shapes are not an identity.
     return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
@@ -53,7 +58,15 @@ def _filter(conn: apsw.Connection, session: dict[str, Any]) -> CompiledFilter:
     params: list[Any] = [session["session_id"]]
     for section, key in (("task", "name"), ("robot", "id")):
         value = _identity_value(conn, session, section, key)
-        if value is not None:
+        if value is None:
+            continue
+        if dialect_of(conn) == "postgresql":
+            sql.append(
+                f"coalesce(nullif(m.context #> '{{{section},{key}}}', 'null'::jsonb), (SELECT nullif(s.context #> "
+                f"'{{{section},{key}}}', 'null'::jsonb) FROM sessions s WHERE s.id = m.session_id)) = ?::jsonb"
+            )
+            params.append(json.dumps(value))
+        else:
             sql.append(
                 f"coalesce(json_extract(m.context, '$.{section}.{key}'), (SELECT json_extract(s.context, "
                 f"'$.{section}.{key}') FROM sessions s WHERE s.id = m.session_id)) = ?"
@@ -82,11 +95,11 @@ def _query_text(texts: list[str]) -> str:
 
 def _centroid(conn: apsw.Connection, session_id: str, model_id: str, dim: int) -> np.ndarray | None:
     for kinds in (("fact",), ("fact", "perception")):
-        blobs = [r[0] for r in conn.execute(
+        blobs = [b for b in (as_vector_bytes(r[0]) for r in conn.execute(
             "SELECT e.vector FROM embeddings e JOIN memories m ON m.id = e.memory_id WHERE m.session_id = ? "
-            "AND m.status = 'active' AND e.model_id = ? AND m.type IN (SELECT value FROM json_each(?))",
-            (session_id, model_id, '["' + '","'.join(kinds) + '"]'),
-        ) if len(r[0]) == 4 * dim]
+            "AND m.status = 'active' AND e.model_id = ? AND (m.type = ? OR m.type = ?)",
+            (session_id, model_id, kinds[0], kinds[-1]),
+        )) if b is not None and len(b) == 4 * dim]
         if blobs:
             mean = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, dim).mean(axis=0)
             norm = float(np.linalg.norm(mean))
@@ -125,9 +138,11 @@ def refresh_confidence(
     if not related:
         return related
     ids = "[" + ",".join(str(hit["id"]) for hit in related) + "]"
-    conf, conf_params = effective_confidence_sql(now, half_life_s)
+    pg = dialect_of(conn) == "postgresql"
+    conf, conf_params = effective_confidence_sql(now, half_life_s, dialect=dialect_of(conn))
+    among = "m.id = ANY(?)" if pg else "m.id IN (SELECT value FROM json_each(?))"
     rows = {cast(int, r[0]): cast(float, r[1]) for r in conn.execute(
-        f"SELECT m.id, {conf} FROM memories m WHERE m.id IN (SELECT value FROM json_each(?)) AND m.status = 'active'",
-        (*conf_params, ids),
+        f"SELECT m.id, {conf} FROM memories m WHERE {among} AND m.status = 'active'",
+        (*conf_params, [hit["id"] for hit in related] if pg else ids),
     )}
     return [{**hit, "confidence": round(rows[hit["id"]], 6)} for hit in related if hit["id"] in rows]

@@ -13,6 +13,7 @@ from typing import Any
 
 import apsw
 
+from ..store.backend import dialect_of
 from ..store.decay import effective_confidence_sql
 from .plan import Absorption
 
@@ -27,12 +28,21 @@ def attach_outcome(conn: apsw.Connection, session_id: str, score: float, now: fl
     so running this again changes nothing. The content hash is kept: it identifies what
     the caller wrote, so a later ``learn`` of the same text and context is still a duplicate.
     """
-    conn.execute(
-        "UPDATE memories SET context = jsonb_set(context, '$.episode.outcome', ?), updated_at = ? "
-        "WHERE session_id = ? AND coalesce(json_type(context, '$.episode'), 'object') = 'object' "
-        "AND json_extract(context, '$.episode.outcome') IS NOT ?",
-        (score, now, session_id, score),
-    )
+    if dialect_of(conn) == "postgresql":
+        conn.execute(
+            "UPDATE memories SET context = jsonb_set(context, '{episode}', coalesce(context -> 'episode', '{}') "
+            "|| jsonb_build_object('outcome', ?::float8)), updated_at = ? "
+            "WHERE session_id = ? AND coalesce(jsonb_typeof(context -> 'episode'), 'object') = 'object' "
+            "AND (context #> '{episode,outcome}') IS DISTINCT FROM to_jsonb(?::float8)",
+            (score, now, session_id, score),
+        )
+    else:
+        conn.execute(
+            "UPDATE memories SET context = jsonb_set(context, '$.episode.outcome', ?), updated_at = ? "
+            "WHERE session_id = ? AND coalesce(json_type(context, '$.episode'), 'object') = 'object' "
+            "AND json_extract(context, '$.episode.outcome') IS NOT ?",
+            (score, now, session_id, score),
+        )
     return int(conn.changes())
 
 
@@ -55,11 +65,19 @@ class _Current:
 
 
 def _current_rows(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, _Current]:
-    rows = conn.execute(
-        "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed FROM memories "
-        "WHERE id IN (SELECT value FROM json_each(?))",
-        (json.dumps(sorted(set(ids))),),
-    )
+    if dialect_of(conn) == "postgresql":
+        # Locked in id order: another writer's change waits for this merge (or this one for it).
+        rows = conn.execute(
+            "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed::text FROM memories "
+            "WHERE id = ANY(?) ORDER BY id FOR UPDATE",
+            (sorted(set(ids)),),
+        )
+    else:
+        rows = conn.execute(
+            "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed FROM memories "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(set(ids))),),
+        )
     return {r[0]: _Current(r[1], bool(r[2]), int(r[3]), float(r[4]), float(r[5]), json.loads(r[6])) for r in rows}
 
 
@@ -114,24 +132,40 @@ def _supersede(conn: apsw.Connection, pairs: list[list[int]], now: float) -> Non
     """``pairs`` of [memory id, live target]: sources become superseded, earlier-absorbed ones are re-pointed."""
     conn.execute(
         "UPDATE memories SET status = 'superseded', superseded_by = j.target, updated_at = ? "
-        "FROM (SELECT value ->> 0 AS id, value ->> 1 AS target FROM json_each(?)) AS j "
+        f"FROM (SELECT {_field(conn, 0, 'bigint')} AS id, {_field(conn, 1, 'bigint')} AS target "
+        f"FROM {_elements(conn)}) AS j "
         "WHERE memories.id = j.id AND memories.status IN ('active', 'superseded')",
         (now, json.dumps(pairs)),
     )
 
 
+def _elements(conn: Any) -> str:
+    """The rows of the JSON array parameter, each as ``value``."""
+    return "jsonb_array_elements(?::jsonb) AS value" if dialect_of(conn) == "postgresql" else "json_each(?)"
+
+
+def _field(conn: Any, index: int, sql_type: str) -> str:
+    if dialect_of(conn) == "postgresql":
+        return f"(value ->> {index})::{sql_type}"
+    return f"value ->> {index}"
+
+
 def _reinforce_targets(
     conn: apsw.Connection, rows: list[list[Any]], now: float, *, step: float, ceiling: float, half_life_s: float
 ) -> None:
-    decayed, decay_params = effective_confidence_sql(now, half_life_s, table="memories")
+    pg = dialect_of(conn) == "postgresql"
+    decayed, decay_params = effective_confidence_sql(now, half_life_s, table="memories",
+                                                     dialect="postgresql" if pg else "sqlite")
+    least, greatest = ("least", "greatest") if pg else ("min", "max")
     conn.execute(
         "UPDATE memories SET "
-        f"confidence = min(?, {decayed} + ? * j.ev), "
+        f"confidence = {least}(?, {decayed} + ? * j.ev), "
         "reinforced_at = ?, evidence_count = memories.evidence_count + j.ev, "
-        "first_seen = min(memories.first_seen, j.fs), last_seen = max(memories.last_seen, j.ls), "
+        f"first_seen = {least}(memories.first_seen, j.fs), last_seen = {greatest}(memories.last_seen, j.ls), "
         "absorbed = j.absorbed, status = 'active', updated_at = ? "
-        "FROM (SELECT value ->> 0 AS id, value ->> 1 AS ev, value ->> 2 AS fs, value ->> 3 AS ls, "
-        "      value ->> 4 AS absorbed FROM json_each(?)) AS j "
+        f"FROM (SELECT {_field(conn, 0, 'bigint')} AS id, {_field(conn, 1, 'integer')} AS ev, "
+        f"{_field(conn, 2, 'float8')} AS fs, {_field(conn, 3, 'float8')} AS ls, "
+        f"{_field(conn, 4, 'jsonb')} AS absorbed FROM {_elements(conn)}) AS j "
         "WHERE memories.id = j.id",
         (ceiling, *decay_params, step, now, now, json.dumps(rows)),
     )

@@ -35,7 +35,7 @@ def open_memory(config: Config) -> Memory:
     """The ``Memory`` the server works on (imported late: the core may load heavy modules)."""
     from .. import Memory
 
-    return Memory(path=config.database, collection=config.collection, embedder="auto", config=config)
+    return Memory(path=config.store_location, collection=config.collection, embedder="auto", config=config)
 
 
 class _Opened:
@@ -95,7 +95,7 @@ class MemoryRuntime:
                 raise
             opened.error = None
             self.store = "ready"
-            log.info("memory store open at %s (on retry)", self.config.database)
+            log.info("memory store open at %s (on retry)", self.config.store_label)
             return memory
 
     async def call(self, fn: Callable[[Memory], T]) -> T:
@@ -127,11 +127,11 @@ class MemoryRuntime:
         try:
             memory = opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
             self.store = "ready"
-            log.info("memory store open at %s", self.config.database)
+            log.info("memory store open at %s", self.config.store_label)
         except Exception as exc:  # tool calls retry and report it; the server keeps answering
             opened.error = exc
             self.store = "failed"
-            log.error("cannot open the memory store at %s", self.config.database, exc_info=exc)
+            log.error("cannot open the memory store at %s", self.config.store_label, exc_info=exc)
             return
         finally:
             opened.done.set()

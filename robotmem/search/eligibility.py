@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..store.decay import SQL_OPS, Ops, Sql, decay_law
+from ..store.decay import SQL_OPS, Ops, Sql, SqlOps, decay_law
 from .request import RecallRequest
 
 __all__ = ["SQL_FIELDS", "Eligibility", "RowFields", "eligible", "eligible_sql"]
@@ -78,7 +78,7 @@ class _SqlFields:
 SQL_FIELDS = _SqlFields()
 
 
-def eligible_sql(rules: Eligibility) -> Sql:
-    """The rules as a condition on the memories table ``m``."""
-    result: Sql = eligible(rules, SQL_FIELDS, SQL_OPS)
+def eligible_sql(rules: Eligibility, ops: SqlOps = SQL_OPS) -> Sql:
+    """The rules as a condition on the memories table ``m`` (``ops``: SQLite's or PostgreSQL's SQL)."""
+    result: Sql = eligible(rules, SQL_FIELDS, ops)
     return result

@@ -1,4 +1,4 @@
-"""Compile a context filter into one SQL boolean expression over ``json_extract``.
+"""The context filter grammar: parsed once into a tree, compiled to SQL for each store.
 
 Grammar (see docs/data-model.md)::
 
@@ -8,11 +8,15 @@ Grammar (see docs/data-model.md)::
                | "$and": [filter, ...] | "$or": [filter, ...]
     op        := $eq $ne $gt $gte $lt $lte $in $nin $exists
 
-Equality is typed: ``true`` matches JSON true only (not 1), ``5`` matches 5 and 5.0,
-``"5"`` matches the string only. Order operators compare numbers with numbers and
-strings with strings; a field of another type (or a missing one) does not match.
-``$ne`` and ``$nin`` match memories where the field is missing. The compiled SQL is
-exact and runs over the whole collection, so it is never a post-filter.
+Semantics (the one description both compilers follow, checked against the plain-Python
+reference in tests/robotmem/search/filter_reference.py): a dot path names object keys
+only (never array positions). Equality is typed: ``true`` matches JSON true only (not
+1), ``5`` matches 5 and 5.0, ``"5"`` matches the string only, ``null`` matches JSON
+null only. Order operators compare numbers with numbers and strings with strings (by
+code point); a field of another type (or a missing one) does not match. ``$ne`` and
+``$nin`` match memories where the field is missing. ``$exists`` is true for any value,
+JSON null included. The compiled SQL is exact and runs over the whole collection, so it
+is never a post-filter.
 
 A filter holds at most ``MAX_FILTER_COMPARISONS`` comparisons (an ``$in`` of k values
 counts k) and nests at most ``MAX_FILTER_DEPTH`` levels: SQLite refuses expression trees
@@ -22,14 +26,16 @@ deeper than 1,000 and more than 32,766 parameters, and a filter past these limit
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Union
 
 from ..errors import ValidationError, brief
 from .filter_index import LeafSet, alternatives
 
-__all__ = ["MAX_FILTER_COMPARISONS", "MAX_FILTER_DEPTH", "OPERATORS", "CompiledFilter", "compile_filter", "json_path"]
+__all__ = ["MAX_FILTER_COMPARISONS", "MAX_FILTER_DEPTH", "OPERATORS", "CompiledFilter", "FilterGroup", "FilterLeaf", "compile_filter", "compile_for", "json_path",
+           "parse_filter", "to_postgres", "to_sqlite"]
 
 OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists")
 _ORDER_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -43,8 +49,27 @@ _MAX_DEPTH = MAX_FILTER_DEPTH
 class CompiledFilter:
     sql: str
     params: tuple[Any, ...]
-    #: Leaf-index supersets of the matches (robotmem.search.filter_index), to avoid scanning every row.
+    #: Leaf-index supersets of the matches (robotmem.search.filter_index), to avoid scanning every row
+    #: (SQLite; PostgreSQL's GIN index plays that part).
     candidates: tuple[LeafSet, ...] = ()
+
+
+@dataclass(frozen=True)
+class FilterLeaf:
+    """One comparison: ``op`` of the field at ``path`` (object keys) with ``value``."""
+
+    op: str
+    path: tuple[str, ...]
+    value: Any
+
+
+@dataclass(frozen=True)
+class FilterGroup:
+    kind: Literal["and", "or"]
+    items: tuple[FilterNode, ...]
+
+
+FilterNode = Union[FilterLeaf, FilterGroup]
 
 
 def json_path(dot_path: str, field: str) -> str:
@@ -52,64 +77,64 @@ def json_path(dot_path: str, field: str) -> str:
 
     Keys are quoted with ``"`` and ``\\`` backslash-escaped, so any key without a dot works.
     """
-    if not isinstance(dot_path, str) or not dot_path or dot_path.startswith("$"):
-        raise ValidationError(f"{field}: {brief(dot_path)} is not a dot path such as 'task.success'", field=field)
-    parts = dot_path.split(".")
-    if any(part == "" for part in parts):
-        raise ValidationError(f"{field}: {brief(dot_path)} has an empty segment", field=field)
+    return _sqlite_path(_path_parts(dot_path, field))
+
+
+def _sqlite_path(parts: tuple[str, ...]) -> str:
     return "$" + "".join('."' + part.replace("\\", "\\\\").replace('"', '\\"') + '"' for part in parts)
 
 
-def compile_filter(spec: dict[str, Any], column: str = "m.context", field: str = "context_filter") -> CompiledFilter:
-    params: list[Any] = []
-    sql = _compile_object(spec, column, field, params, depth=0)
-    comparisons = _comparisons(spec)
+def _path_parts(dot_path: Any, field: str) -> tuple[str, ...]:
+    if not isinstance(dot_path, str) or not dot_path or dot_path.startswith("$"):
+        raise ValidationError(f"{field}: {brief(dot_path)} is not a dot path such as 'task.success'", field=field)
+    parts = tuple(dot_path.split("."))
+    if any(part == "" for part in parts):
+        raise ValidationError(f"{field}: {brief(dot_path)} has an empty segment", field=field)
+    return parts
+
+
+# -- parsing (validation happens here, once, for every store) ---------------------------
+
+
+def parse_filter(spec: dict[str, Any], field: str = "context_filter") -> FilterNode:
+    node = _parse_object(spec, field, depth=0)
+    comparisons = _comparisons(node)
     if comparisons > MAX_FILTER_COMPARISONS:
         raise ValidationError(
             f"{field} has {comparisons} comparisons; the limit is {MAX_FILTER_COMPARISONS} "
             "(each $in/$nin value counts as one)", field=field,
         )
-    return CompiledFilter(sql=sql, params=tuple(params), candidates=alternatives(spec))
+    return node
 
 
-def _comparisons(spec: dict[str, Any]) -> int:
-    """How many leaf comparisons a filter that compiled holds."""
-    total = 0
-    for key, value in spec.items():
-        if key in ("$and", "$or"):
-            total += sum(_comparisons(item) for item in value)
-        elif isinstance(value, dict):
-            total += sum(len(arg) if op in ("$in", "$nin") else 1 for op, arg in value.items())
-        else:
-            total += 1
-    return total
+def _comparisons(node: FilterNode) -> int:
+    if isinstance(node, FilterGroup):
+        return sum(_comparisons(item) for item in node.items)
+    return len(node.value) if node.op in ("$in", "$nin") else 1
 
 
-def _compile_object(spec: Any, column: str, field: str, params: list[Any], depth: int) -> str:
+def _parse_object(spec: Any, field: str, depth: int) -> FilterNode:
     if depth > _MAX_DEPTH:
         raise ValidationError(f"{field} is nested too deeply", field=field)
     if not isinstance(spec, dict):
         raise ValidationError(f"{field} must be a JSON object, got {type(spec).__name__}", field=field)
-    clauses = [_compile_clause(key, value, column, field, params, depth) for key, value in spec.items()]
-    return "(" + " AND ".join(clauses) + ")" if clauses else "1"
+    return FilterGroup("and", tuple(_parse_clause(key, value, field, depth) for key, value in spec.items()))
 
 
-def _compile_clause(key: Any, value: Any, column: str, field: str, params: list[Any], depth: int) -> str:
+def _parse_clause(key: Any, value: Any, field: str, depth: int) -> FilterNode:
     if not isinstance(key, str):
         raise ValidationError(f"{field}: keys must be strings, got {brief(key)}", field=field)
     if key in ("$and", "$or"):
         if not isinstance(value, list) or not value:
             raise ValidationError(f"{field}.{key} must be a non-empty list of filters", field=f"{field}.{key}")
-        parts = [
-            _compile_object(item, column, f"{field}.{key}[{i}]", params, depth + 1) for i, item in enumerate(value)
-        ]
-        return "(" + (" AND " if key == "$and" else " OR ").join(parts) + ")"
+        items = tuple(_parse_object(item, f"{field}.{key}[{i}]", depth + 1) for i, item in enumerate(value))
+        return FilterGroup("and" if key == "$and" else "or", items)
     if key.startswith("$"):
         raise ValidationError(
             f"{field}: unknown top-level operator {brief(key)}; use $and, $or or a dot path", field=f"{field}.{key}"
         )
-    path = json_path(key, f"{field}.{key}")
     where = f"{field}.{key}"
+    path = _path_parts(key, where)
     if isinstance(value, dict):
         if not value:
             raise ValidationError(f"{where}: empty operator object", field=where)
@@ -118,26 +143,28 @@ def _compile_clause(key: Any, value: Any, column: str, field: str, params: list[
             raise ValidationError(
                 f"{where}: unknown operator {brief(unknown[0])}; allowed: {', '.join(OPERATORS)}", field=where
             )
-        return "(" + " AND ".join(_compile_op(op, arg, column, path, where, params) for op, arg in value.items()) + ")"
-    return _compile_op("$eq", value, column, path, where, params)
+        return FilterGroup("and", tuple(_parse_op(op, arg, path, where) for op, arg in value.items()))
+    return _parse_op("$eq", value, path, where)
 
 
-def _compile_op(op: str, arg: Any, column: str, path: str, where: str, params: list[Any]) -> str:
+def _parse_op(op: str, arg: Any, path: tuple[str, ...], where: str) -> FilterLeaf:
     if op == "$exists":
         if not isinstance(arg, bool):
             raise ValidationError(f"{where}.$exists takes true or false", field=where)
-        params.append(path)
-        return f"(json_type({column}, ?) IS {'NOT ' if arg else ''}NULL)"
-    if op == "$eq":
-        return _equals(arg, column, path, where, params)
-    if op == "$ne":
-        return f"(NOT coalesce({_equals(arg, column, path, where, params)}, 0))"
+        return FilterLeaf(op, path, arg)
+    if op in ("$eq", "$ne"):
+        _scalar_kind(arg, where)
+        return FilterLeaf(op, path, arg)
     if op in ("$in", "$nin"):
         if not isinstance(arg, list) or not arg or len(arg) > _MAX_IN:
             raise ValidationError(f"{where}.{op} takes a non-empty list of at most {_MAX_IN} values", field=where)
-        any_equal = "(" + " OR ".join(_equals(item, column, path, where, params) for item in arg) + ")"
-        return any_equal if op == "$in" else f"(NOT coalesce({any_equal}, 0))"
-    return _order(op, arg, column, path, where, params)
+        for item in arg:
+            _scalar_kind(item, where)
+        return FilterLeaf(op, path, tuple(arg))
+    kind = _scalar_kind(arg, where)
+    if kind not in ("number", "text"):
+        raise ValidationError(f"{where}.{op} compares numbers or strings, not {kind}", field=where)
+    return FilterLeaf(op, path, arg)
 
 
 def _scalar_kind(value: Any, where: str) -> str:
@@ -158,8 +185,49 @@ def _scalar_kind(value: Any, where: str) -> str:
     )
 
 
-def _equals(value: Any, column: str, path: str, where: str, params: list[Any]) -> str:
-    kind = _scalar_kind(value, where)
+def compile_filter(spec: dict[str, Any], column: str = "m.context", field: str = "context_filter") -> CompiledFilter:
+    """The filter as SQLite SQL (the embedded store's dialect), with its leaf-index candidate sets."""
+    compiled = to_sqlite(parse_filter(spec, field), column)
+    return CompiledFilter(sql=compiled.sql, params=compiled.params, candidates=alternatives(spec))
+
+
+def compile_for(spec: dict[str, Any], dialect: str) -> CompiledFilter:
+    """The filter in the SQL of a store: "sqlite" or "postgresql"."""
+    return to_postgres(parse_filter(spec)) if dialect == "postgresql" else compile_filter(spec)
+
+
+# -- SQLite: json_type / json_extract over the JSONB blob --------------------------------
+
+
+def to_sqlite(node: FilterNode, column: str = "m.context") -> CompiledFilter:
+    params: list[Any] = []
+    return CompiledFilter(sql=_sqlite_node(node, column, params), params=tuple(params))
+
+
+def _sqlite_node(node: FilterNode, column: str, params: list[Any]) -> str:
+    if isinstance(node, FilterGroup):
+        if not node.items:
+            return "1"
+        return "(" + (" AND " if node.kind == "and" else " OR ").join(
+            _sqlite_node(item, column, params) for item in node.items) + ")"
+    path = _sqlite_path(node.path)
+    if node.op == "$exists":
+        params.append(path)
+        return f"(json_type({column}, ?) IS {'NOT ' if node.value else ''}NULL)"
+    if node.op == "$eq":
+        return _sqlite_equals(node.value, column, path, params)
+    if node.op == "$ne":
+        return f"(NOT coalesce({_sqlite_equals(node.value, column, path, params)}, 0))"
+    if node.op in ("$in", "$nin"):
+        any_equal = "(" + " OR ".join(_sqlite_equals(v, column, path, params) for v in node.value) + ")"
+        return any_equal if node.op == "$in" else f"(NOT coalesce({any_equal}, 0))"
+    params.extend([path, path, node.value])
+    types = "('integer', 'real')" if _scalar_kind(node.value, "") == "number" else "('text')"
+    return f"(json_type({column}, ?) IN {types} AND json_extract({column}, ?) {_ORDER_SQL[node.op]} ?)"
+
+
+def _sqlite_equals(value: Any, column: str, path: str, params: list[Any]) -> str:
+    kind = _scalar_kind(value, "")
     if kind == "null":
         params.append(path)
         return f"(json_type({column}, ?) = 'null')"
@@ -171,10 +239,43 @@ def _equals(value: Any, column: str, path: str, where: str, params: list[Any]) -
     return f"(json_type({column}, ?) IN {types} AND json_extract({column}, ?) = ?)"
 
 
-def _order(op: str, value: Any, column: str, path: str, where: str, params: list[Any]) -> str:
-    kind = _scalar_kind(value, where)
-    if kind not in ("number", "text"):
-        raise ValidationError(f"{where}.{op} compares numbers or strings, not {kind}", field=where)
-    params.extend([path, path, value])
-    types = "('integer', 'real')" if kind == "number" else "('text')"
-    return f"(json_type({column}, ?) IN {types} AND json_extract({column}, ?) {_ORDER_SQL[op]} ?)"
+# -- PostgreSQL: jsonb containment (GIN-indexed) and strict jsonpath ----------------------
+
+
+def to_postgres(node: FilterNode, column: str = "m.context") -> CompiledFilter:
+    """Equality is ``@>`` containment (typed like SQLite's rule; served by the GIN index);
+    order and existence are strict jsonpath, which never looks inside arrays."""
+    params: list[Any] = []
+    return CompiledFilter(sql=_pg_node(node, column, params), params=tuple(params))
+
+
+def _pg_node(node: FilterNode, column: str, params: list[Any]) -> str:
+    if isinstance(node, FilterGroup):
+        if not node.items:
+            return "TRUE"
+        return "(" + (" AND " if node.kind == "and" else " OR ").join(
+            _pg_node(item, column, params) for item in node.items) + ")"
+    if node.op == "$exists":
+        params.append(_pg_jsonpath(node.path))
+        found = f"coalesce(jsonb_path_exists({column}, ?::jsonpath, '{{}}', true), false)"
+        return found if node.value else f"(NOT {found})"
+    if node.op in ("$eq", "$in"):
+        values = [node.value] if node.op == "$eq" else list(node.value)
+        return "(" + " OR ".join(_pg_contains(v, node.path, column, params) for v in values) + ")"
+    if node.op in ("$ne", "$nin"):
+        values = [node.value] if node.op == "$ne" else list(node.value)
+        return "(NOT (" + " OR ".join(_pg_contains(v, node.path, column, params) for v in values) + "))"
+    params.extend([_pg_jsonpath(node.path) + f" ? (@ {_ORDER_SQL[node.op]} $v)", json.dumps({"v": node.value})])
+    return f"coalesce(jsonb_path_exists({column}, ?::jsonpath, ?::jsonb, true), false)"
+
+
+def _pg_contains(value: Any, path: tuple[str, ...], column: str, params: list[Any]) -> str:
+    nested: Any = value
+    for part in reversed(path):
+        nested = {part: nested}
+    params.append(json.dumps(nested))
+    return f"{column} @> ?::jsonb"
+
+
+def _pg_jsonpath(path: tuple[str, ...]) -> str:
+    return "strict $" + "".join("." + json.dumps(part) for part in path)

@@ -16,6 +16,7 @@ import json
 
 import apsw
 
+from ..store.backend import dialect_of
 from . import sql
 from .relevance import match_features, match_score, query_terms
 
@@ -34,7 +35,8 @@ def fuse(
     if not candidates:
         return {}
     terms = query_terms(conn, query)
-    q, p = sql.texts_sql(json.dumps(candidates))
+    q, p = (("SELECT m.id, m.search_text, m.content FROM memories m WHERE m.id = ANY(?)", [candidates])
+            if dialect_of(conn) == "postgresql" else sql.texts_sql(json.dumps(candidates)))
     texts = {memory_id: (search_text, content) for memory_id, search_text, content in conn.execute(q, p)}
     scored: dict[int, float] = {}
     for memory_id in candidates:

@@ -9,7 +9,6 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ..store.connection import Database
 from ..store.decay import effective_confidence_sql
 from ..store.rows import hits_sql, row_to_record
 from . import sql
@@ -49,11 +48,12 @@ class _VectorSide:
 
 
 class RecallEngine:
-    def __init__(self, db: Database, *, half_life_s: float, min_similarity: float = 0.2) -> None:
+    def __init__(self, db: Any, *, half_life_s: float, min_similarity: float = 0.2) -> None:
         self._db = db
         self._half_life_s = half_life_s
         self._min_similarity = min_similarity
-        self._vectors = VectorSearch(index_folder(db.path), half_life_s=half_life_s, min_similarity=min_similarity)
+        folder = index_folder(db.path) if getattr(db, "kind", "sqlite") == "sqlite" else None
+        self._vectors = VectorSearch(folder, half_life_s=half_life_s, min_similarity=min_similarity)
 
     def recall(
         self, req: RecallRequest, now: float, query_vector: np.ndarray | None, model_id: str | None
@@ -63,9 +63,8 @@ class RecallEngine:
                  if req.query and query_vector is not None and model_id is not None else None)
         pool = max(50, 4 * req.n)
         with self._db.read() as conn:
-            plan = (plan_fulltext(conn, req.query, allow_window=query is not None and not req.needs_sql_candidates)
-                    if req.query else None)
-            text_ids = fulltext_hits(conn, req, plan, now, self._half_life_s, pool) if plan is not None else []
+            searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None)
+                                       if req.query else (False, []))
             source = filter_source(conn, req)  # a selective filter's leaf-index candidates
             side = self._vector_side(conn, req, now, query, text_ids, pool, source)
             matches = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
@@ -74,7 +73,7 @@ class RecallEngine:
             if req.spatial is None and req.query:
                 ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], matches, now, req.n)
             records = self._load(conn, ranked, now)
-        mode = _mode(req, plan is not None, query is not None)
+        mode = _mode(req, searched_text, query is not None)
         results = _score(records, matches, distances, req, mode, side.similarity if query is not None else None)
         return {"mode": mode, "count": len(results), "results": results}
 
@@ -86,8 +85,7 @@ class RecallEngine:
         if req.spatial is not None:
             return self._spatial_order(conn, req, now, matches)
         if not req.query:
-            q, p = sql.recent_sql(req, now, self._half_life_s, req.n, source=source)
-            return [row[0] for row in conn.execute(q, p)], {}
+            return self._recent(conn, req, now, req.n, [], source), {}
         ranked = [m for m, match in matches.items() if calibrated(match) >= req.min_relevance]
         if len(ranked) < req.n and req.narrowed and req.min_relevance == 0:
             # An explicit filter is exact: asked for every hit (min_relevance 0), its matches
@@ -96,6 +94,26 @@ class RecallEngine:
         return ranked, {}
 
     # -- vectors ---------------------------------------------------------------------
+
+    # -- the store-specific steps (robotmem.search.postgres overrides them) ----------------
+
+    def _text_hits(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, k: int, with_vectors: bool
+    ) -> tuple[bool, list[int]]:
+        """(whether the query had searchable words, the best k full-text hits)."""
+        plan = plan_fulltext(conn, req.query, allow_window=with_vectors and not req.needs_sql_candidates)
+        if plan is None:
+            return False, []
+        return True, fulltext_hits(conn, req, plan, now, self._half_life_s, k)
+
+    def _recent(self, conn: apsw.Connection, req: RecallRequest, now: float, limit: int,
+                exclude: list[int], source: sql.Query | None = None) -> list[int]:
+        """The newest eligible memories not in ``exclude``."""
+        q, p = sql.recent_sql(req, now, self._half_life_s, limit, json.dumps(exclude), source=source)
+        return [row[0] for row in conn.execute(q, p)]
+
+    def _nearest(self, conn: apsw.Connection, req: RecallRequest, now: float, need: int) -> list[tuple[int, float]]:
+        return nearest(conn, req, now, self._half_life_s, need)
 
     def _best_by_score(
         self, conn: apsw.Connection, ids: list[int], matches: dict[int, float], now: float, n: int
@@ -121,8 +139,7 @@ class RecallEngine:
                 return [row[0] for row in conn.execute(
                     "SELECT m.id FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value "
                     "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?", (json.dumps(rest.tolist()), count))]
-        q, p = sql.recent_sql(req, now, self._half_life_s, count, json.dumps(exclude), source=source)
-        return [row[0] for row in conn.execute(q, p)]
+        return self._recent(conn, req, now, count, exclude, source)
 
     def _vector_side(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
@@ -145,7 +162,7 @@ class RecallEngine:
     ) -> tuple[list[int], dict[int, float]]:
         assert req.spatial is not None
         # Extra rows so that equal distances can be ordered by relevance.
-        rows = nearest(conn, req, now, self._half_life_s, req.n * 2)
+        rows = self._nearest(conn, req, now, req.n * 2)
         rows.sort(key=lambda r: (round(r[1], 9), -matches.get(r[0], 0.0)))
         ranked = [memory_id for memory_id, _ in rows[: req.n]]
         distances = dict(rows[: req.n])
@@ -153,8 +170,7 @@ class RecallEngine:
             # Memories without the field come last: most relevant first, else most recent.
             rest = [m for m in matches if m not in distances]
             if len(rest) < req.n - len(ranked):
-                q, p = sql.recent_sql(req, now, self._half_life_s, req.n, json.dumps(ranked + rest))
-                rest += [row[0] for row in conn.execute(q, p)]
+                rest += self._recent(conn, req, now, req.n, ranked + rest)
             ranked += rest[: req.n - len(ranked)]
         return ranked, distances
 
@@ -196,3 +212,12 @@ def _score(
     if req.spatial is None and mode != "filter_only":
         records.sort(key=lambda r: -r["score"])
     return records[: req.n]
+
+
+def recall_engine_for(store: Any, *, half_life_s: float) -> RecallEngine:
+    """The recall engine for a store: SQLite's (FTS5, vector mirror and ANN files) or PostgreSQL's."""
+    if getattr(store, "kind", "sqlite") == "postgresql":
+        from .postgres import PgRecallEngine
+
+        return PgRecallEngine(store, half_life_s=half_life_s)
+    return RecallEngine(store, half_life_s=half_life_s)

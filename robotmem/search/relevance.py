@@ -31,10 +31,12 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
 from ..models import DEFAULT_MIN_RELEVANCE
+from ..store.backend import dialect_of
 from ..store.connection import scalar
 from ..store.tokens import query_tokens, token_parts
 
@@ -105,14 +107,24 @@ def query_terms(conn: apsw.Connection, text: str) -> QueryTerms:
     tokens = informative_tokens(text)
     if not tokens:
         return QueryTerms((), (), cjk_share(text))
-    df = dict(conn.execute(
-        "SELECT term, doc FROM memories_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
-        (json.dumps(tokens),),
-    ))
+    df = _document_frequencies(conn, tokens)
     # max(id) counts deleted rows too; it is an index lookup, where count(*) scans.
     n = max(1, int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")))
     weights = tuple(_idf(df.get(t, 0), n) * (_VALUE_WEIGHT if _DIGIT.search(t) else 1.0) for t in tokens)
     return QueryTerms(tuple(tokens), weights, cjk_share(text))
+
+
+def _document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
+    """How many memories hold each token: FTS5's vocabulary table, or PostgreSQL's GIN index."""
+    if dialect_of(conn) == "postgresql":
+        from ..store.postgres.sql import tsquery_literal
+
+        return {t: int(conn.execute("SELECT count(*) FROM memories WHERE search_tsv @@ ?::tsquery",
+                                    (tsquery_literal([t], lambda _: []),)).fetchone()[0]) for t in tokens}
+    return dict(conn.execute(
+        "SELECT term, doc FROM memories_fts_vocab WHERE term IN (SELECT value FROM json_each(?))",
+        (json.dumps(tokens),),
+    ))
 
 
 def _idf(df: int, n: int) -> float:

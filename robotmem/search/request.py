@@ -9,7 +9,7 @@ from typing import Any
 from .. import validation
 from ..errors import ValidationError
 from ..models import DEFAULT_MIN_RELEVANCE
-from .filters import CompiledFilter, compile_filter, json_path
+from .filters import CompiledFilter, json_path, parse_filter, to_postgres, to_sqlite
 
 __all__ = ["RecallRequest", "SpatialSort", "parse_spatial_sort"]
 
@@ -109,7 +109,9 @@ def build_request(
     since: Any,
     until: Any,
     min_relevance: Any = None,
+    dialect: str = "sqlite",
 ) -> RecallRequest:
+    """The validated request; its filter is compiled for the store's SQL ``dialect``."""
     if query is None:
         query = ""
     if not isinstance(query, str):
@@ -117,7 +119,7 @@ def build_request(
     if len(query) > 2000:
         raise ValidationError("query is longer than 2000 characters", field="query")
     spec = validation.json_object(context_filter, "context_filter")
-    compiled = compile_filter(spec) if spec else None
+    compiled = (to_postgres if dialect == "postgresql" else to_sqlite)(parse_filter(spec)) if spec else None
     request = RecallRequest(
         query=query.strip(),
         collection=collection,

@@ -15,9 +15,8 @@ compared (its frame is unknown, as before frames were recorded).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
-
-import apsw
 
 from . import sql
 from .request import RecallRequest, SpatialSort
@@ -35,7 +34,7 @@ def _distance(target: tuple[float, ...], x: float, y: float, z: float) -> float:
     return math.sqrt((x - target[0]) ** 2 + (y - target[1]) ** 2 + (z - target[2]) ** 2)
 
 
-def _query(req: RecallRequest, spatial: SpatialSort, radius: float | None, now: float,
+def _rtree_query(req: RecallRequest, spatial: SpatialSort, radius: float | None, now: float,
            half_life_s: float) -> tuple[str, list[Any]]:
     where, params = sql.eligibility_sql(req, now, half_life_s)
     box, box_params = "", []
@@ -56,7 +55,7 @@ def _query(req: RecallRequest, spatial: SpatialSort, radius: float | None, now: 
     )
 
 
-def _distances(conn: apsw.Connection, q: str, p: list[Any], target: tuple[float, ...]) -> dict[int, float]:
+def _distances(conn: Any, q: str, p: list[Any], target: tuple[float, ...]) -> dict[int, float]:
     best: dict[int, float] = {}
     for memory_id, x, y, z in conn.execute(q, p):
         d = _distance(target, x, y, z)
@@ -65,9 +64,18 @@ def _distances(conn: apsw.Connection, q: str, p: list[Any], target: tuple[float,
     return best
 
 
-def nearest(conn: apsw.Connection, req: RecallRequest, now: float, half_life_s: float,
-            need: int) -> list[tuple[int, float]]:
-    """At least ``need`` (when that many exist) eligible (memory_id, distance), nearest first."""
+PointsQuery = Callable[[RecallRequest, SpatialSort, "float | None", float, float], "tuple[str, list[Any]]"]
+
+
+def nearest(conn: Any, req: RecallRequest, now: float, half_life_s: float,
+            need: int, points_query: PointsQuery | None = None) -> list[tuple[int, float]]:
+    """At least ``need`` (when that many exist) eligible (memory_id, distance), nearest first.
+
+    ``points_query(req, spatial, radius, now, half_life_s)`` selects (memory_id, x, y, z) of the
+    eligible points inside the box of half-width ``radius`` (all of them for None); the
+    default reads SQLite's R*Tree, robotmem.search.postgres passes PostgreSQL's GiST one.
+    """
+    _query = points_query or _rtree_query
     spatial = req.spatial
     assert spatial is not None
     if spatial.max_distance is not None:

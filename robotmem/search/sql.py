@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..store.decay import POSTGRES_OPS, SQL_OPS
 from .eligibility import Eligibility, eligible_sql
 from .request import RecallRequest
 
@@ -22,8 +23,13 @@ __all__ = [
 Query = tuple[str, list[Any]]
 
 
-def eligibility_sql(req: RecallRequest, now: float, half_life_s: float, *, with_filter: bool = True) -> Query:
-    rules = eligible_sql(Eligibility.of(req, now, half_life_s))
+def eligibility_sql(
+    req: RecallRequest, now: float, half_life_s: float, *, with_filter: bool = True, dialect: str = "sqlite"
+) -> Query:
+    """Which memories a request may return, as a WHERE clause over ``m`` (the same text in both
+    stores but for the decay expression; ``req.filter`` is already in the store's dialect)."""
+    ops = POSTGRES_OPS if dialect == "postgresql" else SQL_OPS
+    rules = eligible_sql(Eligibility.of(req, now, half_life_s), ops)
     parts = ["m.collection = ?", rules.text]
     params: list[Any] = [req.collection, *rules.params]
     if req.session_id is not None:

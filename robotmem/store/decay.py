@@ -108,7 +108,19 @@ class NumpyOps:
         return np.where(cond, then, otherwise)
 
 
+class PostgresOps(SqlOps):
+    """PostgreSQL raises on float underflow where SQLite returns 0: the exponent is floored
+    at -1000 (2^-1000 is 1e-301, zero for every comparison robotmem makes)."""
+
+    def exp2(self, x: Sql) -> Sql:
+        return Sql(f"power(2.0::float8, greatest(-1000.0::float8, {x.text}))", x.params)
+
+    def clamp0(self, x: Sql) -> Sql:
+        return Sql(f"greatest(0.0::float8, {x.text})", x.params)
+
+
 SQL_OPS = SqlOps()
+POSTGRES_OPS = PostgresOps()
 NUMPY_OPS = NumpyOps()
 
 
@@ -116,9 +128,12 @@ def decay_law(ops: Ops, confidence: Any, reinforced_at: Any, protected: Any, now
     return ops.where(protected, confidence, confidence * ops.exp2(-ops.clamp0(now - reinforced_at) / half_life_s))
 
 
-def effective_confidence_sql(now: float, half_life_s: float, *, table: str = "m") -> tuple[str, list[Any]]:
-    """The decayed confidence of ``table``'s row as a SQL expression, with its parameters."""
-    expr = decay_law(SQL_OPS, Sql(f"{table}.confidence"), Sql(f"{table}.reinforced_at"), Sql(f"{table}.protected"),
+def effective_confidence_sql(
+    now: float, half_life_s: float, *, table: str = "m", dialect: str = "sqlite"
+) -> tuple[str, list[Any]]:
+    """The decayed confidence of ``table``'s row as a SQL expression (SQLite or PostgreSQL), with its parameters."""
+    ops = POSTGRES_OPS if dialect == "postgresql" else SQL_OPS
+    expr = decay_law(ops, Sql(f"{table}.confidence"), Sql(f"{table}.reinforced_at"), Sql(f"{table}.protected"),
                      Sql.param(now), Sql.param(half_life_s))
     return expr.text, list(expr.params)
 

@@ -12,17 +12,21 @@ import numpy as np
 from ..context import canonical_json
 from .decay import effective_confidence_sql
 from .points import index_points
-from .rows import hits_sql
+from .rows import INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql
 
 __all__ = [
     "NewMemory",
     "fetch_row",
     "find_duplicate",
     "flush_access_counts",
+    "insert_memories",
     "insert_memory",
     "insert_payload",
+    "insert_row",
+    "iter_rows",
     "mark_forgotten",
     "put_embedding",
+    "put_embeddings",
     "reinforce",
     "replace_content",
 ]
@@ -130,3 +134,63 @@ def flush_access_counts(conn: apsw.Connection, counts: dict[int, int], now: floa
         "UPDATE memories SET access_count = access_count + ?, last_accessed = ? WHERE id = ?",
         [(count, now, memory_id) for memory_id, count in counts.items()],
     )
+
+
+def insert_row(conn: apsw.Connection, r: dict[str, Any], *, keep_id: bool = False) -> int:
+    """A whole memory row as exported (context/absorbed as JSON values); a new id unless ``keep_id``."""
+    columns = [c for c in INSERTED_COLUMNS if keep_id or c != "id"]
+    values = [json.dumps(r[c]) if c in ("context", "absorbed") else r.get(c, 1 if c == "embed" else None)
+              for c in columns]
+    placeholders = ", ".join("jsonb(?)" if c == "context" else "?" for c in columns)
+    conn.execute(f"INSERT INTO memories ({', '.join(columns)}) VALUES ({placeholders})", values)
+    new_id = int(conn.last_insert_rowid())
+    index_points(conn, new_id, r["context"], fresh=True)
+    return new_id
+
+
+def iter_rows(conn: apsw.Connection, after_id: int, limit: int) -> list[dict[str, Any]]:
+    """Up to ``limit`` whole memories with id > ``after_id`` in id order, with payload and vector."""
+    select = ", ".join("json(m.context)" if c == "context" else f"m.{c}" for c in MEMORY_COLUMNS)
+    rows = conn.execute(
+        f"SELECT {select}, p.data, p.summary, e.model_id, e.vector FROM memories m "
+        "LEFT JOIN payloads p ON p.memory_id = m.id LEFT JOIN embeddings e ON e.memory_id = m.id "
+        "WHERE m.id > ? ORDER BY m.id LIMIT ?",
+        (after_id, limit),
+    ).fetchall()
+    return [full_record(row) for row in rows]
+
+
+def full_record(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A row of MEMORY_COLUMNS + payload data, payload summary, model id, vector, as plain values."""
+    record = dict(zip(MEMORY_COLUMNS, row[: len(MEMORY_COLUMNS)]))
+    data, summary, model_id, vector = row[len(MEMORY_COLUMNS):]
+    record["context"] = json.loads(record["context"])
+    record["absorbed"] = json.loads(record["absorbed"])
+    record["protected"] = int(record["protected"])
+    record["embed"] = int(record["embed"])
+    record["payload"] = None if data is None else bytes(data)
+    record["payload_summary"] = json.loads(summary) if summary else None
+    record["embedding"] = None if vector is None else (model_id, _vector_bytes(vector))
+    return record
+
+
+def _vector_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if hasattr(value, "to_numpy"):  # pgvector.Vector
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32).tobytes()
+
+
+def insert_memories(conn: apsw.Connection, items: list[NewMemory]) -> list[int]:
+    ids = []
+    for m in items:
+        memory_id = insert_memory(conn, m)
+        assert memory_id is not None  # perceptions are never refused as duplicates
+        ids.append(memory_id)
+    return ids
+
+
+def put_embeddings(conn: apsw.Connection, rows: list[tuple[int, str, str, np.ndarray]]) -> None:
+    for memory_id, collection, model_id, vector in rows:
+        put_embedding(conn, memory_id, collection, model_id, vector)

@@ -8,7 +8,17 @@ from typing import Any
 from ..context import lift_sections
 from .decay import effective_confidence
 
-__all__ = ["HIT_COLUMNS", "hits_sql", "row_to_record"]
+__all__ = ["HIT_COLUMNS", "MEMORY_COLUMNS", "hits_sql", "row_to_record"]
+
+#: Every column of a memory, as export, import and migrate copy it.
+MEMORY_COLUMNS = (
+    "id", "collection", "session_id", "type", "perception_type", "content", "search_text", "context",
+    "content_hash", "protected", "confidence", "reinforced_at", "evidence_count", "first_seen", "last_seen",
+    "created_at", "occurred_at", "updated_at", "status", "superseded_by", "absorbed", "forgotten_at",
+    "forget_reason", "access_count", "last_accessed", "embed",
+)
+#: Columns an insert writes (``superseded_by`` is set afterwards, when every id exists).
+INSERTED_COLUMNS = tuple(c for c in MEMORY_COLUMNS if c != "superseded_by")
 
 HIT_COLUMNS = (
     "id", "collection", "session_id", "type", "perception_type", "content", "context", "confidence",

@@ -9,12 +9,13 @@ import apsw
 
 from .connection import one_row
 
-__all__ = ["close_session", "get_session", "insert_session", "list_sessions", "session_counts"]
+__all__ = ["all_sessions", "close_session", "get_session", "insert_session", "insert_session_row", "list_sessions", "session_counts", "session_from_row"]
 
 _COLUMNS = "id, collection, json(context), started_at, ended_at, outcome_score, summary"
 
 
-def _to_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+def session_from_row(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A session row (id, collection, context JSON, started, ended, score, summary JSON) as returned to callers."""
     sid, collection, context, started, ended, score, summary = row
     return {
         "session_id": sid,
@@ -37,7 +38,7 @@ def insert_session(conn: apsw.Connection, session_id: str, collection: str, cont
 
 def get_session(conn: apsw.Connection, session_id: str) -> dict[str, Any] | None:
     row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE id = ?", (session_id,)).fetchone()
-    return None if row is None else _to_dict(row)
+    return None if row is None else session_from_row(row)
 
 
 def list_sessions(
@@ -55,7 +56,7 @@ def list_sessions(
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM sessions {clause} ORDER BY started_at DESC, id LIMIT ?", (*params, limit)
     )
-    return [_to_dict(r) for r in rows]
+    return [session_from_row(r) for r in rows]
 
 
 def close_session(
@@ -76,3 +77,28 @@ def session_counts(conn: apsw.Connection, session_id: str) -> tuple[int, int]:
         (session_id,),
     )
     return int(row[0]), int(row[1])
+
+
+def all_sessions(conn: apsw.Connection) -> list[dict[str, Any]]:
+    """Every session as exported: id, collection, context, times, outcome and summary."""
+    return [_export_form(session_from_row(tuple(r))) for r in conn.execute(
+        f"SELECT {_COLUMNS} FROM sessions ORDER BY started_at, id")]
+
+
+def _export_form(session: dict[str, Any]) -> dict[str, Any]:
+    return {"id": session["session_id"], "collection": session["collection"], "context": session["context"],
+            "started_at": session["started_at"], "ended_at": session["ended_at"],
+            "outcome_score": session["outcome_score"], "summary": session["summary"]}
+
+
+def insert_session_row(conn: apsw.Connection, r: dict[str, Any]) -> bool:
+    """A whole exported session; False when one with that id exists."""
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (r["id"],)).fetchone():
+        return False
+    conn.execute(
+        "INSERT INTO sessions (id, collection, context, started_at, ended_at, outcome_score, summary) "
+        "VALUES (?, ?, jsonb(?), ?, ?, ?, ?)",
+        (r["id"], r["collection"], json.dumps(r["context"]), r["started_at"], r["ended_at"],
+         r["outcome_score"], json.dumps(r["summary"]) if r["summary"] is not None else None),
+    )
+    return True

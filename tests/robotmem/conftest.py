@@ -1,9 +1,17 @@
-"""Fixtures for the core tests: real SQLite files in a temporary folder."""
+"""Fixtures for the core tests: real SQLite files in a temporary folder, and the same tests on
+a real PostgreSQL (the conformance suite).
+
+``db_path`` is where the store lives: a SQLite file, or (``backend`` = postgresql) a
+PostgreSQL URL, which ``Memory(db_path)`` opens just the same. Tests in the conformance
+modules run on both backends; a test that inspects the SQLite file itself is marked
+``sqlite_only``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import pytest
 
@@ -28,8 +36,33 @@ def clock() -> Clock:
     return Clock()
 
 
+CONFORMANCE = (
+    "test_service_", "test_transfer", "test_reindex", "search/test_filters", "search/test_spatial",
+    "search/test_fulltext", "consolidation/", "store/test_concurrency", "store/test_postgres",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: inspects the SQLite file itself; not run on PostgreSQL")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    path = metafunc.definition.nodeid.split("::")[0].replace("\\", "/")  # the file, not the test's name
+    both = any(part in path for part in CONFORMANCE) and metafunc.definition.get_closest_marker("sqlite_only") is None
+    metafunc.parametrize("backend", ["sqlite", "postgresql"] if both else ["sqlite"], indirect=True)
+
+
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def db_path(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    if backend == "postgresql":
+        return request.getfixturevalue("postgres_url")
     return tmp_path / "memory.db"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 import threading
 from pathlib import Path
 
@@ -16,17 +17,51 @@ SUMMARY_FIELDS = {"session_id", "status", "duration_s", "memories", "perceptions
                   "decayed", "archived", "related"}
 
 
-def store_fingerprint(db_path: Path) -> str:
-    """A digest of every row of the tables end_session may change."""
+def store_fingerprint(db_path: Path | str) -> str:
+    """A digest of every row of the tables end_session may change (read by the database's own client)."""
+    digest = hashlib.sha256()
+    if str(db_path).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(db_path)) as pg:
+            for table in ("sessions", "memories"):
+                for row in pg.execute(f"SELECT * FROM {table} ORDER BY 1"):
+                    digest.update(repr(row).encode())
+        return digest.hexdigest()
     conn = apsw.Connection(str(db_path))
     try:
-        digest = hashlib.sha256()
         for table in ("sessions", "memories", "change_log"):
             for row in conn.execute(f"SELECT * FROM {table} ORDER BY rowid"):
                 digest.update(repr(row).encode())
         return digest.hexdigest()
     finally:
         conn.close()
+
+
+def fail_closing_sessions(db_path: Path | str) -> Callable[[], None]:
+    """A real fault inside end_session's transaction: the database aborts the final UPDATE of the
+    session. Returns the function that removes the fault."""
+    if str(db_path).startswith("postgresql://"):
+        import psycopg
+
+        admin = psycopg.connect(str(db_path), autocommit=True)
+        admin.execute("CREATE FUNCTION fail_close() RETURNS trigger LANGUAGE plpgsql AS "
+                      "$$ BEGIN RAISE EXCEPTION 'injected failure'; END $$")
+        admin.execute("CREATE TRIGGER fail_close BEFORE UPDATE OF ended_at ON sessions "
+                      "FOR EACH ROW EXECUTE FUNCTION fail_close()")
+
+        def undo_pg() -> None:
+            admin.execute("DROP TRIGGER fail_close ON sessions")
+            admin.close()
+        return undo_pg
+    conn = apsw.Connection(str(db_path))
+    conn.execute("CREATE TRIGGER fail_close BEFORE UPDATE OF ended_at ON sessions "
+                 "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+
+    def undo() -> None:
+        conn.execute("DROP TRIGGER fail_close")
+        conn.close()
+    return undo
 
 
 def test_the_summary_reports_every_field(mem: Memory, episode: Episode, clock):
@@ -96,15 +131,11 @@ def test_a_failure_while_closing_leaves_the_episode_open_and_unmerged(
     sid, (a, b) = episode(mem, [("the label printer jams", None), ("The label printer jams.", None)])
     clock.advance(400 * 86_400.0)
     before = store_fingerprint(db_path)
-    # A real fault inside the same transaction: SQLite aborts the final UPDATE of the session.
-    admin = apsw.Connection(str(db_path))
-    admin.execute("CREATE TRIGGER fail_close BEFORE UPDATE OF ended_at ON sessions "
-                  "BEGIN SELECT RAISE(ABORT, 'injected failure'); END")
+    undo = fail_closing_sessions(db_path)
     with pytest.raises(StorageError):
         mem.end_session(sid, outcome_score=0.4)
     assert store_fingerprint(db_path) == before
-    admin.execute("DROP TRIGGER fail_close")
-    admin.close()
+    undo()
     summary = mem.end_session(sid, outcome_score=0.4)
     assert summary["status"] == "ended" and summary["merged"] == 1
     assert mem.get(b)["superseded_by"] == a

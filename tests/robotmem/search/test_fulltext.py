@@ -1,3 +1,5 @@
+import pytest
+
 from robotmem import Memory
 from robotmem.search.fulltext import plan_fulltext
 
@@ -6,6 +8,7 @@ def _fill(mem: Memory, count: int) -> list[int]:
     return mem.save_perceptions([{"description": f"the shelf sensor reading {i}"} for i in range(count)])
 
 
+@pytest.mark.sqlite_only  # the FTS5 query plan; PostgreSQL scores every match (ts_rank)
 def test_words_found_nearly_everywhere_are_left_out_when_rarer_words_exist(mem: Memory):
     _fill(mem, 2500)
     target = mem.learn("the gripper pad is worn")["memory_id"]
@@ -15,6 +18,7 @@ def test_words_found_nearly_everywhere_are_left_out_when_rarer_words_exist(mem: 
     assert mem.recall("the worn pad")["results"][0]["id"] == target
 
 
+@pytest.mark.sqlite_only  # the FTS5 query plan
 def test_only_common_words_keep_the_rarest_and_window_only_with_vectors(mem: Memory):
     _fill(mem, 2500)
     conn = mem._db.connection()

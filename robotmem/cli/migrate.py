@@ -1,0 +1,46 @@
+"""``robotmem migrate --to DEST``: copy the store named by --db / --url into another (see docs/fleet.md)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["cmd_migrate", "register"]
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "migrate",
+        help="Copy every memory, session and vector into another store (SQLite file or PostgreSQL URL).",
+        description="Copy the store named by --db / --url (or $ROBOTMEM_URL) into DEST: a SQLite file or a "
+                    "postgresql:// URL. Streams in batches with a progress bar; vectors are copied, not recomputed; "
+                    "ids are kept, so running it again after a stop continues where it stopped.",
+    )
+    parser.add_argument("--to", dest="migrate_to", required=True, metavar="DEST",
+                        help="target: a SQLite file path or postgresql://user@host/db")
+    parser.add_argument("--batch", dest="migrate_batch", type=int, default=500, help="memories per transaction")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=cmd_migrate)
+
+
+def cmd_migrate(args: argparse.Namespace) -> Any:
+    from ..errors import ValidationError
+    from ..store.backend import open_store
+    from ..store.copy import copy_store
+    from .output import progress_bar
+    from .store import load_config
+
+    if args.migrate_batch < 1:
+        raise ValidationError("--batch must be at least 1", field="batch")
+    config = load_config(args)
+    source = open_store(config.store_location)
+    try:
+        source.migrate()
+        target = open_store(args.migrate_to)
+        try:
+            target.migrate()
+            return copy_store(source, target, batch=args.migrate_batch, progress=progress_bar("migrate", not args.no_progress))
+        finally:
+            target.close()
+    finally:
+        source.close()

@@ -1,0 +1,108 @@
+"""The store seam: what the service, search and consolidation layers need from a database.
+
+Two implementations: :class:`robotmem.store.sqlite.SqliteStore` (the embedded default,
+one file) and :class:`robotmem.store.postgres.PgStore` (one PostgreSQL database shared
+by a fleet). Callers open transactions with ``read()`` / ``write()`` and pass the
+connection they get to the row operations below; statements that are the same in both
+dialects may also be run on that connection directly with ``?`` placeholders.
+SQL that differs between the stores lives behind this seam, never beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import numpy as np
+
+from ..config import is_postgres_url
+
+if TYPE_CHECKING:
+    from .memories import NewMemory
+
+__all__ = ["Store", "as_vector_bytes", "dialect_of", "open_store"]
+
+T = TypeVar("T")
+
+
+class Store(Protocol):
+    #: "sqlite" or "postgresql"
+    kind: str
+
+    @property
+    def location(self) -> str:
+        """The file path, or the URL without its password."""
+
+    def read(self) -> AbstractContextManager[Any]: ...
+    def write(self, *, wait: bool = True) -> AbstractContextManager[Any]: ...
+    def run_write(self, body: Callable[[Any], T]) -> T: ...
+    def migrate(self) -> int: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> Store: ...
+    def __exit__(self, *exc: object) -> None: ...
+    def prepare_vectors(self, model_id: str, dim: int) -> None: ...
+
+    # memories
+    def insert_memory(self, conn: Any, m: NewMemory) -> int | None: ...
+    def insert_memories(self, conn: Any, items: list[NewMemory]) -> list[int]:
+        """Many perceptions at once (facts go through insert_memory, which may find a duplicate)."""
+    def put_embeddings(self, conn: Any, rows: list[tuple[int, str, str, np.ndarray]]) -> None:
+        """Many (memory id, collection, model id, vector) at once."""
+    def insert_payload(self, conn: Any, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None: ...
+    def put_embedding(self, conn: Any, memory_id: int, collection: str, model_id: str,
+                      vector: np.ndarray) -> None: ...
+    def delete_embedding(self, conn: Any, memory_id: int) -> None: ...
+    def find_duplicate(self, conn: Any, collection: str, content_hash: str) -> int | None: ...
+    def reinforce(self, conn: Any, memory_id: int, now: float, *, step: float, ceiling: float,
+                  half_life_s: float, evidence: int = 1) -> None: ...
+    def fetch_row(self, conn: Any, memory_id: int) -> tuple[Any, ...] | None: ...
+    def fetch_rows(self, conn: Any, memory_ids: list[int]) -> list[tuple[Any, ...]]: ...
+    def mark_forgotten(self, conn: Any, memory_id: int, reason: str, now: float) -> None: ...
+    def replace_content(self, conn: Any, memory_id: int, *, content: str, search_text: str,
+                        context: dict[str, Any], content_hash: str, protected: bool, now: float) -> None: ...
+    def flush_access_counts(self, conn: Any, counts: dict[int, int], now: float) -> None: ...
+
+    # sessions and statistics
+    def insert_session(self, conn: Any, session_id: str, collection: str, context_json: str, now: float) -> None: ...
+    def get_session(self, conn: Any, session_id: str) -> dict[str, Any] | None: ...
+    def lock_session(self, conn: Any, session_id: str) -> None:
+        """Inside a write: hold the session's row until commit (a second end_session waits, then sees it ended)."""
+    def list_sessions(self, conn: Any, collection: str | None, status: str | None,
+                      limit: int) -> list[dict[str, Any]]: ...
+    def close_session(self, conn: Any, session_id: str, now: float, score: float | None,
+                      summary: dict[str, Any]) -> None: ...
+    def session_counts(self, conn: Any, session_id: str) -> tuple[int, int]: ...
+    def store_stats(self, conn: Any, collection: str | None) -> dict[str, Any]: ...
+
+    # whole rows (export, import, migrate)
+    def insert_row(self, conn: Any, r: dict[str, Any], *, keep_id: bool = False) -> int | None: ...
+    def iter_rows(self, conn: Any, after_id: int, limit: int) -> list[dict[str, Any]]: ...
+    def insert_session_row(self, conn: Any, r: dict[str, Any]) -> bool: ...
+    def restart_ids(self) -> None:
+        """After rows were copied with their ids: new memories get ids after the largest."""
+    def all_sessions(self, conn: Any) -> list[dict[str, Any]]: ...
+
+
+def dialect_of(conn: Any) -> str:
+    """"postgresql" for a connection of the PostgreSQL store, else "sqlite" (an apsw connection)."""
+    return str(getattr(conn, "dialect", "sqlite"))
+
+
+def as_vector_bytes(value: Any) -> bytes | None:
+    """A stored vector as float32 bytes (SQLite keeps bytes; pgvector hands back a Vector)."""
+    from .memories import _vector_bytes
+
+    return None if value is None else _vector_bytes(value)
+
+
+def open_store(location: str | Path, *, busy_timeout_ms: int = 10_000) -> Store:
+    """A PostgreSQL URL opens the PostgreSQL store; anything else is a SQLite file path."""
+    if is_postgres_url(location):
+        from .postgres import PgStore
+
+        return PgStore(str(location))
+    from .sqlite import SqliteStore
+
+    return SqliteStore(Path(location), busy_timeout_ms=busy_timeout_ms)

@@ -1,0 +1,100 @@
+"""Copy one store into another (SQLite -> PostgreSQL and back): ``robotmem migrate``.
+
+Streaming: memories are read and written in batches of ``batch`` in id order, each batch
+one write transaction on the target, so memory use stays flat and a stop (Ctrl-C, a lost
+connection) loses at most the batch in flight. Ids are kept, so running it again
+continues after the last memory the target holds. Vectors, payloads and every
+bookkeeping column are copied as stored: nothing is re-embedded or re-scored.
+``superseded_by`` links are set at the end, when every memory they point at exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConflictError
+from .backend import Store
+
+__all__ = ["copy_store"]
+
+Progress = Callable[[int, int], None]
+
+
+def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Progress | None = None) -> dict[str, Any]:
+    with source.read() as conn:
+        total, last_source = (int(v or 0) for v in conn.execute("SELECT count(*), max(id) FROM memories").fetchone())
+        sessions = source.all_sessions(conn)
+    start = _resume_point(source, target)
+    with target.write() as conn:
+        new_sessions = sum(int(target.insert_session_row(conn, s)) for s in sessions)
+    done = _count_upto(source, start)
+    if progress is not None:
+        progress(done, total)
+    copied = skipped = 0
+    after = start
+    while after < last_source:
+        with source.read() as conn:
+            rows = source.iter_rows(conn, after, batch)
+        if not rows:
+            break
+        with target.write() as conn:
+            for record in rows:
+                if _copy_one(target, conn, record):
+                    copied += 1
+                else:
+                    skipped += 1
+        after = rows[-1]["id"]
+        done += len(rows)
+        if progress is not None:
+            progress(done, total)
+    _link_superseded(source, target)
+    target.restart_ids()
+    return {"memories": copied, "skipped": skipped, "sessions": new_sessions, "resumed_after": start,
+            "total": total, "source": source.location, "target": target.location}
+
+
+def _resume_point(source: Store, target: Store) -> int:
+    """The last memory id the target already holds, checked to be this source's."""
+    with target.read() as conn:
+        row = conn.execute("SELECT id, content_hash FROM memories ORDER BY id DESC LIMIT 1").fetchone()
+    if row is None:
+        return 0
+    with source.read() as conn:
+        same = conn.execute("SELECT 1 FROM memories WHERE id = ? AND content_hash = ?", (row[0], row[1])).fetchone()
+    if same is None:
+        raise ConflictError(
+            f"the target {target.location} already holds other memories; migrate into an empty store "
+            "(or continue an interrupted copy of this same store)", field="to",
+        )
+    return int(row[0])
+
+
+def _count_upto(source: Store, last_id: int) -> int:
+    with source.read() as conn:
+        return int(conn.execute("SELECT count(*) FROM memories WHERE id <= ?", (last_id,)).fetchone()[0])
+
+
+def _copy_one(target: Store, conn: Any, record: dict[str, Any]) -> bool:
+    new_id = target.insert_row(conn, record, keep_id=True)
+    if new_id is None:
+        return False  # PostgreSQL keeps one live copy of a fact; the source had two
+    if record["payload"] is not None:
+        target.insert_payload(conn, new_id, record["payload"], record["payload_summary"] or {})
+    if record["embedding"] is not None:
+        model_id, blob = record["embedding"]
+        target.put_embedding(conn, new_id, record["collection"], model_id, np.frombuffer(blob, dtype=np.float32))
+    return True
+
+
+def _link_superseded(source: Store, target: Store) -> None:
+    with source.read() as conn:
+        links = [(int(m), int(t)) for m, t in conn.execute(
+            "SELECT id, superseded_by FROM memories WHERE superseded_by IS NOT NULL ORDER BY id")]
+    with target.write() as conn:
+        for memory_id, superseded_by in links:
+            conn.execute("UPDATE memories SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL "
+                         "AND EXISTS (SELECT 1 FROM memories t WHERE t.id = ?)",
+                         (superseded_by, memory_id, superseded_by))

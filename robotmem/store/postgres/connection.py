@@ -1,0 +1,254 @@
+"""PostgreSQL connections: one per thread, reconnecting after the server comes back.
+
+Statements are written with ``?`` placeholders, as for SQLite; :class:`PgConnection`
+turns them into psycopg's ``%s`` (outside string literals) so one statement text can
+serve both stores where the SQL itself is portable.
+
+Writes run at READ COMMITTED (rows are locked, not snapshots, so concurrent writers
+queue instead of failing); reads run in a REPEATABLE READ READ ONLY snapshot, which
+PostgreSQL never aborts. A deadlock or serialization failure is retried by
+:meth:`PgDatabase.run_write`, the one place a transaction body can be re-run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pgerrors
+
+from ...config import redact_url
+from ...errors import StorageError
+
+__all__ = ["PgConnection", "PgDatabase"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_RETRYABLE = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
+_RETRIES = 8
+
+
+@lru_cache(maxsize=1024)
+def _to_psycopg(query: str) -> str:
+    """``?`` placeholders to ``%s`` and literal ``%`` to ``%%``, leaving quoted text alone."""
+    out: list[str] = []
+    quoted = False
+    for char in query:
+        if char == "'":
+            quoted = not quoted
+            out.append(char)
+        elif char == "%":
+            out.append("%%")
+        elif char == "?" and not quoted:
+            out.append("%s")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+class PgConnection:
+    """A psycopg connection with the small surface the store code uses (``execute`` with ``?``)."""
+
+    dialect = "postgresql"
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+        self._rowcount = 0
+        #: models whose vector index is known to exist (it is never dropped)
+        self.known_models: set[str] = set()
+
+    def execute(self, query: str, params: Any = ()) -> psycopg.Cursor[Any]:
+        cur = self.raw.execute(_to_psycopg(query), tuple(params) if params else None)
+        self._rowcount = cur.rowcount
+        return cur
+
+    def executemany(self, query: str, rows: Any) -> None:
+        with self.raw.cursor() as cur:
+            cur.executemany(_to_psycopg(query), list(rows))
+            self._rowcount = cur.rowcount
+
+    def executemany_returning(self, query: str, rows: Any) -> list[tuple[Any, ...]]:
+        """executemany of an INSERT ... RETURNING, pipelined; the returned rows in input order."""
+        out: list[tuple[Any, ...]] = []
+        with self.raw.cursor() as cur:
+            cur.executemany(_to_psycopg(query), list(rows), returning=True)
+            while True:
+                out.extend(tuple(r) for r in cur.fetchall())
+                if not cur.nextset():
+                    break
+        return out
+
+    def changes(self) -> int:
+        return self._rowcount
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        try:
+            with self.raw.transaction():
+                yield
+        except psycopg.Error as exc:
+            raise StorageError(_describe(exc)) from exc
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+
+class PgDatabase:
+    """Hands each thread its own connection to one PostgreSQL database."""
+
+    kind = "postgresql"
+
+    def __init__(self, url: str, *, connect_timeout_s: int = 5, on_connect: Callable[[PgConnection], None]
+                 | None = None) -> None:
+        self.url = url
+        self.location = redact_url(url)
+        self._timeout = connect_timeout_s
+        self._on_connect = on_connect
+        self._local = threading.local()
+        self._all: list[PgConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def connection(self) -> PgConnection:
+        conn: PgConnection | None = getattr(self._local, "conn", None)
+        if conn is not None and conn.raw.closed:
+            self._forget(conn)
+            conn = None
+        if conn is None:
+            if self._closed:
+                raise StorageError("the memory store is closed")
+            conn = self._open()
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def _open(self) -> PgConnection:
+        try:
+            raw = psycopg.connect(self.url, connect_timeout=self._timeout, autocommit=True,
+                                  application_name="robotmem")
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot connect to PostgreSQL at {self.location}: {_first_line(exc)}") from exc
+        conn = PgConnection(raw)
+        if self._on_connect is not None:
+            try:
+                self._on_connect(conn)
+            except psycopg.Error as exc:
+                raw.close()
+                raise StorageError(f"cannot prepare the PostgreSQL connection: {_describe(exc)}") from exc
+        return conn
+
+    def _forget(self, conn: PgConnection) -> None:
+        self._local.conn = None
+        with self._lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        try:
+            conn.raw.close()
+        except psycopg.Error:  # pragma: no cover - closing a broken connection
+            pass
+
+    @contextmanager
+    def read(self) -> Iterator[PgConnection]:
+        """A consistent snapshot for several SELECTs."""
+        conn = self.connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        with self._transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading") as active:
+            yield active
+
+    @contextmanager
+    def write(self, *, wait: bool = True) -> Iterator[PgConnection]:
+        """One atomic write transaction; nested calls join the outer one.
+
+        ``wait=False`` gives up at once when a row it needs is locked (bookkeeping that can
+        be written later).
+        """
+        conn = self.connection()
+        if conn.in_transaction:
+            yield conn
+            return
+        with self._transaction(conn, "BEGIN", "writing to") as active:
+            if not wait:
+                active.execute("SET LOCAL lock_timeout = '50ms'")
+            yield active
+
+    def run_write(self, body: Callable[[PgConnection], T]) -> T:
+        """``body`` in a write transaction, re-run when PostgreSQL asks (deadlock, serialization)."""
+        for attempt in range(_RETRIES):
+            try:
+                with self.write() as conn:
+                    return body(conn)
+            except StorageError as exc:
+                if not isinstance(exc.__cause__, _RETRYABLE) or attempt == _RETRIES - 1:
+                    raise
+                time.sleep(0.005 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @contextmanager
+    def _transaction(self, conn: PgConnection, begin: str, verb: str) -> Iterator[PgConnection]:
+        try:
+            conn.raw.execute(begin)
+        except psycopg.OperationalError:
+            # The server dropped this connection (a restart, an idle timeout): nothing ran
+            # yet, so try once more on a new one before calling the server unreachable.
+            self._forget(conn)
+            conn = self.connection()
+            try:
+                conn.raw.execute(begin)
+            except psycopg.OperationalError as exc:
+                self._forget(conn)
+                raise StorageError(f"the PostgreSQL server at {self.location} is unreachable: "
+                                   f"{_first_line(exc)}") from exc
+        try:
+            yield conn
+        except BaseException as exc:
+            self._rollback(conn)
+            if isinstance(exc, psycopg.Error):
+                raise StorageError(f"{verb} the memory store failed: {_describe(exc)}") from exc
+            raise
+        try:
+            conn.raw.execute("COMMIT")
+        except psycopg.Error as exc:
+            self._rollback(conn)
+            raise StorageError(f"{verb} the memory store failed: {_describe(exc)}") from exc
+
+    def _rollback(self, conn: PgConnection) -> None:
+        try:
+            conn.raw.execute("ROLLBACK")
+        except psycopg.Error:
+            self._forget(conn)  # the connection broke with the statement: open a new one next time
+
+    def close(self) -> None:
+        self._closed = True
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.raw.close()
+            except psycopg.Error:  # pragma: no cover
+                log.exception("closing a connection failed")
+        self._local = threading.local()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _describe(exc: psycopg.Error) -> str:
+    """What failed, without SQL text: the server's message, or why the connection dropped."""
+    if isinstance(exc, psycopg.OperationalError):
+        return f"the connection to PostgreSQL was lost ({_first_line(exc)})"
+    diag = getattr(exc, "diag", None)
+    primary = getattr(diag, "message_primary", None)
+    return primary or _first_line(exc)

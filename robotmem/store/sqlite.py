@@ -1,0 +1,82 @@
+"""The embedded store: one SQLite file (the first implementation of robotmem.store.backend.Store)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import apsw
+
+from . import memories, sessions, stats
+from .connection import Database
+from .migrations import migrate
+from .rows import hits_sql
+
+__all__ = ["SqliteStore"]
+
+T = TypeVar("T")
+
+
+class SqliteStore(Database):
+    kind = "sqlite"
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def run_write(self, body: Callable[[Any], T]) -> T:
+        # BEGIN IMMEDIATE queues writers on the busy timeout: nothing to retry.
+        with self.write() as conn:
+            return body(conn)
+
+    def migrate(self) -> int:
+        with self.write() as conn:
+            return migrate(conn)
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def restart_ids(self) -> None:
+        """Nothing to do: AUTOINCREMENT continues after the largest id inserted."""
+
+    def prepare_vectors(self, model_id: str, dim: int) -> None:
+        """Nothing to prepare: the in-process vector index is built on first use."""
+
+    insert_memory = staticmethod(memories.insert_memory)
+    insert_payload = staticmethod(memories.insert_payload)
+    insert_memories = staticmethod(memories.insert_memories)
+    put_embeddings = staticmethod(memories.put_embeddings)
+    put_embedding = staticmethod(memories.put_embedding)
+    find_duplicate = staticmethod(memories.find_duplicate)
+    reinforce = staticmethod(memories.reinforce)
+    fetch_row = staticmethod(memories.fetch_row)
+    mark_forgotten = staticmethod(memories.mark_forgotten)
+    replace_content = staticmethod(memories.replace_content)
+    flush_access_counts = staticmethod(memories.flush_access_counts)
+    insert_session = staticmethod(sessions.insert_session)
+    get_session = staticmethod(sessions.get_session)
+    list_sessions = staticmethod(sessions.list_sessions)
+    close_session = staticmethod(sessions.close_session)
+    session_counts = staticmethod(sessions.session_counts)
+    store_stats = staticmethod(stats.store_stats)
+    insert_row = staticmethod(memories.insert_row)
+    iter_rows = staticmethod(memories.iter_rows)
+    insert_session_row = staticmethod(sessions.insert_session_row)
+    all_sessions = staticmethod(sessions.all_sessions)
+
+    @staticmethod
+    def lock_session(conn: apsw.Connection, session_id: str) -> None:
+        """Nothing to lock: BEGIN IMMEDIATE already makes writers take turns."""
+
+    @staticmethod
+    def delete_embedding(conn: apsw.Connection, memory_id: int) -> None:
+        conn.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
+
+    @staticmethod
+    def fetch_rows(conn: apsw.Connection, memory_ids: list[int]) -> list[tuple[Any, ...]]:
+        q, p = hits_sql(json.dumps(memory_ids))
+        return [tuple(r) for r in conn.execute(q, p)]

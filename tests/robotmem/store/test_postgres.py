@@ -1,0 +1,215 @@
+"""PostgreSQL-only behaviour: bad URLs and roles, a server that stops and comes back, many
+processes writing one database, and the filter grammar checked against the reference
+evaluator inside PostgreSQL. (Everything else runs on both stores through ``db_path``.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from robotmem import Memory, StorageError, ValidationError
+from robotmem.search.filters import parse_filter, to_postgres
+from robotmem.store.postgres.connection import PgDatabase
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "search"))
+from filter_reference import matches
+from test_filters import _context, filters, st
+
+
+def _admin(url: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(url, autocommit=True)
+
+
+def _with_db(url: str, database: str, user: str | None = None) -> str:
+    """The same server, another database (and user)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc if user is None else user + "@" + parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=netloc, path="/" + database).geturl()
+
+
+def test_a_server_that_is_not_there_is_a_storage_error_naming_it():
+    with pytest.raises(StorageError) as info:
+        Memory(url="postgresql://robotmem:secret@127.0.0.1:1/robotmem", embedder=None)
+    assert "cannot connect to PostgreSQL at postgresql://robotmem:***@127.0.0.1:1/robotmem" in info.value.message
+    assert "secret" not in info.value.message
+
+
+def test_a_missing_database_is_a_storage_error(postgres_server_url: str):
+    with pytest.raises(StorageError) as info:
+        Memory(url=_with_db(postgres_server_url, "no_such_database"), embedder=None)
+    assert "no_such_database" in info.value.message and "does not exist" in info.value.message
+
+
+def test_a_url_that_is_not_postgresql_is_a_validation_error():
+    with pytest.raises(ValidationError) as info:
+        Memory(url="mysql://localhost/x", embedder=None)
+    assert info.value.field == "url"
+
+
+def test_a_wrong_password_is_a_storage_error(postgres_server_url: str, password_role: tuple[str, str, str]):
+    user, password, database = password_role
+    good = _with_db(postgres_server_url, database, f"{user}:{password}")
+    bad = _with_db(postgres_server_url, database, f"{user}:wrong")
+    with pytest.raises(StorageError) as info:
+        Memory(url=bad, embedder=None)
+    assert "password authentication failed" in info.value.message and "wrong" not in info.value.message
+    Memory(url=good, embedder=None).close()
+
+
+def test_without_pgvector_the_error_says_how_to_enable_it(postgres_server_url: str):
+    """A database where the extension is not enabled, opened by a role that may not enable it."""
+    with _admin(postgres_server_url) as admin:
+        admin.execute("DROP DATABASE IF EXISTS robotmem_novector")
+        admin.execute("DROP ROLE IF EXISTS robotmem_plain")
+        admin.execute("CREATE ROLE robotmem_plain LOGIN")
+        admin.execute("CREATE DATABASE robotmem_novector OWNER robotmem_plain")
+    url = _with_db(postgres_server_url, "robotmem_novector", "robotmem_plain")
+    with pytest.raises(StorageError) as info:
+        Memory(url=url, embedder=None)
+    assert "CREATE EXTENSION vector" in info.value.message
+    with _admin(_with_db(postgres_server_url, "robotmem_novector")) as admin:
+        admin.execute("CREATE EXTENSION vector")
+    with Memory(url=url, embedder=None) as mem:  # enabled by a superuser: the plain role is enough now
+        assert mem.learn("the bin lid sticks")["status"] == "created"
+
+
+@pytest.fixture
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    """A server of this test's own, to stop and start (pgserver)."""
+    pgserver = pytest.importorskip("pgserver")
+    import shutil
+    import tempfile
+
+    parent = Path(tempfile.mkdtemp(prefix="robotmem-pg-own-"))
+    parent.chmod(0o755)
+    server = pgserver.get_server(parent / "data", cleanup_mode="stop")
+    yield server, parent / "data"
+    server.cleanup()
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def test_a_server_that_stops_gives_storage_errors_and_the_store_reconnects_when_it_is_back(own_server):
+    import pgserver
+
+    server, pgdata = own_server
+    url = server.get_uri()
+    with Memory(url=url, embedder=None) as mem:
+        first = mem.learn("the conveyor stops at noon")["memory_id"]
+        server.cleanup()  # the server stops
+        with pytest.raises(StorageError) as info:
+            mem.recall("conveyor")
+        assert "PostgreSQL" in info.value.message
+        with pytest.raises(StorageError):
+            mem.learn("written while the server is down")
+        back = pgserver.get_server(pgdata, cleanup_mode="stop")  # and comes back
+        try:
+            assert [h["id"] for h in mem.recall("conveyor")["results"]] == [first]
+            assert mem.learn("written after the restart")["status"] == "created"
+        finally:
+            back.cleanup()
+
+
+def test_connections_dropped_by_the_server_are_replaced_without_an_error(postgres_url: str):
+    with Memory(postgres_url, embedder=None) as mem:
+        mem.learn("the shelf is at 1.2 m")
+        with _admin(postgres_url) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE application_name = 'robotmem' AND pid <> pg_backend_pid()")
+        assert mem.recall("shelf")["count"] == 1
+
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys, threading
+    from robotmem import Memory
+    url, proc, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    created, errors = [], []
+
+    def robot(name):
+        try:
+            with Memory(url, embedder=None) as mem:
+                sid = mem.start_session(context={"robot": {"id": name}})["session_id"]
+                for i in range(count):
+                    step = i % 5
+                    if step == 0:
+                        created.append(mem.learn(f"{name} note {i}", {"robot": {"id": name}})["memory_id"])
+                    elif step == 1:
+                        mem.learn(f"shared insight {i % 7}", {"task": {"name": "shared"}})
+                    elif step == 2:
+                        created.append(mem.save_perception(f"{name} saw box {i}", metadata={
+                            "robot": {"id": name}, "spatial": {"p": [i % 10, i % 3]}}, session_id=sid)["memory_id"])
+                    elif step == 3:
+                        mem.recall("box note", context_filter={"robot.id": name}, n=5)
+                    else:
+                        mem.recall("", spatial_sort={"field": "spatial.p", "target": [1, 1]}, n=3)
+                mem.end_session(sid, outcome_score=0.5)
+        except BaseException as exc:
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=robot, args=(f"{proc}-r{k}",)) for k in range(2)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    print(json.dumps({"created": created, "errors": errors}))
+    """
+)
+
+
+def test_four_processes_of_two_robots_lose_nothing_and_store_shared_insights_once(postgres_url: str):
+    # 250 operations per robot keep the suite fast; ROBOTMEM_FLEET_OPS=1000 runs the full
+    # 4 x 2 x 1,000 (it passes; about 95 s on the shared 2-core machine).
+    count = int(os.environ.get("ROBOTMEM_FLEET_OPS", "250"))
+    Memory(postgres_url, embedder=None).close()
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, postgres_url, f"p{i}", str(count)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-2000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert [r["errors"] for r in results] == [[]] * 4
+    created = [m for r in results for m in r["created"]]
+    with Memory(postgres_url, embedder=None) as mem:
+        for memory_id in created:
+            assert mem.get(memory_id)["status"] in ("active", "superseded")
+        shared = mem.recall("", context_filter={"task.name": "shared"}, n=50, min_confidence=0)["results"]
+        assert sorted(h["content"] for h in shared) == sorted(f"shared insight {k}" for k in range(7))
+        # every learn of a shared insight was counted on its one row (8 robots x 200 learns)
+        assert sum(mem.get(h["id"])["evidence_count"] for h in shared) == 8 * (count // 5)
+        stats = mem.stats()
+        assert stats["sessions"] == 8
+        per_robot_notes = count // 5
+        assert stats["facts"] == 8 * per_robot_notes + 7
+        assert stats["perceptions"] == 8 * (count // 5)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(contexts=st.lists(_context(), min_size=1, max_size=12), spec=filters)
+def test_postgres_filter_selects_exactly_what_the_reference_evaluator_selects(pg_table, contexts, spec):
+    pg_table.execute("DELETE FROM m")
+    pg_table.executemany("INSERT INTO m (id, context) VALUES (?, ?::jsonb)",
+                         [(i, json.dumps(c)) for i, c in enumerate(contexts)])
+    compiled = to_postgres(parse_filter(spec), column="m.context")
+    got = {row[0] for row in pg_table.execute(f"SELECT id FROM m WHERE {compiled.sql}", compiled.params)}
+    expected = {i for i, c in enumerate(contexts) if matches(c, spec)}
+    assert got == expected, (spec, contexts)
+
+
+@pytest.fixture
+def pg_table(postgres_url: str) -> Iterator[Any]:
+    db = PgDatabase(postgres_url)
+    conn = db.connection()
+    conn.execute("CREATE TABLE m (id integer PRIMARY KEY, context jsonb NOT NULL)")
+    yield conn
+    db.close()

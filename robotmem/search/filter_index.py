@@ -5,8 +5,9 @@ superset of the filter's matches (one per positive clause of a conjunction, a un
 for ``$in`` and for ``$or`` when every branch has one). Recall takes the smallest
 alternative, found by a bounded count, and checks the whole filter on those rows, so
 answers stay exact while a selective filter reads an index range instead of the
-JSON of every memory. Negations (``$ne``, ``$nin``, ``$exists: false``) and paths the
-index cannot spell have no alternative; they keep the full scan.
+JSON of every memory. ``$exists``, negations (``$ne``, ``$nin``) and paths the index
+cannot spell have no alternative; they keep the full scan. (``$exists`` would need every
+object below its path, and an object whose keys all hold brackets has no leaf row.)
 """
 
 from __future__ import annotations
@@ -70,9 +71,6 @@ def _clause(dot_path: str, value: Any) -> list[LeafSet]:
             out.append(LeafSet(tuple(_equals(path, item) for item in arg)))
         elif op in _RANGE_SQL:
             out.append(LeafSet((_range(path, op, arg),), ranged=True))
-        elif op == "$exists" and arg is True:
-            # The path itself (a leaf, an array, an empty object) or anything below it.
-            out.append(LeafSet((("path = ?", (path,)), ("path >= ? AND path < ?", (path + ".", path + "/")))))
     return out
 
 

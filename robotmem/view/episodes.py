@@ -74,7 +74,7 @@ def episode_row(session: dict[str, Any], memories: list[dict[str, Any]]) -> dict
     }
 
 
-def episode_rows(mem: "Memory", collection: str | None = None, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
+def episode_rows(mem: Memory, collection: str | None = None, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
     """Newest first."""
     sessions = sorted(mem.list_sessions(collection=collection), key=lambda s: s["started_at"], reverse=True)
     return [episode_row(s, mem.session_timeline(s["session_id"])["memories"]) for s in sessions[:limit]]
@@ -93,18 +93,43 @@ def _timeline_entry(memory: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def episode_detail(mem: "Memory", session_id: str) -> dict[str, Any]:
+#: at one instant the start marker comes first and the end marker last
+_KIND_ORDER = {"start": 0, "end": 2}
+
+
+def _marker_entries(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The episode's start and (when ended) end, as timeline lines of their own."""
+    start = {"id": None, "time": row["start"], "kind": "start", "type": "marker", "status": "active", "topic": None,
+             "content": f"episode start: {row['robot'] or 'no robot'} {row['task'] or ''}".rstrip()}
+    if row["duration_s"] is None:
+        return [start]
+    outcome = "no outcome" if row["outcome_score"] is None else f"outcome {row['outcome_score']:g}"
+    end = {"id": None, "time": row["start"] + row["duration_s"], "kind": "end", "type": "marker", "status": "active",
+           "topic": None, "content": f"episode end: {outcome}"}
+    return [start, end]
+
+
+def _gap_entry(gap: dict[str, Any]) -> dict[str, Any]:
+    return {"id": None, "time": gap["start"], "kind": "gap", "type": "gap", "status": "active",
+            "topic": gap.get("topic"), "content": f"no data for {gap['end'] - gap['start']:.1f} s"
+                                                  f" ({gap.get('reason') or 'gap'})"}
+
+
+def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
     """Everything the episode page draws."""
     timeline = mem.session_timeline(session_id)
     session, memories = timeline["session"], timeline["memories"]
-    summary = _summary_memory(memories)
-    gaps = {(g["start"], g["end"], g["topic"]): g
-            for g in gaps_of(session.get("context") or {}) + gaps_of((summary or {}).get("context") or {})}
+    # the summary lists the episode's gaps; a chunk lists those it falls in (the same gap is listed once)
+    contexts = [session.get("context") or {}] + [m.get("context") or {} for m in memories if m.get("status") == "active"]
+    gaps = {(g["start"], g["end"], g["topic"]): g for context in contexts for g in gaps_of(context)}
+    gap_list = [gaps[key] for key in sorted(gaps, key=lambda k: (k[0], k[1], k[2] or ""))]
+    row = episode_row(session, memories)
+    entries = [_timeline_entry(m) for m in memories] + _marker_entries(row) + [_gap_entry(g) for g in gap_list]
     return {
-        "episode": episode_row(session, memories),
+        "episode": row,
         "context": session.get("context") or {},
-        "timeline": sorted((_timeline_entry(m) for m in memories), key=lambda e: (e["time"] or 0, e["id"])),
-        "gaps": [gaps[key] for key in sorted(gaps, key=lambda k: (k[0], k[1], k[2] or ""))],
+        "timeline": sorted(entries, key=lambda e: (e["time"] or 0, _KIND_ORDER.get(e["kind"], 1), e["id"] or 0)),
+        "gaps": gap_list,
         "paths": episode_paths(mem, timeline),
         "series": episode_series(mem, memories),
     }

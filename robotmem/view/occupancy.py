@@ -107,12 +107,12 @@ def load_ros_map(yaml_path: str | Path) -> dict[str, Any]:
     }
 
 
-def _find(mem: "Memory", sha256: str | None, collection: str | None) -> list[dict[str, Any]]:
+def _find(mem: Memory, sha256: str | None, collection: str | None) -> list[dict[str, Any]]:
     where: dict[str, Any] = {"map.sha256": sha256} if sha256 else dict(_MAP_FILTER)
     return list(mem.recall("", collection=collection, n=20, min_confidence=0.0, context_filter=where)["results"])
 
 
-def store_map(mem: "Memory", yaml_path: str | Path, *, robot_id: str | None = None,
+def store_map(mem: Memory, yaml_path: str | Path, *, robot_id: str | None = None,
               collection: str | None = None) -> dict[str, Any]:
     """Store the map once; ``{"memory_id", "status": "created" | "exists"}``."""
     loaded = load_ros_map(yaml_path)
@@ -132,7 +132,7 @@ def store_map(mem: "Memory", yaml_path: str | Path, *, robot_id: str | None = No
     return {"memory_id": saved["memory_id"], "status": "created"}
 
 
-def latest_map(mem: "Memory", collection: str | None = None) -> dict[str, Any] | None:
+def latest_map(mem: Memory, collection: str | None = None) -> dict[str, Any] | None:
     """The most recently stored occupancy map: its ``map`` context plus ``pixels_base64``."""
     found = sorted(_find(mem, None, collection), key=lambda hit: hit.get("created_at") or 0, reverse=True)
     if not found:

@@ -88,7 +88,7 @@ def split_segments(
     return segments
 
 
-def episode_paths(mem: "Memory", timeline: dict[str, Any]) -> list[dict[str, Any]]:
+def episode_paths(mem: Memory, timeline: dict[str, Any]) -> list[dict[str, Any]]:
     """One entry per (pose topic, track) of a ``session_timeline`` result."""
     session = timeline["session"]
     episode_gaps = gaps_of(session.get("context") or {})

@@ -50,7 +50,7 @@ def _scan_point(data: dict[str, Any], memory: dict[str, Any]) -> dict[str, float
     return {"t": t, "min": float(data["min_range"]), "mean": float(data["mean_range"])}
 
 
-def episode_series(mem: "Memory", memories: list[dict[str, Any]]) -> dict[str, Any]:
+def episode_series(mem: Memory, memories: list[dict[str, Any]]) -> dict[str, Any]:
     """Plot data from the payloads of an episode's active perceptions."""
     joints: dict[str, dict[str, list[float]]] = {}
     forces: list[dict[str, Any]] = []

@@ -57,7 +57,7 @@ def _near(request: Request) -> dict[str, Any] | None:
 class _Api:
     """Handlers; each reads the store afresh (a bridge may be writing right now)."""
 
-    def __init__(self, mem: "Memory") -> None:
+    def __init__(self, mem: Memory) -> None:
         self.mem = mem
 
     def routes(self) -> list[Route]:
@@ -106,7 +106,7 @@ class _Api:
         )
 
 
-def build_app(mem: "Memory", *, host: str, token: str | None, allowed_origins: tuple[str, ...] = ()) -> ASGIApp:
+def build_app(mem: Memory, *, host: str, token: str | None, allowed_origins: tuple[str, ...] = ()) -> ASGIApp:
     """Static page for anyone who may reach the host; the API needs the token when one is set.
 
     The page itself carries no data, so a browser can load it without credentials; it

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["run_ui"]
 
 
-def run_ui(mem: "Memory", *, host: str, port: int, token: str | None, allowed_origins: tuple[str, ...] = (),
+def run_ui(mem: Memory, *, host: str, port: int, token: str | None, allowed_origins: tuple[str, ...] = (),
            out: TextIO = sys.stdout) -> None:
     """Serve until interrupted; prints the address once it is listening."""
     import uvicorn

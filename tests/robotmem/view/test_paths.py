@@ -87,3 +87,22 @@ def test_a_gap_recorded_on_a_chunk_breaks_only_its_own_topic() -> None:
                             session_id=sid)
         (path,) = episode_detail(mem, sid)["paths"]
     assert [[p[0] for p in s] for s in path["segments"]] == [[0.0, 1.0, 2.0], [5.0, 6.0]]
+
+
+def test_the_timeline_has_markers_gaps_and_force_curves() -> None:
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session(context={"robot": {"id": "arm-2"}, "task": {"name": "grasp"}})["session_id"]
+        mem.save_perception("wrist force during the grasp", "tactile",
+                            data={"t": [0.0, 0.1, 0.2], "force": [1.2, 8.7, 9.1], "torque": [0.1, 0.2, 0.3]},
+                            metadata={"gaps": [{"start": 5.0, "end": 7.5, "reason": "disconnected"}]},
+                            session_id=sid)
+        mem.learn("grip_force=9N held the wet glass bottle", session_id=sid)
+        mem.end_session(sid, outcome_score=0.9)
+        detail = episode_detail(mem, sid)
+    kinds = [e["kind"] for e in detail["timeline"]]
+    assert kinds[-1] == "end" and "start" in kinds and "tactile" in kinds and "fact" in kinds
+    (gap,) = [e for e in detail["timeline"] if e["kind"] == "gap"]
+    assert "2.5 s" in gap["content"] and "disconnected" in gap["content"]
+    assert "outcome 0.9" in detail["timeline"][-1]["content"]
+    curves = {f["name"]: f["v"] for f in detail["series"]["forces"]}
+    assert curves == {"force": [1.2, 8.7, 9.1], "torque": [0.1, 0.2, 0.3]}

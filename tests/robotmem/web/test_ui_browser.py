@@ -11,10 +11,9 @@ import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from ui_helpers import ARTIFACTS, UiServer
 
 from robotmem import Memory
-
-from ui_helpers import ARTIFACTS, UiServer
 
 WAIT_S = 20  # how long the page may take to show what it fetched; not a speed target
 
@@ -81,7 +80,9 @@ def test_clicking_an_episode_opens_its_timeline_and_plots(browser: Any, ui: UiSe
     WebDriverWait(browser, WAIT_S).until(lambda d: panel.get_attribute("data-session") == session["session_id"]
                                          and d.find_elements(By.CSS_SELECTOR, "#timeline tbody tr"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#timeline tbody tr")
-    assert len(rows) == len(memories)
+    kinds = [r.get_attribute("class").split()[0] for r in rows]
+    assert len([k for k in kinds if k not in ("timeline-start", "timeline-end", "timeline-gap")]) == len(memories)
+    assert kinds[0] == "timeline-start" and kinds[-1] == "timeline-end"
     assert any("narrow doorway" in r.text or "doorway between hall and kitchen" in r.text for r in rows)
     plots = {p.get_attribute("data-plot"): p for p in browser.find_elements(By.CSS_SELECTOR, ".plot")}
     assert {"joint positions", "laser scan", "images"} <= set(plots)

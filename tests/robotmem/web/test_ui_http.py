@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from recordings import (
     write_mcap,
     write_ros2_bag,
 )
+from rosbags.rosbag2 import Writer
 
 from bridges.pipeline import BridgeConfig
 from bridges.replay import ReplayOptions, replay_recording
@@ -162,3 +164,29 @@ def test_ctrl_c_says_interrupted_and_what_was_stored_and_a_rerun_continues(tmp_p
                                  min_confidence=0.0)["results"]
         summaries = [r for r in sessions if r["perception_type"] == "procedural"]
     assert len({s["session_id"] for s in summaries}) == 12
+
+
+def test_a_bag_that_defines_only_its_custom_type_borrows_the_standard_ones(tmp_path: Path, memory: Memory) -> None:
+    """Custom types keep the recording's definitions while standard ones come from the distro."""
+    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    store.register(get_types_from_msg("string label\nfloat64 value\n", "robotmem_test/msg/Blip"))
+    folder = tmp_path / "mixed"
+    track = _pose_track("/pose", MAY_2015, 5.0)
+    with Writer(folder, version=8) as writer:
+        pose_conn = writer.add_connection("/pose", PWCS, typestore=store)
+        blip_conn = writer.add_connection("/blip", "robotmem_test/msg/Blip", typestore=store)
+        for i, msg in enumerate(track):
+            writer.write(pose_conn, msg.log_ns, store.serialize_cdr(msg.value, PWCS))
+            blip = store.types["robotmem_test/msg/Blip"](label=f"b{i}", value=float(i))
+            writer.write(blip_conn, msg.log_ns, store.serialize_cdr(blip, "robotmem_test/msg/Blip"))
+    with sqlite3.connect(next(folder.glob("*.db3"))) as conn:  # as if the recorder had no definition for it
+        conn.execute("DELETE FROM message_definitions WHERE topic_type = ?", (PWCS,))
+    result = replay_recording(memory, folder, BridgeConfig(), ReplayOptions(topics=("/pose", "/blip")))
+    assert result.type_sources == {"recording": ["robotmem_test/msg/Blip"],
+                                   "ROS 2 humble standard definitions": [PWCS]}
+    assert result.stats.topics["/pose"].converter == "pose_trajectory"
+    pose, blip = result.stats.topics["/pose"], result.stats.topics["/blip"]
+    assert (pose.messages, pose.malformed, blip.messages, blip.malformed) == (len(track), 0, len(track), 0)
+    assert pose.records > 0 and blip.records > 0  # both decoded: the custom type by the file's definition

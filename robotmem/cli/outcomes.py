@@ -7,6 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from ..errors import ValidationError
+from .commands import near_target
 
 __all__ = ["cmd_outcomes", "format_outcomes", "register"]
 
@@ -29,20 +30,6 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=cmd_outcomes)
 
 
-def _near(args: argparse.Namespace) -> dict[str, Any] | None:
-    if not args.near:
-        return None
-    field, *xyz = args.near
-    try:
-        target = [float(v) for v in xyz]
-    except ValueError as exc:
-        raise ValidationError(f"--near takes FIELD X Y [Z] with numbers: {exc}", field="--near") from exc
-    spatial: dict[str, Any] = {"field": field, "target": target}
-    if args.max_distance is not None:
-        spatial["max_distance"] = args.max_distance
-    return spatial
-
-
 def cmd_outcomes(args: argparse.Namespace) -> Any:
     from .store import open_existing
 
@@ -50,7 +37,7 @@ def cmd_outcomes(args: argparse.Namespace) -> Any:
         raise ValidationError("give --bins or --edges, not both", field="--edges")
     with open_existing(args) as mem:
         result = mem.outcome_stats(
-            args.group_by, query=args.query, context_filter=args.filter, spatial_sort=_near(args), k=args.k,
+            args.group_by, query=args.query, context_filter=args.filter, spatial_sort=near_target(args), k=args.k,
             bins=args.edges or args.bins, success_threshold=args.success_threshold, since=args.since,
             until=args.until,
         )

@@ -51,17 +51,17 @@ class Tally:
         return latencies, errors
 
 
-def _operation(rng: random.Random, session_id: str | None) -> tuple[str, dict[str, Any]]:
+def _operation(rng: random.Random, session_id: str | None, writes: float) -> tuple[str, dict[str, Any]]:
     obj, place = rng.choice(OBJECTS), rng.choice(PLACES)
     force = round(rng.uniform(5, 20), 1)
     roll = rng.random()
-    if roll < 0.45:
+    if roll < 1.0 - writes:
         query = f"how to pick the {obj}"
         args: dict[str, Any] = {"query": query, "n": 5}
         if rng.random() < 0.3:
             args["context_filter"] = {"params.grip_force": {"$gte": 10}}
         return "recall", args
-    if roll < 0.75:
+    if roll < 1.0 - writes * 0.45:
         # A small vocabulary makes exact repeats common: the duplicate path is exercised too.
         args = {"insight": f"Grip the {obj} at {force} N when it sits on the {place}",
                 "context": {"params": {"grip_force": force}, "task": {"name": f"pick_{obj}"}}}
@@ -74,17 +74,17 @@ def _operation(rng: random.Random, session_id: str | None) -> tuple[str, dict[st
     return ("learn" if "insight" in args else "save_perception"), args
 
 
-async def _client(url: str, seconds: float, seed: int, tally: Tally) -> None:
+async def _client(url: str, seconds: float, seed: int, tally: Tally, writes: float) -> None:
     rng = random.Random(seed)
     deadline = time.monotonic() + seconds
     try:
         async with http_session(url) as session:
             session_id = None
-            if rng.random() < 0.5:
+            if writes > 0 and rng.random() < 0.5:
                 started = await session.call_tool("start_session", {"context": {"task": {"name": "soak"}}})
                 session_id = (started.structured_content or {}).get("session_id")
             while time.monotonic() < deadline:
-                tool, args = _operation(rng, session_id)
+                tool, args = _operation(rng, session_id, writes)
                 begin = time.perf_counter()
                 result = await session.call_tool(tool, args)
                 tally.latencies.append(time.perf_counter() - begin)
@@ -131,8 +131,19 @@ async def _reporter(pid: int, tally: Tally, interval: float, start: float, sampl
             print("   error:", message, flush=True)
 
 
+async def _fill(url: str, count: int, rng: random.Random) -> None:
+    """A store of ``count`` distinct memories before the load, so a write-free soak keeps its size."""
+    async with http_session(url) as session:
+        for i in range(count):
+            obj, place = rng.choice(OBJECTS), rng.choice(PLACES)
+            await session.call_tool("learn", {"insight": f"Fill {i}: grip the {obj} on the {place} gently",
+                                              "context": {"params": {"grip_force": 5 + i % 16}}})
+
+
 async def soak(url: str, pid: int, args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
+    if args.fill:
+        await _fill(url, args.fill, rng)
     tally = Tally()
     samples: list[tuple[int, float]] = []
     totals = {"calls": 0, "errors": 0, "bursts": 0}
@@ -144,7 +155,7 @@ async def soak(url: str, pid: int, args: argparse.Namespace) -> dict[str, Any]:
             burst = rng.uniform(3, 20)
             async with anyio.create_task_group() as burst_group:
                 for _ in range(clients):
-                    burst_group.start_soon(_client, url, burst, rng.randrange(1 << 30), tally)
+                    burst_group.start_soon(_client, url, burst, rng.randrange(1 << 30), tally, args.writes)
             totals["bursts"] += 1
             await anyio.sleep(rng.uniform(0, args.max_idle))
         await anyio.sleep(args.interval - (time.monotonic() - start) % args.interval + 0.5)
@@ -159,6 +170,10 @@ def main() -> int:
     parser.add_argument("--interval", type=float, default=30.0, help="seconds between reports (default 30)")
     parser.add_argument("--max-idle", type=float, default=15.0, help="longest pause between bursts (default 15)")
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--writes", type=float, default=0.55,
+                        help="share of calls that write (default 0.55; 0: recall only, the store keeps its size)")
+    parser.add_argument("--fill", type=int, default=0,
+                        help="learn this many distinct memories before the load (for a constant-size soak)")
     args = parser.parse_args()
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}")
     with tempfile.TemporaryDirectory(prefix="robotmem-soak-") as home:

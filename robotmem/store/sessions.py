@@ -41,10 +41,10 @@ def get_session(conn: apsw.Connection, session_id: str) -> dict[str, Any] | None
     return None if row is None else session_from_row(row)
 
 
-def list_sessions(
-    conn: apsw.Connection, collection: str | None, status: str | None, limit: int
-) -> list[dict[str, Any]]:
-    where, params = [], []
+def sessions_where(collection: str | None, status: str | None) -> tuple[str, list[Any]]:
+    """The WHERE clause (``?`` placeholders, both stores) of a session listing."""
+    where: list[str] = []
+    params: list[Any] = []
     if collection is not None:
         where.append("collection = ?")
         params.append(collection)
@@ -52,7 +52,13 @@ def list_sessions(
         where.append("ended_at IS NULL")
     elif status == "ended":
         where.append("ended_at IS NOT NULL")
-    clause = ("WHERE " + " AND ".join(where)) if where else ""
+    return ("WHERE " + " AND ".join(where)) if where else "", params
+
+
+def list_sessions(
+    conn: apsw.Connection, collection: str | None, status: str | None, limit: int
+) -> list[dict[str, Any]]:
+    clause, params = sessions_where(collection, status)
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM sessions {clause} ORDER BY started_at DESC, id LIMIT ?", (*params, limit)
     )

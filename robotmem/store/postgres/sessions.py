@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..sessions import _export_form, session_from_row
+from ..sessions import _export_form, session_from_row, sessions_where
 from .connection import PgConnection
 from .migrations import SCHEMA_VERSION
 
@@ -32,15 +32,7 @@ def get_session(conn: PgConnection, session_id: str) -> dict[str, Any] | None:
 
 
 def list_sessions(conn: PgConnection, collection: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
-    where, params = [], []
-    if collection is not None:
-        where.append("collection = ?")
-        params.append(collection)
-    if status == "open":
-        where.append("ended_at IS NULL")
-    elif status == "ended":
-        where.append("ended_at IS NOT NULL")
-    clause = ("WHERE " + " AND ".join(where)) if where else ""
+    clause, params = sessions_where(collection, status)
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM sessions {clause} ORDER BY started_at DESC, id LIMIT ?", (*params, limit)
     )

@@ -170,7 +170,8 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
-def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
+def prepare(size: int, folder: Path, reindex: bool) -> dict[str, Any]:
+    """Generate the store once (and its vector index); returns the generation and build figures."""
     figures: dict[str, Any] = {}
     centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
     path = folder / f"bench{size}.db"
@@ -187,6 +188,13 @@ def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
             figures["index rows"] = sum(b["rows"] for b in built)
             print(f"  index build: {figures['reindex (index build) s']:.1f} s for {figures['index rows']:,} rows",
                   flush=True)
+    return figures
+
+
+def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
+    figures = prepare(size, folder, reindex)
+    centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
+    path = folder / f"bench{size}.db"
     print("reading the reference vectors ...", flush=True)
     ref = load_reference(path)
     rng = np.random.default_rng(size + 1)
@@ -269,11 +277,15 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--store-dir", type=Path, default=Path("/tmp/robotmem-bench"))
     parser.add_argument("--reindex", action="store_true", help="rebuild the vector index even when one exists")
+    parser.add_argument("--generate-only", action="store_true", help="write the stores (and indexes) and stop")
     args = parser.parse_args()
     args.store_dir.mkdir(parents=True, exist_ok=True)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f}")
     for size in args.sizes:
+        if args.generate_only:
+            print(prepare(size, args.store_dir, args.reindex))
+            continue
         figures = run(size, args.queries, args.store_dir, args.reindex)
         print(f"\n== {size:,} memories ==  (load average {os.getloadavg()[0]:.1f})")
         for key, value in figures.items():

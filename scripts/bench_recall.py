@@ -214,6 +214,7 @@ def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
         "spatial": None,
         "filter + spatial": ref["pick"] & ref["success"],
     }
+    embedder = BenchVectors()
     with Memory(path, embedder=embedder) as mem:
         mem.recall("warm up", n=10, query_vector=qs[0])
         for name, kwargs in CASES.items():

@@ -4,8 +4,10 @@ For every tuning query it builds the candidates recall scores (the 50 nearest ve
 the 50 best BM25 matches), computes robotmem.search.relevance's signals for each and fits
 chooses the convex mix (meaning weight, coverage power, neutral cosine, confidence weight) with the best
 mean nDCG@5 over the categories by grid search, then calibrates it: a logistic regression
-of "judged relevant (grade >= 1)" on the mixed score (Platt scaling). Paste the printed
-constants into robotmem/search/relevance.py and robotmem/search/fusion.py.
+of "judged relevant (grade >= 1)" on the mixed score and the meaning margin (the pair's
+effective meaning minus the best among the query's candidates; Platt scaling with one more
+input). Paste the printed constants into robotmem/search/relevance.py and
+robotmem/search/fusion.py.
 
     python scripts/fit_relevance.py
 """
@@ -90,9 +92,22 @@ def collect(queries: list[bench.Query]) -> dict[str, list[Pair]]:
     return out
 
 
+def effective_meaning(f: np.ndarray, neutral: float) -> np.ndarray:
+    return f[:, 1] * f[:, 0] + (1 - f[:, 1]) * neutral * f[:, 2]
+
+
 def mix(f: np.ndarray, w: float, power: float, neutral: float) -> np.ndarray:
-    meaning = f[:, 1] * f[:, 0] + (1 - f[:, 1]) * neutral * f[:, 2]
-    return w * meaning + (1 - w) * f[:, 2] ** power
+    return w * effective_meaning(f, neutral) + (1 - w) * f[:, 2] ** power
+
+
+def margins(pairs: dict[str, list[Pair]], neutral: float) -> np.ndarray:
+    """Each pair's effective meaning minus the best of its query's candidates, in allpairs order."""
+    out = []
+    for ps in pairs.values():
+        if ps:
+            m = effective_meaning(np.stack([p.features for p in ps]), neutral)
+            out.append(m - m.max())
+    return np.concatenate(out)
 
 
 def quality(queries: list[bench.Query], pairs: dict[str, list[Pair]], w: float, power: float, neutral: float,
@@ -126,11 +141,11 @@ def main() -> None:
     allpairs = [p for ps in pairs.values() for p in ps]
     s = mix(np.stack([p.features for p in allpairs]), w, power, neutral)
     y = np.array([p.grade >= 1 for p in allpairs], dtype=float)
-    b, a = fit(s[:, None], y)
+    b, a, m = fit(np.stack([s, margins(pairs, neutral)], axis=1), y)
     print(f"{len(y)} pairs, {int(y.sum())} relevant")
     print(f"MEANING_WEIGHT, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {power}, {neutral}")
     print(f"CONFIDENCE_WEIGHT = {c}")
-    print(f"PLATT_A, PLATT_B = {a:.2f}, {b:.2f}")
+    print(f"PLATT_A, PLATT_MARGIN, PLATT_B = {a:.2f}, {m:.2f}, {b:.2f}")
 
 
 if __name__ == "__main__":

@@ -7,20 +7,23 @@ by a cosine that says nothing about part numbers. Recency and confidence then or
 memories of similar match: ``score = match x (1 - W + W x confidence)`` with
 ``W = CONFIDENCE_WEIGHT``, so a fresh, reinforced memory wins a tie but never turns an
 irrelevant one into an answer. Hits are ordered on the match score, not on the calibrated
-relevance, because calibration saturates near 1 where near-duplicates still differ.
+relevance, because calibration saturates near 1 where near-duplicates still differ, and
+because relevance also weighs how far a memory's meaning falls behind the best candidate's
+(robotmem.search.relevance), which would let the cosine outvote an exact value.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 
 import apsw
 
 from ..store.backend import dialect_of
 from . import sql
-from .relevance import match_features, match_score, query_terms
+from .relevance import MatchFeatures, effective_meaning, match_features, match_score, query_terms, relevance
 
-__all__ = ["CONFIDENCE_WEIGHT", "fuse", "order_score"]
+__all__ = ["CONFIDENCE_WEIGHT", "Fused", "fuse", "order_score"]
 
 #: The share of the ordering score that decayed confidence (recency x reinforcement) decides:
 #: enough to order near-ties, too little to lift a weaker match over a clearly better one
@@ -28,23 +31,36 @@ __all__ = ["CONFIDENCE_WEIGHT", "fuse", "order_score"]
 CONFIDENCE_WEIGHT = 0.05
 
 
+@dataclass(frozen=True)
+class Fused:
+    """Every candidate's match score (best first: the ranking) and calibrated relevance."""
+
+    match: dict[int, float] = field(default_factory=dict)
+    relevance: dict[int, float] = field(default_factory=dict)
+
+
 def fuse(
     conn: apsw.Connection, query: str, candidates: list[int], similarity: dict[int, float] | None
-) -> dict[int, float]:
-    """The match score of every candidate with the query, best first (ties in candidate order)."""
+) -> Fused:
+    """Score every candidate with the query; the match dict is best first (ties in candidate order)."""
     if not candidates:
-        return {}
+        return Fused()
     terms = query_terms(conn, query)
     q, p = (("SELECT m.id, m.search_text, m.content FROM memories m WHERE m.id = ANY(?)", [candidates])
             if dialect_of(conn) == "postgresql" else sql.texts_sql(json.dumps(candidates)))
     texts = {memory_id: (search_text, content) for memory_id, search_text, content in conn.execute(q, p)}
-    scored: dict[int, float] = {}
+    features: dict[int, MatchFeatures] = {}
     for memory_id in candidates:
-        if memory_id in texts and memory_id not in scored:
+        if memory_id in texts and memory_id not in features:
             search_text, content = texts[memory_id]
             cos = None if similarity is None else similarity.get(memory_id)
-            scored[memory_id] = match_score(match_features(terms, search_text, content, cos))
-    return dict(sorted(scored.items(), key=lambda kv: -kv[1]))
+            features[memory_id] = match_features(terms, search_text, content, cos)
+    if not features:
+        return Fused()
+    best = max(effective_meaning(f) for f in features.values())
+    match = {memory_id: match_score(f) for memory_id, f in features.items()}
+    return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
+                 relevance={memory_id: relevance(f, best) for memory_id, f in features.items()})
 
 
 def order_score(match: float, confidence: float) -> float:

@@ -14,8 +14,7 @@ from ..store.rows import hits_sql, row_to_record
 from . import sql
 from .ann_index import index_folder
 from .fulltext import fulltext_hits, plan_fulltext
-from .fusion import fuse, order_score
-from .relevance import calibrated
+from .fusion import Fused, fuse, order_score
 from .request import RecallRequest
 from .spatial import nearest
 from .vectors import VectorSearch, filter_source
@@ -67,26 +66,26 @@ class RecallEngine:
                                        if req.query else (False, []))
             source = filter_source(conn, req)  # a selective filter's leaf-index candidates
             side = self._vector_side(conn, req, now, query, text_ids, pool, source)
-            matches = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
-                         if req.query else {})
-            ranked, distances = self._order(conn, req, now, matches, side.candidates, source)
+            fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
+                     if req.query else Fused())
+            ranked, distances = self._order(conn, req, now, fused, side.candidates, source)
             if req.spatial is None and req.query:
-                ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], matches, now, req.n)
+                ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], fused.match, now, req.n)
             records = self._load(conn, ranked, now)
         mode = _mode(req, searched_text, query is not None)
-        results = _score(records, matches, distances, req, mode, side.similarity if query is not None else None)
+        results = _score(records, fused, distances, req, mode, side.similarity if query is not None else None)
         return {"mode": mode, "count": len(results), "results": results}
 
     def _order(
-        self, conn: apsw.Connection, req: RecallRequest, now: float, matches: dict[int, float],
+        self, conn: apsw.Connection, req: RecallRequest, now: float, fused: Fused,
         candidates: np.ndarray | None, source: sql.Query | None,
     ) -> tuple[list[int], dict[int, float]]:
         """Memory ids in answer order (before the final scoring), and distances when sorted in space."""
         if req.spatial is not None:
-            return self._spatial_order(conn, req, now, matches)
+            return self._spatial_order(conn, req, now, fused.match)
         if not req.query:
             return self._recent(conn, req, now, req.n, [], source), {}
-        ranked = [m for m, match in matches.items() if calibrated(match) >= req.min_relevance]
+        ranked = [m for m in fused.match if fused.relevance[m] >= req.min_relevance]
         if len(ranked) < req.n and req.narrowed and req.min_relevance == 0:
             # An explicit filter is exact: asked for every hit (min_relevance 0), its matches
             # come back even when they do not relate to the query (after every related one).
@@ -193,7 +192,7 @@ def _mode(req: RecallRequest, searched_text: bool, searched_vectors: bool) -> st
 
 
 def _score(
-    records: list[dict[str, Any]], matches: dict[int, float], distances: dict[int, float],
+    records: list[dict[str, Any]], fused: Fused, distances: dict[int, float],
     req: RecallRequest, mode: str, similarity: dict[int, float] | None,
 ) -> list[dict[str, Any]]:
     for record in records:
@@ -201,8 +200,8 @@ def _score(
             record["relevance"] = None
             record["score"] = record["confidence"]
         else:
-            match = matches.get(record["id"])
-            record["relevance"] = 0.0 if match is None else round(calibrated(match), 4)
+            match = fused.match.get(record["id"])
+            record["relevance"] = round(fused.relevance.get(record["id"], 0.0), 4)
             record["score"] = round(order_score(match or 0.0, record["confidence"]), 6)
         if req.spatial is not None:
             record["distance"] = distances.get(record["id"])

@@ -19,10 +19,16 @@ The signals are mixed convexly, ``match = w * meaning' + (1 - w) * coverage ** p
 cannot judge (a Chinese query or memory, a store without vectors) the memory is taken to
 mean as much as a typical answer, in proportion to the words it shares, instead of the
 cosine's noise deciding (language-aware weighting). The
-mix is calibrated by Platt scaling, ``relevance = sigmoid(a * match + b)``. The mix is
-chosen for ranking quality (nDCG@5 per category) and a, b by logistic regression, both
-on the tuning half of the judged set in datasets/retrieval (scripts/fit_relevance.py);
-docs/recall.md explains them.
+mix orders the hits. Relevance adds one signal of the query's answer as a whole, the
+*meaning margin* ``meaning' - best meaning'`` (the best over the same query's candidates,
+so 0 for the model's nearest memory): the model's cosines sit higher for some queries than
+for others (0.3 is the best a vague query gets, an unrelated memory reaches 0.5 for a
+specific one), and how far a memory falls behind the nearest one says more than its
+absolute cosine. It is calibrated by Platt scaling,
+``relevance = sigmoid(a * match + c * margin + b)``. The mix is chosen for ranking
+quality (nDCG@5 per category) and a, c, b by logistic regression, both on the tuning half
+of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
+explains them.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ __all__ = [
     "QueryTerms",
     "calibrated",
     "cjk_share",
+    "effective_meaning",
     "informative_tokens",
     "match_features",
     "match_score",
@@ -57,7 +64,7 @@ __all__ = [
 
 # Fitted on the tuning split by scripts/fit_relevance.py; see the module docstring.
 MEANING_WEIGHT, COVERAGE_POWER, NEUTRAL_COSINE = 0.40, 2.0, 0.2
-PLATT_A, PLATT_B = 29.88, -6.79
+PLATT_A, PLATT_MARGIN, PLATT_B = 24.53, 9.67, -4.86
 
 #: Words that say nothing about which memory is meant, whatever the size of the store.
 #: Dropped from the keyword query (and from coverage) unless the query has nothing else.
@@ -159,16 +166,26 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     return MatchFeatures(meaning=max(0.0, cosine), trust=trust, coverage=coverage)
 
 
+def effective_meaning(features: MatchFeatures) -> float:
+    """The cosine as far as it can be trusted, else a neutral cosine in proportion to the words shared."""
+    return features.trust * features.meaning + (1.0 - features.trust) * NEUTRAL_COSINE * features.coverage
+
+
 def match_score(features: MatchFeatures) -> float:
     """The convex mix of the signals that ranks hits (before calibration)."""
-    meaning = features.trust * features.meaning + (1.0 - features.trust) * NEUTRAL_COSINE * features.coverage
-    return MEANING_WEIGHT * meaning + (1.0 - MEANING_WEIGHT) * math.pow(features.coverage, COVERAGE_POWER)
+    return (MEANING_WEIGHT * effective_meaning(features)
+            + (1.0 - MEANING_WEIGHT) * math.pow(features.coverage, COVERAGE_POWER))
 
 
-def calibrated(match: float) -> float:
-    """The probability that a memory with this match score answers the query (Platt scaling)."""
-    return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_B)))
+def calibrated(match: float, margin: float = 0.0) -> float:
+    """The probability that a memory answers the query (Platt scaling).
+
+    ``margin`` is the memory's effective meaning minus the best among the query's
+    candidates (<= 0); 0, the default, is the nearest memory's.
+    """
+    return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_MARGIN * margin + PLATT_B)))
 
 
-def relevance(features: MatchFeatures) -> float:
-    return calibrated(match_score(features))
+def relevance(features: MatchFeatures, best_meaning: float) -> float:
+    """The calibrated relevance of one candidate, given the best effective meaning among its query's candidates."""
+    return calibrated(match_score(features), effective_meaning(features) - best_meaning)

@@ -516,12 +516,15 @@ class Memory:
         return result
 
     def rebuild_vector_indexes(self, *, force: bool = False, min_rows: int | None = None) -> list[dict[str, Any]]:
-        """Write the memory-mapped vector index of every large collection whose index is missing or stale."""
+        """Write the memory-mapped vector index of every large collection whose index is missing or stale
+        (PostgreSQL: build the HNSW indexes bulk loads left unbuilt; ``force``: rebuild them all)."""
         from .search.ann_index import MIN_ROWS, rebuild_indexes
 
         model_id, dim = self._embeddings.model_id, self._embeddings.dim
-        if model_id is None or dim is None or not isinstance(self._db, SqliteStore):
-            return []  # PostgreSQL keeps its own HNSW index current (robotmem.store.postgres)
+        if not isinstance(self._db, SqliteStore):
+            return self._db.build_vector_indexes(force=force)  # PostgreSQL's own HNSW indexes
+        if model_id is None or dim is None:
+            return []
         reports = rebuild_indexes(self._db, model_id, dim, force=force,
                                   min_rows=MIN_ROWS if min_rows is None else min_rows)
         return [{"collection": r.collection, "rows": r.rows, "seconds": round(r.seconds, 3)} for r in reports]

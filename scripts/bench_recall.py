@@ -9,7 +9,14 @@ filter + spatial) with top-10 agreement against exact numpy over the rows each f
 leaves; a filter leaving exactly 30 rows; learn p50 excluding embedding; bulk insert;
 first recall in a fresh process; RSS of a second process on the same store; reindex time.
 
+``--backend postgresql`` measures the same figures on PostgreSQL + pgvector: a database
+``robotmem_bench_<size>`` on the server at ``--url`` (kept, and reused by the next run), or
+on a temporary pgserver; ``--backend both`` prints SQLite's and PostgreSQL's of one run.
+On PostgreSQL the generation is a bulk load (the HNSW index is built after it, timed as
+the index build) and "bulk insert into this store" goes into the indexed store.
+
     python scripts/bench_recall.py --sizes 100000 1000000 [--queries 200] [--store-dir /tmp/robotmem-bench]
+    python scripts/bench_recall.py --sizes 100000 --backend both [--url postgresql://...]
 """
 
 from __future__ import annotations
@@ -21,13 +28,16 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from robotmem import Memory
+from robotmem.config import is_postgres_url
+from robotmem.store.backend import as_vector_bytes
 
 DIM = 384
 CENTRES = 2000
@@ -93,7 +103,7 @@ def ms(samples: list[float], q: float) -> float:
     return float(np.percentile(samples, q)) * 1000
 
 
-def generate(path: Path, size: int, centres: np.ndarray) -> float:
+def generate(path: Path | str, size: int, centres: np.ndarray) -> float:
     """Write the store once; returns the bulk insert rate (records/s, save_perceptions in batches of 1,000)."""
     rng = np.random.default_rng(size)
     embedder = BenchVectors()
@@ -110,18 +120,35 @@ def generate(path: Path, size: int, centres: np.ndarray) -> float:
     return size / elapsed
 
 
-def load_reference(path: Path) -> dict[str, np.ndarray]:
-    """Every vector and the filter fields, read back from the store: the exact reference."""
+def reference_rows(location: Path | str) -> list[tuple[Any, ...]]:
+    """(id, vector bytes, task.batch, task.success, grip_force, task.name, task.slot) of every active memory."""
+    if is_postgres_url(location):
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        with psycopg.connect(str(location)) as pg:
+            register_vector(pg)
+            rows = pg.execute(
+                "SELECT m.id, e.vector, (m.context #> '{task,batch}')::int, (m.context #> '{task,success}')::bool, "
+                "(m.context #> '{params,grip_force,value}')::float8, m.context #>> '{task,name}', "
+                "(m.context #> '{task,slot}')::int FROM memories m JOIN embeddings e ON e.memory_id = m.id "
+                "WHERE m.status = 'active' ORDER BY m.id").fetchall()
+        return [(r[0], as_vector_bytes(r[1]), *r[2:]) for r in rows]
     import apsw
 
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    conn = apsw.Connection(str(location), flags=apsw.SQLITE_OPEN_READONLY)
     rows = conn.execute(
         "SELECT m.id, e.vector, json_extract(m.context, '$.task.batch'), json_extract(m.context, '$.task.success'), "
         "json_extract(m.context, '$.params.grip_force.value'), json_extract(m.context, '$.task.name'), "
         "json_extract(m.context, '$.task.slot') FROM memories m JOIN embeddings e ON e.memory_id = m.id "
         "WHERE m.status = 'active' ORDER BY m.id").fetchall()
     conn.close()
-    ids, blobs, batch, success, force, name, slot = zip(*rows)
+    return rows
+
+
+def load_reference(location: Path | str) -> dict[str, np.ndarray]:
+    """Every vector and the filter fields, read back from the store: the exact reference."""
+    ids, blobs, batch, success, force, name, slot = zip(*reference_rows(location))
     return {
         "ids": np.asarray(ids, dtype=np.int64),
         "matrix": np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(-1, DIM),
@@ -145,7 +172,7 @@ def child(db: str, mode: str, queries: str) -> None:
     """Run in a fresh process: first recall after open, or RSS after many recalls."""
     t0 = time.perf_counter()
     qs = np.load(queries)
-    with Memory(Path(db), embedder=BenchVectors()) as mem:
+    with Memory(db if is_postgres_url(db) else Path(db), embedder=BenchVectors()) as mem:
         opened = time.perf_counter() - t0
         mem.recall("pallet cube", n=10, query_vector=qs[0])
         first = time.perf_counter() - t0
@@ -158,7 +185,7 @@ def child(db: str, mode: str, queries: str) -> None:
                           **{k: int(status[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon", "RssFile", "VmHWM")}}))
 
 
-def run_child(db: Path, mode: str, queries: Path) -> dict[str, float]:
+def run_child(db: Path | str, mode: str, queries: Path) -> dict[str, float]:
     out = subprocess.run([sys.executable, __file__, "--child", str(db), mode, str(queries)], capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -170,8 +197,10 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
-def prepare(size: int, folder: Path, reindex: bool) -> dict[str, Any]:
+def prepare(size: int, folder: Path, reindex: bool, url: str | None = None) -> dict[str, Any]:
     """Generate the store once (and its vector index); returns the generation and build figures."""
+    if url is not None:
+        return prepare_postgres(size, url, reindex)
     figures: dict[str, Any] = {}
     centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
     path = folder / f"bench{size}.db"
@@ -191,16 +220,68 @@ def prepare(size: int, folder: Path, reindex: bool) -> dict[str, Any]:
     return figures
 
 
-def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
-    figures = prepare(size, folder, reindex)
+def prepare_postgres(size: int, url: str, reindex: bool) -> dict[str, Any]:
+    """The PostgreSQL twin of prepare: a bulk load (no HNSW upkeep), then the index build."""
+    figures: dict[str, Any] = {}
+    with Memory(url, embedder=BenchVectors()) as mem:
+        empty = mem.stats()["memories"] == 0
+    if empty:
+        centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
+        print(f"generating {size:,} memories in PostgreSQL ...", flush=True)
+        figures["generation insert rate (records/s)"] = generate(url, size, centres)
+        print(f"  generated at {figures['generation insert rate (records/s)']:,.0f} records/s", flush=True)
+    with Memory(url, embedder=BenchVectors()) as mem:
+        t = time.perf_counter()
+        built = mem.rebuild_vector_indexes(force=reindex)
+        if built:
+            figures["HNSW index build s"] = time.perf_counter() - t
+            figures["index rows"] = sum(b["rows"] for b in built)
+            print(f"  HNSW build: {figures['HNSW index build s']:.1f} s for {figures['index rows']:,} rows", flush=True)
+    return figures
+
+
+@contextmanager
+def postgres_database(url: str | None, size: int) -> Iterator[str]:
+    """Database robotmem_bench_<size> on the server at ``url`` (created when missing, else reused),
+    or on a temporary pgserver that is removed afterwards."""
+    import tempfile
+    from urllib.parse import urlsplit
+
+    import psycopg
+
+    server = None
+    if url is None:
+        import pgserver
+
+        folder = Path(tempfile.mkdtemp(prefix="robotmem-bench-pg-"))
+        folder.chmod(0o755)  # as root, pgserver runs the server as another user
+        server = pgserver.get_server(folder / "data", cleanup_mode="delete")
+        url = server.get_uri()
+    name = f"robotmem_bench_{size}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            admin.execute(f"CREATE DATABASE {name}")
+    own = urlsplit(url)._replace(path="/" + name).geturl()
+    with psycopg.connect(own, autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    try:
+        yield own
+    finally:
+        if server is not None:
+            server.cleanup()
+
+
+def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = None) -> dict[str, Any]:
+    figures = prepare(size, folder, reindex, url)
     centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
-    path = folder / f"bench{size}.db"
+    path: Path | str = folder / f"bench{size}.db" if url is None else url
+    embedder = BenchVectors()
     print("reading the reference vectors ...", flush=True)
     ref = load_reference(path)
     rng = np.random.default_rng(size + 1)
     qs = ref["matrix"][rng.integers(0, len(ref["ids"]), queries)] + rng.standard_normal((queries, DIM)).astype(np.float32) * 0.05
     qs /= np.linalg.norm(qs, axis=1, keepdims=True)
-    qfile = folder / f"queries{size}.npy"
+    qfile = folder / f"queries{size}{'' if url is None else '-pg'}.npy"
     np.save(qfile, qs[:50])
 
     brute = [timed(lambda q=q: exact_top(ref, q, None)) for q in qs]
@@ -263,8 +344,8 @@ def run(size: int, queries: int, folder: Path, reindex: bool) -> dict[str, Any]:
         figures["bulk insert into this store (records/s)"] = 5000 / sum(bulk)
     figures["second process on the same store (MB)"] = run_child(path, "rss", qfile)
     t = time.perf_counter()
-    stats = subprocess.run([sys.executable, "-m", "robotmem", "--db", str(path), "stats"], capture_output=True,
-                           text=True)
+    stats = subprocess.run([sys.executable, "-m", "robotmem", "--url" if url else "--db", str(path), "stats"],
+                           capture_output=True, text=True)
     figures["`robotmem stats` wall time (s)"] = (time.perf_counter() - t, stats.returncode)
     return figures
 
@@ -279,28 +360,40 @@ def main() -> None:
     parser.add_argument("--store-dir", type=Path, default=Path("/tmp/robotmem-bench"))
     parser.add_argument("--reindex", action="store_true", help="rebuild the vector index even when one exists")
     parser.add_argument("--generate-only", action="store_true", help="write the stores (and indexes) and stop")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="sqlite")
+    parser.add_argument("--url", default=os.environ.get("ROBOTMEM_BENCH_POSTGRES_URL"),
+                        help="PostgreSQL server for --backend postgresql (default: a temporary pgserver)")
     args = parser.parse_args()
     args.store_dir.mkdir(parents=True, exist_ok=True)
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}, "
           f"load average {os.getloadavg()[0]:.1f}")
     for size in args.sizes:
-        if args.generate_only:
-            print(prepare(size, args.store_dir, args.reindex))
-            continue
-        figures = run(size, args.queries, args.store_dir, args.reindex)
-        print(f"\n== {size:,} memories ==  (load average {os.getloadavg()[0]:.1f})")
-        for key, value in figures.items():
-            if isinstance(value, tuple) and len(value) == 3:
-                p50, p95, agree = value
-                extra = "" if agree is None else f"   top-10 agreement {agree:.3f}"
-                print(f"{key:<44} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms{extra}")
-            elif isinstance(value, tuple):
-                print(f"{key:<44} " + "   ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value))
-            elif isinstance(value, dict):
-                print(f"{key:<44} " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                                                 for k, v in value.items()))
-            else:
-                print(f"{key:<44} {value:,.1f}" if isinstance(value, float) else f"{key:<44} {value}")
+        if args.backend != "postgresql":
+            measure(size, args, None)
+        if args.backend != "sqlite":
+            with postgres_database(args.url, size) as url:
+                measure(size, args, url)
+
+
+def measure(size: int, args: argparse.Namespace, url: str | None) -> None:
+    if args.generate_only:
+        print(prepare(size, args.store_dir, args.reindex, url))
+        return
+    figures = run(size, args.queries, args.store_dir, args.reindex, url)
+    backend = "SQLite" if url is None else "PostgreSQL"
+    print(f"\n== {size:,} memories, {backend} ==  (load average {os.getloadavg()[0]:.1f})")
+    for key, value in figures.items():
+        if isinstance(value, tuple) and len(value) == 3:
+            p50, p95, agree = value
+            extra = "" if agree is None else f"   top-10 agreement {agree:.3f}"
+            print(f"{key:<44} p50 {p50:7.2f} ms   p95 {p95:7.2f} ms{extra}")
+        elif isinstance(value, tuple):
+            print(f"{key:<44} " + "   ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in value))
+        elif isinstance(value, dict):
+            print(f"{key:<44} " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
+                                             for k, v in value.items()))
+        else:
+            print(f"{key:<44} {value:,.1f}" if isinstance(value, float) else f"{key:<44} {value}")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..store.postgres.sql import effective_confidence_sql, tsquery_literal
+from ..store.postgres.sql import effective_confidence_sql, sql_literal, tsquery_literal
 from ..store.rows import row_to_record
 from ..store.tokens import query_tokens, token_parts
 from . import sql
@@ -91,12 +91,14 @@ class PgRecallEngine(RecallEngine):
         where, params = self._where(req, now)
         if not req.needs_sql_candidates:
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
-            # The cast matches the model's partial index expression, so the planner walks HNSW.
+            # The cast and the constants match the (collection, model)'s partial index, so the
+            # planner walks its HNSW graph (without one yet, this is an exact scan of the pair).
             rows = conn.execute(
                 f"SELECT e.memory_id, 1.0 - (e.vector::vector({dim}) <=> ?::vector({dim})) FROM embeddings e "
-                f"JOIN memories m ON m.id = e.memory_id WHERE e.model_id = {_literal(model_id)} "
-                f"AND e.collection = ? AND {where} ORDER BY e.vector::vector({dim}) <=> ?::vector({dim}) LIMIT ?",
-                [vec, req.collection, *params, vec, k],
+                f"JOIN memories m ON m.id = e.memory_id WHERE e.model_id = {sql_literal(model_id)} "
+                f"AND e.collection = {sql_literal(req.collection)} AND {where} "
+                f"ORDER BY e.vector::vector({dim}) <=> ?::vector({dim}) LIMIT ?",
+                [vec, *params, vec, k],
             ).fetchall()
             if len(rows) >= k:
                 return [(int(i), float(s)) for i, s in rows if s >= self._min_similarity]
@@ -156,6 +158,3 @@ def _points_query(req: RecallRequest, spatial: SpatialSort, radius: float | None
         [spatial.field, *box_params, *frame_params, *params],
     )
 
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"

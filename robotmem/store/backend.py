@@ -43,13 +43,17 @@ class Store(Protocol):
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
     def prepare_vectors(self, model_id: str, dim: int) -> None: ...
+    def build_vector_indexes(self, *, force: bool = False) -> list[dict[str, Any]]:
+        """Indexes the database keeps itself that bulk loads left to build (``force``: all); what was built."""
 
     # memories
     def insert_memory(self, conn: Any, m: NewMemory) -> int | None: ...
     def insert_memories(self, conn: Any, items: list[NewMemory]) -> list[int]:
         """Many perceptions at once (facts go through insert_memory, which may find a duplicate)."""
-    def put_embeddings(self, conn: Any, rows: list[tuple[int, str, str, np.ndarray]]) -> None:
-        """Many (memory id, collection, model id, vector) at once."""
+    def put_embeddings(self, conn: Any, rows: list[tuple[int, str, str, np.ndarray]], *,
+                       bulk: bool = False) -> None:
+        """Many (memory id, collection, model id, vector) at once; ``bulk``: part of a load whose
+        caller runs build_vector_indexes at its end."""
     def insert_payload(self, conn: Any, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None: ...
     def put_embedding(self, conn: Any, memory_id: int, collection: str, model_id: str,
                       vector: np.ndarray) -> None: ...

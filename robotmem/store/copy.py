@@ -5,6 +5,7 @@ one write transaction on the target, so memory use stays flat and a stop (Ctrl-C
 connection) loses at most the batch in flight. Ids are kept, so running it again
 continues after the last memory the target holds. Vectors, payloads and every
 bookkeeping column are copied as stored: nothing is re-embedded or re-scored.
+Into PostgreSQL, vectors are loaded without their HNSW index, which is built once at the end.
 ``superseded_by`` links are set at the end, when every memory they point at exists.
 """
 
@@ -41,18 +42,26 @@ def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Prog
         if not rows:
             break
         with target.write() as conn:
+            vectors = []
             for record in rows:
-                if _copy_one(target, conn, record):
-                    copied += 1
-                else:
+                new_id = _copy_one(target, conn, record)
+                if new_id is None:
                     skipped += 1
+                    continue
+                copied += 1
+                if record["embedding"] is not None:
+                    model_id, blob = record["embedding"]
+                    vectors.append((new_id, record["collection"], model_id, np.frombuffer(blob, dtype=np.float32)))
+            # A bulk load: PostgreSQL builds each pair's HNSW index once, below, not row by row.
+            target.put_embeddings(conn, vectors, bulk=True)
         after = rows[-1]["id"]
         done += len(rows)
         if progress is not None:
             progress(done, total)
     _link_superseded(source, target)
     target.restart_ids()
-    return {"memories": copied, "skipped": skipped, "sessions": new_sessions, "resumed_after": start,
+    indexes = target.build_vector_indexes()
+    return {"memories": copied, "vector_indexes": indexes, "skipped": skipped, "sessions": new_sessions, "resumed_after": start,
             "total": total, "source": source.location, "target": target.location}
 
 
@@ -77,16 +86,13 @@ def _count_upto(source: Store, last_id: int) -> int:
         return int(conn.execute("SELECT count(*) FROM memories WHERE id <= ?", (last_id,)).fetchone()[0])
 
 
-def _copy_one(target: Store, conn: Any, record: dict[str, Any]) -> bool:
+def _copy_one(target: Store, conn: Any, record: dict[str, Any]) -> int | None:
+    """The memory and its payload; None when the target refuses it (PostgreSQL keeps one live copy
+    of a fact; the source had two)."""
     new_id = target.insert_row(conn, record, keep_id=True)
-    if new_id is None:
-        return False  # PostgreSQL keeps one live copy of a fact; the source had two
-    if record["payload"] is not None:
+    if new_id is not None and record["payload"] is not None:
         target.insert_payload(conn, new_id, record["payload"], record["payload_summary"] or {})
-    if record["embedding"] is not None:
-        model_id, blob = record["embedding"]
-        target.put_embedding(conn, new_id, record["collection"], model_id, np.frombuffer(blob, dtype=np.float32))
-    return True
+    return new_id
 
 
 def _link_superseded(source: Store, target: Store) -> None:

@@ -191,6 +191,8 @@ def insert_memories(conn: apsw.Connection, items: list[NewMemory]) -> list[int]:
     return ids
 
 
-def put_embeddings(conn: apsw.Connection, rows: list[tuple[int, str, str, np.ndarray]]) -> None:
+def put_embeddings(conn: apsw.Connection, rows: list[tuple[int, str, str, np.ndarray]], *,
+                   bulk: bool = False) -> None:
+    """``bulk`` changes nothing here: SQLite's vector index is the search layer's, built apart."""
     for memory_id, collection, model_id, vector in rows:
         put_embedding(conn, memory_id, collection, model_id, vector)

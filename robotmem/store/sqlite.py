@@ -46,6 +46,10 @@ class SqliteStore(Database):
     def prepare_vectors(self, model_id: str, dim: int) -> None:
         """Nothing to prepare: the in-process vector index is built on first use."""
 
+    def build_vector_indexes(self, *, force: bool = False) -> list[dict[str, Any]]:
+        """None in the database: the memory-mapped vector files are the search layer's (search.ann_index)."""
+        return []
+
     insert_memory = staticmethod(memories.insert_memory)
     insert_payload = staticmethod(memories.insert_payload)
     insert_memories = staticmethod(memories.insert_memories)

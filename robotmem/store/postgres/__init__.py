@@ -6,7 +6,7 @@ psycopg 3 and pgvector-python (the ``postgres`` extra) are imported only here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
 from typing import Any, TypeVar
 
 from . import memories, sessions
@@ -46,7 +46,31 @@ class PgStore(PgDatabase):
         self.run_write(memories.restart_ids)
 
     def prepare_vectors(self, model_id: str, dim: int) -> None:
-        self.run_write(lambda conn: memories.ensure_vector_index(conn, model_id, dim))
+        """Nothing to prepare: a (collection, model)'s index is made with its first vectors."""
+
+    def build_vector_indexes(self, *, force: bool = False) -> list[dict[str, Any]]:
+        """Build the HNSW indexes bulk loads left to build (``force``: rebuild every one), each in
+        its own transaction; what was built, with its rows and seconds."""
+        with self.read() as conn:
+            pairs = memories.vector_index_pairs(conn, everything=force)
+        built = []
+        for collection, model_id, dim in pairs:
+            t0 = time.perf_counter()
+
+            def build(conn: PgConnection, c: str = collection, m: str = model_id, d: int = dim) -> int | None:
+                if not memories.build_vector_index(conn, c, m, d, rebuild=force):
+                    return None
+                return memories.vector_count(conn, c, m)
+
+            rows = self.run_write(build)
+            if rows is not None:
+                built.append({"collection": collection, "model_id": model_id, "rows": rows,
+                              "seconds": round(time.perf_counter() - t0, 3)})
+        if built:
+            # Fresh statistics after a bulk load, or the planner, still counting an empty table,
+            # prefers a scan to the index just built.
+            self.run_write(lambda conn: conn.execute("ANALYZE memories, embeddings"))
+        return built
 
     insert_memory = staticmethod(memories.insert_memory)
     insert_payload = staticmethod(memories.insert_payload)

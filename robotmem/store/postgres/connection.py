@@ -62,8 +62,8 @@ class PgConnection:
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
         self._rowcount = 0
-        #: models whose vector index is known to exist (it is never dropped)
-        self.known_models: set[str] = set()
+        #: (collection, model) pairs whose vector index is known to exist
+        self.indexed: set[tuple[str, str]] = set()
 
     def execute(self, query: str, params: Any = ()) -> psycopg.Cursor[Any]:
         cur = self.raw.execute(_to_psycopg(query), tuple(params) if params else None)

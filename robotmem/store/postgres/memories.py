@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -16,14 +16,17 @@ from ..memories import NewMemory, full_record
 from ..points import extract_points
 from ..rows import INSERTED_COLUMNS, MEMORY_COLUMNS
 from .connection import PgConnection
-from .sql import HITS_SELECT, effective_confidence_sql, tsvector_literal
+from .sql import HITS_SELECT, effective_confidence_sql, sql_literal, tsvector_literal
 
 __all__ = [
+    "BULK_ROWS",
+    "build_vector_index",
     "delete_embedding",
     "ensure_vector_index",
     "fetch_row",
     "find_duplicate",
     "flush_access_counts",
+    "index_name",
     "index_points",
     "insert_memory",
     "insert_payload",
@@ -34,9 +37,15 @@ __all__ = [
     "reinforce",
     "replace_content",
     "restart_ids",
+    "vector_count",
+    "vector_index_pairs",
 ]
 
 _LIVE_FACT = "type = 'fact' AND status IN ('active', 'archived')"
+#: Vectors of one (collection, model) in one batch from which a write counts as a bulk load.
+BULK_ROWS: Final = 500
+_BUILD_MEMORY = "512MB"
+_INDEX_LOCK = 0x726D7678
 
 
 _INSERT = (
@@ -66,9 +75,18 @@ def insert_memories(conn: PgConnection, items: list[NewMemory]) -> list[int]:
     return ids
 
 
-def put_embeddings(conn: PgConnection, rows: list[tuple[int, str, str, np.ndarray]]) -> None:
-    for model_id, dim in {(r[2], int(r[3].shape[0])) for r in rows}:
-        ensure_vector_index(conn, model_id, dim)
+def put_embeddings(conn: PgConnection, rows: list[tuple[int, str, str, np.ndarray]], *, bulk: bool = False) -> None:
+    """Many vectors in one pipelined statement. ``bulk`` (a copy that builds the indexes at its end),
+    or a batch of at least BULK_ROWS vectors for a (collection, model) that has no index yet, leaves
+    the pair's HNSW index to ``build_vector_indexes``: see ensure_vector_index."""
+    if not rows:
+        return
+    groups: dict[tuple[str, str, int], int] = {}
+    for r in rows:
+        key = (r[1], r[2], int(r[3].shape[0]))
+        groups[key] = groups.get(key, 0) + 1
+    for (collection, model_id, dim), count in groups.items():
+        ensure_vector_index(conn, collection, model_id, dim, bulk=bulk or count >= BULK_ROWS, batch=True)
     conn.executemany(
         "INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
@@ -97,27 +115,69 @@ def insert_payload(conn: PgConnection, memory_id: int, blob: bytes, summary: dic
     )
 
 
-def ensure_vector_index(conn: PgConnection, model_id: str, dim: int) -> None:
-    """One partial HNSW index per model (cosine), created with the model's first vector."""
-    if model_id in conn.known_models:
+def index_name(collection: str, model_id: str) -> str:
+    return "embeddings_hnsw_" + hashlib.sha256(f"{collection}\0{model_id}".encode()).hexdigest()[:16]
+
+
+def ensure_vector_index(conn: PgConnection, collection: str, model_id: str, dim: int, *, bulk: bool = False,
+                       batch: bool = False) -> None:
+    """The (collection, model)'s partial HNSW index exists before its vectors are written, except
+    while it is left to be built: pgvector updates HNSW row by row (about 100 rows/s measured,
+    against about 1,000 rows/s building it over rows already there), so a bulk load into a pair
+    without an index leaves it unbuilt, and so do later batches; the next single write (a
+    ``learn``), ``robotmem reindex`` or the end of ``robotmem migrate`` builds it."""
+    key = (collection, model_id)
+    if key in conn.indexed:
         return
-    if not conn.execute("SELECT 1 FROM vector_models WHERE model_id = ?", (model_id,)).fetchone():
-        conn.execute("SELECT pg_advisory_xact_lock(?)", (0x726D7678,))
-        if not conn.execute("SELECT 1 FROM vector_models WHERE model_id = ?", (model_id,)).fetchone():
-            name = "embeddings_hnsw_" + hashlib.sha1(model_id.encode()).hexdigest()[:12]
-            literal = "'" + model_id.replace("'", "''") + "'"
-            conn.execute(
-                f"CREATE INDEX IF NOT EXISTS {name} ON embeddings USING hnsw ((vector::vector({int(dim)})) "
-                f"vector_cosine_ops) WHERE model_id = {literal}"
-            )
-            conn.execute("INSERT INTO vector_models (model_id, dim, index_name) VALUES (?, ?, ?)",
-                         (model_id, dim, name))
-    conn.known_models.add(model_id)  # an index only speeds search up: a stale entry costs nothing
+    row = conn.execute("SELECT ready FROM vector_indexes WHERE collection = ? AND model_id = ?", key).fetchone()
+    if row is None or not row[0]:
+        if bulk or (batch and row is not None):
+            conn.execute("INSERT INTO vector_indexes (collection, model_id, dim, ready) VALUES (?, ?, ?, false) "
+                         "ON CONFLICT DO NOTHING", (collection, model_id, dim))
+            return
+        build_vector_index(conn, collection, model_id, dim)
+    conn.indexed.add(key)  # an index only speeds search up: a stale entry costs nothing
+
+
+def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: int, *,
+                       rebuild: bool = False) -> bool:
+    """Create the pair's index over the vectors already there (``rebuild``: drop it first); False when
+    another writer had built it. Holds a lock per pair, so concurrent writers build it once."""
+    conn.execute("SELECT pg_advisory_xact_lock(?::int4, hashtext(?))", (_INDEX_LOCK, f"{collection}\n{model_id}"))
+    name = index_name(collection, model_id)
+    row = conn.execute("SELECT ready FROM vector_indexes WHERE collection = ? AND model_id = ?",
+                       (collection, model_id)).fetchone()
+    if row is not None and row[0] and not rebuild:
+        return False
+    conn.execute(f"DROP INDEX IF EXISTS {name}")
+    # The graph is built in memory when it fits (pgvector warns and goes on disk, slower, when not).
+    conn.execute(f"SET LOCAL maintenance_work_mem = '{_BUILD_MEMORY}'")
+    conn.execute(
+        f"CREATE INDEX {name} ON embeddings USING hnsw ((vector::vector({int(dim)})) vector_cosine_ops) "
+        f"WHERE collection = {sql_literal(collection)} AND model_id = {sql_literal(model_id)}"
+    )
+    conn.execute("INSERT INTO vector_indexes (collection, model_id, dim, ready) VALUES (?, ?, ?, true) "
+                 "ON CONFLICT (collection, model_id) DO UPDATE SET ready = true, dim = excluded.dim",
+                 (collection, model_id, dim))
+    return True
+
+
+def vector_index_pairs(conn: PgConnection, *, everything: bool) -> list[tuple[str, str, int]]:
+    """(collection, model, dim) of the indexes still to build (``everything``: of all indexes)."""
+    rows = conn.execute("SELECT collection, model_id, dim FROM vector_indexes"
+                        + ("" if everything else " WHERE NOT ready") + " ORDER BY collection, model_id")
+    return [(str(c), str(m), int(d)) for c, m, d in rows]
+
+
+def vector_count(conn: PgConnection, collection: str, model_id: str) -> int:
+    row = conn.execute("SELECT count(*) FROM embeddings WHERE collection = ? AND model_id = ?",
+                       (collection, model_id)).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def put_embedding(conn: PgConnection, memory_id: int, collection: str, model_id: str, vector: np.ndarray) -> None:
     vec = np.ascontiguousarray(vector, dtype=np.float32)
-    ensure_vector_index(conn, model_id, int(vec.shape[0]))
+    ensure_vector_index(conn, collection, model_id, int(vec.shape[0]))
     conn.execute(
         "INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "

@@ -2,7 +2,7 @@
 
 The same rows as the SQLite store (robotmem.store.migrations), in PostgreSQL's own
 types: contexts are ``jsonb`` (GIN index for exact filters), vectors a pgvector column
-(one partial HNSW index per model, created when the model's first vector arrives),
+(one partial HNSW index per collection and model; see migration 2 for when it is built),
 full text a ``tsvector`` built from robotmem's own tokens (so ``12.5N``, ``grip_force``
 and CJK behave as in SQLite), and context points a 2-D ``point`` (GiST) plus z, so
 nearest-first recall searches a growing box instead of every point.
@@ -105,8 +105,34 @@ CREATE TABLE spatial_points (
 CREATE INDEX spatial_points_xy ON spatial_points USING gist (xy);
 """
 
+# One HNSW index per (collection, model), partial, instead of one per model: a search of one
+# collection in a shared graph ran out of candidates when other collections crowded it. A
+# pair's index is built over the vectors already there by its next single write, by
+# `robotmem reindex` or at the end of `robotmem migrate` (bulk loads do not maintain it row
+# by row); until then recall scans the pair's vectors exactly. Plain SQL only: statements
+# without parameters go to the server verbatim (no placeholder or percent sign).
+_V2 = """
+CREATE TABLE vector_indexes (
+    collection text NOT NULL,
+    model_id   text NOT NULL,
+    dim        integer NOT NULL,
+    ready      boolean NOT NULL,
+    PRIMARY KEY (collection, model_id)
+);
+INSERT INTO vector_indexes (collection, model_id, dim, ready)
+    SELECT collection, model_id, min(dim), false FROM embeddings GROUP BY collection, model_id;
+DO $$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT index_name FROM vector_models LOOP
+        EXECUTE 'DROP INDEX IF EXISTS ' || quote_ident(r.index_name);
+    END LOOP;
+END $$;
+DROP TABLE vector_models;
+"""
+
 #: (version, SQL). Append only.
-MIGRATIONS: Final[tuple[tuple[int, str], ...]] = ((1, _V1),)
+MIGRATIONS: Final[tuple[tuple[int, str], ...]] = ((1, _V1), (2, _V2))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

@@ -7,7 +7,7 @@ from typing import Any
 from .. import decay
 from ..rows import HIT_COLUMNS
 
-__all__ = ["HITS_SELECT", "effective_confidence_sql", "tsvector_literal"]
+__all__ = ["HITS_SELECT", "effective_confidence_sql", "sql_literal", "tsvector_literal"]
 
 Query = tuple[str, list[Any]]
 
@@ -53,3 +53,9 @@ def tsquery_literal(tokens: list[str], parts_of: Any) -> str:
             term = "(" + term + " | " + " <-> ".join(_quote(p) for p in parts) + ")"
         terms.append(term)
     return " | ".join(terms)
+
+
+def sql_literal(text: str) -> str:
+    """A string constant written into the statement: a partial index's predicate is matched by the
+    planner only against constants, never against parameters."""
+    return "'" + text.replace("'", "''") + "'"

@@ -1,0 +1,144 @@
+"""PostgreSQL's HNSW indexes: one per (collection, model), a partial index the planner uses for
+recall in that collection; bulk loads leave it to be built once (reindex, migrate, the next
+single write) instead of row by row; a version-1 store (one index per model) is migrated."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from robotmem import Memory
+from robotmem.store.postgres import PgStore
+from robotmem.store.postgres.connection import PgConnection
+from robotmem.store.postgres.memories import BULK_ROWS, index_name
+from robotmem.store.postgres.migrations import MIGRATIONS
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "search"))
+from given_vectors import GivenVectors, vector_of
+
+MODEL = GivenVectors.model_id
+
+
+def _indexes(url: str) -> dict[str, str]:
+    """name -> definition of the HNSW indexes on embeddings."""
+    with PgStore(url) as store, store.read() as conn:
+        rows = conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'embeddings' "
+                            "AND indexdef LIKE '%hnsw%' AND schemaname = current_schema()").fetchall()
+    return {str(n): str(d) for n, d in rows}
+
+
+def _ready(url: str) -> dict[tuple[str, str], bool]:
+    with PgStore(url) as store, store.read() as conn:
+        return {(c, m): bool(r) for c, m, r in conn.execute("SELECT collection, model_id, ready FROM vector_indexes")}
+
+
+def _perceptions(collection: str, n: int) -> list[dict[str, Any]]:
+    return [{"description": f"c{i % 20} {collection} reading {i}", "collection": collection} for i in range(n)]
+
+
+def test_a_bulk_load_leaves_the_index_to_reindex_and_recall_stays_exact_meanwhile(postgres_url: str):
+    with Memory(postgres_url, embedder=GivenVectors(), collection="arm") as mem:
+        mem.save_perceptions(_perceptions("arm", BULK_ROWS))
+        assert _ready(postgres_url) == {("arm", MODEL): False} and _indexes(postgres_url) == {}
+        query = vector_of("c3 probe")
+        before = [h["id"] for h in mem.recall("zzqxv", n=10, min_relevance=0, query_vector=query)["results"]]
+        built = mem.rebuild_vector_indexes()
+        assert [(b["collection"], b["model_id"], b["rows"]) for b in built] == [("arm", MODEL, BULK_ROWS)]
+        assert _ready(postgres_url) == {("arm", MODEL): True}
+        assert list(_indexes(postgres_url)) == [index_name("arm", MODEL)]
+        after = [h["id"] for h in mem.recall("zzqxv", n=10, min_relevance=0, query_vector=query)["results"]]
+        assert len(set(before) & set(after)) >= 9  # approximate now, exact before
+        assert mem.rebuild_vector_indexes() == []  # nothing left to build
+        # A small batch into the indexed pair is written into the index, row by row.
+        mem.save_perceptions(_perceptions("arm", 3))
+        assert _ready(postgres_url) == {("arm", MODEL): True}
+
+
+def test_the_next_single_write_builds_a_deferred_index(postgres_url: str):
+    with Memory(postgres_url, embedder=GivenVectors(), collection="dock") as mem:
+        mem.save_perceptions(_perceptions("dock", BULK_ROWS))
+        assert _indexes(postgres_url) == {}
+        mem.learn("c4 the dock light is dim")
+    assert _ready(postgres_url) == {("dock", MODEL): True}
+    assert list(_indexes(postgres_url)) == [index_name("dock", MODEL)]
+
+
+def test_recall_in_one_collection_walks_that_collections_index(postgres_url: str, monkeypatch: pytest.MonkeyPatch):
+    with Memory(postgres_url, embedder=GivenVectors(), collection="arm") as mem:
+        for collection in ("arm", "cart"):
+            mem.save_perceptions(_perceptions(collection, 10 * BULK_ROWS))
+        mem.rebuild_vector_indexes()
+        assert len(_indexes(postgres_url)) == 2
+        ran: list[tuple[str, Any]] = []
+        real = PgConnection.execute
+
+        def record(self: PgConnection, query: str, params: Any = ()) -> Any:
+            ran.append((query, params))
+            return real(self, query, params)
+
+        monkeypatch.setattr(PgConnection, "execute", record)
+        hits = mem.recall("zzqxv", collection="cart", n=5, min_relevance=0, query_vector=vector_of("c7 probe"))
+        monkeypatch.undo()
+    assert hits["count"] == 5 and all("cart" in h["content"] for h in hits["results"])
+    vector_queries = [(q, p) for q, p in ran if "ORDER BY e.vector::vector" in q]
+    assert len(vector_queries) == 1
+    query, params = vector_queries[0]
+    with PgStore(postgres_url) as store, store.read() as conn:
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + query, params))
+    assert index_name("cart", MODEL) in plan and index_name("arm", MODEL) not in plan, plan
+
+
+def test_a_version_1_store_gets_per_collection_indexes(postgres_url: str):
+    """A store written by version 1 (one index per model) keeps its vectors; the per-model index
+    goes, and the per-collection ones are built by reindex."""
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as raw, raw.transaction():
+        raw.execute(MIGRATIONS[0][1])
+        raw.execute("CREATE TABLE robotmem_schema (version integer NOT NULL)")
+        raw.execute("INSERT INTO robotmem_schema VALUES (1)")
+        raw.execute("INSERT INTO memories (id, collection, type, content, search_text, search_tsv, context, "
+                    "content_hash, confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, "
+                    "updated_at) SELECT i, c, 'fact', 'c1 old ' || i, 'old', 'old', '{}', 'h' || i, 0.9, 0, 0, 0, "
+                    "0, 0, 0 FROM generate_series(1, 40) AS i, (VALUES ('a'), ('b')) AS t(c) WHERE "
+                    "(i % 2 = 0) = (c = 'a')")
+        vectors = [(i, "a" if i % 2 == 0 else "b", MODEL, 32, vector_of(f"c1 old {i}")) for i in range(1, 41)]
+        from pgvector.psycopg import register_vector
+
+        register_vector(raw)
+        with raw.cursor() as cur:
+            cur.executemany("INSERT INTO embeddings VALUES (%s, %s, %s, %s, %s)", vectors)
+        raw.execute("CREATE INDEX embeddings_hnsw_old ON embeddings USING hnsw ((vector::vector(32)) "
+                    "vector_cosine_ops) WHERE model_id = 'test-given/32'")
+        raw.execute("INSERT INTO vector_models VALUES ('test-given/32', 32, 'embeddings_hnsw_old')")
+    with Memory(postgres_url, embedder=GivenVectors(), collection="a") as mem:
+        assert _indexes(postgres_url) == {}
+        assert _ready(postgres_url) == {("a", MODEL): False, ("b", MODEL): False}
+        assert sorted((b["collection"], b["rows"]) for b in mem.rebuild_vector_indexes()) == [("a", 20), ("b", 20)]
+        got = mem.recall("zzqxv", n=3, min_relevance=0, min_confidence=0, query_vector=vector_of("c1 old 4"))
+    assert got["results"][0]["id"] == 4
+    assert sorted(_indexes(postgres_url)) == sorted([index_name("a", MODEL), index_name("b", MODEL)])
+
+
+def test_migrate_loads_vectors_then_builds_each_index_once(tmp_path: Path, postgres_url: str):
+    from robotmem.store.backend import open_store
+    from robotmem.store.copy import copy_store
+
+    source = tmp_path / "source.db"
+    with Memory(source, embedder=GivenVectors(), collection="arm") as mem:
+        mem.save_perceptions(_perceptions("arm", 700))
+        mem.save_perceptions(_perceptions("cart", 30))
+    with open_store(source) as src, open_store(postgres_url) as dst:
+        dst.migrate()
+        result = copy_store(src, dst, batch=BULK_ROWS)
+    assert result["memories"] == 730
+    assert sorted((b["collection"], b["rows"]) for b in result["vector_indexes"]) == [("arm", 700), ("cart", 30)]
+    assert _ready(postgres_url) == {("arm", MODEL): True, ("cart", MODEL): True}
+    query = np.asarray(vector_of("c5 probe"))
+    with Memory(source, embedder=GivenVectors()) as lite, Memory(postgres_url, embedder=GivenVectors()) as pg:
+        args = {"query": "zzqxv", "collection": "arm", "n": 10, "min_relevance": 0, "query_vector": query}
+        assert ({h["id"] for h in pg.recall(**args)["results"]} == {h["id"] for h in lite.recall(**args)["results"]})

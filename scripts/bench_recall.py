@@ -275,7 +275,6 @@ def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = 
     figures = prepare(size, folder, reindex, url)
     centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
     path: Path | str = folder / f"bench{size}.db" if url is None else url
-    embedder = BenchVectors()
     print("reading the reference vectors ...", flush=True)
     ref = load_reference(path)
     rng = np.random.default_rng(size + 1)

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,19 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
     finally:
         server.cleanup()
         shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture
+def own_server() -> Iterator[tuple[Any, Path]]:
+    """A PostgreSQL server of this test's own, to stop (``server.cleanup()``) and start again
+    (``pgserver.get_server(pgdata, cleanup_mode="stop")``); yields (server, pgdata)."""
+    pgserver = pytest.importorskip("pgserver")
+    parent = Path(tempfile.mkdtemp(prefix="robotmem-pg-own-"))
+    parent.chmod(0o755)
+    server = pgserver.get_server(parent / "data", cleanup_mode="stop")
+    yield server, parent / "data"
+    server.cleanup()
+    shutil.rmtree(parent, ignore_errors=True)
 
 
 _schema_counter = iter(range(1, 1_000_000))

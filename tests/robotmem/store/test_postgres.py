@@ -68,36 +68,49 @@ def test_a_wrong_password_is_a_storage_error(postgres_server_url: str, password_
     Memory(url=good, embedder=None).close()
 
 
-def test_without_pgvector_the_error_says_how_to_enable_it(postgres_server_url: str):
-    """A database where the extension is not enabled, opened by a role that may not enable it."""
-    with _admin(postgres_server_url) as admin:
+def _database_without_vector(server_url: str) -> str:
+    """A database where the extension is not enabled, owned by a role that may not enable it."""
+    with _admin(server_url) as admin:
         admin.execute("DROP DATABASE IF EXISTS robotmem_novector")
         admin.execute("DROP ROLE IF EXISTS robotmem_plain")
         admin.execute("CREATE ROLE robotmem_plain LOGIN")
         admin.execute("CREATE DATABASE robotmem_novector OWNER robotmem_plain")
-    url = _with_db(postgres_server_url, "robotmem_novector", "robotmem_plain")
+    return _with_db(server_url, "robotmem_novector", "robotmem_plain")
+
+
+def _enable_vector(server_url: str) -> None:
+    with _admin(_with_db(server_url, "robotmem_novector")) as admin:
+        admin.execute("CREATE EXTENSION vector")
+
+
+def test_without_pgvector_the_error_says_how_to_enable_it(postgres_server_url: str):
+    url = _database_without_vector(postgres_server_url)
     with pytest.raises(StorageError) as info:
         Memory(url=url, embedder=None)
     assert "CREATE EXTENSION vector" in info.value.message
-    with _admin(_with_db(postgres_server_url, "robotmem_novector")) as admin:
-        admin.execute("CREATE EXTENSION vector")
+    _enable_vector(postgres_server_url)
     with Memory(url=url, embedder=None) as mem:  # enabled by a superuser: the plain role is enough now
         assert mem.learn("the bin lid sticks")["status"] == "created"
 
 
-@pytest.fixture
-def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    """A server of this test's own, to stop and start (pgserver)."""
-    pgserver = pytest.importorskip("pgserver")
-    import shutil
-    import tempfile
+def test_a_migration_into_a_database_without_pgvector_stops_before_writing_and_loses_nothing(
+        postgres_server_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from robotmem.cli.main import main
 
-    parent = Path(tempfile.mkdtemp(prefix="robotmem-pg-own-"))
-    parent.chmod(0o755)
-    server = pgserver.get_server(parent / "data", cleanup_mode="stop")
-    yield server, parent / "data"
-    server.cleanup()
-    shutil.rmtree(parent, ignore_errors=True)
+    source = tmp_path / "robot.db"
+    with Memory(source, embedder=None) as mem:
+        ids = [mem.learn(f"shelf {i} holds the red bins")["memory_id"] for i in range(5)]
+    url = _database_without_vector(postgres_server_url)
+    assert main(["--db", str(source), "--json", "migrate", "--to", url, "--no-progress"]) != 0
+    error = json.loads(capsys.readouterr().err)["error"]
+    assert error["code"] == "storage_error" and "CREATE EXTENSION vector" in error["message"]
+    with Memory(source, embedder=None) as mem:  # the source is untouched
+        assert sorted(h["id"] for h in mem.recall("shelf bins", n=10)["results"]) == ids
+    with _admin(_with_db(postgres_server_url, "robotmem_novector")) as admin:  # and nothing half-made there
+        assert admin.execute("SELECT to_regclass('public.memories')").fetchone()[0] is None
+    _enable_vector(postgres_server_url)
+    assert main(["--db", str(source), "--json", "migrate", "--to", url, "--no-progress"]) == 0
+    assert json.loads(capsys.readouterr().out)["memories"] == 5
 
 
 def test_a_server_that_stops_gives_storage_errors_and_the_store_reconnects_when_it_is_back(own_server):

@@ -6,8 +6,8 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pytest
 

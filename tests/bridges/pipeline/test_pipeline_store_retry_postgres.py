@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline_helpers import T0, S, by_topic, learn, marker, records, straight_drive, summary_of
+from pipeline_helpers import (
+    T0,
+    S,
+    by_topic,
+    learn,
+    marker,
+    records,
+    straight_drive,
+    summary_of,
+)
 
 from bridges.pipeline import BridgeConfig, Pipeline, RetryPolicy, TopicEpisodes
 from robotmem import Memory

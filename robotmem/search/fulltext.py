@@ -13,11 +13,13 @@ without vectors every match is scored, so filters stay exact.
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import apsw
+import numpy as np
 
 from ..store.connection import scalar
 from ..store.tokens import match_term, query_tokens
@@ -69,29 +71,60 @@ def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> Fu
 
 
 def fulltext_hits(
-    conn: apsw.Connection, req: RecallRequest, plan: FullTextPlan, now: float, half_life_s: float, k: int
+    conn: apsw.Connection, req: RecallRequest, plan: FullTextPlan, now: float, half_life_s: float, k: int,
+    chosen: np.ndarray | None = None,
 ) -> list[int]:
     """Top-k memory ids by BM25 among eligible memories, best first.
 
-    First rank in the FTS index alone and check eligibility (filters included) on that
-    page: when k of the best-ranked pass, they are exactly the eligible top k. Only
-    when the page runs dry does SQLite rank every eligible match.
+    ``chosen``: every eligible memory, when a selective filter already computed them; BM25
+    then scores only those matches. Otherwise rank in the FTS index alone and check
+    eligibility (filters included) on the best-ranked matches in growing pages (8k, then
+    8x more each time): the first k that pass are exactly the eligible top k, and a broad
+    filter reads the rows of a few pages instead of every match's.
     """
+    if chosen is not None:
+        return _among(conn, plan, chosen, k)
+    q, p = _fts_only(plan)
+    cursor = conn.execute(q, p)
+    hits: list[int] = []
     page = 8 * k
-    q, p = _fts_only(plan, page)
-    ranked = [row[0] for row in conn.execute(q, p)]
-    eligible = eligible_subset(conn, req, ranked, now, half_life_s)
-    hits = [m for m in ranked if m in eligible]
-    if len(hits) >= k or len(ranked) < page:
-        return hits[:k]
-    q, p = sql.bm25_sql(req, plan.match, now, half_life_s, k, min_rowid=plan.min_rowid)
-    return [row[0] for row in conn.execute(q, p)]
+    try:
+        while len(hits) < k:
+            ranked = [row[0] for row in itertools.islice(cursor, page)]
+            if not ranked:
+                break
+            eligible = eligible_subset(conn, req, ranked, now, half_life_s)
+            hits += [m for m in ranked if m in eligible]
+            page *= 8
+    finally:
+        cursor.close()
+    return hits[:k]
 
 
-def _fts_only(plan: FullTextPlan, limit: int) -> tuple[str, list[Any]]:
+def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int) -> list[int]:
+    """Top-k by BM25 among the matches that are in ``chosen``.
+
+    ``+rowid`` keeps the set test out of FTS5's own plan (which would rerun the whole
+    MATCH once per listed rowid): FTS5 walks the matches in rowid order, SQLite tests each
+    against the set, and bm25() is computed only for the matches in it.
+    """
+    if len(chosen) == 0:
+        return []
     floor = " AND rowid >= ?" if plan.min_rowid is not None else ""
-    params: list[Any] = [plan.match] + ([plan.min_rowid] if plan.min_rowid is not None else []) + [limit]
-    return f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?{floor} ORDER BY rank LIMIT ?", params
+    rows = conn.execute(
+        f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?{floor} "
+        "AND +rowid IN (SELECT value FROM json_each(?)) ORDER BY bm25(memories_fts) LIMIT ?",
+        [plan.match, *([plan.min_rowid] if plan.min_rowid is not None else []),
+         "[" + ",".join(map(str, chosen.tolist())) + "]", k],
+    )
+    return [row[0] for row in rows]
+
+
+def _fts_only(plan: FullTextPlan) -> tuple[str, list[Any]]:
+    """Every match, best BM25 first (FTS5 scores them all to sort them; reading on is cheap)."""
+    floor = " AND rowid >= ?" if plan.min_rowid is not None else ""
+    params: list[Any] = [plan.match] + ([plan.min_rowid] if plan.min_rowid is not None else [])
+    return f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?{floor} ORDER BY rank", params
 
 
 def eligible_subset(conn: apsw.Connection, req: RecallRequest, ids: list[int], now: float, half_life_s: float) -> set[int]:

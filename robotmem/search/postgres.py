@@ -38,7 +38,8 @@ class PgRecallEngine(RecallEngine):
     def _where(self, req: RecallRequest, now: float) -> Query:
         return sql.eligibility_sql(req, now, self._half_life_s, dialect="postgresql")
 
-    def _text_hits(self, conn: Any, req: RecallRequest, now: float, k: int, with_vectors: bool) -> tuple[bool, list[int]]:
+    def _text_hits(self, conn: Any, req: RecallRequest, now: float, k: int, with_vectors: bool,
+                   chosen: np.ndarray | None = None) -> tuple[bool, list[int]]:
         tokens = query_tokens(req.query)
         if not tokens:
             return False, []
@@ -75,7 +76,7 @@ class PgRecallEngine(RecallEngine):
         return self._recent(conn, req, now, count, exclude)
 
     def _vector_side(self, conn: Any, req: RecallRequest, now: float, query: Any, text_ids: list[int], k: int,
-                     source: Any = None) -> _VectorSide:
+                     source: Any = None, chosen: np.ndarray | None = None) -> _VectorSide:
         if query is None:
             return _VectorSide()
         hits = self._pg_vector_hits(conn, req, now, query.vector, query.model_id, k)
@@ -121,7 +122,8 @@ class PgRecallEngine(RecallEngine):
         )
         return {int(i): float(s) for i, s in rows}
 
-    def _nearest(self, conn: Any, req: RecallRequest, now: float, need: int) -> list[tuple[int, float]]:
+    def _nearest(self, conn: Any, req: RecallRequest, now: float, need: int,
+                 chosen: np.ndarray | None = None) -> list[tuple[int, float]]:
         return nearest(conn, req, now, self._half_life_s, need, points_query=_points_query)
 
     def _load(self, conn: Any, ids: list[int], now: float) -> list[dict[str, Any]]:

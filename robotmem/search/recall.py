@@ -16,7 +16,7 @@ from .ann_index import index_folder
 from .fulltext import fulltext_hits, plan_fulltext
 from .fusion import Fused, fuse, order_score
 from .request import RecallRequest
-from .spatial import nearest
+from .spatial import nearest_sqlite
 from .vectors import VectorSearch, filter_source
 
 __all__ = ["RecallEngine"]
@@ -62,13 +62,16 @@ class RecallEngine:
                  if req.query and query_vector is not None and model_id is not None else None)
         pool = max(50, 4 * req.n)
         with self._db.read() as conn:
-            searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None)
-                                       if req.query else (False, []))
             source = filter_source(conn, req)  # a selective filter's leaf-index candidates
-            side = self._vector_side(conn, req, now, query, text_ids, pool, source)
+            # A selective filter's exact result, computed once for every side that needs it.
+            chosen = (self._filtered(conn, req, now, source)
+                      if source is not None and (req.query or req.spatial is not None) else None)
+            searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None, chosen)
+                                       if req.query else (False, []))
+            side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen)
             fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
                      if req.query else Fused())
-            ranked, distances = self._order(conn, req, now, fused, side.candidates, source)
+            ranked, distances = self._order(conn, req, now, fused, side.candidates, source, chosen)
             if req.spatial is None and req.query:
                 ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], fused.match, now, req.n)
             records = self._load(conn, ranked, now)
@@ -78,11 +81,11 @@ class RecallEngine:
 
     def _order(
         self, conn: apsw.Connection, req: RecallRequest, now: float, fused: Fused,
-        candidates: np.ndarray | None, source: sql.Query | None,
+        candidates: np.ndarray | None, source: sql.Query | None, chosen: np.ndarray | None = None,
     ) -> tuple[list[int], dict[int, float]]:
         """Memory ids in answer order (before the final scoring), and distances when sorted in space."""
         if req.spatial is not None:
-            return self._spatial_order(conn, req, now, fused.match)
+            return self._spatial_order(conn, req, now, fused.match, chosen)
         if not req.query:
             return self._recent(conn, req, now, req.n, [], source), {}
         ranked = [m for m in fused.match if fused.relevance[m] >= req.min_relevance]
@@ -96,14 +99,20 @@ class RecallEngine:
 
     # -- the store-specific steps (robotmem.search.postgres overrides them) ----------------
 
+    def _filtered(self, conn: apsw.Connection, req: RecallRequest, now: float, source: sql.Query) -> np.ndarray:
+        """Every eligible memory among a selective filter's leaf-index candidates (the exact filter result)."""
+        q, p = sql.candidates_sql(req, now, self._half_life_s, source)
+        return np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
+
     def _text_hits(
-        self, conn: apsw.Connection, req: RecallRequest, now: float, k: int, with_vectors: bool
+        self, conn: apsw.Connection, req: RecallRequest, now: float, k: int, with_vectors: bool,
+        chosen: np.ndarray | None = None,
     ) -> tuple[bool, list[int]]:
         """(whether the query had searchable words, the best k full-text hits)."""
         plan = plan_fulltext(conn, req.query, allow_window=with_vectors and not req.needs_sql_candidates)
         if plan is None:
             return False, []
-        return True, fulltext_hits(conn, req, plan, now, self._half_life_s, k)
+        return True, fulltext_hits(conn, req, plan, now, self._half_life_s, k, chosen)
 
     def _recent(self, conn: apsw.Connection, req: RecallRequest, now: float, limit: int,
                 exclude: list[int], source: sql.Query | None = None) -> list[int]:
@@ -111,8 +120,9 @@ class RecallEngine:
         q, p = sql.recent_sql(req, now, self._half_life_s, limit, json.dumps(exclude), source=source)
         return [row[0] for row in conn.execute(q, p)]
 
-    def _nearest(self, conn: apsw.Connection, req: RecallRequest, now: float, need: int) -> list[tuple[int, float]]:
-        return nearest(conn, req, now, self._half_life_s, need)
+    def _nearest(self, conn: apsw.Connection, req: RecallRequest, now: float, need: int,
+                 chosen: np.ndarray | None = None) -> list[tuple[int, float]]:
+        return nearest_sqlite(conn, req, now, self._half_life_s, need, chosen)
 
     def _best_by_score(
         self, conn: apsw.Connection, ids: list[int], matches: dict[int, float], now: float, n: int
@@ -142,12 +152,14 @@ class RecallEngine:
 
     def _vector_side(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
-        text_ids: list[int], k: int, source: sql.Query | None,
+        text_ids: list[int], k: int, source: sql.Query | None, chosen: np.ndarray | None = None,
     ) -> _VectorSide:
         if query is None:
             return _VectorSide()
+        if source is not None and chosen is None:
+            chosen = self._filtered(conn, req, now, source)
         filtered: list[np.ndarray] = []
-        hits = self._vectors.hits(conn, req, now, query.vector, query.model_id, k, source, filtered)
+        hits = self._vectors.hits(conn, req, now, query.vector, query.model_id, k, chosen, filtered)
         similarity = dict(hits)
         missing = [m for m in text_ids if m not in similarity]
         similarity.update(self._vectors.similarities(conn, missing, query.model_id, query.vector))
@@ -158,10 +170,11 @@ class RecallEngine:
 
     def _spatial_order(
         self, conn: apsw.Connection, req: RecallRequest, now: float, matches: dict[int, float],
+        chosen: np.ndarray | None = None,
     ) -> tuple[list[int], dict[int, float]]:
         assert req.spatial is not None
         # Extra rows so that equal distances can be ordered by relevance.
-        rows = self._nearest(conn, req, now, req.n * 2)
+        rows = self._nearest(conn, req, now, req.n * 2, chosen)
         rows.sort(key=lambda r: (round(r[1], 9), -matches.get(r[0], 0.0)))
         ranked = [memory_id for memory_id, _ in rows[: req.n]]
         distances = dict(rows[: req.n])

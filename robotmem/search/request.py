@@ -9,7 +9,7 @@ from typing import Any
 from .. import validation
 from ..errors import ValidationError
 from ..models import DEFAULT_MIN_RELEVANCE
-from .filters import CompiledFilter, json_path, parse_filter, to_postgres, to_sqlite
+from .filters import CompiledFilter, compile_for, json_path
 
 __all__ = ["RecallRequest", "SpatialSort", "parse_spatial_sort"]
 
@@ -119,7 +119,8 @@ def build_request(
     if len(query) > 2000:
         raise ValidationError("query is longer than 2000 characters", field="query")
     spec = validation.json_object(context_filter, "context_filter")
-    compiled = (to_postgres if dialect == "postgresql" else to_sqlite)(parse_filter(spec)) if spec else None
+    # compile_for: SQLite's filter carries its leaf-index candidate sets (selective filters read an index).
+    compiled = compile_for(spec, dialect) if spec else None
     request = RecallRequest(
         query=query.strip(),
         collection=collection,

@@ -12,7 +12,6 @@ from .eligibility import Eligibility, eligible_sql
 from .request import RecallRequest
 
 __all__ = [
-    "bm25_sql",
     "candidates_sql",
     "eligibility_sql",
     "recent_sql",
@@ -39,19 +38,6 @@ def eligibility_sql(
         parts.append(req.filter.sql)
         params += list(req.filter.params)
     return " AND ".join(parts), params
-
-
-def bm25_sql(
-    req: RecallRequest, match: str, now: float, half_life_s: float, limit: int, *, min_rowid: int | None = None
-) -> Query:
-    where, params = eligibility_sql(req, now, half_life_s)
-    floor = " AND memories_fts.rowid >= ?" if min_rowid is not None else ""
-    return (
-        ("SELECT m.id, bm25(memories_fts) AS score FROM memories_fts "
-        "JOIN memories m ON m.id = memories_fts.rowid "
-        f"WHERE memories_fts MATCH ?{floor} AND {where} ORDER BY score LIMIT ?"),
-        [match, *([min_rowid] if min_rowid is not None else []), *params, limit],
-    )
 
 
 def _rows(source: Query | None) -> Query:

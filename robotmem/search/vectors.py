@@ -93,38 +93,41 @@ class VectorSearch:
 
     def hits(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int,
-        source: sql.Query | None, filtered: list[np.ndarray],
+        chosen: np.ndarray | None, filtered: list[np.ndarray],
     ) -> list[tuple[int, float]]:
         """Top-k (memory_id, cosine) among the rows the request leaves, best first.
 
-        ``source`` is the request's leaf-index candidate query (from :func:`filter_source`);
-        ``filtered`` receives the full filter result when one was computed.
+        ``chosen`` is a selective filter's exact result (every eligible row, read through the
+        leaf index: see :func:`filter_source`); ``filtered`` receives the full filter result
+        when one was computed.
         """
         dim = int(query.shape[0])
         rules = Eligibility.of(req, now, self._half_life_s)
+        if chosen is not None:
+            filtered.append(chosen)
+            return self._sql_hits(conn, chosen, model_id, query, k) if len(chosen) else []
         ann = self.ann(req.collection, model_id, dim)
-        if source is None:
-            if ann is not None:
-                ann.sync(conn)
-                found = ann.search(conn, query, k, rules, lambda ids: eligible_subset(
-                    conn, req, ids, now, self._half_life_s), self._min_similarity)
-                if found is not None:
-                    return found
-            elif not req.needs_sql_candidates:
-                mirror = self.mirror(req.collection, model_id, dim)
-                mirror.sync(conn)
-                return mirror.search(query, k, rules, min_similarity=self._min_similarity)
-            elif self.mirror(req.collection, model_id, dim).loaded:
-                found = self._shortlist(conn, req, now, query, model_id, k, rules)
-                if found is not None:
-                    return found
-        q, p = sql.candidates_sql(req, now, self._half_life_s, source)
+        if ann is not None:
+            ann.sync(conn)
+            found = ann.search(conn, query, k, rules, lambda ids: eligible_subset(
+                conn, req, ids, now, self._half_life_s), self._min_similarity)
+            if found is not None:
+                return found
+        elif not req.needs_sql_candidates:
+            mirror = self.mirror(req.collection, model_id, dim)
+            mirror.sync(conn)
+            return mirror.search(query, k, rules, min_similarity=self._min_similarity)
+        elif self.mirror(req.collection, model_id, dim).loaded:
+            found = self._shortlist(conn, req, now, query, model_id, k, rules)
+            if found is not None:
+                return found
+        q, p = sql.candidates_sql(req, now, self._half_life_s)
         candidates = np.fromiter((row[0] for row in conn.execute(q, p)), dtype=np.int64)
         filtered.append(candidates)
         if len(candidates) == 0:
             return []
         mirror = self.mirror(req.collection, model_id, dim)
-        if ann is not None or source is not None or (len(candidates) <= _SQL_VECTOR_LIMIT and not mirror.loaded):
+        if ann is not None or (len(candidates) <= _SQL_VECTOR_LIMIT and not mirror.loaded):
             return self._sql_hits(conn, candidates, model_id, query, k)
         mirror.sync(conn)
         return mirror.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity)

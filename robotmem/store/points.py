@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import apsw
 
-__all__ = ["MAX_DEPTH", "extract_points", "index_points", "reindex_all_points"]
+__all__ = ["MAX_DEPTH", "extract_points", "index_points", "points_of", "reindex_all_points"]
 
 MAX_DEPTH = 4
 #: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.
@@ -73,6 +73,24 @@ def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any],
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             rows,
         )
+
+
+def points_of(conn: apsw.Connection, memory_ids: list[int], field: str) -> list[tuple[int, float, float, float]]:
+    """(memory_id, x, y, z) of the given memories' points at ``field``, by tree row id.
+
+    A memory's k-th point is row ``memory_id * _MAX_POINTS + k`` (k from 0, no gaps), so
+    each round asks for the next k of the memories that had one: equality lookups only.
+    """
+    found: list[tuple[int, float, float, float]] = []
+    keys = [m * _MAX_POINTS for m in memory_ids]
+    while keys:
+        rows = cast(list[tuple[int, int, str, float, float, float]], conn.execute(
+            "SELECT id, memory_id, field, px, py, pz FROM spatial_points WHERE id IN (SELECT value FROM json_each(?))",
+            ("[" + ",".join(map(str, keys)) + "]",),
+        ).fetchall())
+        found += [(m, x, y, z) for _, m, f, x, y, z in rows if f == field]
+        keys = [k + 1 for k, *_ in rows if (k + 1) % _MAX_POINTS]
+    return found
 
 
 def reindex_all_points(conn: apsw.Connection) -> None:

@@ -142,3 +142,12 @@ def test_migrate_loads_vectors_then_builds_each_index_once(tmp_path: Path, postg
     with Memory(source, embedder=GivenVectors()) as lite, Memory(postgres_url, embedder=GivenVectors()) as pg:
         args = {"query": "zzqxv", "collection": "arm", "n": 10, "min_relevance": 0, "query_vector": query}
         assert ({h["id"] for h in pg.recall(**args)["results"]} == {h["id"] for h in lite.recall(**args)["results"]})
+
+
+def test_reindex_reports_the_indexes_it_built(postgres_url: str):
+    with Memory(postgres_url, embedder=GivenVectors(), collection="bay") as mem:
+        mem.save_perceptions(_perceptions("bay", BULK_ROWS))
+        result = mem.reindex()
+    assert result["reembedded"] == 0
+    assert [(b["collection"], b["rows"]) for b in result["vector_indexes"]] == [("bay", BULK_ROWS)]
+    assert _ready(postgres_url) == {("bay", MODEL): True}

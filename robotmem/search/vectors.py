@@ -23,10 +23,10 @@ import numpy as np
 
 from . import sql
 from .ann_index import AnnIndex, newest_file
+from .eligibility import Eligibility
 from .filter_index import smallest
 from .fulltext import eligible_subset
 from .request import RecallRequest
-from .eligibility import Eligibility
 from .vector_index import VectorIndex
 
 __all__ = ["LEAF_CANDIDATE_CAP", "VectorSearch", "filter_source"]

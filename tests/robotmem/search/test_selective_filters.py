@@ -15,12 +15,11 @@ from typing import Any
 import apsw
 import numpy as np
 import pytest
+from given_vectors import GivenVectors
 
 from robotmem import Memory
 from robotmem.search import spatial, vectors
 from robotmem.search.request import build_request
-
-from given_vectors import GivenVectors
 
 WORDS = ["grip", "slip", "cube", "bottle", "shelf", "drawer", "valve", "cable", "door", "wet"]
 

@@ -13,6 +13,7 @@ from typing import Final, Union
 import apsw
 
 from .connection import scalar
+from .counts import COUNTS_SCHEMA
 from .leaves import LEAVES_SCHEMA
 from .points import reindex_all_points
 from .tokens import FTS_TOKENIZE, index_tokens
@@ -169,8 +170,12 @@ def _v5(conn: apsw.Connection) -> None:
 # The inverted index of context leaves for filters (robotmem.store.leaves), filled for existing rows.
 _V6 = LEAVES_SCHEMA
 
+# Counts by (collection, type, status) and (collection, model) kept by triggers, for stats.
+_V7 = COUNTS_SCHEMA
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
-MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6))
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
+    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

@@ -1,0 +1,85 @@
+"""The counts kept by triggers (robotmem.store.counts) equal a fresh GROUP BY after every kind of write."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from robotmem import Memory
+from robotmem.store.migrations import MIGRATIONS, migrate
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "search"))
+from given_vectors import GivenVectors
+
+
+def _grouped(conn: apsw.Connection) -> tuple[dict[Any, int], dict[Any, int]]:
+    memories = {(c, t, s): n for c, t, s, n in conn.execute(
+        "SELECT collection, type, status, count(*) FROM memories GROUP BY 1, 2, 3")}
+    vectors = {(c, m): n for c, m, n in conn.execute(
+        "SELECT collection, model_id, count(*) FROM embeddings GROUP BY 1, 2")}
+    return memories, vectors
+
+
+def _kept(conn: apsw.Connection) -> tuple[dict[Any, int], dict[Any, int]]:
+    memories = {(c, t, s): n for c, t, s, n in conn.execute("SELECT * FROM memory_counts") if n}
+    vectors = {(c, m): n for c, m, n in conn.execute("SELECT * FROM embedding_counts") if n}
+    return memories, vectors
+
+
+def test_counts_follow_inserts_forgets_updates_moves_and_deletes(tmp_path: Path) -> None:
+    path = tmp_path / "counts.db"
+    with Memory(path, embedder=GivenVectors()) as mem:
+        ids = mem.save_perceptions([{"description": f"c1 grasp {i}", "metadata": {"k": i}} for i in range(30)])
+        facts = [mem.learn(f"c2 the cube slips when wet {i}")["memory_id"] for i in range(5)]
+        other = Memory(path, embedder=GivenVectors(), collection="lab-b")
+        other.learn("c3 another lab's fact")
+        other.close()
+        mem.forget(ids[0], "wrong")
+        mem.forget(facts[0], "outdated")
+        mem.update(facts[1], "c2 the cube slips when wet and cold")
+        stats = mem.stats()
+    conn = apsw.Connection(str(path))
+    assert _kept(conn) == _grouped(conn)
+    grouped = _grouped(conn)[0]
+    for collection, entry in stats["collections"].items():
+        assert entry["by_status"] == _summed(grouped, collection)
+    assert stats["memories"] == sum(n for (_, _, s), n in grouped.items() if s in ("active", "archived"))
+    assert stats["embeddings"] == {"test-given/32": sum(_grouped(conn)[1].values())}
+    # Raw SQL repairs are counted too: a move between collections, a model change, a delete.
+    conn.execute("UPDATE memories SET collection = 'lab-c', status = 'archived' WHERE id = ?", (ids[1],))
+    conn.execute("UPDATE embeddings SET model_id = 'other/32', collection = 'lab-c' WHERE memory_id = ?", (ids[1],))
+    conn.execute("DELETE FROM embeddings WHERE memory_id = ?", (ids[2],))
+    conn.execute("DELETE FROM memories WHERE id = ?", (ids[3],))
+    conn.execute("INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, 'default', "
+                 "'test-given/32', 32, zeroblob(128)) ON CONFLICT (memory_id) DO UPDATE SET model_id = 'third/32'",
+                 (ids[4],))
+    assert _kept(conn) == _grouped(conn)
+    conn.close()
+
+
+def _summed(grouped: dict[Any, int], collection: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for (c, _, status), n in grouped.items():
+        if c == collection:
+            out[status] = out.get(status, 0) + n
+    return out
+
+
+def test_the_migration_counts_existing_memories(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Memory(path, embedder=GivenVectors()) as mem:
+        mem.save_perceptions([{"description": f"c1 old episode {i}", "metadata": {}} for i in range(12)])
+        mem.forget(1, "bad")
+    conn = apsw.Connection(str(path))
+    conn.execute("DROP TABLE memory_counts; DROP TABLE embedding_counts; DROP TRIGGER memories_ai_counts; "
+                 "DROP TRIGGER memories_ad_counts; DROP TRIGGER memories_au_counts; DROP TRIGGER embeddings_ai_counts; "
+                 "DROP TRIGGER embeddings_ad_counts; DROP TRIGGER embeddings_au_counts")
+    conn.execute(f"PRAGMA user_version={MIGRATIONS[-1][0] - 1}")
+    migrate(conn)
+    assert _kept(conn) == _grouped(conn) == (
+        {("default", "perception", "active"): 11, ("default", "perception", "forgotten"): 1},
+        {("default", "test-given/32"): 12})
+    conn.close()

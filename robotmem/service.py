@@ -335,9 +335,6 @@ class Memory:
             context_filter=context_filter, spatial_sort=spatial_sort, k=k, bins=bins,
             success_threshold=success_threshold, since=since, until=until,
         )
-        if self._db.kind != "sqlite":
-            raise ConflictError("outcome_stats is not available on the PostgreSQL store yet; "
-                                "export to a SQLite file (robotmem migrate --to FILE) to compute it")
         with self._db.read() as conn:
             return compute_outcome_stats(conn, req)
 

@@ -2,15 +2,18 @@
 
 The store holds push trials like the FetchPush experiment's: an object type (3), a push
 factor (3), task.success, episode.outcome and an object position in a 1 m square.
-Each request shape is timed over random targets and object types (correctness is checked
-against a plain-Python oracle in tests/robotmem/search/test_outcomes.py).
+Each request shape is timed over random targets and object types, by the leaf-index plan
+(what Memory.outcome_stats runs) and by the JSON scan it replaced, in the same run on the
+same store (correctness of both is checked against a plain-Python oracle in
+tests/robotmem/search/test_outcomes.py).
 
-    python scripts/bench_outcomes.py [--size 100000] [--queries 100]
+    python scripts/bench_outcomes.py [--size 100000] [--queries 100] [--store FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import random
 import tempfile
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from robotmem import Memory
+from robotmem.search.outcomes import build_outcome_request, compute_outcome_stats
 
 OBJECTS = ("slippery", "default", "heavy")
 FACTORS = (0.25, 0.5, 1.0)
@@ -63,29 +67,46 @@ def requests(rng: random.Random) -> dict[str, Callable[[], dict[str, Any]]]:
     }
 
 
+def timed(mem: Memory, plan: str, kwargs: dict[str, Any]) -> tuple[float, int]:
+    req = build_outcome_request(group_by="params.push_factor", collection=mem.collection, **kwargs)
+    start = time.perf_counter()
+    with mem._db.read() as conn:
+        result = compute_outcome_stats(conn, req, plan=plan)
+    return time.perf_counter() - start, int(result["matched"])
+
+
+def measure(mem: Memory, queries: int, scan_queries: int) -> None:
+    mem.outcome_stats("params.push_factor")  # warm the page cache
+    print(f"load average {os.getloadavg()[0]:.2f} at the start")
+    print(f"{'request':<28} {'p50 ms':>8} {'p95 ms':>8} {'scan p50':>9} {'matched (median)':>17}")
+    rng = random.Random(11)
+    for name, make in requests(rng).items():
+        shapes = [make() for _ in range(queries)]
+        samples, matched = zip(*(timed(mem, "index", kwargs) for kwargs in shapes))
+        scan = [timed(mem, "scan", kwargs)[0] for kwargs in shapes[:scan_queries]]
+        print(f"{name:<28} {np.percentile(samples, 50) * 1000:>8.1f} {np.percentile(samples, 95) * 1000:>8.1f} "
+              f"{np.percentile(scan, 50) * 1000:>9.1f} {int(np.median(matched)):>17,}")
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--scan-queries", type=int, default=10, help="requests timed by the JSON scan (slow)")
+    parser.add_argument("--store", type=Path, help="keep the store in FILE (filled when it does not exist)")
     args = parser.parse_args()
-    rng = random.Random(7)
-    with tempfile.TemporaryDirectory() as tmp, Memory(Path(tmp) / "m.db", embedder=None) as mem:
-        t = time.perf_counter()
-        fill(mem, args.size, rng)
-        print(f"{platform.processor() or platform.machine()}, {args.size:,} memories filled in "
-              f"{time.perf_counter() - t:.1f} s")
-        mem.outcome_stats("params.push_factor")  # warm the page cache
-        print(f"{'request':<28} {'p50 ms':>8} {'p95 ms':>8} {'matched (median)':>17}")
-        for name, make in requests(rng).items():
-            samples, matched = [], []
-            for _ in range(args.queries):
-                kwargs = make()
-                start = time.perf_counter()
-                result = mem.outcome_stats("params.push_factor", **kwargs)
-                samples.append(time.perf_counter() - start)
-                matched.append(result["matched"])
-            print(f"{name:<28} {np.percentile(samples, 50) * 1000:>8.1f} {np.percentile(samples, 95) * 1000:>8.1f} "
-                  f"{int(np.median(matched)):>17,}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = args.store or Path(tmp) / "m.db"
+        fresh = not path.exists()
+        with Memory(path, embedder=None) as mem:
+            if fresh:
+                t = time.perf_counter()
+                fill(mem, args.size, random.Random(7))
+                print(f"{args.size:,} memories filled in {time.perf_counter() - t:.1f} s")
+            print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+                  f"{sum(mem.stats()['collections']['default']['by_status'].values()):,} memories")
+            measure(mem, args.queries, args.scan_queries)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -110,19 +111,33 @@ def own_server() -> Iterator[tuple[Any, Path]]:
 _schema_counter = iter(range(1, 1_000_000))
 
 
-@pytest.fixture
-def postgres_url(postgres_server_url: str) -> Iterator[str]:
+@contextmanager
+def _fresh_schema(server_url: str) -> Iterator[str]:
     """A URL whose tables live in a fresh schema of the shared server (dropped afterwards)."""
     import psycopg
 
     schema = f"t{os.getpid()}_{next(_schema_counter)}"
-    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+    with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute("CREATE EXTENSION IF NOT EXISTS vector")
         admin.execute(f"CREATE SCHEMA {schema}")
-    sep = "&" if "?" in postgres_server_url else "?"
-    yield f"{postgres_server_url}{sep}options=-csearch_path%3D{schema},public"
-    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+    sep = "&" if "?" in server_url else "?"
+    yield f"{server_url}{sep}options=-csearch_path%3D{schema},public"
+    with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A URL whose tables live in a fresh schema of the shared server (dropped afterwards)."""
+    with _fresh_schema(postgres_server_url) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """As postgres_url, for a store a whole test module shares."""
+    with _fresh_schema(postgres_server_url) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ object below its path, and an object whose keys all hold brackets has no leaf ro
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,8 +21,9 @@ import apsw
 from ..store.connection import scalar
 from ..store.leaves import leaf_path
 
-__all__ = ["LeafSet", "alternatives", "smallest"]
+__all__ = ["LeafSet", "alternatives", "exact_clause", "smallest"]
 
+_DIGIT = re.compile(r"[0-9]")
 _NUMBER_KINDS = "kind IN ('integer', 'real')"
 _RANGE_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
@@ -72,6 +74,30 @@ def _clause(dot_path: str, value: Any) -> list[LeafSet]:
         elif op in _RANGE_SQL:
             out.append(LeafSet((_range(path, op, arg),), ranged=True))
     return out
+
+
+def exact_clause(dot_path: str, value: Any) -> list[LeafSet] | None:
+    """Leaf sets whose intersection is *exactly* the matches of the clause ``{dot_path: value}``,
+    or None when the index cannot say (a negation, ``$exists``, a path it cannot spell).
+
+    Exact because a leaf row holds the typed scalar at the path and nothing else: equality
+    and ranges compare it as the filter grammar does (typed, numbers with numbers).
+    """
+    ops = value if isinstance(value, dict) else {"$eq": value}
+    if leaf_path(dot_path) is None or not all(_exact_operand(op, arg) for op, arg in ops.items()):
+        return None
+    return _clause(dot_path, value)
+
+
+def _exact_operand(op: str, arg: Any) -> bool:
+    # ``value`` is declared ANY in an ordinary table, which is NUMERIC affinity: a text leaf that
+    # reads as a number ("05", "5.0") is stored as that number. Text holding no digit is stored
+    # as itself; a numeral text can share a leaf value with others, and a text range misses it.
+    if op in _RANGE_SQL:
+        return not isinstance(arg, str)
+    if op not in ("$eq", "$in"):
+        return False
+    return all(not isinstance(v, str) or not _DIGIT.search(v) for v in (arg if op == "$in" else [arg]))
 
 
 def _equals(path: str, value: Any) -> tuple[str, tuple[Any, ...]]:

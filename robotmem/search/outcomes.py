@@ -1,40 +1,45 @@
 """Outcome statistics: "near situations like this one, how often did each value succeed?"
 
 A control loop choosing a parameter needs counts over *all* matching experience, not
-the ten best-ranked memories, so this is exact set arithmetic, not ranking:
+the ten best-ranked memories, so this is exact set arithmetic, not ranking. The
+semantics, one description for both stores (robotmem.search.outcomes_sqlite answers it
+from SQLite's leaf index, robotmem.search.outcomes_postgres in PostgreSQL's SQL, and the
+tests hold both to a plain-Python oracle):
 
 1. the set: memories of the collection that are not forgotten (merged and archived
    memories are still experience that happened, unless the memory that absorbed them
-   was forgotten), narrowed by a context filter, a time
-   window, full text (every query word must occur) and a spatial neighbourhood
-   (within ``max_distance`` of a point, or the ``k`` nearest);
+   was forgotten), narrowed by a context filter, a time window (``occurred_at``), full
+   text (every query word must occur; a superseded memory left the full-text index when
+   it was merged, so it matches when the memory that absorbed it does: a merge needs
+   near-identical text) and a spatial neighbourhood (within ``max_distance`` of a point,
+   or the ``k`` nearest, ties broken by the newer id);
 2. each memory's verdict: ``task.success`` when it is true/false, else
-   ``episode.outcome >= success_threshold`` when the episode was scored, else none;
-3. groups by the value at ``group_by`` (numbers optionally binned), counted by SQL's
-   GROUP BY, then binned and given a Wilson 95 % interval here.
-
-A superseded memory left the full-text index when it was merged; it matches a query
-when the memory that absorbed it does (a merge needs near-identical text).
+   ``episode.outcome >= success_threshold`` when the episode was scored (a number),
+   else none; its score: ``episode.outcome`` when it is a number;
+3. groups by the JSON value at ``group_by`` (5 and 5.0 are one group, as they are one
+   value to the filter grammar; numbers optionally binned), each with its count of
+   memories, of verdicts, of successes, of scores and their sum; binned and given a
+   Wilson 95 % interval here.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-import apsw
-
 from .. import validation
 from ..errors import ValidationError
+from ..store.backend import dialect_of
 from ..store.tokens import match_term, query_tokens
 from .filters import CompiledFilter, compile_filter, json_path
 from .request import SpatialSort, parse_spatial_sort
 
-__all__ = ["OutcomeRequest", "build_outcome_request", "compute_outcome_stats", "wilson_interval"]
+__all__ = ["OutcomeRequest", "PointsInBox", "Row", "build_outcome_request", "compute_outcome_stats", "neighbourhood",
+           "wilson_interval"]
 
 WILSON_Z = 1.959963984540054  # two-sided 95 %
 MAX_K = 100_000
@@ -44,13 +49,21 @@ _FIRST_RADIUS = 0.02
 _GROWTH = 2.0
 _MAX_RADIUS = 1e6
 
+#: One group as a store counts it: (JSON type in SQLite's names, value, memories, verdicts,
+#: successes, scores, sum of scores); the JSON type is None for memories without the field.
+Row = tuple[Any, ...]
+
 
 @dataclass(frozen=True)
 class OutcomeRequest:
     collection: str
     group_by: str
     group_path: str
+    #: the query's tokens (every one must occur) and the same as an FTS5 expression
+    tokens: tuple[str, ...] = ()
     match: str | None = None
+    #: the validated filter, and its SQLite compilation (PostgreSQL compiles ``filter_spec``)
+    filter_spec: dict[str, Any] | None = None
     filter: CompiledFilter | None = None
     spatial: SpatialSort | None = None
     k: int | None = None
@@ -93,19 +106,19 @@ def _bins(value: Any) -> int | tuple[float, ...] | None:
     raise ValidationError("bins must be a number of bins or a list of increasing edges", field="bins")
 
 
-def _full_text_match(query: Any) -> str | None:
+def _query_tokens(query: Any) -> tuple[str, ...]:
     if query is None:
-        return None
+        return ()
     if not isinstance(query, str):
         raise ValidationError(f"query must be a string, got {type(query).__name__}", field="query")
     if len(query) > 2000:
         raise ValidationError("query is longer than 2000 characters", field="query")
     if not query.strip():
-        return None
+        return ()
     tokens = query_tokens(query)
     if not tokens:
         raise ValidationError("query has no searchable words", field="query")
-    return " AND ".join(match_term(t) for t in tokens)
+    return tuple(tokens)
 
 
 def build_outcome_request(
@@ -122,11 +135,14 @@ def build_outcome_request(
     if spatial is not None and spatial.max_distance is None and count is None:
         raise ValidationError("spatial_sort needs max_distance or k to bound the neighbourhood",
                               field="spatial_sort.max_distance")
+    tokens = _query_tokens(query)
     request = OutcomeRequest(
         collection=collection,
         group_by=group_by,
         group_path=json_path(group_by, "group_by"),
-        match=_full_text_match(query),
+        tokens=tokens,
+        match=" AND ".join(match_term(t) for t in tokens) if tokens else None,
+        filter_spec=spec or None,
         filter=compile_filter(spec) if spec else None,
         spatial=spatial,
         k=count,
@@ -140,60 +156,11 @@ def build_outcome_request(
     return request
 
 
-# -- the set ---------------------------------------------------------------------------
+# -- the neighbourhood (both stores) ----------------------------------------------------
 
-
-def _set_sql(req: OutcomeRequest) -> tuple[str, list[Any]]:
-    """WHERE clause over ``m`` for every condition except the spatial one."""
-    parts = [
-        "m.collection = ?", "m.status != 'forgotten'",
-        # Forgetting a merged memory retracts the experience it absorbed as well.
-        "(m.status != 'superseded' OR (SELECT s.status FROM memories s WHERE s.id = m.superseded_by) != 'forgotten')",
-    ]
-    params: list[Any] = [req.collection]
-    if req.since is not None:
-        parts.append("m.occurred_at >= ?")
-        params.append(req.since)
-    if req.until is not None:
-        parts.append("m.occurred_at <= ?")
-        params.append(req.until)
-    if req.filter is not None:
-        parts.append(req.filter.sql)
-        params += list(req.filter.params)
-    if req.match is not None:
-        hits = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
-        parts.append(f"(m.id IN ({hits}) OR (m.status = 'superseded' AND m.superseded_by IN ({hits})))")
-        params += [req.match, req.match]
-    return " AND ".join(parts), params
-
-
-def _distance(target: tuple[float, ...], x: float, y: float, z: float) -> float:
-    if len(target) == 2:
-        return math.hypot(x - target[0], y - target[1])
-    return math.sqrt((x - target[0]) ** 2 + (y - target[1]) ** 2 + (z - target[2]) ** 2)
-
-
-def _within(conn: apsw.Connection, req: OutcomeRequest, radius: float | None) -> dict[int, float]:
-    """Eligible memory ids with a point inside the box of half-width ``radius`` -> nearest distance."""
-    spatial = req.spatial
-    assert spatial is not None
-    where, params = _set_sql(req)
-    box, box_params = "", []
-    if radius is not None:
-        for axis, value in zip(("x", "y", "z"), spatial.target):
-            box += f" AND r.max{axis} >= ? AND r.min{axis} <= ?"
-            box_params += [value - radius, value + radius]
-    rows = conn.execute(
-        "SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
-        f"WHERE r.field = ?{box} AND {where}",
-        [spatial.field, *box_params, *params],
-    )
-    best: dict[int, float] = {}
-    for memory_id, x, y, z in rows:
-        d = _distance(spatial.target, x, y, z)
-        if d < best.get(memory_id, math.inf):
-            best[memory_id] = d
-    return best
+#: Eligible memory ids with a point inside the box of half-width ``radius`` (every point for
+#: None) -> the distance of their nearest such point to the target.
+PointsInBox = Callable[[float | None], dict[int, float]]
 
 
 def _next_radius(radius: float, inside: int, k: int) -> float | None:
@@ -202,18 +169,18 @@ def _next_radius(radius: float, inside: int, k: int) -> float | None:
     return radius * growth if radius * growth <= _MAX_RADIUS else None
 
 
-def _neighbourhood(conn: apsw.Connection, req: OutcomeRequest) -> list[int]:
+def neighbourhood(req: OutcomeRequest, points: PointsInBox) -> list[int]:
     """Ids within max_distance, or the k nearest (ties broken by newer id), or both."""
     spatial = req.spatial
     assert spatial is not None
     if spatial.max_distance is not None:
-        found = _within(conn, req, spatial.max_distance)
+        found = points(spatial.max_distance)
         inside = [(m, d) for m, d in found.items() if d <= spatial.max_distance]
     else:
         # Grow a box until k points lie within its half-width: every point outside is farther.
         radius: float | None = _FIRST_RADIUS
         while True:
-            found = _within(conn, req, radius)
+            found = points(radius)
             inside = [(m, d) for m, d in found.items() if radius is None or d <= radius]
             if radius is None or len(inside) >= (req.k or 0):
                 break
@@ -225,25 +192,6 @@ def _neighbourhood(conn: apsw.Connection, req: OutcomeRequest) -> list[int]:
 # -- counting --------------------------------------------------------------------------
 
 
-def _group_sql(req: OutcomeRequest, where: str, params: list[Any]) -> tuple[str, list[Any]]:
-    success = (
-        "CASE json_type(m.context, '$.task.success') WHEN 'true' THEN 1 WHEN 'false' THEN 0 ELSE "
-        "CASE WHEN json_type(m.context, '$.episode.outcome') IN ('integer', 'real') "
-        "THEN json_extract(m.context, '$.episode.outcome') >= ? END END"
-    )
-    outcome = ("CASE WHEN json_type(m.context, '$.episode.outcome') IN ('integer', 'real') "
-               "THEN json_extract(m.context, '$.episode.outcome') END")
-    inner = (
-        f"SELECT json_type(m.context, ?) AS gt, json_extract(m.context, ?) AS gv, {success} AS ok, "
-        f"{outcome} AS score FROM memories m WHERE {where}"
-    )
-    totals = "count(*), count(ok), coalesce(sum(ok), 0), count(score), coalesce(sum(score), 0.0)"
-    return (
-        f"SELECT gt, gv, {totals} FROM ({inner}) GROUP BY gt, gv",
-        [req.group_path, req.group_path, req.success_threshold, *params],
-    )
-
-
 @dataclass
 class _Tally:
     memories: int = 0
@@ -251,6 +199,8 @@ class _Tally:
     successes: int = 0
     scored: int = 0
     score_sum: float = 0.0
+    #: the group's value as first seen (5 or 5.0: one group)
+    shown: Any = None
 
     def add(self, row: Sequence[Any]) -> None:
         self.memories += row[0]
@@ -288,7 +238,7 @@ def _equal_width_edges(values: list[float], count: int) -> tuple[float, ...]:
     return tuple(low + i * step for i in range(count)) + (high,)
 
 
-def _group(req: OutcomeRequest, rows: list[tuple[Any, ...]]) -> tuple[dict[Any, _Tally], _Tally, list[Any]]:
+def _group(req: OutcomeRequest, rows: list[Row]) -> tuple[dict[Any, _Tally], _Tally, list[Any]]:
     """Tallies per group key, the tally of memories without the field, and the bin edges' keys in order."""
     numbers = [gv for gt, gv, *_ in rows if gt in ("integer", "real")]
     edges: tuple[float, ...] | None = None
@@ -306,9 +256,10 @@ def _group(req: OutcomeRequest, rows: list[tuple[Any, ...]]) -> tuple[dict[Any, 
             key: Any = ("bin", _bin_of(float(gv), edges))
         else:
             value = _json_value(gt, gv)
-            # 5 and 5.0 are one group, as they are one value to the filter grammar.
-            identity = float(value) if gt in ("integer", "real") else value
-            key = ("value", json.dumps(identity, sort_keys=True), value)
+            # 5 and 5.0 (and -0.0 and 0) are one group, as they are one value to the filter grammar.
+            identity = float(value) + 0.0 if gt in ("integer", "real") else value
+            key = ("value", json.dumps(identity, sort_keys=True))
+            groups.setdefault(key, _Tally(shown=value))
         groups.setdefault(key, _Tally()).add(counts)
     bin_keys = [("bin", pair) for pair in pairwise(edges)] if edges is not None else []
     for key in bin_keys:
@@ -316,11 +267,11 @@ def _group(req: OutcomeRequest, rows: list[tuple[Any, ...]]) -> tuple[dict[Any, 
     return groups, missing, bin_keys
 
 
-def _sort_key(key: Any) -> tuple[Any, ...]:
+def _sort_key(key: Any, tally: _Tally) -> tuple[Any, ...]:
     if key[0] == "bin":
         lo, hi = key[1]
         return (0, -math.inf if lo is None else lo, math.inf if hi is None else hi)
-    value = key[2]
+    value = tally.shown
     if isinstance(value, bool):
         return (2, int(value))
     if isinstance(value, (int, float)):
@@ -330,7 +281,7 @@ def _sort_key(key: Any) -> tuple[Any, ...]:
 
 def _describe(key: Any, tally: _Tally) -> dict[str, Any]:
     interval = wilson_interval(tally.successes, tally.judged)
-    group: dict[str, Any] = {"bin": list(key[1])} if key[0] == "bin" else {"value": key[2]}
+    group: dict[str, Any] = {"bin": list(key[1])} if key[0] == "bin" else {"value": tally.shown}
     group.update(
         memories=tally.memories,
         count=tally.judged,
@@ -343,13 +294,20 @@ def _describe(key: Any, tally: _Tally) -> dict[str, Any]:
     return group
 
 
-def compute_outcome_stats(conn: apsw.Connection, req: OutcomeRequest) -> dict[str, Any]:
-    where, params = _set_sql(req)
-    if req.spatial is not None:
-        ids = _neighbourhood(conn, req)
-        where, params = "m.id IN (SELECT value FROM json_each(?))", [json.dumps(ids)]
-    q, p = _group_sql(req, where, params)
-    rows = [tuple(row) for row in conn.execute(q, p)]
+def compute_outcome_stats(conn: Any, req: OutcomeRequest, *, plan: str = "index") -> dict[str, Any]:
+    """The statistics of ``req`` on the store of ``conn``.
+
+    ``plan`` (SQLite): "index" answers from the leaf index; "scan" evaluates the JSON of
+    every memory of the set, the reference the index plan is tested and benchmarked against.
+    """
+    if dialect_of(conn) == "postgresql":
+        from .outcomes_postgres import postgres_rows
+
+        rows = postgres_rows(conn, req)
+    else:
+        from .outcomes_sqlite import sqlite_rows
+
+        rows = sqlite_rows(conn, req, use_index=plan == "index")
     groups, missing, _ = _group(req, rows)
     total = _Tally()
     for tally in groups.values():
@@ -359,5 +317,5 @@ def compute_outcome_stats(conn: apsw.Connection, req: OutcomeRequest) -> dict[st
         "matched": total.memories + missing.memories,
         "without_field": missing.memories,
         "without_outcome": total.memories - total.judged,
-        "groups": [_describe(key, groups[key]) for key in sorted(groups, key=_sort_key)],
+        "groups": [_describe(key, groups[key]) for key in sorted(groups, key=lambda key: _sort_key(key, groups[key]))],
     }

@@ -29,7 +29,7 @@ from .recall import RecallEngine, _VectorSide
 from .request import RecallRequest, SpatialSort
 from .spatial import nearest
 
-__all__ = ["PgRecallEngine"]
+__all__ = ["PgRecallEngine", "points_box"]
 
 Query = tuple[str, list[Any]]
 
@@ -138,14 +138,7 @@ class PgRecallEngine(RecallEngine):
 def _points_query(req: RecallRequest, spatial: SpatialSort, radius: float | None, now: float,
                   half_life_s: float) -> Query:
     where, params = sql.eligibility_sql(req, now, half_life_s, dialect="postgresql")
-    box, box_params = "", []
-    if radius is not None:
-        x, y = spatial.target[0], spatial.target[1]
-        box = " AND r.xy <@ box(point(?, ?), point(?, ?))"
-        box_params = [x - radius, y - radius, x + radius, y + radius]
-        if len(spatial.target) == 3:
-            box += " AND r.z BETWEEN ? AND ?"
-            box_params += [spatial.target[2] - radius, spatial.target[2] + radius]
+    box, box_params = points_box(spatial, radius)
     frame, frame_params = "", []
     if spatial.frame is not None:
         # As in SQLite: a memory naming another frame is not compared; one naming none (or null) is.
@@ -160,3 +153,16 @@ def _points_query(req: RecallRequest, spatial: SpatialSort, radius: float | None
         [spatial.field, *box_params, *frame_params, *params],
     )
 
+
+def points_box(spatial: SpatialSort, radius: float | None) -> Query:
+    """`` AND ...`` keeping the points of ``spatial_points r`` within ``radius`` of the target on every
+    axis it names (the GiST index serves x/y); nothing for None."""
+    if radius is None:
+        return "", []
+    x, y = spatial.target[0], spatial.target[1]
+    box = " AND r.xy <@ box(point(?, ?), point(?, ?))"
+    params: list[Any] = [x - radius, y - radius, x + radius, y + radius]
+    if len(spatial.target) == 3:
+        box += " AND r.z BETWEEN ? AND ?"
+        params += [spatial.target[2] - radius, spatial.target[2] + radius]
+    return box, params

@@ -19,14 +19,21 @@ from typing import Any
 import apsw
 import pytest
 from filter_reference import lookup, matches
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_filters import _context as _random_context
+from test_filters import filters
 
 from robotmem import Memory, ValidationError
-from robotmem.search.outcomes import wilson_interval
+from robotmem.search import outcomes_sqlite
+from robotmem.search.outcomes_sqlite import SMALL_SET
+from robotmem.search.outcomes import build_outcome_request, compute_outcome_stats, wilson_interval
 
 _MISSING = lookup({}, "x")
 OBJECTS = ("slippery", "default", "heavy")
 FACTORS = (0.25, 0.5, 1.0)
 Z = 1.959963984540054
+PLANS = ("index", "leaves", "scan")
 
 
 def _context(rng: random.Random) -> dict[str, Any]:
@@ -44,10 +51,14 @@ def _context(rng: random.Random) -> dict[str, Any]:
     return ctx
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """About 300 memories in 60 episodes: merged repeats, forgotten ones, unscored episodes."""
-    path = tmp_path_factory.mktemp("outcomes") / "memory.db"
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """About 300 memories in 60 episodes: merged repeats, forgotten ones, unscored episodes
+    (a SQLite file or a PostgreSQL URL)."""
+    if request.param == "postgresql":
+        path: Any = request.getfixturevalue("module_postgres_url")
+    else:
+        path = tmp_path_factory.mktemp("outcomes") / "memory.db"
     rng = random.Random(16)
     with Memory(path, embedder=None) as mem:
         for episode in range(60):
@@ -74,14 +85,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    rows = [
-        {"id": i, "status": s, "superseded_by": sup, "content": c, "collection": coll, "context": json.loads(ctx)}
-        for i, s, sup, c, coll, ctx in conn.execute(
-            "SELECT id, status, superseded_by, content, collection, json(context) FROM memories")
-    ]
-    conn.close()
+def _rows(path: Any) -> list[dict[str, Any]]:
+    """Every memory as stored, read through the store's own export (either backend)."""
+    rows: list[dict[str, Any]] = []
+    with Memory(path, embedder=None) as mem, mem._db.read() as conn:
+        while batch := mem._db.iter_rows(conn, rows[-1]["id"] if rows else 0, 500):
+            rows += batch
     return rows
 
 
@@ -100,7 +109,7 @@ def _bin(value: float, edges: list[float]) -> tuple[float | None, float | None]:
     return (edges[-2], edges[-1])
 
 
-def oracle(path: Path, group_by: str, *, query: str = "", context_filter: dict[str, Any] | None = None,
+def oracle(path: Any, group_by: str, *, query: str = "", context_filter: dict[str, Any] | None = None,
            near: tuple[list[float], float | None, int | None] | None = None, edges: list[float] | None = None,
            threshold: float = 0.5) -> dict[Any, dict[str, Any]]:
     rows = _rows(path)
@@ -192,27 +201,46 @@ CASES: list[dict[str, Any]] = [
 ]
 
 
+def plans(mem: Memory) -> tuple[str, ...]:
+    """SQLite's plans: "index" as used, "leaves" with every set counted from the leaf index
+    (however small), "scan" the JSON-evaluating reference. PostgreSQL has one."""
+    return PLANS if mem._db.kind == "sqlite" else ("index",)
+
+
+def outcome_stats(mem: Memory, plan: str, monkeypatch: pytest.MonkeyPatch, group_by: str,
+                  **kwargs: Any) -> dict[str, Any]:
+    """Memory.outcome_stats by one of ``plans(mem)``."""
+    monkeypatch.setattr(outcomes_sqlite, "SMALL_SET", 0 if plan == "leaves" else SMALL_SET)
+    if plan != "scan":
+        return mem.outcome_stats(group_by, **kwargs)
+    req = build_outcome_request(group_by=group_by, collection=mem.collection, **kwargs)
+    with mem._db.read() as conn:
+        return compute_outcome_stats(conn, req, plan="scan")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[json.dumps(c) for c in CASES])
-def test_counts_match_a_plain_python_oracle(store: Path, case: dict[str, Any]) -> None:
+def test_counts_match_a_plain_python_oracle(store: Any, case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     spatial = k = None
     if "near" in case:
         target, radius, k = case["near"]
         spatial = {"field": "spatial.object_position", "target": target}
         if radius is not None:
             spatial["max_distance"] = radius
-    with Memory(store, collection="push", embedder=None) as mem:
-        result = mem.outcome_stats("params.push_factor", query=case.get("query", ""),
-                                   context_filter=case.get("context_filter"), spatial_sort=spatial, k=k,
-                                   bins=case.get("edges"), success_threshold=case.get("threshold", 0.5))
     expected = oracle(store, "params.push_factor", query=case.get("query", ""),
                       context_filter=case.get("context_filter"), near=case.get("near"), edges=case.get("edges"),
                       threshold=case.get("threshold", 0.5))
     assert sum(g["count"] for g in expected.values()) > 0, "the case must select something"
-    check(result, expected)
-    assert result["matched"] == result["without_field"] + sum(g["memories"] for g in result["groups"])
+    with Memory(store, collection="push", embedder=None) as mem:
+        for plan in plans(mem):
+            result = outcome_stats(
+                mem, plan, monkeypatch, "params.push_factor", query=case.get("query", ""),
+                context_filter=case.get("context_filter"), spatial_sort=spatial, k=k, bins=case.get("edges"),
+                success_threshold=case.get("threshold", 0.5))
+            check(result, expected)
+            assert result["matched"] == result["without_field"] + sum(g["memories"] for g in result["groups"])
 
 
-def test_the_store_really_holds_merged_and_forgotten_experience(store: Path) -> None:
+def test_the_store_really_holds_merged_and_forgotten_experience(store: Any) -> None:
     rows = _rows(store)
     by_id = {r["id"]: r for r in rows}
     statuses = [r["status"] for r in rows]
@@ -220,8 +248,8 @@ def test_the_store_really_holds_merged_and_forgotten_experience(store: Path) -> 
     assert any(r["status"] == "superseded" and by_id[r["superseded_by"]]["status"] == "forgotten" for r in rows)
 
 
-def test_merged_memories_still_count_as_experience(tmp_path: Path) -> None:
-    with Memory(tmp_path / "m.db", embedder=None) as mem:
+def test_merged_memories_still_count_as_experience(db_path: Any) -> None:
+    with Memory(db_path, embedder=None) as mem:
         for trial in range(5):
             sid = mem.start_session()["session_id"]
             context = {"params": {"push_factor": 0.5}, "task": {"success": True}, "trial": trial}
@@ -239,8 +267,8 @@ def test_an_exact_repeat_is_one_memory_and_counts_once(mem: Memory) -> None:
     assert [g["count"] for g in mem.outcome_stats("params.push_factor")["groups"]] == [1]
 
 
-def test_equal_width_bins_cover_the_observed_range_and_list_empty_bins(tmp_path: Path) -> None:
-    with Memory(tmp_path / "m.db", embedder=None) as mem:
+def test_equal_width_bins_cover_the_observed_range_and_list_empty_bins(db_path: Any) -> None:
+    with Memory(db_path, embedder=None) as mem:
         for value, ok in [(0.0, True), (0.1, False), (1.0, True), (0.95, True)]:
             mem.learn(f"trial at {value}", context={"x": value, "task": {"success": ok}})
         stats = mem.outcome_stats("x", bins=4)
@@ -288,3 +316,73 @@ def test_bad_input_names_the_field(mem: Memory, kwargs: dict[str, Any], field: s
     with pytest.raises(ValidationError) as err:
         mem.outcome_stats(**kwargs)
     assert err.value.field == field
+
+
+# -- the index plan against the scan plan on random stores and filters --------------------
+
+_examples = iter(range(1_000_000))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    contexts=st.lists(st.tuples(_random_context(), st.one_of(st.none(), st.floats(0, 1), st.just("high"))),
+                      min_size=1, max_size=10),
+    spec=st.one_of(st.none(), filters),
+    group_by=st.sampled_from(["params.force", "params", "task.success", "note", "robot.id"]),
+    forget=st.lists(st.integers(0, 9), max_size=2),
+)
+def test_the_index_plan_counts_what_the_scan_plan_counts(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, contexts: list[Any],
+    spec: dict[str, Any] | None, group_by: str, forget: list[int],
+) -> None:
+    monkeypatch.setattr(outcomes_sqlite, "SMALL_SET", 0)
+    collection = f"c{next(_examples)}"
+    with Memory(_property_store(tmp_path_factory), embedder=None) as mem:
+        batch = []
+        for i, (ctx, outcome) in enumerate(contexts):
+            if outcome is not None:
+                ctx = {**ctx, "episode": {"outcome": outcome}}
+            batch.append({"description": f"trial {i} of {collection}", "metadata": ctx, "embed": False,
+                          "collection": collection})
+        ids = mem.save_perceptions(batch)
+        for i in forget:
+            if i < len(ids):
+                mem.forget(ids[i], "test")
+        req = build_outcome_request(group_by=group_by, collection=collection, context_filter=spec)
+        with mem._db.read() as conn:
+            index, scan = (compute_outcome_stats(conn, req, plan=plan) for plan in ("index", "scan"))
+    assert _comparable(index) == _comparable(scan), (contexts, spec)
+
+
+_STORE: list[Path] = []
+
+
+def _property_store(factory: pytest.TempPathFactory) -> Path:
+    """One file for every example (each in its own collection): opening a store costs more than an example."""
+    if not _STORE:
+        _STORE.append(factory.mktemp("property") / "memory.db")
+    return _STORE[0]
+
+
+def _comparable(result: dict[str, Any]) -> dict[str, Any]:
+    def identity(value: Any) -> str:  # 5, 5.0 and -0.0, 0 are one value
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return json.dumps(float(value) + 0.0 if number else value, sort_keys=True)
+
+    groups = sorted((identity(g.get("bin", g.get("value"))), g["memories"], g["count"],
+                     g["successes"], g["scored"], None if g["mean_outcome"] is None else round(g["mean_outcome"], 9))
+                    for g in result["groups"])
+    return {**result, "groups": groups}
+
+
+def test_numeral_texts_stay_texts(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The leaf index stores a text that reads as a number as that number; the answer must not.
+    for i, value in enumerate(["05", "5", 5, 5.0, "5.0", "4x", 7]):
+        mem.learn(f"trial {i}", context={"f": value, "task": {"success": i % 2 == 0}})
+    for plan in plans(mem):
+        stats = outcome_stats(mem, plan, monkeypatch, "f")
+        assert [(g["value"], g["memories"]) for g in stats["groups"]] == [
+            (5, 2), (7, 1), ("05", 1), ("4x", 1), ("5", 1), ("5.0", 1)], plan
+        for spec, matched in [({"f": "5"}, 1), ({"f": {"$in": ["05", 7]}}, 2), ({"f": {"$gt": "4"}}, 3),
+                              ({"f": {"$gte": 5}}, 3)]:
+            assert outcome_stats(mem, plan, monkeypatch, "f", context_filter=spec)["matched"] == matched, (plan, spec)

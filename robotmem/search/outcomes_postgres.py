@@ -1,0 +1,109 @@
+"""Outcome statistics in PostgreSQL (the semantics: robotmem.search.outcomes).
+
+One GROUP BY over the set: the filter is the grammar's PostgreSQL compilation (equality as
+``@>`` containment, served by the GIN index on ``context``), query words a ``tsquery`` of
+every token over ``search_tsv`` (GIN), the neighbourhood the GiST index of the points.
+Fields are read with strict jsonpath, which never looks inside arrays, as a dot path must not.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..store.postgres.sql import tsquery_literal
+from ..store.tokens import token_parts
+from .filters import compile_for
+from .outcomes import OutcomeRequest, Row, neighbourhood
+from .postgres import points_box
+from .spatial import _distances
+
+__all__ = ["postgres_rows"]
+
+Query = tuple[str, list[Any]]
+
+
+#: A field as jsonb (SQL NULL when missing), its strict jsonpath the parameter.
+_FIELD = "jsonb_path_query_first(m.context, ?::jsonpath, '{}', true)"
+
+
+def _jsonpath(dot_path: str) -> str:
+    return "strict $" + "".join("." + json.dumps(part) for part in dot_path.split("."))
+
+
+def _set_sql(req: OutcomeRequest) -> Query:
+    parts = [
+        "m.collection = ?", "m.status <> 'forgotten'",
+        # Forgetting a merged memory retracts the experience it absorbed as well.
+        "(m.status <> 'superseded' OR (SELECT s.status FROM memories s WHERE s.id = m.superseded_by) <> 'forgotten')",
+    ]
+    params: list[Any] = [req.collection]
+    if req.since is not None:
+        parts.append("m.occurred_at >= ?")
+        params.append(req.since)
+    if req.until is not None:
+        parts.append("m.occurred_at <= ?")
+        params.append(req.until)
+    if req.filter_spec is not None:
+        compiled = compile_for(req.filter_spec, "postgresql")
+        parts.append(compiled.sql)
+        params += list(compiled.params)
+    if req.tokens:
+        # Every word (SQLite: FTS5 AND); a superseded memory by the text of the one that absorbed it.
+        tsquery = " & ".join(tsquery_literal([t], token_parts) for t in req.tokens)
+        parts.append(
+            "((m.status <> 'superseded' AND m.search_tsv @@ ?::tsquery) OR (m.status = 'superseded' AND EXISTS ("
+            "SELECT 1 FROM memories a WHERE a.id = m.superseded_by AND a.status IN ('active', 'archived') "
+            "AND a.search_tsv @@ ?::tsquery)))")
+        params += [tsquery, tsquery]
+    return " AND ".join(parts), params
+
+
+def _neighbourhood_sql(conn: Any, req: OutcomeRequest, where: str, params: list[Any]) -> Query:
+    spatial = req.spatial
+    assert spatial is not None
+
+    def points(radius: float | None) -> dict[int, float]:
+        box, box_params = points_box(spatial, radius)
+        q = ("SELECT r.memory_id, r.xy[0], r.xy[1], r.z FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
+             f"WHERE r.field = ?{box} AND {where}")
+        return _distances(conn, q, [spatial.field, *box_params, *params], spatial.target)
+
+    return "m.id = ANY(?)", [neighbourhood(req, points)]
+
+
+def postgres_rows(conn: Any, req: OutcomeRequest) -> list[Row]:
+    where, params = _set_sql(req)
+    if req.spatial is not None:
+        where, params = _neighbourhood_sql(conn, req, where, params)
+    number = "jsonb_typeof(o) = 'number'"
+    inner = (
+        f"SELECT {_FIELD} AS g, {_FIELD} AS s, {_FIELD} AS o "
+        f"FROM memories m WHERE {where}"
+    )
+    ok = (f"CASE WHEN jsonb_typeof(s) = 'boolean' THEN (s = 'true'::jsonb)::int "
+          f"WHEN {number} THEN (o::float8 >= ?)::int END")
+    score = f"CASE WHEN {number} THEN o::float8 END"
+    q = (f"SELECT g::text, count(*), count({ok}), coalesce(sum({ok}), 0), count({score}), "
+         f"coalesce(sum({score}), 0.0) FROM ({inner}) t GROUP BY g")
+    paths = [_jsonpath(req.group_by), _jsonpath("task.success"), _jsonpath("episode.outcome")]
+    threshold = req.success_threshold
+    rows = conn.execute(q, [threshold, threshold, *paths, *params]).fetchall()
+    return [(*_typed(text), int(n), int(judged), int(wins), int(scored), float(total))
+            for text, n, judged, wins, scored, total in rows]
+
+
+def _typed(text: str | None) -> tuple[str | None, Any]:
+    """(SQLite's json_type name, the value as outcomes._group reads it) of a jsonb value's text."""
+    if text is None:
+        return None, None
+    value = json.loads(text)
+    if isinstance(value, bool):
+        return ("true" if value else "false"), None
+    if value is None:
+        return "null", None
+    if isinstance(value, (dict, list)):
+        return ("object" if isinstance(value, dict) else "array"), text
+    if isinstance(value, str):
+        return "text", value
+    return ("integer" if isinstance(value, int) else "real"), value

@@ -1,0 +1,368 @@
+"""Outcome statistics on SQLite (the semantics: robotmem.search.outcomes).
+
+Two plans give one answer:
+
+* index (the default): the set is id arithmetic on boolean masks over memory ids, each
+  condition read from an index (the leaf index robotmem.store.leaves for exact filters,
+  FTS5 for query words, the time index, the R*Tree); the counting scans three leaf paths
+  of the collection (the group field, ``task.success``, ``episode.outcome``) and joins
+  them by memory id in numpy. No memory's JSON is read, except where the leaf index
+  cannot answer: a filter clause it cannot evaluate exactly ($ne, $nin, $exists), checked
+  on the candidates only; arrays and objects as group values; memories without a leaf at
+  the group path (an object whose keys all hold brackets has no leaf row); and a set
+  small enough that reading its rows beats scanning three leaf paths.
+* scan: SQL evaluates the JSON of every memory of the collection (json_type /
+  json_extract). It is the reference the index plan is tested and benchmarked against.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import apsw
+import numpy as np
+
+from ..store.connection import one_row, scalar
+from ..store.leaves import leaf_path
+from .filter_index import LeafSet, exact_clause
+from .outcomes import OutcomeRequest, Row, neighbourhood
+from .spatial import _distances
+
+__all__ = ["sqlite_rows"]
+
+#: At most this many memories: read their JSON (a few µs each) rather than scan three leaf paths.
+SMALL_SET = 2000
+_NUMBER = "kind IN ('integer', 'real')"
+_SUCCESS = leaf_path("task.success")
+_OUTCOME = leaf_path("episode.outcome")
+
+Mask = np.ndarray  # bool, indexed by memory id
+
+
+def sqlite_rows(conn: apsw.Connection, req: OutcomeRequest, *, use_index: bool = True) -> list[Row]:
+    if not use_index:
+        return _scan_all(conn, req)
+    return _IndexPlan(conn, req).rows()
+
+
+# -- the scan plan (the reference) --------------------------------------------------------
+
+
+def _set_sql(req: OutcomeRequest) -> tuple[str, list[Any]]:
+    """WHERE clause over ``m`` for every condition except the spatial one."""
+    parts = [
+        "m.collection = ?", "m.status != 'forgotten'",
+        # Forgetting a merged memory retracts the experience it absorbed as well.
+        "(m.status != 'superseded' OR (SELECT s.status FROM memories s WHERE s.id = m.superseded_by) != 'forgotten')",
+    ]
+    params: list[Any] = [req.collection]
+    if req.since is not None:
+        parts.append("m.occurred_at >= ?")
+        params.append(req.since)
+    if req.until is not None:
+        parts.append("m.occurred_at <= ?")
+        params.append(req.until)
+    if req.filter is not None:
+        parts.append(req.filter.sql)
+        params += list(req.filter.params)
+    if req.match is not None:
+        hits = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+        parts.append(f"(m.id IN ({hits}) OR (m.status = 'superseded' AND m.superseded_by IN ({hits})))")
+        params += [req.match, req.match]
+    return " AND ".join(parts), params
+
+
+def _box_sql(req: OutcomeRequest, radius: float | None) -> tuple[str, list[Any]]:
+    spatial = req.spatial
+    assert spatial is not None
+    box, params = "", [spatial.field]  # type: tuple[str, list[Any]]
+    if radius is not None:
+        for axis, value in zip(("x", "y", "z"), spatial.target):
+            box += f" AND r.max{axis} >= ? AND r.min{axis} <= ?"
+            params += [value - radius, value + radius]
+    return f"r.field = ?{box}", params
+
+
+def _scan_all(conn: apsw.Connection, req: OutcomeRequest) -> list[Row]:
+    where, params = _set_sql(req)
+    if req.spatial is not None:
+        def points(radius: float | None) -> dict[int, float]:
+            box, box_params = _box_sql(req, radius)
+            q = ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
+                 f"WHERE {box} AND {where}")
+            return _distances(conn, q, [*box_params, *params], req.spatial.target if req.spatial else ())
+
+        return _scan_ids(conn, req, np.asarray(neighbourhood(req, points), dtype=np.int64))
+    return _scan(conn, req, where, params)
+
+
+def _scan(conn: apsw.Connection, req: OutcomeRequest, where: str, params: list[Any]) -> list[Row]:
+    """Group rows of the memories ``where`` selects, from their JSON."""
+    success = (
+        "CASE json_type(m.context, '$.task.success') WHEN 'true' THEN 1 WHEN 'false' THEN 0 ELSE "
+        "CASE WHEN json_type(m.context, '$.episode.outcome') IN ('integer', 'real') "
+        "THEN json_extract(m.context, '$.episode.outcome') >= ? END END"
+    )
+    outcome = ("CASE WHEN json_type(m.context, '$.episode.outcome') IN ('integer', 'real') "
+               "THEN json_extract(m.context, '$.episode.outcome') END")
+    inner = (
+        f"SELECT json_type(m.context, ?) AS gt, json_extract(m.context, ?) AS gv, {success} AS ok, "
+        f"{outcome} AS score FROM memories m WHERE {where}"
+    )
+    totals = "count(*), count(ok), coalesce(sum(ok), 0), count(score), coalesce(sum(score), 0.0)"
+    q = f"SELECT gt, gv, {totals} FROM ({inner}) GROUP BY gt, gv"
+    return [tuple(row) for row in conn.execute(q, [req.group_path, req.group_path, req.success_threshold, *params])]
+
+
+def _scan_ids(conn: apsw.Connection, req: OutcomeRequest, ids: np.ndarray) -> list[Row]:
+    if len(ids) == 0:
+        return []
+    return _scan(conn, req, "m.id IN (SELECT value FROM json_each(?))", [json.dumps(ids.tolist())])
+
+
+# -- the index plan ----------------------------------------------------------------------
+
+
+def _parse_ids(text: str | None) -> np.ndarray:
+    return np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
+
+
+class _IndexPlan:
+    def __init__(self, conn: apsw.Connection, req: OutcomeRequest) -> None:
+        self.conn, self.req = conn, req
+        self.size = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")) + 1
+        self._superseded: tuple[np.ndarray, np.ndarray] | None = None
+
+    # ids and masks
+
+    def ids(self, query: str, params: list[Any]) -> np.ndarray:
+        """The ids (column ``id``) ``query`` selects, in one string: far fewer rows to hand to Python."""
+        return _parse_ids(scalar(self.conn, f"SELECT group_concat(id) FROM ({query})", params))
+
+    def mask(self, ids: np.ndarray) -> Mask:
+        out = np.zeros(self.size, dtype=bool)
+        out[ids] = True
+        return out
+
+    def leaf_mask(self, leaf_set: LeafSet) -> Mask:
+        q, p = leaf_set.query(self.req.collection)
+        return self.mask(self.ids(q.replace("SELECT memory_id FROM", "SELECT memory_id AS id FROM"), p))
+
+    def superseded(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, the memory that absorbed each) of the collection's superseded memories."""
+        if self._superseded is None:
+            row = one_row(self.conn, "SELECT group_concat(id), group_concat(superseded_by) FROM memories "
+                          "WHERE collection = ? AND status = 'superseded' AND superseded_by IS NOT NULL",
+                          [self.req.collection])
+            self._superseded = (_parse_ids(row[0]), _parse_ids(row[1]))
+        return self._superseded
+
+    def excluded(self) -> Mask:
+        """Forgotten memories, and those absorbed by a forgotten one."""
+        forgotten = self.mask(self.ids("SELECT id FROM memories WHERE collection = ? AND status = 'forgotten'",
+                                       [self.req.collection]))
+        if forgotten.any():
+            ids, into = self.superseded()
+            forgotten[ids[forgotten[into]]] = True
+        return forgotten
+
+    def collection_mask(self) -> Mask:
+        return self.mask(self.ids("SELECT id FROM memories WHERE collection = ?", [self.req.collection]))
+
+    # the set
+
+    def filter_mask(self, spec: dict[str, Any]) -> tuple[Mask | None, bool]:
+        """(memories of the collection that may match ``spec``, from the leaf index, or None for
+        any; whether that is exactly the matches)."""
+        out: Mask | None = None
+        exact = True
+        for key, value in spec.items():
+            if key in ("$and", "$or"):
+                parts = [self.filter_mask(item) for item in value]
+                exact = exact and all(e for _, e in parts)
+                known = [m for m, _ in parts if m is not None]
+                if key == "$or":
+                    # One branch that may match anything leaves the union unbounded.
+                    part: Mask | None = np.logical_or.reduce(known) if len(known) == len(parts) else None
+                else:
+                    part = _all_of(known)
+            else:
+                sets = exact_clause(key, value)
+                exact = exact and sets is not None
+                part = None if sets is None else _all_of([self.leaf_mask(s) for s in sets])
+            if part is not None:
+                out = part if out is None else out & part
+        return out, exact
+
+    def text_mask(self) -> Mask:
+        hits = self.mask(self.ids("SELECT rowid AS id FROM memories_fts WHERE memories_fts MATCH ?", [self.req.match]))
+        ids, into = self.superseded()
+        hits[ids[hits[into]]] = True
+        return hits
+
+    def narrowed(self) -> tuple[Mask | None, bool, bool]:
+        """(mask of the set so far or None for the whole collection, whether the mask holds only
+        the collection's ids, whether the filter still has to be checked on the rows)."""
+        req, mask, scoped, check = self.req, None, False, False
+
+        def narrow(part: Mask) -> Mask:
+            return part if mask is None else mask & part
+
+        if req.filter_spec is not None:
+            may_match, exact = self.filter_mask(req.filter_spec)
+            check = not exact
+            if may_match is not None:
+                mask, scoped = narrow(may_match), True
+        if req.since is not None or req.until is not None:
+            q = ("SELECT id FROM memories WHERE collection = ? AND occurred_at >= coalesce(?, -1e300) "
+                 "AND occurred_at <= coalesce(?, 1e300)")
+            mask, scoped = narrow(self.mask(self.ids(q, [req.collection, req.since, req.until]))), True
+        if req.match is not None:
+            mask = narrow(self.text_mask())
+        return mask, scoped, check
+
+    def checked(self, ids: np.ndarray) -> np.ndarray:
+        """The ids among ``ids`` whose JSON matches the whole filter."""
+        f = self.req.filter
+        assert f is not None
+        q = (f"SELECT m.id AS id FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value WHERE {f.sql}")
+        return self.ids(q, [json.dumps(ids.tolist()), *f.params])
+
+    def final_set(self) -> tuple[Mask | None, Mask]:
+        """(the set as a mask, or None for the whole collection but the excluded; the excluded)."""
+        mask, scoped, check = self.narrowed()
+        excluded = self.excluded()
+        if mask is not None and not scoped:
+            mask &= self.collection_mask()
+        if mask is not None:
+            mask &= ~excluded
+        if self.req.spatial is not None:
+            return self.mask(self.near(mask, excluded, check)), excluded
+        if check:
+            f = self.req.filter
+            assert f is not None
+            if mask is None:
+                found = self.ids(f"SELECT m.id AS id FROM memories m WHERE m.collection = ? AND {f.sql}",
+                                 [self.req.collection, *f.params])
+            else:
+                found = self.checked(np.flatnonzero(mask))
+            mask = self.mask(found)
+            mask &= ~excluded
+        return mask, excluded
+
+    def near(self, mask: Mask | None, excluded: Mask, check: bool) -> np.ndarray:
+        req = self.req
+        spatial = req.spatial
+        assert spatial is not None
+
+        def points(radius: float | None) -> dict[int, float]:
+            box, params = _box_sql(req, radius)
+            q = ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
+                 f"WHERE {box} AND m.collection = ?")
+            found = _distances(self.conn, q, [*params, req.collection], spatial.target)
+            keep = np.fromiter(found, dtype=np.int64, count=len(found))
+            keep = keep[~excluded[keep]] if mask is None else keep[mask[keep]]
+            if check and len(keep):
+                keep = self.checked(keep)
+            return {int(m): found[int(m)] for m in keep}
+
+        return np.asarray(neighbourhood(req, points), dtype=np.int64)
+
+    # counting
+
+    def rows(self) -> list[Row]:
+        mask, excluded = self.final_set()
+        group_leaf = leaf_path(self.req.group_by)
+        if mask is not None and (group_leaf is None or int(mask.sum()) <= SMALL_SET):
+            return _scan_ids(self.conn, self.req, np.flatnonzero(mask))
+        if group_leaf is None:  # the whole collection, by a path the index cannot spell
+            where, params = _set_sql(self.req)
+            return _scan(self.conn, self.req, where, params)
+        if mask is None:
+            total = int(scalar(self.conn, "SELECT count(*) FROM memories WHERE collection = ?", [self.req.collection]))
+            return self.tally(group_leaf, ~excluded, total - int(excluded.sum()), whole=True)
+        return self.tally(group_leaf, mask, int(mask.sum()), whole=False)
+
+    def verdicts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per memory id: 1 success, 0 failure, -1 no verdict; and the score (NaN for none)."""
+        req = self.req
+        ok = np.full(self.size, -1, dtype=np.int8)
+        leaf = "SELECT memory_id AS id FROM context_leaves WHERE collection = ? AND path = ? AND value = ? AND kind = ?"
+        ok[self.ids(leaf, [req.collection, _SUCCESS, 0, "false"])] = 0
+        ok[self.ids(leaf, [req.collection, _SUCCESS, 1, "true"])] = 1
+        score = np.full(self.size, np.nan)
+        # By distinct score (an episode's memories share one): numbers never pass through text.
+        # Numbers sort before text: the bound keeps the range on the numeric leaves.
+        for value, text in self.conn.execute(
+                "SELECT value, group_concat(memory_id) FROM context_leaves "
+                f"WHERE collection = ? AND path = ? AND value < '' AND {_NUMBER} GROUP BY value",
+                [req.collection, _OUTCOME]):
+            ids = _parse_ids(text)
+            score[ids] = value
+            undecided = ids[ok[ids] == -1]
+            ok[undecided] = value >= req.success_threshold
+        return ok, score
+
+    def group_ids(self, group_leaf: str) -> list[tuple[str, Any, np.ndarray]]:
+        """(kind, value, ids) of every leaf at the group path."""
+        req, out = self.req, []
+        # GROUP BY value alone walks the index in order; a value shared by leaves of several
+        # kinds (0 and false, 1 and true, 5 and "5") is split by kind in a second look.
+        for value, low, high, text in self.conn.execute(
+                "SELECT value, min(kind), max(kind), group_concat(memory_id) FROM context_leaves "
+                "WHERE collection = ? AND path = ? GROUP BY value", [req.collection, group_leaf]):
+            if low == high:
+                out.append((low, value, _parse_ids(text)))
+                continue
+            out += [(kind, value, _parse_ids(ids)) for kind, ids in self.conn.execute(
+                "SELECT kind, group_concat(memory_id) FROM context_leaves WHERE collection = ? AND path = ? "
+                "AND value = ? GROUP BY kind", [req.collection, group_leaf, value])]
+        return out
+
+    def tally(self, group_leaf: str, in_set: Mask, members: int, *, whole: bool) -> list[Row]:
+        """Group rows of the ``members`` memories of ``in_set`` (with ``whole``: every id not
+        excluded, of any collection; the leaves only hold this one's)."""
+        req = self.req
+        ok, score = self.verdicts()
+        has_field = np.zeros(self.size, dtype=bool)
+        rows: list[Row] = []
+        complex_ids = [self.ids("SELECT DISTINCT memory_id AS id FROM context_leaves WHERE collection = ? "
+                                "AND path > ? AND path < ?", [req.collection, group_leaf + ".", group_leaf + "/"])]
+        for kind, value, ids in self.group_ids(group_leaf):
+            has_field[ids] = True
+            if kind in ("array", "object") or (kind == "text" and not isinstance(value, str)):
+                complex_ids.append(ids)  # a numeral text is stored as its number (see exact_clause)
+                continue
+            chosen = ids[in_set[ids]]
+            if len(chosen):
+                rows.append((kind, _shown(kind, value), *_counts(chosen, ok, score)))
+        for ids in complex_ids:
+            has_field[ids] = True
+        # Arrays and objects are grouped by their JSON; memories without a leaf at the path are
+        # checked by theirs (an object whose keys all hold brackets has no leaf row).
+        to_read = [ids[in_set[ids]] for ids in complex_ids]
+        if members > int((in_set & has_field).sum()):
+            unread = in_set & ~has_field
+            if whole:
+                unread &= self.collection_mask()
+            to_read.append(np.flatnonzero(unread))
+        return rows + _scan_ids(self.conn, req, np.unique(np.concatenate(to_read)))
+
+
+def _shown(kind: str, value: Any) -> Any:
+    """The value as the JSON holds it (a real stored whole reads back as an integer)."""
+    if kind in ("true", "false", "null"):
+        return None  # told by the kind
+    return float(value) if kind == "real" else value
+
+
+def _all_of(masks: list[Mask]) -> Mask | None:
+    return np.logical_and.reduce(masks) if masks else None
+
+
+def _counts(ids: np.ndarray, ok: np.ndarray, score: np.ndarray) -> tuple[int, int, int, int, float]:
+    verdicts, scores = ok[ids], score[ids]
+    finite = ~np.isnan(scores)
+    return (len(ids), int((verdicts >= 0).sum()), int((verdicts == 1).sum()), int(finite.sum()),
+            float(scores[finite].sum()))

@@ -8,6 +8,10 @@ same store (correctness of both is checked against a plain-Python oracle in
 tests/robotmem/search/test_outcomes.py).
 
     python scripts/bench_outcomes.py [--size 100000] [--queries 100] [--store FILE]
+    python scripts/bench_outcomes.py --backend postgresql [--url URL]   # one plan there
+
+PostgreSQL: the server at ``--url`` (or $ROBOTMEM_BENCH_POSTGRES_URL), else a temporary
+pgserver (as scripts/bench_postgres.py).
 """
 
 from __future__ import annotations
@@ -76,17 +80,39 @@ def timed(mem: Memory, plan: str, kwargs: dict[str, Any]) -> tuple[float, int]:
 
 
 def measure(mem: Memory, queries: int, scan_queries: int) -> None:
+    if mem._db.kind != "sqlite":
+        scan_queries = 0  # PostgreSQL has one plan
     mem.outcome_stats("params.push_factor")  # warm the page cache
     print(f"load average {os.getloadavg()[0]:.2f} at the start")
     print(f"{'request':<28} {'p50 ms':>8} {'p95 ms':>8} {'scan p50':>9} {'matched (median)':>17}")
+    samples: list[float]
+    matched: list[int]
+    scan: list[float]
     rng = random.Random(11)
     for name, make in requests(rng).items():
-        shapes = [make() for _ in range(queries)]
-        samples, matched = zip(*(timed(mem, "index", kwargs) for kwargs in shapes))
-        scan = [timed(mem, "scan", kwargs)[0] for kwargs in shapes[:scan_queries]]
+        samples, matched, scan = [], [], []
+        for i in range(queries):  # interleaved, so both plans see the same load
+            kwargs = make()
+            took, found = timed(mem, "index", kwargs)
+            samples.append(took)
+            matched.append(found)
+            if i < scan_queries:
+                scan.append(timed(mem, "scan", kwargs)[0])
+        scan_p50 = f"{np.percentile(scan, 50) * 1000:.1f}" if scan else "-"
         print(f"{name:<28} {np.percentile(samples, 50) * 1000:>8.1f} {np.percentile(samples, 95) * 1000:>8.1f} "
-              f"{np.percentile(scan, 50) * 1000:>9.1f} {int(np.median(matched)):>17,}")
+              f"{scan_p50:>9} {int(np.median(matched)):>17,}")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+def run(location: str | Path, args: argparse.Namespace) -> None:
+    with Memory(location, embedder=None) as mem:
+        if not sum(mem.stats()["collections"].get("default", {}).get("by_status", {}).values()):
+            t = time.perf_counter()
+            fill(mem, args.size, random.Random(7))
+            print(f"{args.size:,} memories filled in {time.perf_counter() - t:.1f} s")
+        print(f"{mem._db.kind}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+              f"{sum(mem.stats()['collections']['default']['by_status'].values()):,} memories")
+        measure(mem, args.queries, args.scan_queries)
 
 
 def main() -> None:
@@ -94,19 +120,19 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--scan-queries", type=int, default=10, help="requests timed by the JSON scan (slow)")
-    parser.add_argument("--store", type=Path, help="keep the store in FILE (filled when it does not exist)")
+    parser.add_argument("--store", type=Path, help="keep the SQLite store in FILE (filled when it does not exist)")
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--url", default=os.environ.get("ROBOTMEM_BENCH_POSTGRES_URL"),
+                        help="PostgreSQL server for --backend postgresql (default: a temporary pgserver)")
     args = parser.parse_args()
+    if args.backend == "postgresql":
+        from bench_postgres import postgres_database
+
+        with postgres_database(args.url, "robotmem_bench_outcomes") as url:
+            run(url, args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.store or Path(tmp) / "m.db"
-        fresh = not path.exists()
-        with Memory(path, embedder=None) as mem:
-            if fresh:
-                t = time.perf_counter()
-                fill(mem, args.size, random.Random(7))
-                print(f"{args.size:,} memories filled in {time.perf_counter() - t:.1f} s")
-            print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-                  f"{sum(mem.stats()['collections']['default']['by_status'].values()):,} memories")
-            measure(mem, args.queries, args.scan_queries)
+        run(args.store or Path(tmp) / "m.db", args)
 
 
 if __name__ == "__main__":

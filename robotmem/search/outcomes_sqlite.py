@@ -31,8 +31,12 @@ from .spatial import _distances
 
 __all__ = ["sqlite_rows"]
 
-#: At most this many memories: read their JSON (a few µs each) rather than scan three leaf paths.
+#: A set of at most this many memories, or this share of the store, is counted from its JSON
+#: rather than by scanning three leaf paths of the collection: measured on 100,000 memories,
+#: reading a memory's JSON costs about as much as stepping 12 leaf rows (so 4 per memory of the
+#: collection over three paths).
 SMALL_SET = 2000
+JSON_SHARE = 0.25
 _NUMBER = "kind IN ('integer', 'real')"
 _SUCCESS = leaf_path("task.success")
 _OUTCOME = leaf_path("episode.outcome")
@@ -41,8 +45,13 @@ Mask = np.ndarray  # bool, indexed by memory id
 
 
 def sqlite_rows(conn: apsw.Connection, req: OutcomeRequest, *, use_index: bool = True) -> list[Row]:
+    if req.spatial is not None:
+        # A neighbourhood is small: the R*Tree finds it and SQL checks the JSON of its memories only.
+        ids = _near(conn, req)
+        return _IndexPlan(conn, req).rows_of(ids) if use_index else _scan_ids(conn, req, ids)
     if not use_index:
-        return _scan_all(conn, req)
+        where, params = _set_sql(req)
+        return _scan(conn, req, where, params)
     return _IndexPlan(conn, req).rows()
 
 
@@ -84,17 +93,18 @@ def _box_sql(req: OutcomeRequest, radius: float | None) -> tuple[str, list[Any]]
     return f"r.field = ?{box}", params
 
 
-def _scan_all(conn: apsw.Connection, req: OutcomeRequest) -> list[Row]:
+def _near(conn: apsw.Connection, req: OutcomeRequest) -> np.ndarray:
+    spatial = req.spatial
+    assert spatial is not None
     where, params = _set_sql(req)
-    if req.spatial is not None:
-        def points(radius: float | None) -> dict[int, float]:
-            box, box_params = _box_sql(req, radius)
-            q = ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
-                 f"WHERE {box} AND {where}")
-            return _distances(conn, q, [*box_params, *params], req.spatial.target if req.spatial else ())
 
-        return _scan_ids(conn, req, np.asarray(neighbourhood(req, points), dtype=np.int64))
-    return _scan(conn, req, where, params)
+    def points(radius: float | None) -> dict[int, float]:
+        box, box_params = _box_sql(req, radius)
+        q = ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
+             f"WHERE {box} AND {where}")
+        return _distances(conn, q, [*box_params, *params], spatial.target)
+
+    return np.asarray(neighbourhood(req, points), dtype=np.int64)
 
 
 def _scan(conn: apsw.Connection, req: OutcomeRequest, where: str, params: list[Any]) -> list[Row]:
@@ -237,8 +247,6 @@ class _IndexPlan:
             mask &= self.collection_mask()
         if mask is not None:
             mask &= ~excluded
-        if self.req.spatial is not None:
-            return self.mask(self.near(mask, excluded, check)), excluded
         if check:
             f = self.req.filter
             assert f is not None
@@ -251,30 +259,19 @@ class _IndexPlan:
             mask &= ~excluded
         return mask, excluded
 
-    def near(self, mask: Mask | None, excluded: Mask, check: bool) -> np.ndarray:
-        req = self.req
-        spatial = req.spatial
-        assert spatial is not None
-
-        def points(radius: float | None) -> dict[int, float]:
-            box, params = _box_sql(req, radius)
-            q = ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
-                 f"WHERE {box} AND m.collection = ?")
-            found = _distances(self.conn, q, [*params, req.collection], spatial.target)
-            keep = np.fromiter(found, dtype=np.int64, count=len(found))
-            keep = keep[~excluded[keep]] if mask is None else keep[mask[keep]]
-            if check and len(keep):
-                keep = self.checked(keep)
-            return {int(m): found[int(m)] for m in keep}
-
-        return np.asarray(neighbourhood(req, points), dtype=np.int64)
-
     # counting
 
     def rows(self) -> list[Row]:
         mask, excluded = self.final_set()
+        return self.count(mask, excluded)
+
+    def rows_of(self, ids: np.ndarray) -> list[Row]:
+        return self.count(self.mask(ids), np.zeros(self.size, dtype=bool))
+
+    def count(self, mask: Mask | None, excluded: Mask) -> list[Row]:
+        """Group rows of the set: ``mask``, or the whole collection but ``excluded``."""
         group_leaf = leaf_path(self.req.group_by)
-        if mask is not None and (group_leaf is None or int(mask.sum()) <= SMALL_SET):
+        if mask is not None and (group_leaf is None or int(mask.sum()) <= max(SMALL_SET, JSON_SHARE * self.size)):
             return _scan_ids(self.conn, self.req, np.flatnonzero(mask))
         if group_leaf is None:  # the whole collection, by a path the index cannot spell
             where, params = _set_sql(self.req)

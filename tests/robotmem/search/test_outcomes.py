@@ -26,7 +26,7 @@ from test_filters import filters
 
 from robotmem import Memory, ValidationError
 from robotmem.search import outcomes_sqlite
-from robotmem.search.outcomes_sqlite import SMALL_SET
+from robotmem.search.outcomes_sqlite import JSON_SHARE, SMALL_SET
 from robotmem.search.outcomes import build_outcome_request, compute_outcome_stats, wilson_interval
 
 _MISSING = lookup({}, "x")
@@ -211,6 +211,7 @@ def outcome_stats(mem: Memory, plan: str, monkeypatch: pytest.MonkeyPatch, group
                   **kwargs: Any) -> dict[str, Any]:
     """Memory.outcome_stats by one of ``plans(mem)``."""
     monkeypatch.setattr(outcomes_sqlite, "SMALL_SET", 0 if plan == "leaves" else SMALL_SET)
+    monkeypatch.setattr(outcomes_sqlite, "JSON_SHARE", 0.0 if plan == "leaves" else JSON_SHARE)
     if plan != "scan":
         return mem.outcome_stats(group_by, **kwargs)
     req = build_outcome_request(group_by=group_by, collection=mem.collection, **kwargs)
@@ -336,6 +337,7 @@ def test_the_index_plan_counts_what_the_scan_plan_counts(
     spec: dict[str, Any] | None, group_by: str, forget: list[int],
 ) -> None:
     monkeypatch.setattr(outcomes_sqlite, "SMALL_SET", 0)
+    monkeypatch.setattr(outcomes_sqlite, "JSON_SHARE", 0.0)
     collection = f"c{next(_examples)}"
     with Memory(_property_store(tmp_path_factory), embedder=None) as mem:
         batch = []

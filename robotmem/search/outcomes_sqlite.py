@@ -102,7 +102,7 @@ def _near(conn: apsw.Connection, req: OutcomeRequest) -> np.ndarray:
         box, box_params = _box_sql(req, radius)
         q = ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
              f"WHERE {box} AND {where}")
-        return _distances(conn, q, [*box_params, *params], spatial.target)
+        return _distances(conn.execute(q, [*box_params, *params]), spatial.target)
 
     return np.asarray(neighbourhood(req, points), dtype=np.int64)
 

@@ -388,3 +388,11 @@ def test_numeral_texts_stay_texts(mem: Memory, monkeypatch: pytest.MonkeyPatch) 
         for spec, matched in [({"f": "5"}, 1), ({"f": {"$in": ["05", 7]}}, 2), ({"f": {"$gt": "4"}}, 3),
                               ({"f": {"$gte": 5}}, 3)]:
             assert outcome_stats(mem, plan, monkeypatch, "f", context_filter=spec)["matched"] == matched, (plan, spec)
+
+
+def test_a_dot_path_never_steps_into_an_array(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    mem.learn("an array", context={"a": [10, 20], "task": {"success": True}})
+    mem.learn("an object", context={"a": {"0": 5}, "task": {"success": False}})
+    for plan in plans(mem):
+        stats = outcome_stats(mem, plan, monkeypatch, "a.0")
+        assert (stats["without_field"], [(g["value"], g["successes"]) for g in stats["groups"]]) == (1, [(5, 0)]), plan

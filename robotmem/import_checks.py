@@ -28,7 +28,7 @@ from .models import (
     STATUSES,
 )
 from .payload import decode_payload, summarize_payload
-from .store.tokens import index_tokens
+from .store.tokens import memory_search_text
 
 __all__ = ["ImportLimits", "check_memory", "check_session"]
 
@@ -104,7 +104,7 @@ def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
         "perception_type": None if r["perception_type"] is None
         else _choice(r["perception_type"], PERCEPTION_TYPES, "perception_type"),
         "content": content,
-        "search_text": index_tokens(content),
+        "search_text": memory_search_text(content, context),
         "context": context,
         "content_hash": content_hash(content, context),
         "protected": _flag(r["protected"], "protected"),

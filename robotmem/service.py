@@ -30,7 +30,7 @@ from .store.backend import Store, open_store
 from .store.sqlite import SqliteStore
 from .store.memories import NewMemory
 from .store.rows import HIT_COLUMNS, row_to_record
-from .store.tokens import index_tokens
+from .store.tokens import memory_search_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -380,7 +380,7 @@ class Memory:
         now = self.now()
         with self._db.write() as conn:
             self._db.replace_content(
-                conn, mid, content=text, search_text=index_tokens(text), context=ctx,
+                conn, mid, content=text, search_text=memory_search_text(text, ctx), context=ctx,
                 content_hash=content_hash(text, ctx), protected=_is_protected(ctx), now=now,
             )
             if vectors is not None:
@@ -567,7 +567,7 @@ class Memory:
     ) -> NewMemory:
         return NewMemory(
             collection=collection, session_id=session_id, type=kind, perception_type=ptype, content=text,
-            search_text=index_tokens(text), context=ctx, content_hash=content_hash(text, ctx),
+            search_text=memory_search_text(text, ctx), context=ctx, content_hash=content_hash(text, ctx),
             protected=_is_protected(ctx), confidence=self.config.initial_confidence, now=now, occurred_at=occurred_at,
             embed=embed,
         )

@@ -7,6 +7,7 @@ repairs) updates the index.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Final, Union
 
@@ -16,7 +17,7 @@ from .connection import scalar
 from .counts import COUNTS_SCHEMA
 from .leaves import LEAVES_SCHEMA
 from .points import reindex_all_points
-from .tokens import FTS_TOKENIZE, index_tokens
+from .tokens import FTS_TOKENIZE, index_tokens, memory_search_text
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 
@@ -173,9 +174,22 @@ _V6 = LEAVES_SCHEMA
 # Counts by (collection, type, status) and (collection, model) kept by triggers, for stats.
 _V7 = COUNTS_SCHEMA
 
+
+
+def _v8(conn: apsw.Connection) -> None:
+    """Identifiers that live only in a memory's context (part numbers, versions) join its full-text entry."""
+    rows = conn.execute("SELECT id, content, json(context), search_text FROM memories").fetchall()
+    changed = []
+    for memory_id, content, context, old in rows:
+        new = memory_search_text(str(content), json.loads(str(context)) if context else None)
+        if new != old:
+            changed.append((new, memory_id))
+    conn.executemany("UPDATE memories SET search_text = ? WHERE id = ?", changed)
+
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
-    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7))
+    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 import itertools
 import re
 import unicodedata
+from typing import Any
 
-__all__ = ["FTS_TOKENIZE", "fts_match_expression", "index_tokens", "query_tokens"]
+__all__ = ["FTS_TOKENIZE", "fts_match_expression", "index_tokens", "memory_search_text", "query_tokens"]
 
 #: FTS5 tokenizer spec: every character our tokens may contain is a token character,
 #: so FTS5 splits only on the spaces we put between tokens.
@@ -119,6 +120,56 @@ def index_tokens(text: str) -> str:
     for token in _raw_tokens(text):
         out.extend(_expand(token))
     return " ".join(out)
+
+
+#: Context strings up to this length that contain a digit are indexed as identifiers.
+IDENTIFIER_MAX_CHARS = 64
+#: At most this many context identifiers per memory are indexed (bounds the write cost).
+IDENTIFIER_MAX_LEAVES = 32
+_DIGIT_RE = re.compile(r"\d")
+
+
+def _identifier_leaves(context: dict[str, Any]) -> list[str]:
+    """Short strings with a digit anywhere in a context (part numbers, serials, versions, model names).
+
+    Iterative and without generators: it runs for every memory a bulk insert writes.
+    """
+    found: list[str] = []
+    stack: list[Any] = [context]
+    while stack and len(found) < IDENTIFIER_MAX_LEAVES:
+        value = stack.pop()
+        if isinstance(value, str):
+            if len(value) <= IDENTIFIER_MAX_CHARS and _DIGIT_RE.search(value):
+                found.append(value)
+        elif isinstance(value, dict):
+            stack.extend(reversed(value.values()))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+    return found
+
+
+def memory_search_text(content: str, context: dict[str, Any] | None) -> str:
+    """What the full-text index holds for a memory: its content's tokens, then the context's identifiers.
+
+    A part number, serial or firmware version often lives only in the context
+    (``{"part": "RG2-FT-0417"}``); without it in the index an exact-identifier query
+    cannot find the memory. Only strings with a digit are added: plain words in a context
+    are categories ("arm", "pick_beaker") that filters select exactly, and indexing them
+    would let one word of a query match every memory of the category. A leaf whose tokens
+    the content already has adds nothing, so term frequencies stay the content's.
+    """
+    text = index_tokens(content)
+    leaves = _identifier_leaves(context) if context else []
+    if not leaves:
+        return text
+    have = set(text.split())
+    extra: list[str] = []
+    for leaf in leaves:
+        tokens = index_tokens(leaf).split()
+        if any(t not in have for t in tokens):
+            extra.extend(tokens)
+            have.update(tokens)
+    return " ".join([text, *extra]) if extra else text
 
 
 def query_tokens(text: str) -> list[str]:

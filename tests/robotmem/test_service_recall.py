@@ -256,3 +256,13 @@ def test_hybrid_hits_report_their_cosine_similarity(hybrid_mem: Memory):
     hits = hybrid_mem.recall("grasp failed on a slippery object", n=2)["results"]
     assert hits[0]["similarity"] > 0.4
     assert all(h["similarity"] is None or h["similarity"] < hits[0]["similarity"] for h in hits[1:])
+
+
+def test_an_identifier_only_in_the_context_is_found_by_exact_query(mem: Memory):
+    part = mem.learn("the wrist force sensor drifted after an hour", context={"hardware": {"part": "RG2-FT-0417"}})
+    mem.learn("the wrist force sensor was replaced", context={"hardware": {"part": "RG2-FT-0419"}})
+    assert _ids(mem.recall("RG2-FT-0417"))[0] == part["memory_id"]
+    updated = mem.update(part["memory_id"], "the wrist force sensor read 2 N high", context={"hardware": {"part": "X-9"}})
+    assert updated["status"] == "updated"
+    assert part["memory_id"] not in _ids(mem.recall("RG2-FT-0417", min_relevance=0))
+    assert _ids(mem.recall("X-9"))[0] == part["memory_id"]

@@ -12,9 +12,13 @@ Migrations run under an advisory lock: several servers starting at once migrate 
 
 from __future__ import annotations
 
-from typing import Any, Final
+import json
+from collections.abc import Callable
+from typing import Any, Final, Union
 
 from ...errors import StorageError
+from ..tokens import memory_search_text
+from .sql import tsvector_literal
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
 
@@ -131,8 +135,24 @@ END $$;
 DROP TABLE vector_models;
 """
 
-#: (version, SQL). Append only.
-MIGRATIONS: Final[tuple[tuple[int, str], ...]] = ((1, _V1), (2, _V2))
+
+
+def _v3(conn: Any) -> None:
+    """Identifiers that live only in a memory's context join its full text (as SQLite's migration 8)."""
+    rows = conn.execute("SELECT id, content, context::text, search_text FROM memories").fetchall()
+    changed = []
+    for memory_id, content, context, old in rows:
+        new = memory_search_text(str(content), json.loads(context) if context else None)
+        if new != old:
+            changed.append((new, tsvector_literal(new), memory_id))
+    if changed:
+        conn.executemany("UPDATE memories SET search_text = ?, search_tsv = ?::tsvector WHERE id = ?", changed)
+
+
+Step = Union[str, Callable[[Any], None]]
+
+#: (version, SQL or a function for steps SQL alone cannot do). Append only.
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (
@@ -155,7 +175,10 @@ def migrate(conn: Any) -> int:
         )
     for version, step in MIGRATIONS:
         if version > current:
-            conn.execute(step)
+            if callable(step):
+                step(conn)
+            else:
+                conn.execute(step)
             conn.execute("INSERT INTO robotmem_schema (version) VALUES (?)", (version,))
     return SCHEMA_VERSION
 

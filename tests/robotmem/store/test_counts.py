@@ -9,6 +9,7 @@ from typing import Any
 import apsw
 
 from robotmem import Memory
+from robotmem.store.counts import COUNTS_SCHEMA
 from robotmem.store.migrations import MIGRATIONS, migrate
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "search"))
@@ -77,7 +78,8 @@ def test_the_migration_counts_existing_memories(tmp_path: Path) -> None:
     conn.execute("DROP TABLE memory_counts; DROP TABLE embedding_counts; DROP TRIGGER memories_ai_counts; "
                  "DROP TRIGGER memories_ad_counts; DROP TRIGGER memories_au_counts; DROP TRIGGER embeddings_ai_counts; "
                  "DROP TRIGGER embeddings_ad_counts; DROP TRIGGER embeddings_au_counts")
-    conn.execute(f"PRAGMA user_version={MIGRATIONS[-1][0] - 1}")
+    counts_version = next(version for version, step in MIGRATIONS if step == COUNTS_SCHEMA)
+    conn.execute(f"PRAGMA user_version={counts_version - 1}")
     migrate(conn)
     assert _kept(conn) == _grouped(conn) == (
         {("default", "perception", "active"): 11, ("default", "perception", "forgotten"): 1},

@@ -53,3 +53,16 @@ def test_archiving_and_reviving_keeps_the_memory_searchable(mem):
     assert [h["id"] for h in mem.recall("lidar")["results"]] == [mid]
     conn.execute("UPDATE memories SET status = 'superseded' WHERE id = ?", (mid,))
     assert mem.recall("lidar", min_confidence=0)["results"] == []
+
+
+def test_migration_8_indexes_context_identifiers_of_existing_memories(db_path: Path):
+    with Memory(db_path, embedder=None) as mem:
+        mid = mem.learn("the gimbal jittered at 120 Hz", context={"hardware": {"part": "G3-GIMBAL-220"}})["memory_id"]
+    conn = apsw.Connection(str(db_path))
+    # As robotmem before migration 8 wrote it: the content's tokens only.
+    conn.execute("UPDATE memories SET search_text = 'the gimbal jittered at 120 hz' WHERE id = ?", (mid,))
+    conn.execute("PRAGMA user_version=7")
+    conn.close()
+    with Memory(db_path, embedder=None) as mem:
+        assert [h["id"] for h in mem.recall("G3-GIMBAL-220")["results"]] == [mid]
+    assert _user_version(db_path) == SCHEMA_VERSION

@@ -226,3 +226,17 @@ def pg_table(postgres_url: str) -> Iterator[Any]:
     conn.execute("CREATE TABLE m (id integer PRIMARY KEY, context jsonb NOT NULL)")
     yield conn
     db.close()
+
+
+def test_migration_3_indexes_context_identifiers_of_existing_memories(postgres_url: str):
+    with Memory(postgres_url, embedder=None) as mem:
+        mid = mem.learn("the gimbal jittered at 120 Hz", context={"hardware": {"part": "G3-GIMBAL-220"}})["memory_id"]
+    with _admin(postgres_url) as admin:
+        # As robotmem before migration 3 wrote it: the content's tokens only.
+        admin.execute("UPDATE memories SET search_text = 'the gimbal jittered at 120 hz', "
+                      "search_tsv = 'the:1 gimbal:2 jittered:3 at:4 120:5 hz:6'::tsvector WHERE id = %s", (mid,))
+        admin.execute("DELETE FROM robotmem_schema WHERE version >= 3")
+    with Memory(postgres_url, embedder=None) as mem:  # migrates
+        assert [h["id"] for h in mem.recall("G3-GIMBAL-220")["results"]] == [mid]
+    with _admin(postgres_url) as admin:
+        assert "-220" in admin.execute("SELECT search_tsv::text FROM memories WHERE id = %s", (mid,)).fetchone()[0]

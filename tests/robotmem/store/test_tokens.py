@@ -32,3 +32,25 @@ def test_any_query_gives_a_quoted_expression_or_none(text):
     else:
         for part in expression.replace("(", "").replace(")", "").split(" OR "):
             assert part.startswith('"') and part.endswith('"')
+
+
+def test_search_text_adds_the_context_identifiers_the_content_lacks():
+    from robotmem.store.tokens import memory_search_text
+
+    context = {"hardware": {"part": "RG2-FT-0417"}, "robot": {"type": "arm", "model": "ur5e"},
+               "software": {"firmware": "3.2.1"}, "params": {"grip_force": 12.5}, "tags": ["SN-88213", "wet"]}
+    tokens = memory_search_text("the wrist sensor drifted", context).split()
+    assert tokens[:4] == "the wrist sensor drifted".split()
+    for token in ("rg2", "ft", "-0417", "ur5e", "3.2.1", "sn", "-88213"):
+        assert token in tokens
+    # plain words are categories (filters select them), numbers are not strings
+    assert "arm" not in tokens and "wet" not in tokens and "12.5" not in tokens
+
+
+def test_search_text_does_not_repeat_what_the_content_already_says():
+    from robotmem.store.tokens import index_tokens, memory_search_text
+
+    text = "motor MD-220-L overheated on firmware 3.2.1"
+    assert memory_search_text(text, {"part": "MD-220-L", "firmware": "3.2.1"}) == index_tokens(text)
+    assert memory_search_text(text, None) == index_tokens(text)
+    assert memory_search_text(text, {"note": "x" * 80 + "7"}) == index_tokens(text)  # long strings are prose

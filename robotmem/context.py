@@ -18,16 +18,28 @@ from . import validation
 from .errors import ValidationError
 from .models import CONTEXT_MAX_BYTES, CONTEXT_SECTIONS
 
-__all__ = ["canonical_json", "content_hash", "lift_sections", "normalize_text", "parse_context"]
+__all__ = ["canonical_json", "content_hash", "content_hash_json", "lift_sections", "normalize_text", "parse_context",
+           "parse_context_json"]
 
 _MAX_DEPTH = 32
 
 
 def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
     """Validate a context (dict or JSON string) and return a plain JSON-safe dict."""
+    return parse_context_json(value, field)[0]
+
+
+def parse_context_json(value: Any, field: str = "context") -> tuple[dict[str, Any], str]:
+    """``parse_context`` and the context's canonical JSON, serialised once for the size check, the
+    content hash and the stored row (bulk writes pay for every serialisation)."""
     obj = validation.json_object(value, field) or {}
-    _check_json_safe(obj, field, 0)
-    size = len(canonical_json(obj).encode("utf-8", "surrogatepass"))
+    refused = _unsafe(obj, 0)
+    if refused is not None:
+        segments, message = refused
+        path = field + "".join(reversed(segments))
+        raise ValidationError(f"{path} {message}", field=path)
+    text = canonical_json(obj)
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     if size > CONTEXT_MAX_BYTES:
         raise ValidationError(
             f"{field} is {size} bytes as JSON; the limit is {CONTEXT_MAX_BYTES} "
@@ -39,25 +51,38 @@ def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
                 f"{field}.{section} must be a JSON object, got {type(obj[section]).__name__}",
                 field=f"{field}.{section}",
             )
-    return obj
+    return obj, text
 
 
-def _check_json_safe(value: Any, path: str, depth: int) -> None:
+_PLAIN_JSON = (str, bool, int, type(None))
+
+
+def _unsafe(value: Any, depth: int) -> tuple[list[str], str] | None:
+    """(path segments innermost first, what is wrong) for the first value that is not plain JSON, else None."""
     if depth > _MAX_DEPTH:
-        raise ValidationError(f"{path} is nested too deeply", field=path)
+        return [], "is nested too deeply"
+    if type(value) in _PLAIN_JSON:
+        return None
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise ValidationError(f"{path} keys must be strings", field=path)
-            _check_json_safe(item, f"{path}.{key}", depth + 1)
+                return [], "keys must be strings"
+            refused = _unsafe(item, depth + 1)
+            if refused is not None:
+                refused[0].append(f".{key}")
+                return refused
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            _check_json_safe(item, f"{path}[{index}]", depth + 1)
+            refused = _unsafe(item, depth + 1)
+            if refused is not None:
+                refused[0].append(f"[{index}]")
+                return refused
     elif isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            raise ValidationError(f"{path} must be a finite number", field=path)
+            return [], "must be a finite number"
     elif value is not None and not isinstance(value, (str, int, bool)):
-        raise ValidationError(f"{path} holds a {type(value).__name__}, which is not JSON", field=path)
+        return [], f"holds a {type(value).__name__}, which is not JSON"
+    return None
 
 
 def canonical_json(value: Any) -> str:
@@ -71,7 +96,12 @@ def normalize_text(text: str) -> str:
 
 
 def content_hash(text: str, context: dict[str, Any]) -> str:
-    payload = normalize_text(text) + "\x00" + canonical_json(context)
+    return content_hash_json(text, canonical_json(context))
+
+
+def content_hash_json(text: str, context_json: str) -> str:
+    """``content_hash`` of a context already in canonical JSON."""
+    payload = normalize_text(text) + "\x00" + context_json
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import validation
 from .config import Config, is_postgres_url
-from .context import canonical_json, content_hash, parse_context
+from .context import canonical_json, content_hash, content_hash_json, parse_context, parse_context_json
 from .embeddings.base import Embedder
 from .errors import ConflictError, NotFoundError, ValidationError
 from .models import DESCRIPTION_MAX_CHARS
@@ -156,11 +156,11 @@ class Memory:
         ``occurred_at`` (epoch seconds or ISO 8601; default now) is when it happened, e.g. a
         recording's message time; decay still runs from insertion."""
         text = validation.insight(insight)
-        ctx = parse_context(context)
+        ctx, ctx_json = parse_context_json(context)
         now = self.now()
         occurred = validation.timestamp(occurred_at, "occurred_at")
         coll = self._collection_for(collection, session_id)
-        digest = content_hash(text, ctx)
+        digest = content_hash_json(text, ctx_json)
         with self._db.read() as conn:
             self._check_session_open(conn, session_id, coll)
             existing = self._db.find_duplicate(conn, coll, digest)
@@ -177,7 +177,7 @@ class Memory:
             if existing is not None:
                 return self._reinforce_duplicate(conn, existing, now)
             memory_id = self._insert(conn, coll, session_id, "fact", None, text, ctx, now,
-                                     now if occurred is None else occurred)
+                                     now if occurred is None else occurred, context_json=ctx_json)
             if memory_id is None:
                 # PostgreSQL: another process stored it after our check; the unique index kept one.
                 duplicate = self._db.find_duplicate(conn, coll, digest)
@@ -241,14 +241,14 @@ class Memory:
                                   field=field_prefix + min(unknown))
         text = validation.description(raw.get("description"), field_prefix + "description")
         ptype = validation.perception_type(raw.get("perception_type", "visual"))
-        ctx = parse_context(raw.get("metadata"), field_prefix + "metadata")
+        ctx, ctx_json = parse_context_json(raw.get("metadata"), field_prefix + "metadata")
         data = validation.json_value(raw.get("data"), field_prefix + "data")
         blob = None if data is None else encode_payload(
             data, max_bytes=self.config.max_payload_bytes, field=field_prefix + "data")
         session_id = raw.get("session_id")
         coll = self._collection_for(raw.get("collection"), session_id)
         occurred = validation.timestamp(raw.get("occurred_at"), field_prefix + "occurred_at")
-        return {"text": text, "ptype": ptype, "context": ctx, "blob": blob, "collection": coll,
+        return {"text": text, "ptype": ptype, "context": ctx, "context_json": ctx_json, "blob": blob, "collection": coll,
                 "session_id": session_id, "occurred_at": occurred, "embed": _flag(raw.get("embed", True),
                                                                                   field_prefix + "embed")}
 
@@ -264,7 +264,8 @@ class Memory:
             # One statement per kind of row for the whole batch (a round trip each on PostgreSQL).
             ids = self._db.insert_memories(conn, [self._new_memory(
                 p["collection"], p["session_id"], "perception", p["ptype"], p["text"], p["context"], now,
-                p["occurred_at"] if p["occurred_at"] is not None else now, embed=p["embed"]) for p in prepared])
+                p["occurred_at"] if p["occurred_at"] is not None else now, embed=p["embed"],
+                context_json=p["context_json"]) for p in prepared])
             for memory_id, p in zip(ids, prepared):
                 if p["blob"] is not None:
                     summary = summarize_payload(decode_payload(p["blob"]), len(p["blob"]))
@@ -554,22 +555,24 @@ class Memory:
 
     def _insert(
         self, conn: Any, collection: str, session_id: str | None, kind: str, ptype: str | None, text: str,
-        ctx: dict[str, Any], now: float, occurred_at: float, *, embed: bool = True,
+        ctx: dict[str, Any], now: float, occurred_at: float, *, embed: bool = True, context_json: str = "",
     ) -> int | None:
         """The new memory's id; None when a live fact with this text and context exists (facts only)."""
         self._flush_access(conn=conn)
         return self._db.insert_memory(conn, self._new_memory(collection, session_id, kind, ptype, text, ctx, now,
-                                                             occurred_at, embed=embed))
+                                                             occurred_at, embed=embed, context_json=context_json))
 
     def _new_memory(
         self, collection: str, session_id: str | None, kind: str, ptype: str | None, text: str,
-        ctx: dict[str, Any], now: float, occurred_at: float, *, embed: bool = True,
+        ctx: dict[str, Any], now: float, occurred_at: float, *, embed: bool = True, context_json: str = "",
     ) -> NewMemory:
+        """``context_json``: the context's canonical JSON when the caller has it already."""
+        ctx_json = context_json or canonical_json(ctx)
         return NewMemory(
             collection=collection, session_id=session_id, type=kind, perception_type=ptype, content=text,
-            search_text=memory_search_text(text, ctx), context=ctx, content_hash=content_hash(text, ctx),
+            search_text=memory_search_text(text, ctx), context=ctx, content_hash=content_hash_json(text, ctx_json),
             protected=_is_protected(ctx), confidence=self.config.initial_confidence, now=now, occurred_at=occurred_at,
-            embed=embed,
+            embed=embed, context_json=ctx_json,
         )
 
     def _store_vector(self, conn: Any, memory_id: int, collection: str, vectors: Any, row: int) -> None:

@@ -172,25 +172,52 @@ def parse_json(text: str, field: str) -> Any:
 def check_json_tree(value: Any, field: str) -> None:
     """Refuse a parsed JSON value SQLite cannot store: too deep, lone surrogates, integers beyond 64 bits.
 
-    The error names the offending place (``context.a``, ``data[3]``). Iterative, so depth itself cannot crash it.
+    The error names the offending place (``context.a``, ``data[3]``). The walk stops at
+    JSON_MAX_DEPTH, so depth itself cannot crash it; the place is spelled out only on refusal
+    (bulk writes check every context).
     """
-    stack: list[tuple[Any, int, str]] = [(value, 0, field)]
-    while stack:
-        item, depth, path = stack.pop()
-        if isinstance(item, (dict, list, tuple)) and depth >= JSON_MAX_DEPTH:
-            raise ValidationError(f"{field} is nested more than {JSON_MAX_DEPTH} levels deep", field=field)
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if isinstance(key, str) and not _encodable(key):
-                    raise ValidationError(f"{path} has a key with a lone surrogate; text must be valid Unicode",
-                                          field=path)
-                stack.append((child, depth + 1, f"{path}.{key}"))
-        elif isinstance(item, (list, tuple)):
-            stack.extend((child, depth + 1, f"{path}[{index}]") for index, child in enumerate(item))
-        elif isinstance(item, str) and not _encodable(item):
-            raise ValidationError(f"{path} holds a lone surrogate; text must be valid Unicode", field=path)
-        elif isinstance(item, int) and not isinstance(item, bool) and not _INT64[0] <= item <= _INT64[1]:
-            raise ValidationError(f"{path} is an integer outside the 64-bit range", field=path)
+    refused = _refusal(value, 0)
+    if refused is None:
+        return
+    segments, message = refused
+    if message is _TOO_DEEP:
+        raise ValidationError(f"{field} is nested more than {JSON_MAX_DEPTH} levels deep", field=field)
+    path = field + "".join(reversed(segments))
+    raise ValidationError(f"{path} {message}", field=path)
+
+
+_TOO_DEEP = "is nested too deeply"
+_SURROGATE_KEY = "has a key with a lone surrogate; text must be valid Unicode"
+_SURROGATE = "holds a lone surrogate; text must be valid Unicode"
+_BEYOND_INT64 = "is an integer outside the 64-bit range"
+_ALWAYS_STORABLE = (float, bool, type(None))
+
+
+def _refusal(item: Any, depth: int) -> tuple[list[str], str] | None:
+    """(path segments innermost first, message) of the first value SQLite cannot store, else None."""
+    if type(item) in _ALWAYS_STORABLE:
+        return None
+    if isinstance(item, str):
+        return None if item.isascii() or _encodable(item) else ([], _SURROGATE)
+    if isinstance(item, int):
+        return None if _INT64[0] <= item <= _INT64[1] else ([], _BEYOND_INT64)
+    if isinstance(item, (dict, list, tuple)) and depth >= JSON_MAX_DEPTH:
+        return [], _TOO_DEEP
+    if isinstance(item, dict):
+        for key, child in item.items():
+            if isinstance(key, str) and not key.isascii() and not _encodable(key):
+                return [], _SURROGATE_KEY
+            refused = _refusal(child, depth + 1)
+            if refused is not None:
+                refused[0].append(f".{key}")
+                return refused
+    elif isinstance(item, (list, tuple)):
+        for index, child in enumerate(item):
+            refused = _refusal(child, depth + 1)
+            if refused is not None:
+                refused[0].append(f"[{index}]")
+                return refused
+    return None
 
 
 def _refuse_constant(name: str) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import apsw
@@ -11,7 +11,7 @@ import numpy as np
 
 from ..context import canonical_json
 from .decay import effective_confidence_sql
-from .points import index_points
+from .points import index_new_points, index_points
 from .rows import INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql
 
 __all__ = [
@@ -47,21 +47,39 @@ class NewMemory:
     now: float
     occurred_at: float
     embed: bool = True
+    #: ``canonical_json(context)``; filled in when not given (callers that validated the context have it).
+    context_json: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.context_json:
+            object.__setattr__(self, "context_json", canonical_json(self.context))
+
+
+_INSERT = (
+    "INSERT INTO memories (collection, session_id, type, perception_type, content, search_text, context, "
+    "content_hash, protected, confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, "
+    "updated_at, embed) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+)
+
+
+def _values(m: NewMemory) -> tuple[Any, ...]:
+    return (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text, m.context_json,
+            m.content_hash, int(m.protected), m.confidence, m.now, m.occurred_at, m.occurred_at, m.now,
+            m.occurred_at, m.now, int(m.embed))
 
 
 def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:
     """Insert the row, its full-text entry (trigger) and its points (spatial index)."""
-    conn.execute(
-        "INSERT INTO memories (collection, session_id, type, perception_type, content, search_text, context, "
-        "content_hash, protected, confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, "
-        "updated_at, embed) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text, canonical_json(m.context),
-         m.content_hash, int(m.protected), m.confidence, m.now, m.occurred_at, m.occurred_at, m.now,
-         m.occurred_at, m.now, int(m.embed)),
-    )
-    memory_id = int(conn.last_insert_rowid())
-    index_points(conn, memory_id, m.context, fresh=True)
-    return memory_id
+    return insert_memories(conn, [m])[0]
+
+
+def insert_memories(conn: apsw.Connection, items: list[NewMemory]) -> list[int]:
+    """Many rows in one statement (ids in order: RETURNING yields one per row), then all their points."""
+    if not items:
+        return []
+    ids = [int(row[0]) for row in conn.executemany(_INSERT, [_values(m) for m in items])]
+    index_new_points(conn, list(zip(ids, (m.context for m in items))))
+    return ids
 
 
 def insert_payload(conn: apsw.Connection, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None:
@@ -72,12 +90,22 @@ def insert_payload(conn: apsw.Connection, memory_id: int, blob: bytes, summary: 
 
 
 def put_embedding(conn: apsw.Connection, memory_id: int, collection: str, model_id: str, vector: np.ndarray) -> None:
-    vec = np.ascontiguousarray(vector, dtype=np.float32)
-    conn.execute(
+    put_embeddings(conn, [(memory_id, collection, model_id, vector)])
+
+
+def put_embeddings(conn: apsw.Connection, rows: list[tuple[int, str, str, np.ndarray]], *,
+                   bulk: bool = False) -> None:
+    """Insert or replace vectors, one statement for the lot. ``bulk`` changes nothing here: SQLite's
+    vector index is the search layer's, built apart."""
+    values = []
+    for memory_id, collection, model_id, vector in rows:
+        vec = np.ascontiguousarray(vector, dtype=np.float32)
+        values.append((memory_id, collection, model_id, int(vec.shape[0]), vec.tobytes()))
+    conn.executemany(
         "INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT(memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
         "vector = excluded.vector",
-        (memory_id, collection, model_id, int(vec.shape[0]), vec.tobytes()),
+        values,
     )
 
 
@@ -144,7 +172,7 @@ def insert_row(conn: apsw.Connection, r: dict[str, Any], *, keep_id: bool = Fals
     placeholders = ", ".join("jsonb(?)" if c == "context" else "?" for c in columns)
     conn.execute(f"INSERT INTO memories ({', '.join(columns)}) VALUES ({placeholders})", values)
     new_id = int(conn.last_insert_rowid())
-    index_points(conn, new_id, r["context"], fresh=True)
+    index_new_points(conn, [(new_id, r["context"])])
     return new_id
 
 
@@ -180,19 +208,3 @@ def _vector_bytes(value: Any) -> bytes:
     if hasattr(value, "to_numpy"):  # pgvector.Vector
         value = value.to_numpy()
     return np.asarray(value, dtype=np.float32).tobytes()
-
-
-def insert_memories(conn: apsw.Connection, items: list[NewMemory]) -> list[int]:
-    ids = []
-    for m in items:
-        memory_id = insert_memory(conn, m)
-        assert memory_id is not None  # perceptions are never refused as duplicates
-        ids.append(memory_id)
-    return ids
-
-
-def put_embeddings(conn: apsw.Connection, rows: list[tuple[int, str, str, np.ndarray]], *,
-                   bulk: bool = False) -> None:
-    """``bulk`` changes nothing here: SQLite's vector index is the search layer's, built apart."""
-    for memory_id, collection, model_id, vector in rows:
-        put_embedding(conn, memory_id, collection, model_id, vector)

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import apsw
 
-__all__ = ["MAX_DEPTH", "extract_points", "index_points", "points_of", "reindex_all_points"]
+__all__ = ["MAX_DEPTH", "extract_points", "index_new_points", "index_points", "points_of", "reindex_all_points"]
 
 MAX_DEPTH = 4
 #: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.
@@ -59,12 +59,18 @@ def extract_points(context: dict[str, Any]) -> Iterator[tuple[str, tuple[float, 
 
 def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any], *, fresh: bool = False) -> None:
     """Replace the memory's points with those of ``context`` (``fresh``: it has none yet)."""
-    first = memory_id * _MAX_POINTS
     if not fresh:
         # The R*Tree looks rows up by id equality only (a rowid range would scan the tree).
+        first = memory_id * _MAX_POINTS
         conn.executemany("DELETE FROM spatial_points WHERE id = ?", [(first + k,) for k in range(_MAX_POINTS)])
+    index_new_points(conn, [(memory_id, context)])
+
+
+def index_new_points(conn: apsw.Connection, memories: list[tuple[int, dict[str, Any]]]) -> None:
+    """The points of memories that have none yet, in one statement."""
     rows = [
-        (first + k, x, x, y, y, z, z, memory_id, field, x, y, z)
+        (memory_id * _MAX_POINTS + k, x, x, y, y, z, z, memory_id, field, x, y, z)
+        for memory_id, context in memories
         for k, (field, (x, y, z)) in enumerate(extract_points(context))
     ]
     if rows:
@@ -95,5 +101,5 @@ def points_of(conn: apsw.Connection, memory_ids: list[int], field: str) -> list[
 
 def reindex_all_points(conn: apsw.Connection) -> None:
     """Backfill for stores created before the spatial index existed."""
-    for memory_id, context in conn.execute("SELECT id, json(context) FROM memories").fetchall():
-        index_points(conn, cast(int, memory_id), json.loads(cast(str, context)), fresh=True)
+    rows = conn.execute("SELECT id, json(context) FROM memories").fetchall()
+    index_new_points(conn, [(cast(int, memory_id), json.loads(cast(str, context))) for memory_id, context in rows])

@@ -58,7 +58,7 @@ _INSERT = (
 
 def _values(m: NewMemory) -> tuple[Any, ...]:
     return (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text,
-            tsvector_literal(m.search_text), canonical_json(m.context), m.content_hash, m.protected, m.confidence,
+            tsvector_literal(m.search_text), m.context_json, m.content_hash, m.protected, m.confidence,
             m.now, m.occurred_at, m.occurred_at, m.now, m.occurred_at, m.now, m.embed)
 
 

@@ -1,0 +1,104 @@
+"""Bulk insert and learn, this tree against a reference tree (e.g. main) in the same run.
+
+Each run is a fresh process writing a fresh store with ``save_perceptions`` in batches of
+1,000, the record shape and precomputed vectors of scripts/bench_recall.py (the embedder
+returns the vectors it is given, so embedding costs nothing), then timing 200 ``learn``
+calls (excluding embedding) on the filled store. With ``--against`` the reference tree
+runs the same records alternately with this one, so both see the same machine load.
+
+    python scripts/bench_insert.py --rows 100000 [--against /work/main] [--rounds 2] [--dir /tmp/robotmem-insert]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+BATCH = 1000
+
+
+def child(db: Path, rows: int) -> None:
+    sys.path.insert(0, str(HERE))
+    from bench_recall import CENTRES, DIM, WORDS, BenchVectors, clustered, record
+
+    from robotmem import Memory
+
+    for old in db.parent.glob(db.name + "*"):
+        old.unlink()
+    centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
+    rng = np.random.default_rng(rows)
+    embedder = BenchVectors()
+    wall = cpu = 0.0
+    marks: dict[str, float] = {}
+    with Memory(db, embedder=embedder) as mem:
+        for start in range(0, rows, BATCH):
+            embedder.batch = clustered(rng, centres, BATCH)
+            records = [record(i, rows, rng) for i in range(start, start + BATCH)]
+            w, c = time.perf_counter(), time.process_time()
+            mem.save_perceptions(records)
+            wall += time.perf_counter() - w
+            cpu += time.process_time() - c
+            done = start + BATCH
+            if done in (10_000, rows // 2, rows):
+                marks[f"{done:,}"] = done / wall
+        learn = []
+        for i in range(200):
+            embedder.next = clustered(rng, centres, 1)[0]
+            t = time.perf_counter()
+            mem.learn(f"bench insight {i} {WORDS[i]} {WORDS[i + 7]}", {"task": {"batch": -1, "i": i}})
+            learn.append(time.perf_counter() - t)
+    print(json.dumps({"records_per_s": rows / wall, "cpu_us_per_record": cpu / rows * 1e6, "marks": marks,
+                      "learn_p50_ms": float(np.percentile(learn, 50)) * 1000,
+                      "learn_p95_ms": float(np.percentile(learn, 95)) * 1000,
+                      "load": os.getloadavg()[0]}))
+
+
+def run(tree: Path, db: Path, rows: int) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, __file__, "--child", str(db), str(rows)], env=env, capture_output=True,
+                         text=True, check=True)
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(Path(sys.argv[2]), int(sys.argv[3]))
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--against", type=Path, help="a reference tree (e.g. /work/main) run alternately")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/robotmem-insert"))
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; "
+          f"{args.rows:,} records in batches of {BATCH:,}, then 200 learns")
+    trees = {"this tree": HERE.parent}
+    if args.against is not None:
+        trees["reference"] = args.against.resolve()
+    for r in range(args.rounds):
+        names = list(trees) if r % 2 == 0 else list(reversed(trees))
+        for name in names:
+            res = run(trees[name], args.dir / f"{name.replace(' ', '_')}.db", args.rows)
+            marks = ", ".join(f"{k}: {v:,.0f}/s" for k, v in res["marks"].items())  # type: ignore[attr-defined]
+            print(f"round {r + 1} {name:<10} ({trees[name]}): bulk {res['records_per_s']:,.0f} records/s "
+                  f"(cumulative at {marks}), CPU {res['cpu_us_per_record']:.0f} us/record; "
+                  f"learn p50 {res['learn_p50_ms']:.2f} ms, p95 {res['learn_p95_ms']:.2f} ms; "
+                  f"load average {res['load']:.1f}", flush=True)
+    for name in trees:
+        for old in args.dir.glob(f"{name.replace(' ', '_')}.db*"):
+            old.unlink()
+
+
+if __name__ == "__main__":
+    main()

@@ -207,6 +207,8 @@ def _refusal(item: Any, depth: int) -> tuple[list[str], str] | None:
         for key, child in item.items():
             if isinstance(key, str) and not key.isascii() and not _encodable(key):
                 return [], _SURROGATE_KEY
+            if type(child) in _ALWAYS_STORABLE:
+                continue  # most leaves: no call for them
             refused = _refusal(child, depth + 1)
             if refused is not None:
                 refused[0].append(f".{key}")

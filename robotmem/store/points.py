@@ -42,6 +42,8 @@ def extract_points(context: dict[str, Any]) -> Iterator[tuple[str, tuple[float, 
 
     def walk(node: dict[str, Any], prefix: str, depth: int) -> Iterator[tuple[str, tuple[float, float, float]]]:
         for key, value in node.items():
+            if not isinstance(value, (dict, list)):
+                continue  # a scalar is neither a point nor holds one
             path = f"{prefix}.{key}" if prefix else key
             point = _as_point(value)
             if point is not None:

@@ -91,6 +91,8 @@ def _split_cjk(token: str) -> list[str]:
 def _expand(token: str) -> list[str]:
     """A compound token and its parts, so `grip_force` matches `grip force` and vice versa."""
     parts = [token]
+    if token.isalpha():
+        return parts  # a plain word: most tokens, and nothing below applies to it
     if _PLAIN_NUMBER_RE.match(token):
         return parts  # 12.5 stays one token: its digits are not words
     number = _NUMBER_UNIT_RE.match(token)

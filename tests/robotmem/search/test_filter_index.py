@@ -117,3 +117,57 @@ def test_the_migration_fills_the_leaves_of_existing_memories(tmp_path):
     conn.close()
     with Memory(path, embedder=None) as mem:
         assert [h["content"] for h in mem.recall("", min_confidence=0, context_filter={"task.batch": 7})["results"]] == ["old one"]
+
+
+@pytest.fixture(scope="module")
+def store():
+    from robotmem.store.migrations import migrate
+
+    c = apsw.Connection(":memory:")
+    migrate(c)
+    return c
+
+
+def _new(context):
+    from robotmem.store.memories import NewMemory
+
+    return NewMemory(collection="c", session_id=None, type="perception", perception_type="visual", content="x",
+                     search_text="x", context=context, content_hash="h", protected=False, confidence=1.0, now=0.0,
+                     occurred_at=0.0)
+
+
+def _leaves_by_position(conn, ids):
+    position = {memory_id: i for i, memory_id in enumerate(ids)}
+    rows = conn.execute("SELECT collection, path, value, kind, memory_id FROM context_leaves "
+                        "WHERE memory_id IN (SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchall()
+    return sorted((c, p, json.dumps(v), k, position[m]) for c, p, v, k, m in rows)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(contexts=st.lists(_context(), min_size=2, max_size=8))
+def test_a_bulk_insert_indexes_the_same_leaves_as_the_per_row_trigger(store, contexts):
+    from robotmem.store.memories import insert_memories, insert_memory
+
+    store.execute("DELETE FROM memories")
+    bulk = insert_memories(store, [_new(c) for c in contexts])
+    one_by_one = [insert_memory(store, _new(c)) for c in contexts]
+    assert _leaves_by_position(store, bulk) == _leaves_by_position(store, one_by_one)
+    assert store.execute("SELECT count(*) FROM leaves_deferred").fetchone()[0] == 0
+
+
+def test_a_failed_bulk_insert_leaves_the_trigger_on(store):
+    from robotmem.store.leaves import insert_deferring_leaves
+
+    def failing() -> list[int]:
+        store.execute("INSERT INTO memories (collection, type, content, search_text, context, content_hash, "
+                      "confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, updated_at) "
+                      "VALUES ('c', 'fact', 'x', 'x', jsonb('{\"a\": 1}'), 'h', 1, 0, 0, 0, 0, 0, 0)")
+        raise RuntimeError("the batch failed")
+
+    store.execute("DELETE FROM memories")
+    with pytest.raises(RuntimeError):
+        insert_deferring_leaves(store, failing)
+    store.execute("INSERT INTO memories (collection, type, content, search_text, context, content_hash, confidence, "
+                  "reinforced_at, first_seen, last_seen, created_at, occurred_at, updated_at) "
+                  "VALUES ('c', 'fact', 'y', 'y', jsonb('{\"b\": 2}'), 'h2', 1, 0, 0, 0, 0, 0, 0)")
+    assert store.execute("SELECT path FROM context_leaves WHERE path = '$.b'").fetchall() == [("$.b",)]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
+import math
 import os
 import time
 from collections.abc import Callable
@@ -209,24 +210,34 @@ class AnnIndex:
         import faiss
 
         fetch, nprobe, nlist = 4 * k + 16, NPROBE, int(self._view.nlist)
+        # Kept across widenings: a wider search re-proposes the rows already scored and checked.
+        scored: dict[int, float] = {}
+        verdicts: dict[int, bool] = {}
         while True:
             params = faiss.SearchParametersIVF()
             params.nprobe = nprobe
             _, found = self._view.search(query[None, :], fetch, params=params)
             keys = found[0][found[0] >= 0]
             proposed = keys[~self.overlay.covers(keys)]
-            scored = self._exact(conn, proposed, query)
-            scored.update(self.overlay.search(query, fetch, rules, min_similarity=min_similarity))
-            ranked = sorted(((s, m) for m, s in scored.items() if s >= min_similarity), reverse=True)
-            passing = eligible([m for _, m in ranked])
-            hits = [(m, s) for s, m in ranked if m in passing][:k]
+            scored.update(self._exact(conn, np.asarray([m for m in proposed.tolist() if m not in scored],
+                                                       dtype=np.int64), query))
+            current = {int(m): scored[int(m)] for m in proposed if int(m) in scored}
+            current.update(self.overlay.search(query, fetch, rules, min_similarity=min_similarity))
+            ranked = sorted(((s, m) for m, s in {**scored, **current}.items() if s >= min_similarity),
+                            reverse=True)
+            unknown = [m for _, m in ranked if m not in verdicts]
+            passing = eligible(unknown) if unknown else set()
+            verdicts.update((m, m in passing) for m in unknown)
+            eligible_ranked = [(m, s) for s, m in ranked if verdicts[m]]
+            hits = eligible_ranked[:k]
             exhausted = (len(keys) < fetch and nprobe >= nlist) or (
-                len(scored) > 0 and min(scored.values()) < min_similarity)
+                len(current) > 0 and min(current.values()) < min_similarity)
             if len(hits) >= k or exhausted:
                 return hits
             if fetch >= _MAX_FETCH:
                 return None
-            fetch, nprobe = min(_MAX_FETCH, fetch * 8), min(nlist, nprobe * 4)
+            growth = _growth(k, len(eligible_ranked), len(ranked), fetch)
+            fetch, nprobe = min(_MAX_FETCH, fetch * growth), min(nlist, nprobe * min(4, growth))
 
     def _exact(self, conn: apsw.Connection, ids: np.ndarray, query: np.ndarray) -> dict[int, float]:
         """Exact float32 cosine from the rows (ids whose vector is gone or of another model drop out)."""
@@ -242,6 +253,14 @@ class AnnIndex:
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
         scores = matrix @ query
         return {int(r[0]): float(s) for r, s in zip(rows, scores)}
+
+
+def _growth(k: int, passed: int, ranked: int, fetch: int) -> int:
+    """How many times more candidates to propose: enough for k at the share that passed so
+    far (with a quarter to spare), at least twice and at most 8 times as many."""
+    if passed == 0 or ranked == 0:
+        return 8
+    return int(min(8, max(2, math.ceil(1.25 * k * ranked / (passed * fetch)))))
 
 
 def pending_changes(conn: apsw.Connection, collection: str, seq: int) -> int:

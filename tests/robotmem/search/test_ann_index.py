@@ -18,6 +18,7 @@ import pytest
 
 from robotmem import Memory, ValidationError
 from robotmem.search.ann_index import index_folder, newest_file
+from robotmem.search.eligibility import Eligibility
 
 from given_vectors import DIM, GivenVectors, vector_of
 
@@ -207,3 +208,41 @@ def test_the_reindex_command_names_the_vector_indexes_it_wrote():
     lines = list(render_reindex({"reembedded": 0, "total": 0, "model_id": "m",
                                  "vector_indexes": [{"collection": "lab", "rows": 25000, "seconds": 3.25}]}))
     assert lines == ["embedded 0 of 0 memories with m", "vector index of lab: 25,000 vectors in 3.2 s"]
+
+
+def test_a_filter_most_rows_fail_widens_the_search_to_the_exact_filtered_top(db_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch):
+    """Every vector is near one centre, so the first proposals all clear the similarity floor
+    and about 7 in 8 fail the filter: the index must propose more until k pass."""
+    from robotmem.search import vectors
+
+    monkeypatch.setattr(vectors, "LEAF_CANDIDATE_CAP", 0)  # the filter counts as broad: the index answers
+    with Memory(db_path, embedder=GivenVectors()) as mem:
+        ids = mem.save_perceptions([{"description": f"c1 grasp note {i}", "metadata": {"task": {"slot": i % 30}}}
+                                    for i in range(1500)])
+        mem.rebuild_vector_indexes(min_rows=0)
+        slot = {m: i % 30 for i, m in enumerate(ids)}
+        for i in range(5):
+            q = vector_of(f"c1 query {i}")
+            passing = [m for m in _exact_top(mem, q, 1500) if slot[m] in (0, 1, 2, 3)]
+            got = _vector_ids(mem, q, context_filter={"task.slot": {"$in": [0, 1, 2, 3]}})
+            assert len(got) == 10 and all(slot[m] in (0, 1, 2, 3) for m in got)
+            assert len(set(got) & set(passing[:10])) >= 9
+            # The index itself, asked for 50 of the rows that pass: the first 216 proposals hold
+            # about 29; only widening finds 50, and they are the exact filtered top 50.
+            ann = mem.recall_engine._vectors.ann("default", "test-given/32", DIM)
+            assert ann is not None
+            conn = mem._db.connection()
+            hits = ann.search(conn, q, 50, Eligibility(now=mem.now(), half_life_s=1e9, min_confidence=0.0,
+                                                       include_archived=False),
+                              lambda found: {m for m in found if slot[m] in (0, 1, 2, 3)}, 0.2)
+            assert hits is not None and len(hits) == 50
+            assert len({m for m, _ in hits} & set(passing[:50])) >= 48
+
+
+def test_the_search_widens_by_the_share_that_passed():
+    from robotmem.search.ann_index import _growth
+
+    assert _growth(50, 27, 216, 216) == 3  # 12.5 % pass: about 650 proposals hold 50
+    assert _growth(50, 0, 216, 216) == 8
+    assert _growth(50, 49, 60, 216) == 2

@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from given_vectors import DIM, GivenVectors, vector_of
 
 from robotmem import Memory, ValidationError
 from robotmem.search.ann_index import index_folder, newest_file
 from robotmem.search.eligibility import Eligibility
-
-from given_vectors import DIM, GivenVectors, vector_of
 
 HERE = Path(__file__).resolve().parent
 

@@ -4,9 +4,9 @@ For every tuning query it builds the candidates recall scores (the 50 nearest ve
 the 50 best BM25 matches), computes robotmem.search.relevance's signals for each and fits
 chooses the convex mix (meaning weight, coverage power, neutral cosine, confidence weight) with the best
 mean nDCG@5 over the categories by grid search, then calibrates it: a logistic regression
-of "judged relevant (grade >= 1)" on the mixed score and the meaning margin (the pair's
-effective meaning minus the best among the query's candidates; Platt scaling with one more
-input). Paste the printed constants into robotmem/search/relevance.py and
+of "judged relevant (grade >= 1)" on the mixed score and the meaning margin (trust x the
+pair's cosine minus the highest trusted cosine among the query's candidates; Platt scaling
+with one more input). Paste the printed constants into robotmem/search/relevance.py and
 robotmem/search/fusion.py.
 
     python scripts/fit_relevance.py
@@ -100,13 +100,13 @@ def mix(f: np.ndarray, w: float, power: float, neutral: float) -> np.ndarray:
     return w * effective_meaning(f, neutral) + (1 - w) * f[:, 2] ** power
 
 
-def margins(pairs: dict[str, list[Pair]], neutral: float) -> np.ndarray:
-    """Each pair's effective meaning minus the best of its query's candidates, in allpairs order."""
+def margins(pairs: dict[str, list[Pair]]) -> np.ndarray:
+    """Each pair's meaning margin (relevance.meaning_margin), in allpairs order."""
     out = []
     for ps in pairs.values():
         if ps:
-            m = effective_meaning(np.stack([p.features for p in ps]), neutral)
-            out.append(m - m.max())
+            f = np.stack([p.features for p in ps])
+            out.append(f[:, 1] * (f[:, 0] - (f[:, 1] * f[:, 0]).max()))
     return np.concatenate(out)
 
 
@@ -141,7 +141,7 @@ def main() -> None:
     allpairs = [p for ps in pairs.values() for p in ps]
     s = mix(np.stack([p.features for p in allpairs]), w, power, neutral)
     y = np.array([p.grade >= 1 for p in allpairs], dtype=float)
-    b, a, m = fit(np.stack([s, margins(pairs, neutral)], axis=1), y)
+    b, a, m = fit(np.stack([s, margins(pairs)], axis=1), y)
     print(f"{len(y)} pairs, {int(y.sum())} relevant")
     print(f"MEANING_WEIGHT, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {power}, {neutral}")
     print(f"CONFIDENCE_WEIGHT = {c}")

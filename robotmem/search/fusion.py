@@ -8,7 +8,7 @@ memories of similar match: ``score = match x (1 - W + W x confidence)`` with
 ``W = CONFIDENCE_WEIGHT``, so a fresh, reinforced memory wins a tie but never turns an
 irrelevant one into an answer. Hits are ordered on the match score, not on the calibrated
 relevance, because calibration saturates near 1 where near-duplicates still differ, and
-because relevance also weighs how far a memory's meaning falls behind the best candidate's
+because relevance also weighs how far the model puts a memory behind the nearest candidate
 (robotmem.search.relevance), which would let the cosine outvote an exact value.
 """
 
@@ -21,7 +21,7 @@ import apsw
 
 from ..store.backend import dialect_of
 from . import sql
-from .relevance import MatchFeatures, effective_meaning, match_features, match_score, query_terms, relevance
+from .relevance import MatchFeatures, match_features, match_score, query_terms, relevance, trusted_cosine
 
 __all__ = ["CONFIDENCE_WEIGHT", "Fused", "fuse", "order_score"]
 
@@ -57,7 +57,7 @@ def fuse(
             features[memory_id] = match_features(terms, search_text, content, cos)
     if not features:
         return Fused()
-    best = max(effective_meaning(f) for f in features.values())
+    best = max(trusted_cosine(f) for f in features.values())
     match = {memory_id: match_score(f) for memory_id, f in features.items()}
     return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
                  relevance={memory_id: relevance(f, best) for memory_id, f in features.items()})

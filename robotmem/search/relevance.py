@@ -20,11 +20,11 @@ cannot judge (a Chinese query or memory, a store without vectors) the memory is 
 mean as much as a typical answer, in proportion to the words it shares, instead of the
 cosine's noise deciding (language-aware weighting). The
 mix orders the hits. Relevance adds one signal of the query's answer as a whole, the
-*meaning margin* ``meaning' - best meaning'`` (the best over the same query's candidates,
-so 0 for the model's nearest memory): the model's cosines sit higher for some queries than
-for others (0.3 is the best a vague query gets, an unrelated memory reaches 0.5 for a
-specific one), and how far a memory falls behind the nearest one says more than its
-absolute cosine. It is calibrated by Platt scaling,
+*meaning margin* ``trust * (cosine - best)`` (best: the highest trusted cosine among the
+same query's candidates, so 0 for the model's nearest memory, and 0 where the model cannot
+judge): the model's cosines sit higher for some queries than for others (0.3 is the best a
+vague query gets, an unrelated memory reaches 0.5 for a specific one), and how far a
+memory falls behind the nearest one says more than its absolute cosine. It is calibrated by Platt scaling,
 ``relevance = sigmoid(a * match + c * margin + b)``. The mix is chosen for ranking
 quality (nDCG@5 per category) and a, c, b by logistic regression, both on the tuning half
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
@@ -57,14 +57,16 @@ __all__ = [
     "informative_tokens",
     "match_features",
     "match_score",
+    "meaning_margin",
     "query_terms",
     "relevance",
+    "trusted_cosine",
 ]
 
 
 # Fitted on the tuning split by scripts/fit_relevance.py; see the module docstring.
 MEANING_WEIGHT, COVERAGE_POWER, NEUTRAL_COSINE = 0.40, 2.0, 0.2
-PLATT_A, PLATT_MARGIN, PLATT_B = 24.53, 9.67, -4.86
+PLATT_A, PLATT_MARGIN, PLATT_B = 26.81, 12.50, -5.09
 
 #: Words that say nothing about which memory is meant, whatever the size of the store.
 #: Dropped from the keyword query (and from coverage) unless the query has nothing else.
@@ -180,12 +182,25 @@ def match_score(features: MatchFeatures) -> float:
 def calibrated(match: float, margin: float = 0.0) -> float:
     """The probability that a memory answers the query (Platt scaling).
 
-    ``margin`` is the memory's effective meaning minus the best among the query's
-    candidates (<= 0); 0, the default, is the nearest memory's.
+    ``margin`` is meaning_margin (<= 0); 0, the default, is the nearest memory's.
     """
     return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_MARGIN * margin + PLATT_B)))
 
 
-def relevance(features: MatchFeatures, best_meaning: float) -> float:
-    """The calibrated relevance of one candidate, given the best effective meaning among its query's candidates."""
-    return calibrated(match_score(features), effective_meaning(features) - best_meaning)
+def trusted_cosine(features: MatchFeatures) -> float:
+    return features.trust * features.meaning
+
+
+def meaning_margin(features: MatchFeatures, best_cosine: float) -> float:
+    """How far the model puts this memory behind the nearest candidate (<= 0), as far as it can judge it.
+
+    ``best_cosine`` is the highest trusted cosine among the query's candidates. Where the
+    model cannot judge (trust 0: Chinese text, no vectors) there is no margin, as there is
+    no cosine to trust.
+    """
+    return features.trust * (features.meaning - best_cosine)
+
+
+def relevance(features: MatchFeatures, best_cosine: float) -> float:
+    """The calibrated relevance of one candidate, given the highest trusted cosine among its query's candidates."""
+    return calibrated(match_score(features), meaning_margin(features, best_cosine))

@@ -87,9 +87,15 @@ def test_a_query_without_an_answer_returns_nothing_by_default(judged, qid: str):
 
 def test_min_relevance_cuts_at_the_given_value(judged):
     everything = _hits(judged, "p04", min_relevance=0)
-    cut = sorted(r for _, r in everything)[len(everything) // 2]
+    values = sorted({r for _, r in everything})
+    # Halfway between two shown values: hits show relevance rounded to 4 places.
+    cut = (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
     kept = _hits(judged, "p04", min_relevance=cut)
-    assert kept == [(k, r) for k, r in everything if r >= cut]
+    assert kept and all(r >= cut for _, r in kept)
+    # Relevance need not fall strictly down the list (the meaning margin is not in the
+    # order), so the cut may bring in hits from below the first 10; the ones above it stay.
+    above = [(k, r) for k, r in everything if r >= cut]
+    assert [hit for hit in kept if hit in above] == above
     assert _hits(judged, "p04", min_relevance=1.0) == [(k, r) for k, r in everything if r >= 1.0]
 
 

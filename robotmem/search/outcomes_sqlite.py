@@ -277,7 +277,9 @@ class _IndexPlan:
             where, params = _set_sql(self.req)
             return _scan(self.conn, self.req, where, params)
         if mask is None:
-            total = int(scalar(self.conn, "SELECT count(*) FROM memories WHERE collection = ?", [self.req.collection]))
+            # The count triggers keep (robotmem.store.counts), not a walk of the collection's index.
+            total = int(scalar(self.conn, "SELECT coalesce(sum(n), 0) FROM memory_counts WHERE collection = ?",
+                               [self.req.collection]))
             return self.tally(group_leaf, ~excluded, total - int(excluded.sum()), whole=True)
         return self.tally(group_leaf, mask, int(mask.sum()), whole=False)
 
@@ -285,9 +287,11 @@ class _IndexPlan:
         """Per memory id: 1 success, 0 failure, -1 no verdict; and the score (NaN for none)."""
         req = self.req
         ok = np.full(self.size, -1, dtype=np.int8)
-        leaf = "SELECT memory_id AS id FROM context_leaves WHERE collection = ? AND path = ? AND value = ? AND kind = ?"
-        ok[self.ids(leaf, [req.collection, _SUCCESS, 0, "false"])] = 0
-        ok[self.ids(leaf, [req.collection, _SUCCESS, 1, "true"])] = 1
+        # group_concat straight over the index (no subquery around it: a fifth faster).
+        leaf = ("SELECT group_concat(memory_id) FROM context_leaves WHERE collection = ? AND path = ? AND value = ? "
+                "AND kind = ?")
+        ok[_parse_ids(scalar(self.conn, leaf, [req.collection, _SUCCESS, 0, "false"]))] = 0
+        ok[_parse_ids(scalar(self.conn, leaf, [req.collection, _SUCCESS, 1, "true"]))] = 1
         score = np.full(self.size, np.nan)
         # By distinct score (an episode's memories share one): numbers never pass through text.
         # Numbers sort before text: the bound keeps the range on the numeric leaves.

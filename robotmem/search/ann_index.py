@@ -25,6 +25,7 @@ new snapshot when the overlay has grown or the file is missing.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import itertools
 import logging
@@ -44,8 +45,8 @@ from .eligibility import Eligibility
 from .vector_index import VectorIndex
 
 __all__ = [
-    "AnnIndex", "BuildReport", "MIN_ROWS", "build_index", "index_folder", "newest_file", "pending_changes",
-    "rebuild_indexes",
+    "AnnIndex", "BuildReport", "MIN_ROWS", "STALE_SHARE", "build_index", "index_folder", "newest_file",
+    "pending_changes", "rebuild_indexes", "rebuild_stale",
 ]
 
 if TYPE_CHECKING:
@@ -55,6 +56,9 @@ log = logging.getLogger(__name__)
 
 #: Below this many vectors the exact numpy scan is as fast as the index; no file is built.
 MIN_ROWS = 20_000
+#: A snapshot is rebuilt (in the background, by the process that notices) once the changes since it
+#: reach this share of its rows: the overlay is an exact scan, so it must not grow without bound.
+STALE_SHARE = 0.25
 #: Lists probed per query at first (widened when too few candidates pass the filters).
 NPROBE = 16
 _TRAIN_PER_LIST = 40
@@ -198,6 +202,11 @@ class AnnIndex:
     def sync(self, conn: apsw.Connection) -> None:
         self.overlay.sync(conn)
 
+    @property
+    def stale(self) -> bool:
+        """Enough changed since the snapshot that a new one should replace it."""
+        return self.overlay.changes_seen > STALE_SHARE * len(self)
+
     def search(
         self, conn: apsw.Connection, query: np.ndarray, k: int, rules: Eligibility,
         eligible: Callable[[list[int]], set[int]], min_similarity: float,
@@ -266,6 +275,26 @@ def _growth(k: int, passed: int, ranked: int, fetch: int) -> int:
 def pending_changes(conn: apsw.Connection, collection: str, seq: int) -> int:
     """How many changes to the collection came after a snapshot taken at ``seq``."""
     return int(scalar(conn, "SELECT count(*) FROM change_log WHERE seq > ? AND collection = ?", (seq, collection)))
+
+
+def rebuild_stale(db: Database, collection: str, model_id: str, dim: int, seq: int) -> BuildReport | None:
+    """Replace the snapshot taken at ``seq`` with a new one, unless another process is building one
+    (an exclusive lock file beside the snapshots, released by the kernel if the builder dies) or a
+    newer one is already published. Publishing stays build_index's atomic rename."""
+    folder = index_folder(db.path)
+    if folder is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{_key(collection, model_id)}.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        newest = newest_file(folder, collection, model_id)
+        if newest is not None and newest[1] > seq:
+            return None
+        with db.read() as conn:
+            return build_index(conn, folder, collection, model_id, dim, min_rows=0)
 
 
 def rebuild_indexes(

@@ -52,7 +52,8 @@ class RecallEngine:
         self._half_life_s = half_life_s
         self._min_similarity = min_similarity
         folder = index_folder(db.path) if getattr(db, "kind", "sqlite") == "sqlite" else None
-        self._vectors = VectorSearch(folder, half_life_s=half_life_s, min_similarity=min_similarity)
+        self._vectors = VectorSearch(folder, half_life_s=half_life_s, min_similarity=min_similarity,
+                                     db=db if folder is not None else None)
 
     def recall(
         self, req: RecallRequest, now: float, query_vector: np.ndarray | None, model_id: str | None

@@ -49,6 +49,8 @@ class VectorIndex:
         self._protected = np.zeros(0, dtype=bool)
         self._row_of: dict[int, int] = {}
         self._order: np.ndarray | None = None  # argsort of ids, rebuilt after rows are added
+        #: change_log entries applied since the mirror started (an index snapshot's overlay: its staleness)
+        self.changes_seen = 0
 
     @classmethod
     def changes_after(cls, seq: int, collection: str, model_id: str, dim: int) -> "VectorIndex":
@@ -82,6 +84,7 @@ class VectorIndex:
             ).fetchall()
             if not rows:
                 return
+            self.changes_seen += len(rows)
             self._last_seq = max(cast(int, seq) for seq, _ in rows)
             self._refresh(conn, sorted({cast(int, memory_id) for _, memory_id in rows}))
 

@@ -22,7 +22,8 @@ import apsw
 import numpy as np
 
 from . import sql
-from .ann_index import AnnIndex, newest_file
+from ..store.connection import Database
+from .ann_index import AnnIndex, newest_file, rebuild_stale
 from .eligibility import Eligibility
 from .filter_index import smallest
 from .fulltext import eligible_subset
@@ -50,8 +51,11 @@ def filter_source(conn: apsw.Connection, req: RecallRequest) -> sql.Query | None
 
 
 class VectorSearch:
-    def __init__(self, folder: Path | None, *, half_life_s: float, min_similarity: float) -> None:
+    def __init__(self, folder: Path | None, *, half_life_s: float, min_similarity: float,
+                 db: Database | None = None) -> None:
         self._folder = folder
+        self._db = db  # for rebuilding a stale snapshot on a thread of its own
+        self._builds: dict[tuple[str, str], threading.Thread] = {}
         self._half_life_s = half_life_s
         self._min_similarity = min_similarity
         self._mirrors: dict[tuple[str, str], VectorIndex] = {}
@@ -91,6 +95,39 @@ class VectorSearch:
                 return current
             return self._anns[key]
 
+    def _rebuild_soon(self, collection: str, model_id: str, dim: int, seq: int) -> None:
+        """Rebuild a stale snapshot on a background thread (one per key in this process; the lock file
+        in rebuild_stale keeps it to one across processes). Every process reopens the new file on
+        its next recall."""
+        if self._db is None:
+            return
+        key = (collection, model_id)
+        with self._lock:
+            running = self._builds.get(key)
+            if running is not None and running.is_alive():
+                return
+            thread = threading.Thread(target=self._rebuild, args=(self._db, collection, model_id, dim, seq),
+                                      name="robotmem-index-rebuild", daemon=True)
+            self._builds[key] = thread
+        thread.start()
+
+    @staticmethod
+    def _rebuild(db: Database, collection: str, model_id: str, dim: int, seq: int) -> None:
+        try:
+            report = rebuild_stale(db, collection, model_id, dim, seq)
+        except Exception as exc:  # a closed store or a full disk: the old snapshot stays in use
+            log.warning("rebuilding the vector index of %s failed (%s); `robotmem reindex` retries", collection, exc)
+            return
+        if report is not None:
+            log.info("rebuilt the vector index of %s: %d rows in %.1f s", collection, report.rows, report.seconds)
+
+    def join_builds(self) -> None:
+        """Wait for the background rebuilds this process started (tests, orderly shutdown)."""
+        with self._lock:
+            running = list(self._builds.values())
+        for thread in running:
+            thread.join()
+
     def hits(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int,
         chosen: np.ndarray | None, filtered: list[np.ndarray],
@@ -109,6 +146,8 @@ class VectorSearch:
         ann = self.ann(req.collection, model_id, dim)
         if ann is not None:
             ann.sync(conn)
+            if ann.stale:
+                self._rebuild_soon(req.collection, model_id, dim, ann.seq)
             found = ann.search(conn, query, k, rules, lambda ids: eligible_subset(
                 conn, req, ids, now, self._half_life_s), self._min_similarity)
             if found is not None:

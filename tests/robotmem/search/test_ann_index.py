@@ -245,3 +245,56 @@ def test_the_search_widens_by_the_share_that_passed():
     assert _growth(50, 27, 216, 216) == 3  # 12.5 % pass: about 650 proposals hold 50
     assert _growth(50, 0, 216, 216) == 8
     assert _growth(50, 49, 60, 216) == 2
+
+
+def _snapshot(mem: Memory):
+    return mem.recall_engine._vectors.ann("default", GivenVectors.model_id, DIM)
+
+
+def test_a_stale_snapshot_is_rebuilt_in_the_background_and_then_used(built: Path):
+    folder = index_folder(built)
+    before = newest_file(folder, "default", GivenVectors.model_id)
+    with Memory(built, embedder=GivenVectors()) as mem:
+        _fill(mem, 300, start=5000)  # 300 changes on 1,500 rows: under the share, no rebuild
+        q = vector_of("c5 grasp note 5005")
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+        mem.recall_engine._vectors.join_builds()
+        assert newest_file(folder, "default", GivenVectors.model_id) == before
+        _fill(mem, 200, start=6000)  # 500 changes: over a quarter of the snapshot
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # answered, and a rebuild started
+        mem.recall_engine._vectors.join_builds()
+        after = newest_file(folder, "default", GivenVectors.model_id)
+        assert after is not None and before is not None and after[1] > before[1]
+        assert len(list(folder.glob("*.faiss"))) == 1
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+        snapshot = _snapshot(mem)
+        assert snapshot.seq == after[1] and len(snapshot) == 2000 and snapshot.overlay.changes_seen == 0
+
+
+def test_a_rebuild_under_way_in_another_process_is_not_repeated(built: Path):
+    from robotmem.search.ann_index import _key
+
+    folder = index_folder(built)
+    before = newest_file(folder, "default", GivenVectors.model_id)
+    lock = folder / f".{_key('default', GivenVectors.model_id)}.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import fcntl, sys; f = open({str(lock)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX); "
+                               "print('locked', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with Memory(built, embedder=GivenVectors()) as mem:
+            _fill(mem, 500, start=5000)
+            q = vector_of("c5 grasp note 5005")
+            assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+            mem.recall_engine._vectors.join_builds()
+            assert newest_file(folder, "default", GivenVectors.model_id) == before  # the other builder's turn
+            holder.stdin.close()
+            holder.wait()
+            assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+            mem.recall_engine._vectors.join_builds()
+            after = newest_file(folder, "default", GivenVectors.model_id)
+            assert after is not None and before is not None and after[1] > before[1]
+    finally:
+        holder.kill()
+        holder.wait()

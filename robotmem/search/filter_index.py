@@ -112,8 +112,10 @@ def _equals(path: str, value: Any) -> tuple[str, tuple[Any, ...]]:
 
 def _range(path: str, op: str, value: Any) -> tuple[str, tuple[Any, ...]]:
     if isinstance(value, str):
-        # Text sorts after every number in SQLite: the lower bound keeps the range on text.
-        return f"path = ? AND value {_RANGE_SQL[op]} ? AND value >= '' AND kind = 'text'", (path, value)
+        # A numeral text leaf is stored as its number (see _exact_operand), which no text bound can
+        # place: such leaves (value < '') are all kept. ``+value`` drops the column's affinity, which
+        # would turn a numeral bound into a number and compare text with it numerically.
+        return (f"path = ? AND kind = 'text' AND (value < '' OR +value {_RANGE_SQL[op]} ?)", (path, value))
     # ... and the upper bound keeps a numeric range off the text values.
     return f"path = ? AND value {_RANGE_SQL[op]} ? AND value < '' AND {_NUMBER_KINDS}", (path, value)
 

@@ -171,3 +171,20 @@ def test_a_failed_bulk_insert_leaves_the_trigger_on(store):
                   "reinforced_at, first_seen, last_seen, created_at, occurred_at, updated_at) "
                   "VALUES ('c', 'fact', 'y', 'y', jsonb('{\"b\": 2}'), 'h2', 1, 0, 0, 0, 0, 0, 0)")
     assert store.execute("SELECT path FROM context_leaves WHERE path = '$.b'").fetchall() == [("$.b",)]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    values=st.lists(st.sampled_from(["5", "05", "5.0", " 7", "4x", "abc", "", "10", 5, 4.5, "1e2"]), min_size=1,
+                    max_size=8),
+    op=st.sampled_from(["$gt", "$gte", "$lt", "$lte", "$eq", "$in"]),
+    bound=st.sampled_from(["5", "4x", "10", "", "abc", "05", " 7"]),
+)
+def test_numeral_texts_stay_in_the_candidates(conn, values, op, bound):
+    # The leaves store a text that reads as a number as that number: text ranges must still keep it.
+    spec = {"f": {op: [bound] if op == "$in" else bound}}
+    _fill(conn, [{"f": v} for v in values])
+    expected = {i for i, v in enumerate(values) if matches({"f": v}, spec)}
+    for leaf_set in compile_filter(spec).candidates:
+        q, p = leaf_set.query("c")
+        assert expected <= {row[0] for row in conn.execute(q, p)}, (values, spec)

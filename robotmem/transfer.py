@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
 from .errors import ValidationError
 from .import_checks import ImportLimits, check_memory, check_session
 from .search.embedding_state import EmbeddingState
@@ -123,6 +125,7 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0}
     id_map: dict[int, int] = {}
     to_embed: list[tuple[int, str, str]] = []
+    vectors: list[tuple[int, str, str, np.ndarray]] = []
     with db.write() as conn:
         sessions = {r["id"] for r in records if r["kind"] == "session"}
         for r in (r for r in records if r["kind"] == "session"):
@@ -145,9 +148,12 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
             if r["payload"] is not None:
                 db.insert_payload(conn, new_id, r["payload"], r["payload_summary"])
             if r["embedding"] is not None:
-                db.put_embedding(conn, id_map[r["id"]], r["collection"], *r["embedding"])
+                model_id, vector = r["embedding"]
+                vectors.append((id_map[r["id"]], r["collection"], model_id, vector))
             elif r["status"] in ("active", "archived") and r["embed"]:
                 to_embed.append((id_map[r["id"]], r["collection"], r["content"]))
+        # A bulk load: PostgreSQL builds each collection's vector index once, below, not row by row.
+        db.put_embeddings(conn, vectors, bulk=True)
         absorbed_param = "?::jsonb" if dialect_of(conn) == "postgresql" else "?"
         for r in memories:
             new_id = id_map[r["id"]]
@@ -155,6 +161,7 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
             absorbed = [id_map.get(a, a) for a in r["absorbed"]]
             conn.execute(f"UPDATE memories SET superseded_by = ?, absorbed = {absorbed_param} WHERE id = ?",
                          (superseded, json.dumps(absorbed), new_id))
+    db.build_vector_indexes()
     counts["embedded"] = _embed_missing(db, embeddings, to_embed)
     return counts
 

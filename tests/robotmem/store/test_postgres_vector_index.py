@@ -151,3 +151,31 @@ def test_reindex_reports_the_indexes_it_built(postgres_url: str):
     assert result["reembedded"] == 0
     assert [(b["collection"], b["rows"]) for b in result["vector_indexes"]] == [("bay", BULK_ROWS)]
     assert _ready(postgres_url) == {("bay", MODEL): True}
+
+
+def test_import_loads_vectors_then_builds_each_index_once(tmp_path: Path, postgres_url: str,
+                                                           monkeypatch: pytest.MonkeyPatch):
+    from robotmem.store.postgres import memories
+
+    built_over: list[tuple[str, int]] = []
+    real = memories.build_vector_index
+
+    def spy(conn: PgConnection, collection: str, model_id: str, dim: int, *, rebuild: bool = False) -> bool:
+        built_over.append((collection, memories.vector_count(conn, collection, model_id)))
+        return real(conn, collection, model_id, dim, rebuild=rebuild)
+
+    monkeypatch.setattr(memories, "build_vector_index", spy)
+    source = tmp_path / "source.db"
+    with Memory(source, embedder=GivenVectors(), collection="arm") as mem:
+        mem.save_perceptions(_perceptions("arm", 40))
+        mem.save_perceptions(_perceptions("cart", 20))
+        mem.export(tmp_path / "fleet.jsonl")
+    with Memory(postgres_url, embedder=GivenVectors(), collection="arm") as pg:
+        counts = pg.import_(tmp_path / "fleet.jsonl")
+        assert counts["memories"] == 60 and counts["embedded"] == 0  # vectors came with the file
+        assert _ready(postgres_url) == {("arm", MODEL): True, ("cart", MODEL): True}
+        assert sorted(built_over) == [("arm", 40), ("cart", 20)]  # once each, over every loaded vector
+        query = np.asarray(vector_of("c5 probe"))
+        got = [h["content"] for h in pg.recall("zzqxv", n=5, min_relevance=0, query_vector=query)["results"]]
+    with Memory(source, embedder=GivenVectors(), collection="arm") as lite:
+        assert got == [h["content"] for h in lite.recall("zzqxv", n=5, min_relevance=0, query_vector=query)["results"]]

@@ -241,7 +241,7 @@ def prepare_postgres(size: int, url: str, reindex: bool) -> dict[str, Any]:
 
 
 @contextmanager
-def postgres_database(url: str | None, size: int) -> Iterator[str]:
+def postgres_database(url: str | None, size: int | str) -> Iterator[str]:
     """Database robotmem_bench_<size> on the server at ``url`` (created when missing, else reused),
     or on a temporary pgserver that is removed afterwards."""
     import tempfile

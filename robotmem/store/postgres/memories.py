@@ -122,11 +122,10 @@ def index_name(collection: str, model_id: str) -> str:
 def ensure_vector_index(conn: PgConnection, collection: str, model_id: str, dim: int, *, bulk: bool = False,
                        batch: bool = False) -> None:
     """The (collection, model)'s partial HNSW index exists before its vectors are written, except
-    while it is left to be built: pgvector updates HNSW row by row (265 records/s into an indexed
-    100,000 store, against 1,620 records/s loading without it and 675 rows/s building it after;
-    docs/benchmarks.md), so a bulk load into a pair without an index leaves it unbuilt, and so do
-    later batches; the next single write (a ``learn``), ``robotmem reindex`` or the end of
-    ``robotmem migrate`` builds it."""
+    while it is left to be built: pgvector updates HNSW row by row (scripts/bench_pg_bulk.py, one
+    run: 69 records/s with the index maintained, 236 records/s loading then building it), so a
+    bulk load into a pair without an index leaves it unbuilt, and so do later batches; the next
+    single write (a ``learn``), ``robotmem reindex`` or the end of ``robotmem migrate`` builds it."""
     key = (collection, model_id)
     if key in conn.indexed:
         return

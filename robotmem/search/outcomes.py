@@ -12,7 +12,8 @@ tests hold both to a plain-Python oracle):
    text (every query word must occur; a superseded memory left the full-text index when
    it was merged, so it matches when the memory that absorbed it does: a merge needs
    near-identical text) and a spatial neighbourhood (within ``max_distance`` of a point,
-   or the ``k`` nearest, ties broken by the newer id);
+   or the ``k`` nearest, ties broken by the newer id; with ``spatial_sort.frame``, only
+   memories in that frame or naming none, as recall compares them);
 2. each memory's verdict: ``task.success`` when it is true/false, else
    ``episode.outcome >= success_threshold`` when the episode was scored (a number),
    else none; its score: ``episode.outcome`` when it is a number;

@@ -15,7 +15,7 @@ from ..store.postgres.sql import tsquery_literal
 from ..store.tokens import token_parts
 from .filters import compile_for
 from .outcomes import OutcomeRequest, Row, neighbourhood
-from .postgres import points_box
+from .postgres import frame_sql, points_box
 from .spatial import _distances
 
 __all__ = ["postgres_rows"]
@@ -70,9 +70,10 @@ def _neighbourhood_sql(conn: Any, req: OutcomeRequest, where: str, params: list[
 
     def points(radius: float | None) -> dict[int, float]:
         box, box_params = points_box(spatial, radius)
+        frame, frame_params = frame_sql(spatial)
         q = ("SELECT r.memory_id, r.xy[0], r.xy[1], r.z FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
-             f"WHERE r.field = ?{box} AND {where}")
-        return _distances(conn.execute(q, [spatial.field, *box_params, *params]), spatial.target)
+             f"WHERE r.field = ?{box}{frame} AND {where}")
+        return _distances(conn.execute(q, [spatial.field, *box_params, *frame_params, *params]), spatial.target)
 
     return "m.id = ANY(?)", [neighbourhood(req, points)]
 

@@ -27,7 +27,7 @@ from ..store.connection import one_row, scalar
 from ..store.leaves import leaf_path
 from .filter_index import LeafSet, exact_clause
 from .outcomes import OutcomeRequest, Row, neighbourhood
-from .spatial import _distances
+from .spatial import _distances, _frame_sql
 
 __all__ = ["sqlite_rows"]
 
@@ -101,9 +101,10 @@ def _near(conn: apsw.Connection, req: OutcomeRequest) -> np.ndarray:
 
     def points(radius: float | None) -> dict[int, float]:
         box, box_params = _box_sql(req, radius)
+        frame, frame_params = _frame_sql(spatial)
         q = ("SELECT r.memory_id, r.px, r.py, r.pz FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
-             f"WHERE {box} AND {where}")
-        return _distances(conn.execute(q, [*box_params, *params]), spatial.target)
+             f"WHERE {box}{frame} AND {where}")
+        return _distances(conn.execute(q, [*box_params, *frame_params, *params]), spatial.target)
 
     return np.asarray(neighbourhood(req, points), dtype=np.int64)
 

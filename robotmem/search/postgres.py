@@ -29,7 +29,7 @@ from .recall import RecallEngine, _VectorSide
 from .request import RecallRequest, SpatialSort
 from .spatial import nearest
 
-__all__ = ["PgRecallEngine", "points_box"]
+__all__ = ["PgRecallEngine", "frame_sql", "points_box"]
 
 Query = tuple[str, list[Any]]
 
@@ -139,19 +139,23 @@ def _points_query(req: RecallRequest, spatial: SpatialSort, radius: float | None
                   half_life_s: float) -> Query:
     where, params = sql.eligibility_sql(req, now, half_life_s, dialect="postgresql")
     box, box_params = points_box(spatial, radius)
-    frame, frame_params = "", []
-    if spatial.frame is not None:
-        # As in SQLite: a memory naming another frame is not compared; one naming none (or null) is.
-        parent = spatial.field.rpartition(".")[0]
-        path = "strict $" + "".join("." + json.dumps(p) for p in (f"{parent}.frame" if parent else "frame").split("."))
-        frame = (" AND coalesce(nullif(jsonb_path_query_first(m.context, ?::jsonpath, '{}', true), 'null'::jsonb), "
-                 "to_jsonb(?::text)) = to_jsonb(?::text)")
-        frame_params = [path, spatial.frame, spatial.frame]
+    frame, frame_params = frame_sql(spatial)
     return (
         "SELECT r.memory_id, r.xy[0], r.xy[1], r.z FROM spatial_points r JOIN memories m ON m.id = r.memory_id "
         f"WHERE r.field = ?{box}{frame} AND {where}",
         [spatial.field, *box_params, *frame_params, *params],
     )
+
+
+def frame_sql(spatial: SpatialSort) -> Query:
+    """As in SQLite: a memory naming another frame is not compared; one naming none (or null) is."""
+    if spatial.frame is None:
+        return "", []
+    parent = spatial.field.rpartition(".")[0]
+    path = "strict $" + "".join("." + json.dumps(p) for p in (f"{parent}.frame" if parent else "frame").split("."))
+    frame = (" AND coalesce(nullif(jsonb_path_query_first(m.context, ?::jsonpath, '{}', true), 'null'::jsonb), "
+             "to_jsonb(?::text)) = to_jsonb(?::text)")
+    return frame, [path, spatial.frame, spatial.frame]
 
 
 def points_box(spatial: SpatialSort, radius: float | None) -> Query:

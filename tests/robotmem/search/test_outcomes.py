@@ -396,3 +396,17 @@ def test_a_dot_path_never_steps_into_an_array(mem: Memory, monkeypatch: pytest.M
     for plan in plans(mem):
         stats = outcome_stats(mem, plan, monkeypatch, "a.0")
         assert (stats["without_field"], [(g["value"], g["successes"]) for g in stats["groups"]]) == (1, [(5, 0)]), plan
+
+
+def test_a_neighbourhood_in_a_frame_leaves_out_other_frames(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # As recall: a point in another frame has no distance to the target; one naming no frame is compared.
+    for i, frame in enumerate(["world", "table", None, "world", "table"]):
+        spatial: dict[str, Any] = {"position": [0.1 * i, 0.0]}
+        if frame is not None:
+            spatial["frame"] = frame
+        mem.learn(f"push {i}", context={"f": i, "spatial": spatial, "task": {"success": True}})
+    for plan in plans(mem):
+        for extra, expected in [({"max_distance": 1.0}, [0, 2, 3]), ({}, [0, 2])]:
+            near = {"field": "spatial.position", "target": [0.0, 0.0], "frame": "world", **extra}
+            stats = outcome_stats(mem, plan, monkeypatch, "f", spatial_sort=near, k=None if extra else 2)
+            assert [g["value"] for g in stats["groups"]] == expected, (plan, extra)

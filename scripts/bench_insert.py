@@ -89,14 +89,14 @@ def main() -> None:
     for r in range(args.rounds):
         names = list(trees) if r % 2 == 0 else list(reversed(trees))
         for name in names:
-            res = run(trees[name], args.dir / f"{name.replace(' ', '_')}.db", args.rows)
+            res = run(trees[name], args.dir / f"{name.replace(' ', '_')}-{os.getpid()}.db", args.rows)
             marks = ", ".join(f"{k}: {v:,.0f}/s" for k, v in res["marks"].items())  # type: ignore[attr-defined]
             print(f"round {r + 1} {name:<10} ({trees[name]}): bulk {res['records_per_s']:,.0f} records/s "
                   f"(cumulative at {marks}), CPU {res['cpu_us_per_record']:.0f} us/record; "
                   f"learn p50 {res['learn_p50_ms']:.2f} ms, p95 {res['learn_p95_ms']:.2f} ms; "
                   f"load average {res['load']:.1f}", flush=True)
     for name in trees:
-        for old in args.dir.glob(f"{name.replace(' ', '_')}.db*"):
+        for old in args.dir.glob(f"{name.replace(' ', '_')}-{os.getpid()}.db*"):
             old.unlink()
 
 

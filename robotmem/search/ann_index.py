@@ -20,7 +20,10 @@ exact in-process overlay (robotmem.search.vector_index.VectorIndex started at th
 sequence), and index hits for those rows are ignored. A killed writer leaves no
 committed change and so nothing to reconcile; a killed build leaves only a temporary
 file, and the previous snapshot (or none) stays in use. ``robotmem reindex`` writes a
-new snapshot when the overlay has grown or the file is missing.
+new snapshot when the overlay has grown or the file is missing; without it, the first
+process whose overlay passes ``STALE_SHARE`` of the snapshot rebuilds it on a background
+thread (``rebuild_stale``, one builder at a time across processes by a lock file), so the
+exact overlay stays bounded.
 """
 
 from __future__ import annotations

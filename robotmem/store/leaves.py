@@ -16,11 +16,8 @@ JSON type, so equality stays typed.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
-import apsw
-
-__all__ = ["DEFER_LEAVES", "LEAVES_SCHEMA", "insert_deferring_leaves", "leaf_path"]
+__all__ = ["DEFER_LEAVES", "INSERT_LEAVES_RANGE", "LEAVES_SCHEMA", "leaf_path"]
 
 _LEAF_ROWS = """
     SELECT {prefix}.collection AS collection, t.fullkey AS path,
@@ -69,11 +66,10 @@ INSERT INTO context_leaves (collection, path, value, kind, memory_id) {_rows("m"
 
 _INSERT_NEW = "INSERT INTO context_leaves (collection, path, value, kind, memory_id) {rows};"
 
-# Bulk inserts write a batch's leaves in one statement, in key order: each index page is
-# then touched once per batch instead of once per row (the per-row trigger cost about a
-# third of bulk insert time). A row in ``leaves_deferred``, present only inside the bulk
-# writer's own transaction, turns the per-row trigger off; every other insert (raw SQL
-# included) still goes through the trigger. Safe to run again (tests rewind user_version).
+# Migration 9: bulk inserts write a batch's leaves in one statement (robotmem.store.deferred).
+# A row in ``leaves_deferred``, present only inside the bulk writer's own transaction, turns
+# the per-row trigger off; every other insert (raw SQL included) still goes through it.
+# Safe to run again (tests rewind user_version).
 DEFER_LEAVES = f"""
 CREATE TABLE IF NOT EXISTS leaves_deferred (id INTEGER PRIMARY KEY);
 DROP TRIGGER IF EXISTS memories_ai_leaves;
@@ -82,22 +78,9 @@ CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories WHEN NOT EXISTS (SELE
 END;
 """
 
-_INSERT_RANGE = _INSERT_NEW.format(
+#: The leaves of the memories with ids in [?, ?], in key order (robotmem.store.deferred).
+INSERT_LEAVES_RANGE = _INSERT_NEW.format(
     rows=f"SELECT * FROM ({_rows('m', 'memories AS m, ')} AND m.id BETWEEN ? AND ?) ORDER BY collection, path, value, memory_id")
-
-
-def insert_deferring_leaves(conn: apsw.Connection, insert: Callable[[], list[int]]) -> list[int]:
-    """Run ``insert`` (new memories, ids ascending) with the per-row leaf trigger off, then index
-    the leaves of every id it returned in one statement. Call inside a write transaction."""
-    conn.execute("INSERT INTO leaves_deferred (id) VALUES (1)")
-    try:
-        ids = insert()
-    finally:
-        conn.execute("DELETE FROM leaves_deferred")
-    if ids:
-        # Ids only grow and the write lock is held: the range holds exactly the new rows.
-        conn.execute(_INSERT_RANGE, (ids[0], ids[-1]))
-    return ids
 
 
 # SQLite writes a key bare when it is a letter followed by letters and digits, else quoted.

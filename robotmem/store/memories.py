@@ -11,7 +11,7 @@ import numpy as np
 
 from ..context import canonical_json
 from .decay import effective_confidence_sql
-from .leaves import insert_deferring_leaves
+from .deferred import insert_deferring_indexes
 from .points import index_new_points, index_points
 from .rows import INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql
 
@@ -82,7 +82,7 @@ def insert_memories(conn: apsw.Connection, items: list[NewMemory]) -> list[int]:
     if len(items) == 1:
         ids = [int(row[0]) for row in conn.execute(_INSERT, values[0])]
     else:
-        ids = insert_deferring_leaves(conn, lambda: [int(row[0]) for row in conn.executemany(_INSERT, values)])
+        ids = insert_deferring_indexes(conn, lambda: [int(row[0]) for row in conn.executemany(_INSERT, values)])
     index_new_points(conn, list(zip(ids, (m.context for m in items))))
     return ids
 

@@ -15,6 +15,7 @@ import apsw
 
 from .connection import scalar
 from .counts import COUNTS_SCHEMA
+from .deferred import DEFER_FULL_TEXT
 from .leaves import DEFER_LEAVES, LEAVES_SCHEMA
 from .points import reindex_all_points
 from .tokens import FTS_TOKENIZE, index_tokens, memory_search_text
@@ -187,12 +188,15 @@ def _v8(conn: apsw.Connection) -> None:
     conn.executemany("UPDATE memories SET search_text = ? WHERE id = ?", changed)
 
 
-# Bulk inserts index a batch's leaves in one statement (robotmem.store.leaves.insert_deferring_leaves).
+# Bulk inserts index a batch's leaves in one statement (robotmem.store.deferred).
 _V9 = DEFER_LEAVES
+
+# ... and its full-text entries too.
+_V10 = DEFER_FULL_TEXT
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
-    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9))
+    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

@@ -128,11 +128,11 @@ def store():
     return c
 
 
-def _new(context):
+def _new(context, text="x"):
     from robotmem.store.memories import NewMemory
 
-    return NewMemory(collection="c", session_id=None, type="perception", perception_type="visual", content="x",
-                     search_text="x", context=context, content_hash="h", protected=False, confidence=1.0, now=0.0,
+    return NewMemory(collection="c", session_id=None, type="perception", perception_type="visual", content=text,
+                     search_text=text, context=context, content_hash="h", protected=False, confidence=1.0, now=0.0,
                      occurred_at=0.0)
 
 
@@ -145,18 +145,21 @@ def _leaves_by_position(conn, ids):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(contexts=st.lists(_context(), min_size=2, max_size=8))
-def test_a_bulk_insert_indexes_the_same_leaves_as_the_per_row_trigger(store, contexts):
+def test_a_bulk_insert_indexes_the_same_leaves_and_text_as_the_per_row_triggers(store, contexts):
     from robotmem.store.memories import insert_memories, insert_memory
 
     store.execute("DELETE FROM memories")
-    bulk = insert_memories(store, [_new(c) for c in contexts])
-    one_by_one = [insert_memory(store, _new(c)) for c in contexts]
+    bulk = insert_memories(store, [_new(c, f"word{i}") for i, c in enumerate(contexts)])
+    one_by_one = [insert_memory(store, _new(c, f"word{i}")) for i, c in enumerate(contexts)]
     assert _leaves_by_position(store, bulk) == _leaves_by_position(store, one_by_one)
+    for i in range(len(contexts)):  # and the same full-text entries
+        found = {r[0] for r in store.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?", (f"word{i}",))}
+        assert found == {bulk[i], one_by_one[i]}
     assert store.execute("SELECT count(*) FROM leaves_deferred").fetchone()[0] == 0
 
 
 def test_a_failed_bulk_insert_leaves_the_trigger_on(store):
-    from robotmem.store.leaves import insert_deferring_leaves
+    from robotmem.store.deferred import insert_deferring_indexes
 
     def failing() -> list[int]:
         store.execute("INSERT INTO memories (collection, type, content, search_text, context, content_hash, "
@@ -166,7 +169,7 @@ def test_a_failed_bulk_insert_leaves_the_trigger_on(store):
 
     store.execute("DELETE FROM memories")
     with pytest.raises(RuntimeError):
-        insert_deferring_leaves(store, failing)
+        insert_deferring_indexes(store, failing)
     store.execute("INSERT INTO memories (collection, type, content, search_text, context, content_hash, confidence, "
                   "reinforced_at, first_seen, last_seen, created_at, occurred_at, updated_at) "
                   "VALUES ('c', 'fact', 'y', 'y', jsonb('{\"b\": 2}'), 'h2', 1, 0, 0, 0, 0, 0, 0)")

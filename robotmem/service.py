@@ -24,6 +24,7 @@ from .errors import ConflictError, NotFoundError, ValidationError
 from .models import DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
+from .search.leaf_columns import LeafColumns
 from .search.recall import RecallEngine, recall_engine_for
 from .search.request import build_request
 from .store.backend import Store, open_store
@@ -97,6 +98,8 @@ class Memory:
             self._db.prepare_vectors(self._embeddings.model_id, self._embeddings.dim)
         self._half_life_s = self.config.half_life_days * _DAY
         self._engine = recall_engine_for(self._db, half_life_s=self._half_life_s)
+        # Leaf columns outcome_stats counts from, kept current by change_log (SQLite's answer only).
+        self._leaf_columns = LeafColumns()
         self._access: dict[int, int] = {}
         self._access_lock = threading.Lock()
 
@@ -337,7 +340,7 @@ class Memory:
             success_threshold=success_threshold, since=since, until=until,
         )
         with self._db.read() as conn:
-            return compute_outcome_stats(conn, req)
+            return compute_outcome_stats(conn, req, columns=self._leaf_columns)
 
     def _query_vector(self, query: str, given: Sequence[float] | None) -> "np.ndarray | None":
         if given is not None:

@@ -30,7 +30,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import validation
 from ..errors import ValidationError
@@ -38,6 +38,9 @@ from ..store.backend import dialect_of
 from ..store.tokens import match_term, query_tokens
 from .filters import CompiledFilter, compile_filter, json_path
 from .request import SpatialSort, parse_spatial_sort
+
+if TYPE_CHECKING:
+    from .leaf_columns import LeafColumns
 
 __all__ = ["OutcomeRequest", "PointsInBox", "Row", "build_outcome_request", "compute_outcome_stats", "neighbourhood",
            "wilson_interval"]
@@ -295,11 +298,13 @@ def _describe(key: Any, tally: _Tally) -> dict[str, Any]:
     return group
 
 
-def compute_outcome_stats(conn: Any, req: OutcomeRequest, *, plan: str = "index") -> dict[str, Any]:
+def compute_outcome_stats(conn: Any, req: OutcomeRequest, *, plan: str = "index",
+                          columns: LeafColumns | None = None) -> dict[str, Any]:
     """The statistics of ``req`` on the store of ``conn``.
 
     ``plan`` (SQLite): "index" answers from the leaf index; "scan" evaluates the JSON of
     every memory of the set, the reference the index plan is tested and benchmarked against.
+    ``columns`` (SQLite, index plan): the caller's cached leaf columns to count from.
     """
     if dialect_of(conn) == "postgresql":
         from .outcomes_postgres import postgres_rows
@@ -308,7 +313,7 @@ def compute_outcome_stats(conn: Any, req: OutcomeRequest, *, plan: str = "index"
     else:
         from .outcomes_sqlite import sqlite_rows
 
-        rows = sqlite_rows(conn, req, use_index=plan == "index")
+        rows = sqlite_rows(conn, req, use_index=plan == "index", columns=columns)
     groups, missing, _ = _group(req, rows)
     total = _Tally()
     for tally in groups.values():

@@ -10,7 +10,10 @@ Two plans give one answer:
   cannot answer: a filter clause it cannot evaluate exactly ($ne, $nin, $exists), checked
   on the candidates only; arrays and objects as group values; memories without a leaf at
   the group path (an object whose keys all hold brackets has no leaf row); and a set
-  small enough that reading its rows beats scanning three leaf paths.
+  small enough that reading its rows beats scanning three leaf paths. Given the caller's
+  cached leaf columns (robotmem.search.leaf_columns, kept current by change_log), the three
+  paths are not scanned: each memory of the set is looked up in them by id, whatever the
+  set's size, and only building the set's masks costs.
 * scan: SQL evaluates the JSON of every memory of the collection (json_type /
   json_extract). It is the reference the index plan is tested and benchmarked against.
 """
@@ -18,6 +21,7 @@ Two plans give one answer:
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import apsw
@@ -26,34 +30,45 @@ import numpy as np
 from ..store.connection import one_row, scalar
 from ..store.leaves import leaf_path
 from .filter_index import LeafSet, exact_clause
+from .leaf_columns import LeafColumn, LeafColumns
 from .outcomes import OutcomeRequest, Row, neighbourhood
 from .spatial import _distances, _frame_sql
 
 __all__ = ["sqlite_rows"]
 
-#: A set of at most this many memories, or this share of the store, is counted from its JSON
-#: rather than by scanning three leaf paths of the collection. Measured at 100,000 (interleaved,
+#: Without cached columns, a set of at most this many memories, or this share of the store, is
+#: counted from its JSON rather than by scanning three leaf paths of the collection. Measured at 100,000 (interleaved,
 #: same load): 16,787 memories' JSON 97 ms, the three paths' 300,000 leaf rows 81 ms, so
 #: the scan wins from about a seventh of the store; a tenth leans towards the cost that does
 #: not grow with the set.
 SMALL_SET = 2000
 JSON_SHARE = 0.1
 _NUMBER = "kind IN ('integer', 'real')"
-_SUCCESS = leaf_path("task.success")
-_OUTCOME = leaf_path("episode.outcome")
+
+
+def _leaf_of(dot_path: str) -> str:
+    leaf = leaf_path(dot_path)
+    assert leaf is not None
+    return leaf
+
+
+_SUCCESS = _leaf_of("task.success")
+_OUTCOME = _leaf_of("episode.outcome")
 
 Mask = np.ndarray  # bool, indexed by memory id
 
 
-def sqlite_rows(conn: apsw.Connection, req: OutcomeRequest, *, use_index: bool = True) -> list[Row]:
+def sqlite_rows(conn: apsw.Connection, req: OutcomeRequest, *, use_index: bool = True,
+                columns: LeafColumns | None = None) -> list[Row]:
+    """``columns``: the process's copies of leaf columns to count from (robotmem.search.leaf_columns)."""
     if req.spatial is not None:
         # A neighbourhood is small: the R*Tree finds it and SQL checks the JSON of its memories only.
         ids = _near(conn, req)
-        return _IndexPlan(conn, req).rows_of(ids) if use_index else _scan_ids(conn, req, ids)
+        return _IndexPlan(conn, req, columns).rows_of(ids) if use_index else _scan_ids(conn, req, ids)
     if not use_index:
         where, params = _set_sql(req)
         return _scan(conn, req, where, params)
-    return _IndexPlan(conn, req).rows()
+    return _IndexPlan(conn, req, columns).rows()
 
 
 # -- the scan plan (the reference) --------------------------------------------------------
@@ -141,8 +156,8 @@ def _parse_ids(text: str | None) -> np.ndarray:
 
 
 class _IndexPlan:
-    def __init__(self, conn: apsw.Connection, req: OutcomeRequest) -> None:
-        self.conn, self.req = conn, req
+    def __init__(self, conn: apsw.Connection, req: OutcomeRequest, columns: LeafColumns | None = None) -> None:
+        self.conn, self.req, self.columns = conn, req, columns
         self.size = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")) + 1
         self._superseded: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -273,7 +288,9 @@ class _IndexPlan:
     def count(self, mask: Mask | None, excluded: Mask) -> list[Row]:
         """Group rows of the set: ``mask``, or the whole collection but ``excluded``."""
         group_leaf = leaf_path(self.req.group_by)
-        if mask is not None and (group_leaf is None or int(mask.sum()) <= max(SMALL_SET, JSON_SHARE * self.size)):
+        # Counting from cached columns costs next to nothing whatever the set's size.
+        if mask is not None and (group_leaf is None or (
+                self.columns is None and int(mask.sum()) <= max(SMALL_SET, JSON_SHARE * self.size))):
             return _scan_ids(self.conn, self.req, np.flatnonzero(mask))
         if group_leaf is None:  # the whole collection, by a path the index cannot spell
             where, params = _set_sql(self.req)
@@ -326,12 +343,16 @@ class _IndexPlan:
     def tally(self, group_leaf: str, in_set: Mask, members: int, *, whole: bool) -> list[Row]:
         """Group rows of the ``members`` memories of ``in_set`` (with ``whole``: every id not
         excluded, of any collection; the leaves only hold this one's)."""
+        if self.columns is not None:
+            with self.columns.lock():
+                found = self.columns.get(self.conn, self.req.collection, [group_leaf, _SUCCESS, _OUTCOME])
+                if found is not None:
+                    return self.tally_columns(found, in_set, members, whole=whole)
         req = self.req
         ok, score = self.verdicts()
         has_field = np.zeros(self.size, dtype=bool)
         rows: list[Row] = []
-        complex_ids = [self.ids("SELECT DISTINCT memory_id AS id FROM context_leaves WHERE collection = ? "
-                                "AND path > ? AND path < ?", [req.collection, group_leaf + ".", group_leaf + "/"])]
+        complex_ids = [self.child_ids(group_leaf)]
         for kind, value, ids in self.group_ids(group_leaf):
             has_field[ids] = True
             if kind in ("array", "object") or (kind == "text" and not isinstance(value, str)):
@@ -342,15 +363,63 @@ class _IndexPlan:
                 rows.append((kind, _shown(kind, value), *_counts(chosen, ok, score)))
         for ids in complex_ids:
             has_field[ids] = True
-        # Arrays and objects are grouped by their JSON; memories without a leaf at the path are
-        # checked by theirs (an object whose keys all hold brackets has no leaf row).
-        to_read = [ids[in_set[ids]] for ids in complex_ids]
-        if members > int((in_set & has_field).sum()):
-            unread = in_set & ~has_field
-            if whole:
-                unread &= self.collection_mask()
-            to_read.append(np.flatnonzero(unread))
-        return rows + _scan_ids(self.conn, req, np.unique(np.concatenate(to_read)))
+        fielded = int((in_set & has_field).sum())
+        unread = np.flatnonzero(in_set & ~has_field) if members > fielded else np.zeros(0, dtype=np.int64)
+        return rows + self.read_rest([ids[in_set[ids]] for ids in complex_ids], unread, whole)
+
+    def child_ids(self, group_leaf: str) -> np.ndarray:
+        """Memories with leaves below the group path (an object there)."""
+        return self.ids("SELECT DISTINCT memory_id AS id FROM context_leaves WHERE collection = ? AND path > ? "
+                        "AND path < ?", [self.req.collection, group_leaf + ".", group_leaf + "/"])
+
+    def read_rest(self, to_read: list[np.ndarray], unread: np.ndarray, whole: bool) -> list[Row]:
+        """Group rows of ``to_read`` and of ``unread``, the set's memories without a leaf at the path
+        (with ``whole``: any id not excluded, of any collection), from their JSON: arrays and
+        objects are grouped by their JSON, and an object whose keys all hold brackets has no leaf row."""
+        if len(unread):
+            to_read.append(unread[self.collection_mask()[unread]] if whole else unread)
+        return _scan_ids(self.conn, self.req, np.unique(np.concatenate(to_read)))
+
+    def tally_columns(self, columns: list[LeafColumn], in_set: Mask, members: int, *, whole: bool) -> list[Row]:
+        """As tally, from the cached columns (group, success, outcome): fancy indexing and bincount
+        over the set's memories."""
+        group, success, outcome = columns
+        # Only the set's ids are looked up: a neighbourhood costs its size, not the store's.
+        members_ids = np.flatnonzero(in_set)
+        codes = group.at(members_ids)
+        has_field = (codes >= 0) | np.isin(members_ids, self.child_ids(group.path))
+        chosen, chosen_codes = members_ids[has_field], codes[has_field]
+        simple = ~group.per_atom("complex", _complex, bool)[chosen_codes]  # -1, no leaf (an object): not simple
+        ids, kept = chosen[simple], chosen_codes[simple]
+        verdict = success.per_atom("verdict", _verdict, np.int8)[success.at(ids)]
+        score = outcome.per_atom("score", _score, float)[outcome.at(ids)]
+        finite = ~np.isnan(score)
+        judged = np.where(verdict >= 0, verdict, np.where(finite, score >= self.req.success_threshold, -1))
+        found, slot = np.unique(kept, return_inverse=True)
+        sums = [np.bincount(slot, weights=w, minlength=len(found)) for w in
+                (judged >= 0, judged == 1, finite, np.where(finite, score, 0.0))]
+        n = np.bincount(slot, minlength=len(found))
+        rows: list[Row] = []
+        for i, code in enumerate(found.tolist()):
+            kind, value = group.atoms[code]
+            rows.append((kind, _shown(kind, value), int(n[i]), int(sums[0][i]), int(sums[1][i]), int(sums[2][i]),
+                         float(sums[3][i])))
+        unread = members_ids[~has_field] if members > len(chosen) else np.zeros(0, dtype=np.int64)
+        return rows + self.read_rest([chosen[~simple]], unread, whole)
+
+
+def _complex(kind: str | None, value: Any) -> bool:
+    """Grouped by its JSON: arrays, objects, and no leaf (-1: an object whose keys hold leaves)."""
+    # A numeral text is stored as its number (see exact_clause).
+    return kind is None or kind in ("array", "object") or (kind == "text" and not isinstance(value, str))
+
+
+def _verdict(kind: str | None, value: Any) -> int:
+    return 1 if kind == "true" else 0 if kind == "false" else -1
+
+
+def _score(kind: str | None, value: Any) -> float:
+    return float(value) if kind in ("integer", "real") else math.nan
 
 
 def _shown(kind: str, value: Any) -> Any:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["DEFER_LEAVES", "INSERT_LEAVES_RANGE", "LEAVES_SCHEMA", "leaf_path"]
+__all__ = ["DEFER_LEAVES", "INSERT_LEAVES_RANGE", "LEAVES_SCHEMA", "leaf_path", "leaves_at_path_sql"]
 
 _LEAF_ROWS = """
     SELECT {prefix}.collection AS collection, t.fullkey AS path,
@@ -81,6 +81,13 @@ END;
 #: The leaves of the memories with ids in [?, ?], in key order (robotmem.store.deferred).
 INSERT_LEAVES_RANGE = _INSERT_NEW.format(
     rows=f"SELECT * FROM ({_rows('m', 'memories AS m, ')} AND m.id BETWEEN ? AND ?) ORDER BY collection, path, value, memory_id")
+
+
+def leaves_at_path_sql(where: str) -> str:
+    """(memory_id, kind, value) of the leaves at path ``?`` of the memories ``m`` that ``where``
+    selects, exactly as the triggers index them, from the JSON: by memory id without a scan of
+    the path's leaves (the primary key starts with the value)."""
+    return f"SELECT memory_id, kind, value FROM ({_rows('m', 'memories AS m, ')} AND {where}) WHERE path = ?"
 
 
 # SQLite writes a key bare when it is a letter followed by letters and digits, else quoted.

@@ -194,9 +194,32 @@ _V9 = DEFER_LEAVES
 # ... and its full-text entries too.
 _V10 = DEFER_FULL_TEXT
 
+# change_log also names memories whose context or collection changed (end_session writes
+# episode.outcome into contexts), deleted ones and ones inserted below the newest id (an import
+# keeping ids): in-process copies of context leaves (robotmem.search.leaf_columns) catch up by it
+# and by ids above the newest they saw. An ordinary insert is not logged: it costs bulk writes a row.
+_V11 = """
+DROP TRIGGER IF EXISTS memories_au_context_log;
+CREATE TRIGGER memories_au_context_log AFTER UPDATE OF context, collection ON memories
+    WHEN old.context IS NOT new.context OR old.collection IS NOT new.collection BEGIN
+    INSERT INTO change_log(memory_id, collection) VALUES (new.id, new.collection);
+    INSERT INTO change_log(memory_id, collection)
+        SELECT old.id, old.collection WHERE old.collection IS NOT new.collection;
+END;
+DROP TRIGGER IF EXISTS memories_ad_log;
+CREATE TRIGGER memories_ad_log AFTER DELETE ON memories BEGIN
+    INSERT INTO change_log(memory_id, collection) VALUES (old.id, old.collection);
+END;
+DROP TRIGGER IF EXISTS memories_ai_log;
+CREATE TRIGGER memories_ai_log AFTER INSERT ON memories WHEN new.id < (SELECT max(id) FROM memories) BEGIN
+    INSERT INTO change_log(memory_id, collection) VALUES (new.id, new.collection);
+END;
+"""
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
-    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10))
+    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
+    (11, _V11))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import re
+import subprocess
+import sys
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from test_filters import filters
 
 from robotmem import Memory, ValidationError
 from robotmem.search import outcomes_sqlite
+from robotmem.search.leaf_columns import LeafColumn, LeafColumns
 from robotmem.search.outcomes_sqlite import JSON_SHARE, SMALL_SET
 from robotmem.search.outcomes import build_outcome_request, compute_outcome_stats, wilson_interval
 
@@ -353,10 +357,15 @@ def test_the_index_plan_counts_what_the_scan_plan_counts(
         req = build_outcome_request(group_by=group_by, collection=collection, context_filter=spec)
         with mem._db.read() as conn:
             index, scan = (compute_outcome_stats(conn, req, plan=plan) for plan in ("index", "scan"))
+            cached = compute_outcome_stats(conn, req, columns=_COLUMNS)
     assert _comparable(index) == _comparable(scan), (contexts, spec)
+    assert _comparable(cached) == _comparable(scan), (contexts, spec)
 
 
 _STORE: list[Path] = []
+#: One cache for every example, as one process would hold it: columns of earlier collections
+#: are evicted, and those of the group paths it meets again are caught up, not reloaded.
+_COLUMNS = LeafColumns(max_columns=4)
 
 
 def _property_store(factory: pytest.TempPathFactory) -> Path:
@@ -410,3 +419,96 @@ def test_a_neighbourhood_in_a_frame_leaves_out_other_frames(mem: Memory, monkeyp
             near = {"field": "spatial.position", "target": [0.0, 0.0], "frame": "world", **extra}
             stats = outcome_stats(mem, plan, monkeypatch, "f", spatial_sort=near, k=None if extra else 2)
             assert [g["value"] for g in stats["groups"]] == expected, (plan, extra)
+
+
+# -- the cached leaf columns follow writes made elsewhere -------------------------------
+
+
+def _by_plan(mem: Memory, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(mem.outcome_stats, counted from mem's cached columns; the leaf index without a cache; the JSON scan)."""
+    cached = mem.outcome_stats("params.f", **kwargs)
+    req = build_outcome_request(group_by="params.f", collection=mem.collection, **kwargs)
+    with mem._db.read() as conn:
+        index, scan = (compute_outcome_stats(conn, req, plan=plan) for plan in ("index", "scan"))
+    return cached, index, scan
+
+
+def _writer_process(path: Path, steps: str) -> None:
+    """Writes from another process, with its own Memory."""
+    code = (
+        "import sys, json\n"
+        "from robotmem import Memory\n"
+        "with Memory(sys.argv[1], embedder=None) as mem:\n"
+        "    for op, arg in json.loads(sys.argv[2]):\n"
+        "        if op == 'learn':\n"
+        "            mem.learn(arg['text'], context=arg['context'])\n"
+        "        elif op == 'forget':\n"
+        "            mem.forget(arg, 'test')\n"
+        "        elif op == 'update':\n"
+        "            mem.update(arg['id'], 'trial changed', context=arg['context'])\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path), steps], check=True, env=os.environ.copy())
+
+
+def test_cached_columns_see_writes_of_another_memory_and_another_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "memory.db"
+    loads: list[str] = []
+    load = LeafColumn._load
+    monkeypatch.setattr(LeafColumn, "_load", lambda self, *a: (loads.append(self.path), load(self, *a))[1])
+    with Memory(path, embedder=None) as reader, Memory(path, embedder=None) as writer:
+        ids = [reader.learn(f"trial {i}", context={"params": {"f": i % 3}, "task": {"success": i % 2 == 0}})
+               ["memory_id"] for i in range(30)]
+        first = _by_plan(reader, query="trial")
+        assert first[0] == first[2] and first[0]["matched"] == 30
+        assert sorted(loads) == ["$.episode.outcome", "$.params.f", "$.task.success"]
+
+        # Another Memory on the file: a new memory, a forgotten one, a changed context, an episode's outcome.
+        sid = writer.start_session()["session_id"]
+        writer.learn("trial new", context={"params": {"f": 7}}, session_id=sid)
+        writer.forget(ids[0], "test")
+        writer.update(ids[1], "trial changed", context={"params": {"f": 9}, "task": {"success": False}})
+        during = _by_plan(reader, query="trial")
+        assert during[0] == during[1] == during[2]
+        values = {g["value"]: (g["memories"], g["successes"], g["scored"]) for g in during[0]["groups"]}
+        assert values[7] == (1, 0, 0) and values[9] == (1, 0, 0) and during[0]["matched"] == 30
+        # end_session writes episode.outcome into the contexts of the episode, nothing else of theirs.
+        writer.end_session(sid, outcome_score=0.9)
+        after = _by_plan(reader, query="trial")
+        assert after[0] == after[1] == after[2]
+        assert [(g["successes"], g["mean_outcome"]) for g in after[0]["groups"] if g["value"] == 7] == [(1, 0.9)]
+
+        # Another process: the same, through a Memory of its own.
+        steps = [["learn", {"text": "trial far", "context": {"params": {"f": 11}, "task": {"success": True}}}],
+                 ["forget", ids[2]], ["update", {"id": ids[3], "context": {"params": {"f": 7}}}],
+                 ["update", {"id": ids[4], "context": {"other": 1}}]]
+        _writer_process(path, json.dumps(steps))
+        last = _by_plan(reader, query="trial")
+        assert last[0] == last[1] == last[2]
+        values = {g["value"]: g["memories"] for g in last[0]["groups"]}
+        assert values[11] == 1 and values[7] == 2 and last[0]["without_field"] == 1
+        assert last[0]["matched"] == after[0]["matched"]  # one new, one forgotten
+        assert len(loads) == 3, "caught up from change_log, never reloaded"
+
+
+def test_cached_columns_see_a_deleted_row_and_one_inserted_below_the_newest_id(tmp_path: Path) -> None:
+    # Raw repairs and imports that keep ids: the triggers log them, so no reload is needed to see them.
+    path = tmp_path / "memory.db"
+    with Memory(path, embedder=None) as reader, Memory(path, embedder=None) as writer:
+        ids = [reader.learn(f"trial {i}", context={"params": {"f": i}, "task": {"success": True}})["memory_id"]
+               for i in range(4)]
+        assert reader.outcome_stats("params.f")["matched"] == 4
+        with writer._db.read() as conn:
+            row = writer._db.iter_rows(conn, ids[0], 1)[0]
+        with writer._db.write() as conn:
+            conn.execute("DELETE FROM memories WHERE id = ?", (ids[1],))
+        assert [g["value"] for g in reader.outcome_stats("params.f")["groups"]] == [0, 2, 3]
+        with writer._db.write() as conn:
+            writer._db.insert_row(conn, {**row, "context": {"params": {"f": 5, "g": 1}, "task": {"success": False},
+                                                            "episode": {"outcome": 0.25}}}, keep_id=True)
+        stats = reader.outcome_stats("params.f")
+        assert [(g["value"], g["successes"]) for g in stats["groups"]] == [(0, 1), (2, 1), (3, 1), (5, 0)]
+        # A column loaded now holds the row; the verdict columns, loaded before, must have caught up with it.
+        stats = reader.outcome_stats("params.g")
+        assert [(g["value"], g["count"], g["successes"], g["mean_outcome"])
+                for g in stats["groups"]] == [(1, 1, 0, 0.25)]

@@ -1,6 +1,7 @@
 import pytest
 
 from robotmem import Memory
+from robotmem.search import fulltext
 from robotmem.search.fulltext import plan_fulltext
 
 
@@ -19,9 +20,11 @@ def test_words_found_nearly_everywhere_are_left_out_when_rarer_words_exist(mem: 
 
 
 @pytest.mark.sqlite_only  # the FTS5 query plan
-def test_only_common_words_keep_the_rarest_and_window_only_with_vectors(mem: Memory):
+def test_only_common_words_keep_the_rarest_and_window_only_with_vectors(mem: Memory, monkeypatch: pytest.MonkeyPatch):
     _fill(mem, 2500)
     conn = mem._db.connection()
+    assert plan_fulltext(conn, "the shelf", allow_window=True).min_rowid is None  # 2,500 matches: all scored
+    monkeypatch.setattr(fulltext, "POSTING_BUDGET", 1000)
     with_vectors = plan_fulltext(conn, "the shelf", allow_window=True)
     assert with_vectors is not None and len(with_vectors.kept) == 1 and with_vectors.min_rowid is not None
     text_only = plan_fulltext(conn, "the shelf", allow_window=False)
@@ -34,3 +37,42 @@ def test_a_common_word_query_without_vectors_still_finds_an_old_match(mem: Memor
     assert result["count"] == 3
     oldest = mem.recall("reading 0", n=100)
     assert ids[0] in [h["id"] for h in oldest["results"]]
+
+
+@pytest.mark.sqlite_only  # the FTS5 query plan
+def test_the_rarest_words_within_the_posting_budget_are_ranked_together(mem: Memory, monkeypatch: pytest.MonkeyPatch):
+    mem.save_perceptions([{"description": f"bin {'valve ' if i < 300 else ''}{'dock ' if i < 40 else ''}lidar {i}"}
+                          for i in range(1000)])
+    conn = mem._db.connection()
+    monkeypatch.setattr(fulltext, "COMMON_SHARE", 1.0)  # only the budget decides here
+    monkeypatch.setattr(fulltext, "POSTING_BUDGET", 400)
+    plan = plan_fulltext(conn, "dock valve lidar", allow_window=True)
+    # dock (40) + valve (300) fit in 400 postings; lidar (1,000) would not.
+    assert plan is not None and plan.kept == ("dock", "valve") and plan.dropped == ("lidar",)
+    assert plan.min_rowid is None
+    monkeypatch.setattr(fulltext, "POSTING_BUDGET", 30)
+    plan = plan_fulltext(conn, "dock valve lidar", allow_window=True)
+    assert plan is not None and plan.kept == ("dock",) and plan.min_rowid is not None
+
+
+@pytest.mark.sqlite_only  # FTS5's vocabulary table
+def test_document_counts_are_reused_until_the_store_moves_by_one_percent(mem: Memory):
+    from robotmem.search.relevance import document_frequencies
+
+    mem.save_perceptions([{"description": f"shelf sensor reading {i}"} for i in range(150)])
+    assert document_frequencies(mem._db.connection(), ["shelf", "bin"]) == {"shelf": 150, "bin": 0}
+    mem.save_perception("shelf bin reading extra")
+    # One new memory of 151 is within 1 %: the counts are reused (151 // 100 = 1 row of slack).
+    assert document_frequencies(mem._db.connection(), ["shelf"]) == {"shelf": 150}
+    mem.save_perception("shelf bin reading more")
+    assert document_frequencies(mem._db.connection(), ["shelf", "bin"]) == {"shelf": 152, "bin": 2}
+
+
+@pytest.mark.sqlite_only
+def test_a_small_store_recounts_after_any_change(mem: Memory):
+    from robotmem.search.relevance import document_frequencies
+
+    mem.save_perceptions([{"description": f"shelf sensor reading {i}"} for i in range(20)])
+    assert document_frequencies(mem._db.connection(), ["shelf"]) == {"shelf": 20}
+    mem.save_perception("shelf bin reading extra")
+    assert document_frequencies(mem._db.connection(), ["shelf"]) == {"shelf": 21}

@@ -43,7 +43,7 @@ import apsw
 
 from ..models import DEFAULT_MIN_RELEVANCE
 from ..store.backend import dialect_of
-from ..store.connection import scalar
+from ..store.connection import one_row, scalar
 from ..store.tokens import query_tokens, token_parts
 
 __all__ = [
@@ -151,9 +151,9 @@ class _TermCounts:
         self._counts: dict[tuple[str, str], tuple[int, int, int]] = {}  # (file, term) -> (doc, max id, seq)
 
     def get(self, conn: apsw.Connection, tokens: list[str]) -> dict[str, int]:
-        max_id, seq = conn.execute(
-            "SELECT (SELECT coalesce(max(id), 0) FROM memories), (SELECT coalesce(max(seq), 0) FROM change_log)"
-        ).fetchone()
+        max_id, seq = one_row(
+            conn, "SELECT (SELECT coalesce(max(id), 0) FROM memories), (SELECT coalesce(max(seq), 0) FROM change_log)"
+        )
         slack = max_id // 100
         file = conn.filename  # "" for an in-memory store: never reused, two of them may look alike
         df: dict[str, int] = {}

@@ -62,8 +62,12 @@ MIN_ROWS = 20_000
 #: A snapshot is rebuilt (in the background, by the process that notices) once the changes since it
 #: reach this share of its rows: the overlay is an exact scan, so it must not grow without bound.
 STALE_SHARE = 0.25
-#: Lists probed per query at first (widened when too few candidates pass the filters).
+#: Lists probed per query at first (widened when too few candidates pass the filters): at least
+#: NPROBE, and enough to compare at least MIN_SCANNED codes. With about sqrt(N) lists a list is
+#: small in a small index, and 16 of them missed neighbours that a larger index's 16 hold
+#: (top-10 agreement at 100,000: 0.90 with 16 lists, 0.95 with 64; at 1,000,000 1.00 with 16).
 NPROBE = 16
+MIN_SCANNED = 20_000
 _TRAIN_PER_LIST = 40
 _MAX_FETCH = 4096
 _READ_CHUNK = 50_000
@@ -221,7 +225,8 @@ class AnnIndex:
         """
         import faiss
 
-        fetch, nprobe, nlist = 4 * k + 16, NPROBE, int(self._view.nlist)
+        nlist = int(self._view.nlist)
+        fetch, nprobe = 4 * k + 16, min(nlist, max(NPROBE, math.ceil(MIN_SCANNED * nlist / max(self._view.ntotal, 1))))
         # Kept across widenings: a wider search re-proposes the rows already scored and checked.
         scored: dict[int, float] = {}
         verdicts: dict[int, bool] = {}

@@ -7,18 +7,18 @@ So the plan leaves out words found in more than ``COMMON_SHARE`` of the memories
 rarer words are present, and ranks the rarest words whose matches together stay within
 ``POSTING_BUDGET`` (in a store of a million memories a word in 2 % of them still has
 20,000 matches to score). When every word is that common it keeps the rarest one, and,
-only when vectors are searched too and no exact filter narrows the request, scores just
-the newest ``COMMON_WINDOW`` matches of what it kept when they exceed the budget: the
-vector side still scores every memory, so such a query is not lost, only ranked mostly
-by meaning. With a filter or without vectors every match is scored, so filters stay
-exact.
+only when vectors are searched too, scores just the newest ``COMMON_WINDOW`` matches of
+what it kept when they exceed the budget: the vector side still scores every memory, so
+such a query is not lost, only ranked mostly by meaning. When fewer than k of those newest
+matches pass the request's filters, every match is scored after all; a selective filter's
+exact set is always scored in full; without vectors every match is scored.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import apsw
@@ -99,6 +99,16 @@ def fulltext_hits(
     """
     if chosen is not None:
         return _among(conn, plan, chosen, k)
+    hits = _ranked_pages(conn, req, plan, now, half_life_s, k)
+    if len(hits) < k and plan.min_rowid is not None:
+        # The newest matches held fewer than k that pass the filters: score every match.
+        return _ranked_pages(conn, req, replace(plan, min_rowid=None), now, half_life_s, k)
+    return hits
+
+
+def _ranked_pages(
+    conn: apsw.Connection, req: RecallRequest, plan: FullTextPlan, now: float, half_life_s: float, k: int,
+) -> list[int]:
     q, p = _fts_only(plan)
     cursor = conn.execute(q, p)
     hits: list[int] = []
@@ -125,12 +135,11 @@ def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int
     """
     if len(chosen) == 0:
         return []
-    floor = " AND rowid >= ?" if plan.min_rowid is not None else ""
+    # No newest-matches window: the set is small, and its matches may all be old.
     rows = conn.execute(
-        f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?{floor} "
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
         "AND +rowid IN (SELECT value FROM json_each(?)) ORDER BY bm25(memories_fts) LIMIT ?",
-        [plan.match, *([plan.min_rowid] if plan.min_rowid is not None else []),
-         "[" + ",".join(map(str, chosen.tolist())) + "]", k],
+        [plan.match, "[" + ",".join(map(str, chosen.tolist())) + "]", k],
     )
     return [row[0] for row in rows]
 

@@ -110,7 +110,7 @@ class RecallEngine:
         chosen: np.ndarray | None = None,
     ) -> tuple[bool, list[int]]:
         """(whether the query had searchable words, the best k full-text hits)."""
-        plan = plan_fulltext(conn, req.query, allow_window=with_vectors and not req.needs_sql_candidates)
+        plan = plan_fulltext(conn, req.query, allow_window=with_vectors)
         if plan is None:
             return False, []
         return True, fulltext_hits(conn, req, plan, now, self._half_life_s, k, chosen)

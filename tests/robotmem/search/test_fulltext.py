@@ -76,3 +76,25 @@ def test_a_small_store_recounts_after_any_change(mem: Memory):
     assert document_frequencies(mem._db.connection(), ["shelf"]) == {"shelf": 20}
     mem.save_perception("shelf bin reading extra")
     assert document_frequencies(mem._db.connection(), ["shelf"]) == {"shelf": 21}
+
+
+@pytest.mark.sqlite_only  # the FTS5 query plan
+def test_a_window_without_enough_filtered_matches_scores_every_match(mem: Memory, monkeypatch: pytest.MonkeyPatch):
+    import time
+
+    from robotmem.search.fulltext import fulltext_hits
+    from robotmem.search.request import build_request
+
+    ids = mem.save_perceptions([{"description": f"shelf sensor reading {i}", "metadata": {"i": i}}
+                                for i in range(2500)])
+    monkeypatch.setattr(fulltext, "POSTING_BUDGET", 1000)
+    monkeypatch.setattr(fulltext, "COMMON_WINDOW", 500)
+    conn = mem._db.connection()
+    plan = plan_fulltext(conn, "shelf", allow_window=True)
+    assert plan is not None and plan.min_rowid is not None and plan.min_rowid > ids[10]
+    # Only the oldest memories pass; none of them is among the newest matches the window holds.
+    req = build_request(query="shelf", collection=mem.collection, n=5, min_confidence=0, session_id=None,
+                        context_filter={"$or": [{"i": {"$lt": 3}}, {"none": {"$exists": True}}]},
+                        spatial_sort=None, since=None, until=None)
+    hits = fulltext_hits(conn, req, plan, time.time(), 30 * 86400.0, 5)
+    assert sorted(hits) == ids[:3]

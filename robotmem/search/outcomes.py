@@ -42,7 +42,7 @@ from .request import SpatialSort, parse_spatial_sort
 if TYPE_CHECKING:
     from .leaf_columns import LeafColumns
 
-__all__ = ["OutcomeRequest", "PointsInBox", "Row", "build_outcome_request", "compute_outcome_stats", "neighbourhood",
+__all__ = ["OutcomeRequest", "PointsInBox", "Row", "build_outcome_request", "common_conditions", "compute_outcome_stats", "neighbourhood",
            "wilson_interval"]
 
 WILSON_Z = 1.959963984540054  # two-sided 95 %
@@ -325,3 +325,21 @@ def compute_outcome_stats(conn: Any, req: OutcomeRequest, *, plan: str = "index"
         "without_outcome": total.memories - total.judged,
         "groups": [_describe(key, groups[key]) for key in sorted(groups, key=lambda key: _sort_key(key, groups[key]))],
     }
+
+
+def common_conditions(req: OutcomeRequest) -> tuple[list[str], list[Any]]:
+    """The set's conditions over ``m`` that read the same on both stores: collection, not
+    forgotten (nor absorbed by a memory that was), the time window."""
+    parts = [
+        "m.collection = ?", "m.status <> 'forgotten'",
+        # Forgetting a merged memory retracts the experience it absorbed as well.
+        "(m.status <> 'superseded' OR (SELECT s.status FROM memories s WHERE s.id = m.superseded_by) <> 'forgotten')",
+    ]
+    params: list[Any] = [req.collection]
+    if req.since is not None:
+        parts.append("m.occurred_at >= ?")
+        params.append(req.since)
+    if req.until is not None:
+        parts.append("m.occurred_at <= ?")
+        params.append(req.until)
+    return parts, params

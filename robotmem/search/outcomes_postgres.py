@@ -14,7 +14,7 @@ from typing import Any
 from ..store.postgres.sql import tsquery_literal
 from ..store.tokens import token_parts
 from .filters import compile_for
-from .outcomes import OutcomeRequest, Row, neighbourhood
+from .outcomes import OutcomeRequest, Row, common_conditions, neighbourhood
 from .postgres import frame_sql, points_box
 from .spatial import _distances
 
@@ -37,18 +37,7 @@ def _field(dot_path: str) -> Query:
 
 
 def _set_sql(req: OutcomeRequest) -> Query:
-    parts = [
-        "m.collection = ?", "m.status <> 'forgotten'",
-        # Forgetting a merged memory retracts the experience it absorbed as well.
-        "(m.status <> 'superseded' OR (SELECT s.status FROM memories s WHERE s.id = m.superseded_by) <> 'forgotten')",
-    ]
-    params: list[Any] = [req.collection]
-    if req.since is not None:
-        parts.append("m.occurred_at >= ?")
-        params.append(req.since)
-    if req.until is not None:
-        parts.append("m.occurred_at <= ?")
-        params.append(req.until)
+    parts, params = common_conditions(req)
     if req.filter_spec is not None:
         compiled = compile_for(req.filter_spec, "postgresql")
         parts.append(compiled.sql)

@@ -31,7 +31,7 @@ from ..store.connection import one_row, scalar
 from ..store.leaves import leaf_path
 from .filter_index import LeafSet, exact_clause
 from .leaf_columns import LeafColumn, LeafColumns
-from .outcomes import OutcomeRequest, Row, neighbourhood
+from .outcomes import OutcomeRequest, Row, common_conditions, neighbourhood
 from .spatial import _distances, _frame_sql
 
 __all__ = ["sqlite_rows"]
@@ -76,18 +76,7 @@ def sqlite_rows(conn: apsw.Connection, req: OutcomeRequest, *, use_index: bool =
 
 def _set_sql(req: OutcomeRequest) -> tuple[str, list[Any]]:
     """WHERE clause over ``m`` for every condition except the spatial one."""
-    parts = [
-        "m.collection = ?", "m.status != 'forgotten'",
-        # Forgetting a merged memory retracts the experience it absorbed as well.
-        "(m.status != 'superseded' OR (SELECT s.status FROM memories s WHERE s.id = m.superseded_by) != 'forgotten')",
-    ]
-    params: list[Any] = [req.collection]
-    if req.since is not None:
-        parts.append("m.occurred_at >= ?")
-        params.append(req.since)
-    if req.until is not None:
-        parts.append("m.occurred_at <= ?")
-        params.append(req.until)
+    parts, params = common_conditions(req)
     if req.filter is not None:
         parts.append(req.filter.sql)
         params += list(req.filter.params)

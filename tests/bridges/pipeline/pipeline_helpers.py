@@ -89,3 +89,39 @@ def stored_path(mem: Memory, session_id: str, topic: str) -> np.ndarray:
 
 def dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+class ManualClock:
+    """Retry backoff time under a test's control (the outage it waits out is real)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def feed_docking_episode(pipeline: Any) -> list[RosMessage]:
+    """A 25 s docking episode with a note: three odometry chunks, the note and the summary to write."""
+    pipeline.feed(marker(T0, 'start {"task": {"name": "dock"}}'))
+    drive = straight_drive(T0, seconds=25)
+    for msg in drive:
+        pipeline.feed(msg)
+    pipeline.feed(learn(T0 + 5 * S, "The dock is behind the pillar"))
+    pipeline.feed(marker(T0 + 26 * S, "end 0.8"))
+    return drive
+
+
+def assert_docking_episode_written_once(mem: Memory, pipeline: Any, drive: list[RosMessage]) -> None:
+    """Everything feed_docking_episode gave the pipeline is in the store, once, nothing dropped."""
+    stats = pipeline.stats
+    assert pipeline.writer.pending_records == 0 and stats.records_dropped == 0
+    (session,) = stats.session_ids
+    assert mem.get_session(session)["outcome_score"] == 0.8
+    chunks = by_topic(mem, session, "/odom")
+    assert sum(mem.get_data(c["id"])["raw_points"] for c in chunks) == len(drive)  # every pose, once
+    assert [m["content"] for m in records(mem, session) if m["type"] == "fact"] == ["The dock is behind the pillar"]
+    assert summary_of(mem, session)["task"]["name"] == "dock"

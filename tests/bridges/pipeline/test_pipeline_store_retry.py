@@ -9,13 +9,13 @@ import apsw
 import pytest
 from pipeline_helpers import (
     T0,
+    ManualClock,
     S,
+    assert_docking_episode_written_once,
     by_topic,
-    learn,
-    marker,
+    feed_docking_episode,
     records,
     straight_drive,
-    summary_of,
 )
 
 from bridges.pipeline import (
@@ -29,19 +29,6 @@ from bridges.pipeline.episodes import EpisodePolicy
 from robotmem import Memory
 from robotmem.config import Config
 from robotmem.errors import StorageError
-
-
-class ManualClock:
-    """Backoff time under the test's control (the lock itself is real)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 class WriteLock:
@@ -87,12 +74,7 @@ def _pipeline(mem: Memory, clock: ManualClock, policy: EpisodePolicy | None = No
 def test_writes_refused_while_another_connection_holds_the_lock_are_written_once_it_is_gone(
         busy_mem: Memory, lock: WriteLock, clock: ManualClock) -> None:
     pipeline = _pipeline(busy_mem, clock, TopicEpisodes())
-    pipeline.feed(marker(T0, 'start {"task": {"name": "dock"}}'))
-    drive = straight_drive(T0, seconds=25)
-    for msg in drive:
-        pipeline.feed(msg)
-    pipeline.feed(learn(T0 + 5 * S, "The dock is behind the pillar"))
-    pipeline.feed(marker(T0 + 26 * S, "end 0.8"))
+    drive = feed_docking_episode(pipeline)
 
     stats = pipeline.stats
     assert busy_mem.list_sessions() == [] and stats.records_written == 0
@@ -108,13 +90,7 @@ def test_writes_refused_while_another_connection_holds_the_lock_are_written_once
     lock.release()
     clock.advance(10.0)
     pipeline.tick(T0 + 29 * S)
-    assert pipeline.writer.pending_records == 0 and stats.records_dropped == 0
-    (session,) = stats.session_ids
-    assert busy_mem.get_session(session)["outcome_score"] == 0.8
-    chunks = by_topic(busy_mem, session, "/odom")
-    assert sum(busy_mem.get_data(c["id"])["raw_points"] for c in chunks) == len(drive)  # every pose, once
-    assert [m["content"] for m in records(busy_mem, session) if m["type"] == "fact"] == ["The dock is behind the pillar"]
-    assert summary_of(busy_mem, session)["task"]["name"] == "dock"
+    assert_docking_episode_written_once(busy_mem, pipeline, drive)
     pipeline.close()
 
 

@@ -144,8 +144,9 @@ def run(size: int, queries: int, location: str | Path) -> dict[str, float]:
 
 
 @contextmanager
-def postgres_database(url: str | None, name: str) -> Iterator[str]:
-    """A fresh database ``name`` on the server at ``url`` (or on a temporary pgserver)."""
+def postgres_database(url: str | None, name: str, *, reuse: bool = False) -> Iterator[str]:
+    """Database ``name`` on the server at ``url`` (or on a temporary pgserver, removed afterwards):
+    made afresh, or with ``reuse`` kept when it exists (a generated store measured again)."""
     import psycopg
 
     server = None
@@ -157,8 +158,11 @@ def postgres_database(url: str | None, name: str) -> Iterator[str]:
         server = pgserver.get_server(folder / "data", cleanup_mode="delete")
         url = server.get_uri()
     with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.execute(f"CREATE DATABASE {name}")
+        exists = admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if exists and not reuse:
+            admin.execute(f"DROP DATABASE {name}")
+        if not exists or not reuse:
+            admin.execute(f"CREATE DATABASE {name}")
     own = urlsplit(url)._replace(path="/" + name).geturl()
     with psycopg.connect(own, autocommit=True) as admin:
         admin.execute("CREATE EXTENSION IF NOT EXISTS vector")

@@ -28,12 +28,12 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from bench_postgres import postgres_database
 
 from robotmem import Memory
 from robotmem.config import is_postgres_url
@@ -240,37 +240,6 @@ def prepare_postgres(size: int, url: str, reindex: bool) -> dict[str, Any]:
     return figures
 
 
-@contextmanager
-def postgres_database(url: str | None, size: int | str) -> Iterator[str]:
-    """Database robotmem_bench_<size> on the server at ``url`` (created when missing, else reused),
-    or on a temporary pgserver that is removed afterwards."""
-    import tempfile
-    from urllib.parse import urlsplit
-
-    import psycopg
-
-    server = None
-    if url is None:
-        import pgserver
-
-        folder = Path(tempfile.mkdtemp(prefix="robotmem-bench-pg-"))
-        folder.chmod(0o755)  # as root, pgserver runs the server as another user
-        server = pgserver.get_server(folder / "data", cleanup_mode="delete")
-        url = server.get_uri()
-    name = f"robotmem_bench_{size}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            admin.execute(f"CREATE DATABASE {name}")
-    own = urlsplit(url)._replace(path="/" + name).geturl()
-    with psycopg.connect(own, autocommit=True) as admin:
-        admin.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    try:
-        yield own
-    finally:
-        if server is not None:
-            server.cleanup()
-
-
 def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = None) -> dict[str, Any]:
     figures = prepare(size, folder, reindex, url)
     centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
@@ -371,7 +340,7 @@ def main() -> None:
         if args.backend != "postgresql":
             measure(size, args, None)
         if args.backend != "sqlite":
-            with postgres_database(args.url, size) as url:
+            with postgres_database(args.url, f"robotmem_bench_{size}", reuse=True) as url:
                 measure(size, args, url)
 
 

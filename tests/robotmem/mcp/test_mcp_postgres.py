@@ -3,9 +3,6 @@ error for each call) and serves again when the database is back, without a resta
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,23 +12,12 @@ from mcp_client_helpers import call_error, call_ok, stdio_session
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def own_postgres() -> Iterator[tuple[Any, Path]]:
-    pgserver = pytest.importorskip("pgserver")
-    parent = Path(tempfile.mkdtemp(prefix="robotmem-pg-mcp-"))
-    parent.chmod(0o755)
-    server = pgserver.get_server(parent / "data", cleanup_mode="stop")
-    yield server, parent / "data"
-    server.cleanup()
-    shutil.rmtree(parent, ignore_errors=True)
-
-
 async def test_the_server_answers_with_storage_errors_while_postgresql_is_down_and_recovers(
-    robotmem_home: Path, tmp_path: Path, own_postgres: tuple[Any, Path]
+    robotmem_home: Path, tmp_path: Path, own_server: tuple[Any, Path]
 ):
     import pgserver
 
-    server, pgdata = own_postgres
+    server, pgdata = own_server
     async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_URL=server.get_uri(),
                              ROBOTMEM_EMBEDDINGS="off") as session:
         first = await call_ok(session, "learn", {"insight": "the dock door opens at 7"})

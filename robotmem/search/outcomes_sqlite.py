@@ -337,7 +337,6 @@ class _IndexPlan:
                 found = self.columns.get(self.conn, self.req.collection, [group_leaf, _SUCCESS, _OUTCOME])
                 if found is not None:
                     return self.tally_columns(found, in_set, members, whole=whole)
-        req = self.req
         ok, score = self.verdicts()
         has_field = np.zeros(self.size, dtype=bool)
         rows: list[Row] = []

@@ -33,7 +33,6 @@ explains them.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -52,8 +51,8 @@ __all__ = [
     "MatchFeatures",
     "QueryTerms",
     "calibrated",
-    "document_frequencies",
     "cjk_share",
+    "document_frequencies",
     "effective_meaning",
     "informative_tokens",
     "match_features",

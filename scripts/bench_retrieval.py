@@ -13,7 +13,10 @@ of ``relevance`` between judged-relevant (grade >= 1) and other hits; and the no
 rate: the share of no-answer queries with no hit at or above the default
 ``min_relevance`` (before relevance existed: with no hit at all).
 
-    python scripts/bench_retrieval.py [--split held|tune|all] [--json out.json]
+    python scripts/bench_retrieval.py [--split tune|held|held2|all] [--json out.json]
+
+``all`` reports every split on its own. ``held2`` is in ``REPORT_ONLY``: it is scored to
+report, never given to scripts/fit_relevance.py (datasets/retrieval/README.md says why).
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ from robotmem.store.tokens import fts_match_expression
 DATA = Path(__file__).resolve().parent.parent / "datasets" / "retrieval"
 CATEGORIES = ("paraphrase", "exact", "chinese", "filtered", "no_answer")
 METHODS = ("hybrid", "dense", "bm25")
+SPLITS = ("tune", "held", "held2")
+#: Splits nothing may be fitted or tuned on (scripts/fit_relevance.py refuses them).
+REPORT_ONLY = ("held2",)
 DAY = 86400.0
 T0 = 1_780_000_000.0
 K = 5
@@ -68,7 +74,10 @@ class Scores:
 
 
 def load_queries(split: str) -> list[Query]:
-    rows = [json.loads(line) for line in (DATA / "queries.jsonl").read_text().splitlines() if line.strip()]
+    if split not in (*SPLITS, "all"):
+        raise ValueError(f"split: {split!r} is not one of {', '.join(SPLITS)} or all")
+    rows = [json.loads(line) for line in (DATA / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()]
     return [Query(**row) for row in rows if split == "all" or row["split"] == split]
 
 
@@ -235,14 +244,15 @@ def report(scores: Scores, queries: list[Query], split: str, elapsed: float) -> 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--split", choices=("held", "tune", "all"), default="all",
-                        help="which part of the set: held (never tuned on), tune, or all (reported separately)")
+    parser.add_argument("--split", choices=(*SPLITS, "all"), default="all",
+                        help="which part of the set: tune, held (looked at three times, now counts as tuned-on), "
+                             "held2 (scored once, to report), or all (each reported separately)")
     parser.add_argument("--embedder", default="auto", help="embedder name passed to Memory (default: auto)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--show", action="store_true", help="print each query's top 5 (key(grade|relevance))")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {platform.python_version()}, {platform.node() and 'shared host'}")
-    splits = ("tune", "held") if args.split == "all" else (args.split,)
+    splits = SPLITS if args.split == "all" else (args.split,)
     out = {}
     for split in splits:
         scores, queries, elapsed = run(split, args.embedder, args.show)

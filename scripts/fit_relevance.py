@@ -1,4 +1,4 @@
-"""Fit relevance's weights on the tuning split of the judged set (never on the held part).
+"""Fit relevance's weights on the splits of the judged set it is given (default: tune only).
 
 For every tuning query it builds the candidates recall scores (the 50 nearest vectors and
 the 50 best BM25 matches), computes robotmem.search.relevance's signals for each and fits
@@ -9,7 +9,10 @@ pair's cosine minus the highest trusted cosine among the query's candidates; Pla
 with one more input). Paste the printed constants into robotmem/search/relevance.py and
 robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py
+    python scripts/fit_relevance.py [--splits tune [held]]
+
+It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
+(``bench_retrieval.REPORT_ONLY``: ``held2``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from robotmem.search.relevance import informative_tokens, match_features, query_
 from robotmem.store.tokens import match_term
 
 POOL = 50
+FITTABLE = tuple(s for s in bench.SPLITS if s not in bench.REPORT_ONLY)
 
 
 def candidates(conn: apsw.Connection, q: bench.Query, cos: dict[int, float], allowed: set[int]) -> set[int]:
@@ -124,12 +128,24 @@ def quality(queries: list[bench.Query], pairs: dict[str, list[Pair]], w: float, 
     return float(np.mean([np.mean(v_) for v_ in per_cat.values()]))
 
 
+def fitting_queries(parser: argparse.ArgumentParser, splits: list[str]) -> list[bench.Query]:
+    """The queries of the named splits; a report-only or unknown split is an error naming --splits."""
+    for split in splits:
+        if split in bench.REPORT_ONLY:
+            parser.error(f"--splits: {split} is scored once, to report; nothing is ever fitted on it")
+        if split not in FITTABLE:
+            parser.error(f"--splits: {split!r} is not one of {', '.join(FITTABLE)}")
+    return [q for split in dict.fromkeys(splits) for q in bench.load_queries(split)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pick", nargs=4, type=float, metavar=("MEANING", "POWER", "NEUTRAL", "CONFIDENCE"),
                         help="use this mix instead of the grid's best (and fit the calibration for it)")
+    parser.add_argument("--splits", nargs="+", default=["tune"], metavar="SPLIT",
+                        help=f"the splits to fit on, out of {', '.join(FITTABLE)} (default: tune)")
     args = parser.parse_args()
-    queries = bench.load_queries("tune")
+    queries = fitting_queries(parser, args.splits)
     pairs = collect(queries)
     grid = sorted(((quality(queries, pairs, w, p, n, c), w, p, n, c)
                    for w in np.arange(0.2, 0.81, 0.05) for p in (1.0, 1.5, 2.0, 3.0)

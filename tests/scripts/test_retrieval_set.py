@@ -1,0 +1,103 @@
+"""The judged retrieval set (datasets/retrieval/) is well formed, and the scripts keep its splits apart.
+
+Nothing here ranks a memory against a query: the held2 split must stay unseen until it is
+scored once, to report. These checks read the files, parse the filters with robotmem's own
+parser, evaluate them with the plain-Python reference evaluator, and call the scripts'
+split handling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from robotmem.search.filters import compile_filter
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "datasets" / "retrieval"
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests" / "robotmem" / "search"))
+import bench_retrieval as bench
+import fit_relevance
+from filter_reference import matches
+
+#: The category counts each split was written with (datasets/retrieval/README.md).
+WRITTEN = {
+    "tune": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 5, "no_answer": 10},
+    "held": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 5, "no_answer": 10},
+    "held2": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
+}
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (DATA / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+MEMORIES = _rows("memories.jsonl")
+QUERIES = _rows("queries.jsonl")
+CONTEXTS = {m["key"]: m["context"] for m in MEMORIES}
+
+
+def test_memory_keys_are_unique_and_rows_complete():
+    assert [k for k, n in Counter(m["key"] for m in MEMORIES).items() if n > 1] == []
+    for m in MEMORIES:
+        assert set(m) == {"key", "text", "context", "age_days"}, m["key"]
+        assert m["text"].strip() and isinstance(m["context"]["robot"]["type"], str), m["key"]
+        assert isinstance(m["age_days"], (int, float)) and m["age_days"] >= 0, m["key"]
+
+
+def test_query_ids_are_unique_and_splits_known():
+    assert [k for k, n in Counter(q["id"] for q in QUERIES).items() if n > 1] == []
+    assert {q["split"] for q in QUERIES} == set(bench.SPLITS)
+    assert {q["category"] for q in QUERIES} == set(bench.CATEGORIES)
+
+
+@pytest.mark.parametrize("split", bench.SPLITS)
+def test_each_split_has_the_categories_it_was_written_with(split: str):
+    assert Counter(q.category for q in bench.load_queries(split)) == WRITTEN[split]
+
+
+@pytest.mark.parametrize("query", QUERIES, ids=lambda q: q["id"])
+def test_judgements_name_existing_memories_with_grades_one_or_two(query: dict[str, Any]):
+    judged = query["judgements"]
+    assert set(judged) <= set(CONTEXTS), set(judged) - set(CONTEXTS)
+    assert set(judged.values()) <= {1, 2}
+    if query["category"] == "no_answer":
+        assert judged == {}
+    else:
+        assert 2 in judged.values(), "an answerable query needs at least one answer"
+
+
+@pytest.mark.parametrize("query", [q for q in QUERIES if q["category"] == "filtered"], ids=lambda q: q["id"])
+def test_filters_parse_and_hold_for_every_judged_memory(query: dict[str, Any]):
+    compile_filter(query["filter"])
+    outside = [k for k in query["judgements"] if not matches(CONTEXTS[k], query["filter"])]
+    assert outside == [], "a judged memory the filter excludes can never be returned"
+    assert not all(matches(c, query["filter"]) for c in CONTEXTS.values()), "a filter that keeps everything"
+
+
+def test_only_filtered_queries_carry_a_filter():
+    assert all(("filter" in q) == (q["category"] == "filtered") for q in QUERIES)
+
+
+def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(capsys: pytest.CaptureFixture[str]):
+    parser = argparse.ArgumentParser()
+    assert {q.split for q in fit_relevance.fitting_queries(parser, ["tune"])} == {"tune"}
+    both = fit_relevance.fitting_queries(parser, ["tune", "held"])
+    assert Counter(q.split for q in both) == Counter(q["split"] for q in QUERIES if q["split"] in ("tune", "held"))
+    for bad in (["held2"], ["tune", "held2"], ["all"]):
+        with pytest.raises(SystemExit):
+            fit_relevance.fitting_queries(parser, bad)
+        assert "--splits" in capsys.readouterr().err
+
+
+def test_bench_loads_each_split_apart_and_refuses_an_unknown_one():
+    assert sum(len(bench.load_queries(s)) for s in bench.SPLITS) == len(bench.load_queries("all")) == len(QUERIES)
+    with pytest.raises(ValueError, match="split"):
+        bench.load_queries("held3")

@@ -21,7 +21,7 @@ sequence), and index hits for those rows are ignored. A killed writer leaves no
 committed change and so nothing to reconcile; a killed build leaves only a temporary
 file, and the previous snapshot (or none) stays in use. ``robotmem reindex`` writes a
 new snapshot when the overlay has grown or the file is missing; without it, the first
-process whose overlay passes ``STALE_SHARE`` of the snapshot rebuilds it on a background
+process whose overlay passes ``STALE_ROWS`` and ``STALE_SHARE`` of the snapshot rebuilds it on a background
 thread (``rebuild_stale``, one builder at a time across processes by a lock file), so the
 exact overlay stays bounded.
 """
@@ -48,7 +48,7 @@ from .eligibility import Eligibility
 from .vector_index import VectorIndex
 
 __all__ = [
-    "AnnIndex", "BuildReport", "MIN_ROWS", "STALE_SHARE", "build_index", "index_folder", "newest_file",
+    "AnnIndex", "BuildReport", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "build_index", "index_folder", "newest_file",
     "pending_changes", "rebuild_indexes", "rebuild_stale",
 ]
 
@@ -60,8 +60,12 @@ log = logging.getLogger(__name__)
 #: Below this many vectors the exact numpy scan is as fast as the index; no file is built.
 MIN_ROWS = 20_000
 #: A snapshot is rebuilt (in the background, by the process that notices) once the changes since it
-#: reach this share of its rows: the overlay is an exact scan, so it must not grow without bound.
-STALE_SHARE = 0.25
+#: pass STALE_ROWS and STALE_SHARE of its rows: the overlay is an exact scan on every recall, so
+#: it must stay small next to the search itself (20,000 rows cost about 2 ms, the index search
+#: 3-5 ms at 1,000,000), while a rebuild (35-60 s of one core at 1,000,000) should not run all
+#: the time while a recording is imported (at 1,500 records/s, one per 13 s of import).
+STALE_ROWS = 10_000
+STALE_SHARE = 0.02
 #: Lists probed per query at first (widened when too few candidates pass the filters): at least
 #: NPROBE, and enough to compare at least MIN_SCANNED codes. With about sqrt(N) lists a list is
 #: small in a small index, and 16 of them missed neighbours that a larger index's 16 hold
@@ -212,7 +216,7 @@ class AnnIndex:
     @property
     def stale(self) -> bool:
         """Enough changed since the snapshot that a new one should replace it."""
-        return self.overlay.changes_seen > STALE_SHARE * len(self)
+        return self.overlay.changes_seen > max(STALE_ROWS, STALE_SHARE * len(self))
 
     def search(
         self, conn: apsw.Connection, query: np.ndarray, k: int, rules: Eligibility,

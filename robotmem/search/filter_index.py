@@ -20,6 +20,7 @@ import apsw
 
 from ..store.connection import scalar
 from ..store.leaves import leaf_path
+from .count_cache import CountCache, StoreStamp, store_stamp
 
 __all__ = ["LeafSet", "alternatives", "exact_clause", "smallest"]
 
@@ -120,13 +121,35 @@ def _range(path: str, op: str, value: Any) -> tuple[str, tuple[Any, ...]]:
     return f"path = ? AND value {_RANGE_SQL[op]} ? AND value < '' AND {_NUMBER_KINDS}", (path, value)
 
 
+#: (count, the cap it was counted up to) by leaf-set query
+_LEAF_COUNTS: CountCache[tuple[int, int]] = CountCache()
+
+
 def smallest(conn: apsw.Connection, sets: tuple[LeafSet, ...], collection: str, cap: int) -> tuple[LeafSet, int] | None:
-    """The alternative with the fewest ids (counted up to ``cap``), or None when there is none."""
+    """The alternative with the fewest ids (counted up to ``cap``), or None when there is none.
+
+    The counts only choose the plan (both plans are exact), so they are reused while the store
+    is nearly the same (robotmem.search.count_cache): a control loop's filter is counted once.
+    """
+    stamp = store_stamp(conn)
     best: tuple[LeafSet, int] | None = None
     for leaf_set in sets:
-        q, p = leaf_set.query(collection)
         limit = cap if best is None else best[1]
-        count = int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM ({q}) LIMIT ?)", [*p, limit]))
+        count = _count(conn, stamp, leaf_set.query(collection), limit)
         if best is None or count < best[1]:
             best = (leaf_set, count)
     return best
+
+
+def _count(conn: apsw.Connection, stamp: StoreStamp, query: tuple[str, list[Any]], limit: int) -> int:
+    """How many ids ``query`` selects, up to ``limit`` (a count that reached its cap means "at least")."""
+    q, p = query
+    key = ("leaf set", q, tuple(p))
+    cached = _LEAF_COUNTS.get(stamp, key)
+    if cached is not None:
+        count, capped_at = cached
+        if count < capped_at or capped_at >= limit:
+            return min(count, limit)
+    count = int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM ({q}) LIMIT ?)", [*p, limit]))
+    _LEAF_COUNTS.put(stamp, key, (count, limit))
+    return count

@@ -15,6 +15,7 @@ from . import sql
 from .ann_index import index_folder
 from .fulltext import fulltext_hits, plan_fulltext
 from .fusion import Fused, fuse, order_score
+from .relevance import informative_tokens
 from .request import RecallRequest
 from .spatial import nearest_sqlite
 from .vectors import VectorSearch, filter_source
@@ -23,12 +24,26 @@ __all__ = ["RecallEngine"]
 
 #: A computed filter result up to this size orders its newest matches directly.
 _SQL_VECTOR_LIMIT = 2048
+#: A spatial recall's vector search for the query's best matches: enough that one the model can
+#: judge (an English memory for an English query) is among them.
+NEAREST_FIRST_ANCHORS = 4
 
 
 @dataclass(frozen=True)
 class _QueryVector:
     vector: np.ndarray
     model_id: str
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """Memory ids in answer order (before the final scoring), with what scores and describes them."""
+
+    ranked: list[int]
+    fused: Fused
+    distances: dict[int, float]
+    similarity: dict[int, float]
+    searched_text: bool
 
 
 @dataclass(frozen=True)
@@ -61,24 +76,60 @@ class RecallEngine:
         # Decided once: vectors are searched only for a query, with a vector and a model to match.
         query = (_QueryVector(query_vector, model_id)
                  if req.query and query_vector is not None and model_id is not None else None)
-        pool = max(50, 4 * req.n)
         with self._db.read() as conn:
             source = filter_source(conn, req)  # a selective filter's leaf-index candidates
             # A selective filter's exact result, computed once for every side that needs it.
             chosen = (self._filtered(conn, req, now, source)
                       if source is not None and (req.query or req.spatial is not None) else None)
-            searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None, chosen)
-                                       if req.query else (False, []))
-            side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen)
-            fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
-                     if req.query else Fused())
-            ranked, distances = self._order(conn, req, now, fused, side.candidates, source, chosen)
-            if req.spatial is None and req.query:
-                ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], fused.match, now, req.n)
-            records = self._load(conn, ranked, now)
-        mode = _mode(req, searched_text, query is not None)
-        results = _score(records, fused, distances, req, mode, side.similarity if query is not None else None)
+            answer = (self._nearest_first(conn, req, now, query, chosen)
+                      if req.spatial is not None and req.query else None)
+            if answer is None:
+                answer = self._searched(conn, req, now, query, source, chosen)
+            records = self._load(conn, answer.ranked, now)
+        mode = _mode(req, answer.searched_text, query is not None)
+        results = _score(records, answer.fused, answer.distances, req, mode,
+                         answer.similarity if query is not None else None)
         return {"mode": mode, "count": len(results), "results": results}
+
+    def _searched(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
+        source: sql.Query | None, chosen: np.ndarray | None,
+    ) -> _Answer:
+        """The answer from both candidate searches (full text and vectors), fused."""
+        pool = max(50, 4 * req.n)
+        searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None, chosen)
+                                   if req.query else (False, []))
+        side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen)
+        fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
+                 if req.query else Fused())
+        ranked, distances = self._order(conn, req, now, fused, side.candidates, source, chosen)
+        if req.spatial is None and req.query:
+            ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], fused.match, now, req.n)
+        return _Answer(ranked, fused, distances, side.similarity, searched_text)
+
+    def _nearest_first(
+        self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
+        chosen: np.ndarray | None,
+    ) -> _Answer | None:
+        """A spatial sort with a query, when the nearest memories fill the answer: only their match
+        with the query orders (equal distances) and describes them, so it is computed for them alone
+        instead of searching the store by text and meaning. Relevance stays comparable with other
+        recalls: its meaning margin is measured against the query's best eligible matches by vector
+        (NEAREST_FIRST_ANCHORS of them), found by a short vector search. None when fewer than n
+        memories have the field (the rest come by relevance: the full search decides them)."""
+        assert req.spatial is not None
+        rows = self._nearest(conn, req, now, req.n * 2, chosen)
+        if len(rows) < req.n and req.spatial.max_distance is None:
+            return None
+        ids = [memory_id for memory_id, _ in rows]
+        similarity: dict[int, float] = {}
+        anchors: list[int] = []
+        if query is not None:
+            side = self._vector_side(conn, req, now, query, ids, NEAREST_FIRST_ANCHORS, None, chosen)
+            similarity, anchors = side.similarity, side.ids
+        fused = fuse(conn, req.query, ids + anchors, similarity if query is not None else None)
+        ranked, distances = _nearest_n(rows, fused.match, req.n)
+        return _Answer(ranked, fused, distances, similarity, bool(informative_tokens(req.query)))
 
     def _order(
         self, conn: apsw.Connection, req: RecallRequest, now: float, fused: Fused,
@@ -174,11 +225,7 @@ class RecallEngine:
         chosen: np.ndarray | None = None,
     ) -> tuple[list[int], dict[int, float]]:
         assert req.spatial is not None
-        # Extra rows so that equal distances can be ordered by relevance.
-        rows = self._nearest(conn, req, now, req.n * 2, chosen)
-        rows.sort(key=lambda r: (round(r[1], 9), -matches.get(r[0], 0.0)))
-        ranked = [memory_id for memory_id, _ in rows[: req.n]]
-        distances = dict(rows[: req.n])
+        ranked, distances = _nearest_n(self._nearest(conn, req, now, req.n * 2, chosen), matches, req.n)
         if len(ranked) < req.n and req.spatial.max_distance is None:
             # Memories without the field come last: most relevant first, else most recent.
             rest = [m for m in matches if m not in distances]
@@ -195,6 +242,15 @@ class RecallEngine:
         q, p = hits_sql(json.dumps(ids))
         by_id = {row[0]: row_to_record(row, now, self._half_life_s) for row in conn.execute(q, p)}
         return [by_id[i] for i in ids if i in by_id]
+
+
+def _nearest_n(
+    rows: list[tuple[int, float]], matches: dict[int, float], n: int
+) -> tuple[list[int], dict[int, float]]:
+    """The n nearest (memory_id, distance) rows, equal distances by match with the query (the nearest
+    rows come with extra ones so that ties at the cut are ordered by it too)."""
+    rows = sorted(rows, key=lambda r: (round(r[1], 9), -matches.get(r[0], 0.0)))[:n]
+    return [memory_id for memory_id, _ in rows], dict(rows)
 
 
 def _mode(req: RecallRequest, searched_text: bool, searched_vectors: bool) -> str:

@@ -42,8 +42,9 @@ import apsw
 
 from ..models import DEFAULT_MIN_RELEVANCE
 from ..store.backend import dialect_of
-from ..store.connection import one_row, scalar
+from ..store.connection import scalar
 from ..store.tokens import query_tokens, token_parts
+from .count_cache import CountCache, store_stamp
 
 __all__ = [
     "DEFAULT_MIN_RELEVANCE",
@@ -130,46 +131,26 @@ def document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
 
         return {t: int(conn.execute("SELECT count(*) FROM memories WHERE search_tsv @@ ?::tsquery",
                                     (tsquery_literal([t], lambda _: []),)).fetchone()[0]) for t in tokens}
-    return _SQLITE_COUNTS.get(conn, tokens)
+    return _sqlite_document_frequencies(conn, tokens)
 
 
-class _TermCounts:
-    """Document frequencies of SQLite stores, counted per term and reused while the store is nearly the same.
+_TERM_COUNTS: CountCache[int] = CountCache()
 
-    FTS5's vocabulary table counts a term's documents by reading its whole posting list
-    (42 ms for a word in 750,000 of 1,000,000 memories), and a ``term IN (...)`` query
-    reads every term's (75 ms). A count only sets a weight (IDF) and whether a word is
-    too common to rank, which a change of 1 % of the store cannot move noticeably, so a
-    count is reused until the store's newest id or change sequence has moved by more than
-    1 % of its size; a store under 100 memories recounts after any change.
-    """
 
-    _LIMIT = 4096
-
-    def __init__(self) -> None:
-        self._counts: dict[tuple[str, str], tuple[int, int, int]] = {}  # (file, term) -> (doc, max id, seq)
-
-    def get(self, conn: apsw.Connection, tokens: list[str]) -> dict[str, int]:
-        max_id, seq = one_row(
-            conn, "SELECT (SELECT coalesce(max(id), 0) FROM memories), (SELECT coalesce(max(seq), 0) FROM change_log)"
-        )
-        slack = max_id // 100
-        file = conn.filename  # "" for an in-memory store: never reused, two of them may look alike
-        df: dict[str, int] = {}
-        for token in tokens:
-            cached = self._counts.get((file, token)) if file else None
-            if cached is not None and abs(max_id - cached[1]) <= slack and abs(seq - cached[2]) <= slack:
-                df[token] = cached[0]
-                continue
+def _sqlite_document_frequencies(conn: apsw.Connection, tokens: list[str]) -> dict[str, int]:
+    """Per term (``term = ?``): FTS5's vocabulary table counts a term's documents by reading its
+    whole posting list, and ``term IN (...)`` reads every term's; reused while the store is nearly
+    the same (robotmem.search.count_cache)."""
+    stamp = store_stamp(conn)
+    df: dict[str, int] = {}
+    for token in tokens:
+        cached = _TERM_COUNTS.get(stamp, ("term", token))
+        if cached is None:
             row = conn.execute("SELECT doc FROM memories_fts_vocab WHERE term = ?", (token,)).fetchone()
-            df[token] = int(row[0]) if row else 0
-            if len(self._counts) >= self._LIMIT:
-                self._counts.pop(next(iter(self._counts)))
-            self._counts[(file, token)] = (df[token], max_id, seq)
-        return df
-
-
-_SQLITE_COUNTS = _TermCounts()
+            cached = int(row[0]) if row else 0
+            _TERM_COUNTS.put(stamp, ("term", token), cached)
+        df[token] = cached
+    return df
 
 
 def _idf(df: int, n: int) -> float:

@@ -38,12 +38,6 @@ _GROWTH = 2.0
 _MAX_RADIUS = 1e6
 
 
-def _distance(target: tuple[float, ...], x: float, y: float, z: float) -> float:
-    if len(target) == 2:
-        return math.hypot(x - target[0], y - target[1])
-    return math.sqrt((x - target[0]) ** 2 + (y - target[1]) ** 2 + (z - target[2]) ** 2)
-
-
 def _box(spatial: SpatialSort, radius: float | None) -> tuple[str, list[Any]]:
     """The R*Tree condition for the box of half-width ``radius`` around the target (none for None)."""
     if radius is None:
@@ -71,12 +65,20 @@ def _points_in_box(req: RecallRequest, spatial: SpatialSort, radius: float | Non
 
 
 def _distances(rows: Iterable[tuple[Any, ...]], target: tuple[float, ...]) -> dict[int, float]:
-    best: dict[int, float] = {}
-    for memory_id, x, y, z in rows:
-        d = _distance(target, x, y, z)
-        if d < best.get(memory_id, math.inf):
-            best[memory_id] = d
-    return best
+    """Each memory's distance to the target: the nearest of its points (rows of memory_id, x, y, z).
+
+    In numpy: a box holds hundreds to thousands of points, and a Python loop over them was the
+    larger part of a spatial recall at a million memories."""
+    table = np.asarray(rows if isinstance(rows, list) else list(rows), dtype=np.float64)
+    if table.size == 0:
+        return {}
+    diff = table[:, 1 : 1 + len(target)] - np.asarray(target, dtype=np.float64)
+    distance = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    ids = table[:, 0].astype(np.int64)
+    order = np.argsort(distance, kind="stable")
+    # np.unique keeps each id's first place in distance order: its nearest point.
+    unique, first = np.unique(ids[order], return_index=True)
+    return dict(zip(unique.tolist(), distance[order][first].tolist()))
 
 
 def _by_distance(found: dict[int, float], limit: float = math.inf) -> list[tuple[int, float]]:

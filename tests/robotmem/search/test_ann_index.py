@@ -18,6 +18,7 @@ import pytest
 from given_vectors import DIM, GivenVectors, vector_of
 
 from robotmem import Memory, ValidationError
+from robotmem.search import ann_index
 from robotmem.search.ann_index import index_folder, newest_file
 from robotmem.search.eligibility import Eligibility
 
@@ -251,16 +252,17 @@ def _snapshot(mem: Memory):
     return mem.recall_engine._vectors.ann("default", GivenVectors.model_id, DIM)
 
 
-def test_a_stale_snapshot_is_rebuilt_in_the_background_and_then_used(built: Path):
+def test_a_stale_snapshot_is_rebuilt_in_the_background_and_then_used(built: Path, monkeypatch):
+    monkeypatch.setattr(ann_index, "STALE_ROWS", 400)  # this small index's rebuild point
     folder = index_folder(built)
     before = newest_file(folder, "default", GivenVectors.model_id)
     with Memory(built, embedder=GivenVectors()) as mem:
-        _fill(mem, 300, start=5000)  # 300 changes on 1,500 rows: under the share, no rebuild
+        _fill(mem, 300, start=5000)  # 300 changes: under STALE_ROWS, no rebuild
         q = vector_of("c5 grasp note 5005")
         assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
         mem.recall_engine._vectors.join_builds()
         assert newest_file(folder, "default", GivenVectors.model_id) == before
-        _fill(mem, 200, start=6000)  # 500 changes: over a quarter of the snapshot
+        _fill(mem, 200, start=6000)  # 500 changes: over it
         assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # answered, and a rebuild started
         mem.recall_engine._vectors.join_builds()
         after = newest_file(folder, "default", GivenVectors.model_id)
@@ -271,8 +273,10 @@ def test_a_stale_snapshot_is_rebuilt_in_the_background_and_then_used(built: Path
         assert snapshot.seq == after[1] and len(snapshot) == 2000 and snapshot.overlay.changes_seen == 0
 
 
-def test_a_rebuild_under_way_in_another_process_is_not_repeated(built: Path):
+def test_a_rebuild_under_way_in_another_process_is_not_repeated(built: Path, monkeypatch):
     from robotmem.search.ann_index import _key
+
+    monkeypatch.setattr(ann_index, "STALE_ROWS", 400)
 
     folder = index_folder(built)
     before = newest_file(folder, "default", GivenVectors.model_id)

@@ -56,3 +56,50 @@ def test_update_moves_a_memory_in_the_spatial_index(mem: Memory):
     mem.update(mid, "moving marker", {"spatial": {"p": [0, 0]}})
     result = mem.recall("", spatial_sort={"field": "spatial.p", "target": [0, 0]}, n=1)
     assert result["results"][0]["id"] == mid and result["results"][0]["distance"] == 0
+
+
+def _scattered_lab(memory: Memory) -> list[int]:
+    """90 memories of eight kinds, scattered in space (more than recall's candidate pool of 50)."""
+    rng = random.Random(7)
+    kinds = ["gripper slipped on the wet glass", "wheel odometry drifted on the carpet",
+             "camera exposure saturated near the window", "conveyor belt jammed with a carton",
+             "battery voltage sagged during the climb", "lidar returned ghost points off the mirror",
+             "elbow joint overheated after long holds", "dock alignment failed in low light"]
+    return memory.save_perceptions([
+        {"description": f"{kinds[i % 8]} during run {i}",
+         "metadata": {"spatial": {"p": [round(rng.uniform(-20, 20), 3), round(rng.uniform(-20, 20), 3)]}}}
+        for i in range(90)])
+
+
+def _relevance_as_in_a_plain_recall(memory: Memory, with_vectors: bool) -> None:
+    """With a spatial sort only the nearest memories' match is computed; each still gets the
+    relevance (and similarity) that a recall without the sort gives it, also when it is not
+    among the query's best matches."""
+    _scattered_lab(memory)
+    query = "gripper slip on glass"
+    near = memory.recall(query, n=10, spatial_sort={"field": "spatial.p", "target": [0.0, 0.0]})["results"]
+    plain = {h["id"]: h for h in memory.recall(query, n=90, min_relevance=0)["results"]}
+    assert len(near) == 10 and [h["distance"] for h in near] == sorted(h["distance"] for h in near)
+    related = [h for h in near if "gripper" in h["content"]]
+    unrelated = [h for h in near if h not in related]
+    assert related and unrelated
+    # A plain recall's candidates: memories sharing a word with the query, or (with vectors) at
+    # least recall's minimum similarity to it. Those it returns are compared, answers or not.
+    compared = [h for h in near if h["id"] in plain]
+    assert [h["id"] for h in related] == [h["id"] for h in compared if h in related]
+    for hit in compared:
+        assert hit["relevance"] == pytest.approx(plain[hit["id"]]["relevance"], abs=1e-4)
+    if with_vectors:  # every hit's similarity is its cosine with the query, candidate or not
+        assert memory.embedder is not None
+        vectors = memory.embedder.embed([query] + [h["content"] for h in near])
+        for hit, vector in zip(near, vectors[1:]):
+            assert hit["similarity"] == pytest.approx(float(vector @ vectors[0]), abs=1e-3)
+    assert max(h["relevance"] for h in unrelated) < min(h["relevance"] for h in related)
+
+
+def test_spatial_hits_carry_the_relevance_a_plain_recall_gives_them(mem: Memory):
+    _relevance_as_in_a_plain_recall(mem, with_vectors=False)
+
+
+def test_spatial_hits_carry_the_relevance_and_similarity_a_plain_recall_gives_them(hybrid_mem: Memory):
+    _relevance_as_in_a_plain_recall(hybrid_mem, with_vectors=True)

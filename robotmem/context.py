@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import unicodedata
 from typing import Any
 
@@ -32,12 +31,7 @@ def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
 def parse_context_json(value: Any, field: str = "context") -> tuple[dict[str, Any], str]:
     """``parse_context`` and the context's canonical JSON, serialised once for the size check, the
     content hash and the stored row (bulk writes pay for every serialisation)."""
-    obj = validation.json_object(value, field) or {}
-    refused = _unsafe(obj, 0)
-    if refused is not None:
-        segments, message = refused
-        path = field + "".join(reversed(segments))
-        raise ValidationError(f"{path} {message}", field=path)
+    obj = validation.json_object(value, field, max_depth=_MAX_DEPTH) or {}
     text = canonical_json(obj)
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     if size > CONTEXT_MAX_BYTES:
@@ -52,39 +46,6 @@ def parse_context_json(value: Any, field: str = "context") -> tuple[dict[str, An
                 field=f"{field}.{section}",
             )
     return obj, text
-
-
-_PLAIN_JSON = (str, bool, int, type(None))
-
-
-def _unsafe(value: Any, depth: int) -> tuple[list[str], str] | None:
-    """(path segments innermost first, what is wrong) for the first value that is not plain JSON, else None."""
-    if depth > _MAX_DEPTH:
-        return [], "is nested too deeply"
-    if type(value) in _PLAIN_JSON:
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                return [], "keys must be strings"
-            if type(item) in _PLAIN_JSON and depth < _MAX_DEPTH:
-                continue  # most leaves: no call for them
-            refused = _unsafe(item, depth + 1)
-            if refused is not None:
-                refused[0].append(f".{key}")
-                return refused
-    elif isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            refused = _unsafe(item, depth + 1)
-            if refused is not None:
-                refused[0].append(f"[{index}]")
-                return refused
-    elif isinstance(value, float):
-        if math.isnan(value) or math.isinf(value):
-            return [], "must be a finite number"
-    elif value is not None and not isinstance(value, (str, int, bool)):
-        return [], f"holds a {type(value).__name__}, which is not JSON"
-    return None
 
 
 def canonical_json(value: Any) -> str:

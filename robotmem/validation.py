@@ -114,18 +114,24 @@ def session_id(value: Any, field: str = "session_id") -> str:
     return value
 
 
-def json_object(value: Any, field: str, *, allow_none: bool = True) -> dict[str, Any] | None:
-    """A JSON object given as a dict or as JSON text (clients send both); ``""`` and ``null`` mean absent."""
-    if isinstance(value, str):
+def json_object(value: Any, field: str, *, allow_none: bool = True,
+                max_depth: int | None = None) -> dict[str, Any] | None:
+    """A JSON object given as a dict or as JSON text (clients send both); ``""`` and ``null`` mean absent.
+
+    ``max_depth``: plain JSON no deeper than this only (``check_json_tree``)."""
+    parsed = isinstance(value, str)
+    if parsed:
         value = None if value.strip() == "" else parse_json(value, field)
     elif isinstance(value, dict):
-        check_json_tree(value, field)
+        check_json_tree(value, field, max_depth=max_depth)
     if value is None:
         if allow_none:
             return None
         raise ValidationError(f"{field} is required", field=field)
     if not isinstance(value, dict):
         raise ValidationError(f"{field} must be a JSON object, got {type(value).__name__}", field=field)
+    if parsed and max_depth is not None:
+        check_json_tree(value, field, max_depth=max_depth)  # parsed text is plain JSON: only the depth can fail
     return value
 
 
@@ -169,14 +175,21 @@ def parse_json(text: str, field: str) -> Any:
     return value
 
 
-def check_json_tree(value: Any, field: str) -> None:
+def check_json_tree(value: Any, field: str, *, max_depth: int | None = None) -> None:
     """Refuse a parsed JSON value SQLite cannot store: too deep, lone surrogates, integers beyond 64 bits.
 
     The error names the offending place (``context.a``, ``data[3]``). The walk stops at
     JSON_MAX_DEPTH, so depth itself cannot crash it; the place is spelled out only on refusal
     (bulk writes check every context).
+
+    ``max_depth`` (contexts): also refuse what only a Python caller can hand over (keys that
+    are not strings, NaN or infinity, values of other types) and any value deeper than
+    ``max_depth``, in the same walk. The storable checks still win where both fail, as when
+    they ran as a walk of their own before these.
     """
-    refused = _refusal(value, 0)
+    refused = _refusal(value, 0, max_depth)
+    if refused is not None and refused[1] not in _STORABLE_PROBLEMS:
+        refused = _refusal(value, 0, None) or refused
     if refused is None:
         return
     segments, message = refused
@@ -186,39 +199,69 @@ def check_json_tree(value: Any, field: str) -> None:
     raise ValidationError(f"{path} {message}", field=path)
 
 
-_TOO_DEEP = "is nested too deeply"
+_TOO_DEEP = "is nested more than JSON_MAX_DEPTH levels deep"
 _SURROGATE_KEY = "has a key with a lone surrogate; text must be valid Unicode"
 _SURROGATE = "holds a lone surrogate; text must be valid Unicode"
 _BEYOND_INT64 = "is an integer outside the 64-bit range"
-_ALWAYS_STORABLE = (float, bool, type(None))
+_NESTED = "is nested too deeply"
+_KEY_NOT_TEXT = "keys must be strings"
+_NOT_FINITE = "must be a finite number"
+_STORABLE_PROBLEMS = frozenset((_TOO_DEEP, _SURROGATE_KEY, _SURROGATE, _BEYOND_INT64))
+_Refusal = tuple[list[str], str]
 
 
-def _refusal(item: Any, depth: int) -> tuple[list[str], str] | None:
-    """(path segments innermost first, message) of the first value SQLite cannot store, else None."""
-    if type(item) in _ALWAYS_STORABLE:
+def _refusal(item: Any, depth: int, limit: int | None) -> _Refusal | None:
+    """(path segments innermost first, message) of the first value SQLite cannot store, else None;
+    with a ``limit``, also of the first value that is not plain JSON or lies deeper than ``limit``."""
+    if limit is not None and depth > limit:
+        return [], _NESTED
+    kind = type(item)
+    if kind is bool or item is None:
         return None
+    if kind is float:
+        return None if limit is None or math.isfinite(item) else ([], _NOT_FINITE)
     if isinstance(item, str):
         return None if item.isascii() or _encodable(item) else ([], _SURROGATE)
     if isinstance(item, int):
         return None if _INT64[0] <= item <= _INT64[1] else ([], _BEYOND_INT64)
-    if isinstance(item, (dict, list, tuple)) and depth >= JSON_MAX_DEPTH:
-        return [], _TOO_DEEP
-    if isinstance(item, dict):
-        for key, child in item.items():
-            if isinstance(key, str) and not key.isascii() and not _encodable(key):
-                return [], _SURROGATE_KEY
-            if type(child) in _ALWAYS_STORABLE:
-                continue  # most leaves: no call for them
-            refused = _refusal(child, depth + 1)
-            if refused is not None:
-                refused[0].append(f".{key}")
-                return refused
-    elif isinstance(item, (list, tuple)):
-        for index, child in enumerate(item):
-            refused = _refusal(child, depth + 1)
-            if refused is not None:
-                refused[0].append(f"[{index}]")
-                return refused
+    if isinstance(item, (dict, list, tuple)):
+        if depth >= JSON_MAX_DEPTH:
+            return [], _TOO_DEEP
+        return _dict_refusal(item, depth, limit) if isinstance(item, dict) else _list_refusal(item, depth, limit)
+    if limit is None:
+        return None
+    if isinstance(item, float):
+        return None if math.isfinite(item) else ([], _NOT_FINITE)
+    return [], f"holds a {kind.__name__}, which is not JSON"
+
+
+def _dict_refusal(item: dict[Any, Any], depth: int, limit: int | None) -> _Refusal | None:
+    # Scalars within the limit that plainly pass need no call (most leaves).
+    shallow = limit is None or depth < limit
+    for key, child in item.items():
+        if not isinstance(key, str):
+            if limit is not None:
+                return [], _KEY_NOT_TEXT
+        elif not key.isascii() and not _encodable(key):
+            return [], _SURROGATE_KEY
+        kind = type(child)
+        if shallow and (kind is bool or child is None or (kind is str and child.isascii())
+                        or (kind is int and _INT64[0] <= child <= _INT64[1])
+                        or (kind is float and (limit is None or math.isfinite(child)))):
+            continue
+        refused = _refusal(child, depth + 1, limit)
+        if refused is not None:
+            refused[0].append(f".{key}")
+            return refused
+    return None
+
+
+def _list_refusal(item: list[Any] | tuple[Any, ...], depth: int, limit: int | None) -> _Refusal | None:
+    for index, child in enumerate(item):
+        refused = _refusal(child, depth + 1, limit)
+        if refused is not None:
+            refused[0].append(f"[{index}]")
+            return refused
     return None
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
 from typing import Any, cast
 
 import apsw
@@ -29,7 +28,9 @@ def _number(value: Any) -> bool:
 
 
 def _as_point(value: Any) -> tuple[float, float, float] | None:
-    if isinstance(value, list) and len(value) in (2, 3) and all(_number(v) for v in value):
+    if isinstance(value, list):
+        if len(value) not in (2, 3) or not all(map(_number, value)):
+            return None
         return (float(value[0]), float(value[1]), float(value[2]) if len(value) == 3 else 0.0)
     if isinstance(value, dict) and _number(value.get("x")) and _number(value.get("y")):
         z = value.get("z", 0.0)
@@ -37,26 +38,30 @@ def _as_point(value: Any) -> tuple[float, float, float] | None:
     return None
 
 
-def extract_points(context: dict[str, Any]) -> Iterator[tuple[str, tuple[float, float, float]]]:
-    """(dot path, point) for every point-like value in the context."""
+def extract_points(context: dict[str, Any]) -> list[tuple[str, tuple[float, float, float]]]:
+    """(dot path, point) for every point-like value in the context, depth first, at most ``_MAX_POINTS``."""
+    found: list[tuple[str, tuple[float, float, float]]] = []
+    _collect_points(context, "", 1, found)
+    return found
 
-    def walk(node: dict[str, Any], prefix: str, depth: int) -> Iterator[tuple[str, tuple[float, float, float]]]:
-        for key, value in node.items():
-            if not isinstance(value, (dict, list)):
-                continue  # a scalar is neither a point nor holds one
-            path = f"{prefix}.{key}" if prefix else key
-            point = _as_point(value)
-            if point is not None:
-                yield path, point
-            elif isinstance(value, dict) and depth < MAX_DEPTH:
-                yield from walk(value, path, depth + 1)
 
-    count = 0
-    for item in walk(context, "", 1):
-        yield item
-        count += 1
-        if count >= _MAX_POINTS:
-            return
+def _collect_points(node: dict[str, Any], prefix: str, depth: int,
+                    found: list[tuple[str, tuple[float, float, float]]]) -> bool:
+    """Append the points under ``node`` to ``found``; False once it holds ``_MAX_POINTS``.
+
+    Plain recursion, no generators: it runs for every memory a bulk insert writes."""
+    for key, value in node.items():
+        if not isinstance(value, (dict, list)):
+            continue  # a scalar is neither a point nor holds one
+        path = f"{prefix}.{key}" if prefix else key
+        point = _as_point(value)
+        if point is not None:
+            found.append((path, point))
+            if len(found) >= _MAX_POINTS:
+                return False
+        elif isinstance(value, dict) and depth < MAX_DEPTH and not _collect_points(value, path, depth + 1, found):
+            return False
+    return True
 
 
 def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any], *, fresh: bool = False) -> None:

@@ -10,9 +10,11 @@ only splits on our spaces.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import unicodedata
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["FTS_TOKENIZE", "fts_match_expression", "index_tokens", "memory_search_text", "query_tokens"]
@@ -109,8 +111,13 @@ def token_parts(token: str) -> list[str]:
 
 
 def _raw_tokens(text: str) -> list[str]:
+    folded = _fold(text)
+    # The pattern has no groups, so findall gives whole matches; ASCII text has no CJK to split.
+    if folded.isascii():
+        found: list[str] = _TOKEN_RE.findall(folded)
+        return [t.replace(",", ".") for t in found] if "," in folded else found
     tokens: list[str] = []
-    for match in _TOKEN_RE.finditer(_fold(text)):
+    for match in _TOKEN_RE.finditer(folded):
         for piece in _split_cjk(match.group(0)):
             tokens.append(piece.replace(",", "."))
     return tokens
@@ -120,8 +127,17 @@ def index_tokens(text: str) -> str:
     """The space-separated token stream stored in the FTS index."""
     out: list[str] = []
     for token in _raw_tokens(text):
-        out.extend(_expand(token))
+        if token.isalpha():
+            out.append(token)  # a plain word, most tokens: it is its own only part
+        else:
+            out.extend(_expand(token))
     return " ".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def _leaf_tokens(leaf: str) -> tuple[str, ...]:
+    """A context identifier's tokens; the same few (robot ids, part numbers) recur in every batch."""
+    return tuple(index_tokens(leaf).split())
 
 
 #: Context strings up to this length that contain a digit are indexed as identifiers.
@@ -132,22 +148,34 @@ _DIGIT_RE = re.compile(r"\d")
 
 
 def _identifier_leaves(context: dict[str, Any]) -> list[str]:
-    """Short strings with a digit anywhere in a context (part numbers, serials, versions, model names).
-
-    Iterative and without generators: it runs for every memory a bulk insert writes.
-    """
+    """Short strings with a digit anywhere in a context (part numbers, serials, versions, model names),
+    depth first, at most IDENTIFIER_MAX_LEAVES."""
     found: list[str] = []
-    stack: list[Any] = [context]
-    while stack and len(found) < IDENTIFIER_MAX_LEAVES:
-        value = stack.pop()
+    _collect_identifiers(context.values(), found)
+    return found
+
+
+def _collect_identifiers(values: Iterable[Any], found: list[str]) -> bool:
+    """Append the identifiers among ``values`` and below; False once ``found`` is full.
+
+    Plain recursion with the common scalars passed over first: it runs for every memory a
+    bulk insert writes (contexts are at most 32 levels deep)."""
+    for value in values:
+        kind = type(value)
+        if kind in _NOT_TEXT:
+            continue
         if isinstance(value, str):
             if len(value) <= IDENTIFIER_MAX_CHARS and _DIGIT_RE.search(value):
                 found.append(value)
-        elif isinstance(value, dict):
-            stack.extend(reversed(value.values()))
-        elif isinstance(value, list):
-            stack.extend(reversed(value))
-    return found
+                if len(found) >= IDENTIFIER_MAX_LEAVES:
+                    return False
+        elif isinstance(value, (dict, list)):
+            if not _collect_identifiers(value.values() if isinstance(value, dict) else value, found):
+                return False
+    return True
+
+
+_NOT_TEXT = frozenset((int, float, bool, type(None)))
 
 
 def memory_search_text(content: str, context: dict[str, Any] | None) -> str:
@@ -167,7 +195,7 @@ def memory_search_text(content: str, context: dict[str, Any] | None) -> str:
     have = set(text.split())
     extra: list[str] = []
     for leaf in leaves:
-        tokens = index_tokens(leaf).split()
+        tokens = _leaf_tokens(leaf)
         if any(t not in have for t in tokens):
             extra.extend(tokens)
             have.update(tokens)

@@ -9,7 +9,7 @@ stats leaves them out.
 
 from __future__ import annotations
 
-__all__ = ["COUNTS_SCHEMA"]
+__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "MEMORY_KEYS", "add_counts_sql"]
 
 
 def _bump(table: str, columns: tuple[str, ...], row: str, delta: str) -> str:
@@ -20,16 +20,20 @@ def _bump(table: str, columns: tuple[str, ...], row: str, delta: str) -> str:
             f"ON CONFLICT ({keys}) DO UPDATE SET n = n + ({delta});")
 
 
+def _count_inserts(table: str, source: str, columns: tuple[str, ...], when: str = "") -> str:
+    return f"""CREATE TRIGGER {source}_ai_counts AFTER INSERT ON {source}{when} BEGIN
+    {_bump(table, columns, "new", "1")}
+END;
+"""
+
+
 def _counted(table: str, source: str, columns: tuple[str, ...]) -> str:
     keys = ", ".join(columns)
     changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in columns)
     declared = ", ".join(f"{c} TEXT NOT NULL" for c in columns)
     return f"""
 CREATE TABLE {table} ({declared}, n INTEGER NOT NULL, PRIMARY KEY ({keys})) WITHOUT ROWID;
-CREATE TRIGGER {source}_ai_counts AFTER INSERT ON {source} BEGIN
-    {_bump(table, columns, "new", "1")}
-END;
-CREATE TRIGGER {source}_ad_counts AFTER DELETE ON {source} BEGIN
+{_count_inserts(table, source, columns)}CREATE TRIGGER {source}_ad_counts AFTER DELETE ON {source} BEGIN
     {_bump(table, columns, "old", "-1")}
 END;
 CREATE TRIGGER {source}_au_counts AFTER UPDATE OF {keys} ON {source} WHEN {changed} BEGIN
@@ -40,5 +44,25 @@ INSERT INTO {table} ({keys}, n) SELECT {keys}, count(*) FROM {source} GROUP BY {
 """
 
 
-COUNTS_SCHEMA = (_counted("memory_counts", "memories", ("collection", "type", "status"))
-                 + _counted("embedding_counts", "embeddings", ("collection", "model_id")))
+MEMORY_KEYS = ("collection", "type", "status")
+EMBEDDING_KEYS = ("collection", "model_id")
+COUNTS_SCHEMA = (_counted("memory_counts", "memories", MEMORY_KEYS)
+                 + _counted("embedding_counts", "embeddings", EMBEDDING_KEYS))
+
+# Migration 12: bulk inserts count a whole batch in one statement (robotmem.store.deferred), so the
+# per-row insert triggers stand aside while the bulk writer's transaction holds a row in
+# leaves_deferred. Safe to run again (tests rewind user_version).
+_BULK_ASIDE = " WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred)"
+DEFER_INSERT_COUNTS = f"""
+DROP TRIGGER IF EXISTS memories_ai_counts;
+{_count_inserts("memory_counts", "memories", MEMORY_KEYS, _BULK_ASIDE)}
+DROP TRIGGER IF EXISTS embeddings_ai_counts;
+{_count_inserts("embedding_counts", "embeddings", EMBEDDING_KEYS, _BULK_ASIDE)}
+"""
+
+
+def add_counts_sql(table: str, source: str, columns: tuple[str, ...], where: str) -> str:
+    """Add the counts of the rows of ``source`` that ``where`` selects, by key, in one statement."""
+    keys = ", ".join(columns)
+    return (f"INSERT INTO {table} ({keys}, n) SELECT {keys}, count(*) FROM {source} WHERE {where} GROUP BY {keys} "
+            f"ON CONFLICT ({keys}) DO UPDATE SET n = n + excluded.n")

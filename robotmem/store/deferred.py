@@ -1,22 +1,26 @@
-"""Bulk inserts index a whole batch at once.
+"""Bulk inserts index and count a whole batch at once.
 
 While the bulk writer's transaction holds a row in ``leaves_deferred``, the per-row insert
-triggers of the leaf index (migration 9) and of full text (migration 10) stand aside; the
-batch's leaves and full-text entries are then written by one statement each over the new
-id range (leaves in key order, so each index page is touched once per batch instead of once
-per row). No other connection ever sees that row, so every other insert, raw SQL included,
-still goes through the triggers.
+triggers of the leaf index (migration 9), of full text (migration 10), of the counts and of
+the vectors' change log (migration 12) stand aside; the batch's leaves, full-text entries,
+counts and log rows are then written by one statement each (leaves in key order, so each
+index page is touched once per batch instead of once per row). No other connection ever
+sees that row, so every other insert, raw SQL included, still goes through the triggers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import apsw
 
+from .counts import DEFER_INSERT_COUNTS, MEMORY_KEYS, add_counts_sql
 from .leaves import INSERT_LEAVES_RANGE
 
-__all__ = ["DEFER_FULL_TEXT", "insert_deferring_indexes"]
+__all__ = ["DEFER_FULL_TEXT", "DEFER_INSERT_COUNTS_AND_LOG", "insert_deferring_indexes", "insert_new_embeddings"]
 
 # Migration 10: migration 1's full-text insert trigger, standing aside for bulk inserts.
 # Safe to run again (tests rewind user_version).
@@ -28,22 +32,55 @@ CREATE TRIGGER memories_ai AFTER INSERT ON memories
 END;
 """
 
+# Migration 12: the insert count triggers and migration 1's log of new vectors stand aside too
+# (a trigger program per row was about a tenth of a bulk insert). Safe to run again.
+DEFER_INSERT_COUNTS_AND_LOG = DEFER_INSERT_COUNTS + """
+DROP TRIGGER IF EXISTS embeddings_ai_log;
+CREATE TRIGGER embeddings_ai_log AFTER INSERT ON embeddings WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred) BEGIN
+    INSERT INTO change_log(memory_id, collection) VALUES (new.memory_id, new.collection);
+END;
+"""
+
 _FULL_TEXT_RANGE = (
     "INSERT INTO memories_fts(rowid, search_text) SELECT id, search_text FROM memories "
     "WHERE id BETWEEN ? AND ? AND status IN ('active', 'archived')"
 )
+_COUNT_RANGE = add_counts_sql("memory_counts", "memories", MEMORY_KEYS, "id BETWEEN ? AND ?")
+_INSERT_EMBEDDING = "INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, ?, ?, ?, ?)"
+
+
+@contextmanager
+def _triggers_aside(conn: apsw.Connection) -> Iterator[None]:
+    conn.execute("INSERT INTO leaves_deferred (id) VALUES (1)")
+    try:
+        yield
+    finally:
+        conn.execute("DELETE FROM leaves_deferred")
 
 
 def insert_deferring_indexes(conn: apsw.Connection, insert: Callable[[], list[int]]) -> list[int]:
-    """Run ``insert`` (new memories, ids ascending) with the per-row leaf and full-text triggers off,
-    then index every id it returned, one statement per index. Call inside a write transaction."""
-    conn.execute("INSERT INTO leaves_deferred (id) VALUES (1)")
-    try:
+    """Run ``insert`` (new memories, ids ascending) with the per-row leaf, full-text and count
+    triggers off, then index and count every id it returned, one statement each. Call inside a
+    write transaction."""
+    with _triggers_aside(conn):
         ids = insert()
-    finally:
-        conn.execute("DELETE FROM leaves_deferred")
     if ids:
         # Ids only grow and the write lock is held: the range holds exactly the new rows.
         conn.execute(INSERT_LEAVES_RANGE, (ids[0], ids[-1]))
         conn.execute(_FULL_TEXT_RANGE, (ids[0], ids[-1]))
+        conn.execute(_COUNT_RANGE, (ids[0], ids[-1]))
     return ids
+
+
+def insert_new_embeddings(conn: apsw.Connection, values: list[tuple[Any, ...]]) -> None:
+    """Insert (memory_id, collection, model_id, dim, vector) rows of memories that have no vector yet
+    with the per-row count and log triggers off, then log and count them, one statement each."""
+    with _triggers_aside(conn):
+        conn.executemany(_INSERT_EMBEDDING, values)
+    conn.executemany("INSERT INTO change_log (memory_id, collection) VALUES (?, ?)", [v[:2] for v in values])
+    counts = Counter((collection, model_id) for _, collection, model_id, *_ in values)
+    conn.executemany(
+        "INSERT INTO embedding_counts (collection, model_id, n) VALUES (?, ?, ?) "
+        "ON CONFLICT (collection, model_id) DO UPDATE SET n = n + excluded.n",
+        [(collection, model_id, n) for (collection, model_id), n in counts.items()],
+    )

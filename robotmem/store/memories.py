@@ -11,7 +11,7 @@ import numpy as np
 
 from ..context import canonical_json
 from .decay import effective_confidence_sql
-from .deferred import insert_deferring_indexes
+from .deferred import insert_deferring_indexes, insert_new_embeddings
 from .points import index_new_points, index_points
 from .rows import INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql
 
@@ -100,18 +100,37 @@ def put_embedding(conn: apsw.Connection, memory_id: int, collection: str, model_
 
 def put_embeddings(conn: apsw.Connection, rows: list[tuple[int, str, str, np.ndarray]], *,
                    bulk: bool = False) -> None:
-    """Insert or replace vectors, one statement for the lot. ``bulk`` changes nothing here: SQLite's
-    vector index is the search layer's, built apart."""
+    """Insert or replace vectors: those of memories without one in one bulk insert, the rest in one
+    statement. ``bulk`` changes nothing here: SQLite's vector index is the search layer's, built apart."""
     values = []
     for memory_id, collection, model_id, vector in rows:
         vec = np.ascontiguousarray(vector, dtype=np.float32)
         values.append((memory_id, collection, model_id, int(vec.shape[0]), vec.tobytes()))
-    conn.executemany(
-        "INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, ?, ?, ?, ?) "
-        "ON CONFLICT(memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
-        "vector = excluded.vector",
-        values,
-    )
+    if len(values) > 1:
+        new, values = _split_new(conn, values)
+        insert_new_embeddings(conn, new)
+    if values:
+        conn.executemany(
+            "INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(memory_id) DO UPDATE SET model_id = excluded.model_id, dim = excluded.dim, "
+            "vector = excluded.vector",
+            values,
+        )
+
+
+def _split_new(conn: apsw.Connection, values: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]],
+                                                                            list[tuple[Any, ...]]]:
+    """(first rows of memories without a vector, the rest in order): inserting the first and then
+    upserting the rest leaves what upserting all in order would."""
+    have = {int(row[0]) for row in conn.execute(
+        "SELECT memory_id FROM embeddings WHERE memory_id IN (SELECT value FROM json_each(?))",
+        (json.dumps([v[0] for v in values]),))}
+    new: list[tuple[Any, ...]] = []
+    rest: list[tuple[Any, ...]] = []
+    for v in values:
+        (rest if v[0] in have else new).append(v)
+        have.add(v[0])
+    return new, rest
 
 
 def find_duplicate(conn: apsw.Connection, collection: str, content_hash: str) -> int | None:

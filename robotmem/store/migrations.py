@@ -15,7 +15,7 @@ import apsw
 
 from .connection import scalar
 from .counts import COUNTS_SCHEMA
-from .deferred import DEFER_FULL_TEXT
+from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG
 from .leaves import DEFER_LEAVES, LEAVES_SCHEMA
 from .points import reindex_all_points
 from .tokens import FTS_TOKENIZE, index_tokens, memory_search_text
@@ -216,10 +216,14 @@ CREATE TRIGGER memories_ai_log AFTER INSERT ON memories WHEN new.id < (SELECT ma
 END;
 """
 
+# Bulk inserts count a batch's memories and vectors and log its vectors in one statement each
+# (robotmem.store.deferred).
+_V12 = DEFER_INSERT_COUNTS_AND_LOG
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
-    (11, _V11))
+    (11, _V11), (12, _V12))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

@@ -85,3 +85,52 @@ def test_the_migration_counts_existing_memories(tmp_path: Path) -> None:
         {("default", "perception", "active"): 11, ("default", "perception", "forgotten"): 1},
         {("default", "test-given/32"): 12})
     conn.close()
+
+
+def _new(collection: str, kind: str, i: int) -> Any:
+    from robotmem.store.memories import NewMemory
+
+    return NewMemory(collection=collection, session_id=None, type=kind, perception_type=None, content=f"m{i}",
+                     search_text=f"m{i}", context={"i": i}, content_hash=f"h{i}", protected=False, confidence=1.0,
+                     now=0.0, occurred_at=0.0)
+
+
+def _logged(conn: apsw.Connection, ids: list[int]) -> list[tuple[int, str]]:
+    """change_log rows of ``ids`` as (position in ids, collection), in log order."""
+    position = {memory_id: i for i, memory_id in enumerate(ids)}
+    return [(position[m], c) for m, c in conn.execute("SELECT memory_id, collection FROM change_log ORDER BY seq")
+            if m in position]
+
+
+def test_a_bulk_insert_counts_and_logs_what_the_per_row_triggers_do(tmp_path: Path) -> None:
+    """Bulk inserts count and log in one statement each (store.deferred): the same counts and log
+    rows as row by row, with vectors new, already there and repeated within one call."""
+    import numpy as np
+
+    from robotmem.store.memories import insert_memories, insert_memory, put_embedding, put_embeddings
+
+    conn = apsw.Connection(str(tmp_path / "bulk.db"))
+    migrate(conn)
+    items = [_new(("lab-a", "lab-b")[i % 2], ("perception", "fact")[i % 3 == 0], i) for i in range(9)]
+    bulk = insert_memories(conn, items)
+    one_by_one = [insert_memory(conn, m) for m in items]
+    assert _kept(conn) == _grouped(conn)
+    vectors = np.random.default_rng(0).standard_normal((9, 4)).astype(np.float32)
+    for ids in (bulk, one_by_one):
+        put_embedding(conn, ids[2], "lab-a", "old/4", vectors[8])  # a vector already there
+    # Row 5 twice: the later one wins, as upserting row by row would leave it.
+    rows = [(i, ("lab-a", "lab-b")[i % 2], ("m/4", "n/4")[i > 6], vectors[i]) for i in (0, 1, 2, 5, 3, 5, 7, 8)]
+    conn.execute("DELETE FROM change_log")
+    put_embeddings(conn, [(bulk[i], c, m, v) for i, c, m, v in rows])
+    for i, c, m, v in rows:
+        put_embedding(conn, one_by_one[i], c, m, v)
+    assert _kept(conn) == _grouped(conn)
+    stored = {memory_id: (c, m, d, bytes(v)) for memory_id, c, m, d, v in conn.execute(
+        "SELECT memory_id, collection, model_id, dim, vector FROM embeddings")}
+    assert [stored.get(i) for i in bulk] == [stored.get(i) for i in one_by_one]
+    assert sorted(_logged(conn, bulk)) == sorted(_logged(conn, one_by_one))
+    assert conn.execute("SELECT count(*) FROM leaves_deferred").fetchone()[0] == 0
+    # Outside a bulk insert the triggers count and log as before.
+    conn.execute("INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, 'lab-a', 'm/4', 4, "
+                 "zeroblob(16))", (bulk[4],))
+    assert _kept(conn) == _grouped(conn) and _logged(conn, [bulk[4]]) == [(0, "lab-a")]

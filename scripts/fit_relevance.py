@@ -2,12 +2,12 @@
 
 For every tuning query it builds the candidates recall scores (the 50 nearest vectors and
 the 50 best BM25 matches), computes robotmem.search.relevance's signals for each and fits
-chooses the convex mix (meaning weight, coverage power, neutral cosine, confidence weight) with the best
-mean nDCG@5 over the categories by grid search, then calibrates it: a logistic regression
-of "judged relevant (grade >= 1)" on the mixed score and the meaning margin (trust x the
-pair's cosine minus the highest trusted cosine among the query's candidates; Platt scaling
-with one more input). Paste the printed constants into robotmem/search/relevance.py and
-robotmem/search/fusion.py.
+chooses the convex mix (meaning weight, its damping by the query's share of exact values,
+coverage power, neutral cosine, confidence weight) with the best mean nDCG@5 over the
+categories by grid search, then calibrates it: a logistic regression of "judged relevant
+(grade >= 1)" on the mixed score and the query's best cosine (the highest trusted cosine
+among its candidates; Platt scaling with one more input). Paste the printed constants into
+robotmem/search/relevance.py and robotmem/search/fusion.py.
 
     python scripts/fit_relevance.py [--splits tune [held]]
 
@@ -64,7 +64,7 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 50) -> np.n
 class Pair:
     key: str
     grade: int
-    features: np.ndarray  # meaning, trust, coverage
+    features: np.ndarray  # meaning, trust, coverage, the query's value share
     confidence: float
 
 
@@ -89,7 +89,7 @@ def collect(queries: list[bench.Query]) -> dict[str, list[Pair]]:
             for i in candidates(conn, q, cos, bench.eligible(mem, keys, q)):
                 f = match_features(terms, text_of[i], content_of[i], cos[i])
                 out[q.id].append(Pair(keys[i], q.judgements.get(keys[i], 0),
-                                      np.array([f.meaning, f.trust, f.coverage]),
+                                      np.array([f.meaning, f.trust, f.coverage, terms.value_share]),
                                       0.8 * 2 ** (-ages[keys[i]] / 30)))
         conn.close()
         mem.close()
@@ -100,29 +100,30 @@ def effective_meaning(f: np.ndarray, neutral: float) -> np.ndarray:
     return f[:, 1] * f[:, 0] + (1 - f[:, 1]) * neutral * f[:, 2]
 
 
-def mix(f: np.ndarray, w: float, power: float, neutral: float) -> np.ndarray:
-    return w * effective_meaning(f, neutral) + (1 - w) * f[:, 2] ** power
+def mix(f: np.ndarray, w: float, damping: float, power: float, neutral: float) -> np.ndarray:
+    wq = w * (1 - damping * f[:, 3])
+    return wq * effective_meaning(f, neutral) + (1 - wq) * f[:, 2] ** power
 
 
-def margins(pairs: dict[str, list[Pair]]) -> np.ndarray:
-    """Each pair's meaning margin (relevance.meaning_margin), in allpairs order."""
+def best_cosines(pairs: dict[str, list[Pair]]) -> np.ndarray:
+    """Each pair's query's best trusted cosine (relevance.calibrated's second input), in allpairs order."""
     out = []
     for ps in pairs.values():
         if ps:
             f = np.stack([p.features for p in ps])
-            out.append(f[:, 1] * (f[:, 0] - (f[:, 1] * f[:, 0]).max()))
+            out.append(np.full(len(ps), (f[:, 1] * f[:, 0]).max()))
     return np.concatenate(out)
 
 
-def quality(queries: list[bench.Query], pairs: dict[str, list[Pair]], w: float, power: float, neutral: float,
-            c: float) -> float:
+def quality(queries: list[bench.Query], pairs: dict[str, list[Pair]], w: float, damping: float, power: float,
+            neutral: float, c: float) -> float:
     """Mean over categories of the mean nDCG@5 of the answerable tuning queries."""
     per_cat: dict[str, list[float]] = {}
     for q in queries:
         if q.category == "no_answer" or not pairs[q.id]:
             continue
         ps = pairs[q.id]
-        s = mix(np.stack([p.features for p in ps]), w, power, neutral)
+        s = mix(np.stack([p.features for p in ps]), w, damping, power, neutral)
         order = sorted(range(len(ps)), key=lambda i: -(s[i] * (1 - c + c * ps[i].confidence)))
         per_cat.setdefault(q.category, []).append(bench.ndcg([ps[i].key for i in order], q.judgements))
     return float(np.mean([np.mean(v_) for v_ in per_cat.values()]))
@@ -140,28 +141,30 @@ def fitting_queries(parser: argparse.ArgumentParser, splits: list[str]) -> list[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pick", nargs=4, type=float, metavar=("MEANING", "POWER", "NEUTRAL", "CONFIDENCE"),
+    parser.add_argument("--pick", nargs=5, type=float,
+                        metavar=("MEANING", "DAMPING", "POWER", "NEUTRAL", "CONFIDENCE"),
                         help="use this mix instead of the grid's best (and fit the calibration for it)")
     parser.add_argument("--splits", nargs="+", default=["tune"], metavar="SPLIT",
                         help=f"the splits to fit on, out of {', '.join(FITTABLE)} (default: tune)")
     args = parser.parse_args()
     queries = fitting_queries(parser, args.splits)
     pairs = collect(queries)
-    grid = sorted(((quality(queries, pairs, w, p, n, c), w, p, n, c)
-                   for w in np.arange(0.2, 0.81, 0.05) for p in (1.0, 1.5, 2.0, 3.0)
+    grid = sorted(((quality(queries, pairs, w, d, p, n, c), w, d, p, n, c)
+                   for w in np.arange(0.2, 0.81, 0.05) for d in (0.0, 0.5, 1.0) for p in (1.0, 1.5, 2.0, 3.0)
                    for n in (0.0, 0.2, 0.3, 0.4, 0.5) for c in (0.02, 0.05, 0.1, 0.2)), key=lambda r: -r[0])
     for row in grid[:8]:
-        print("mean category nDCG@5 {:.3f}: meaning {:.2f}, power {}, neutral cosine {}, confidence {}".format(*row))
+        print("mean category nDCG@5 {:.3f}: meaning {:.2f}, damping {}, power {}, neutral cosine {}, "
+              "confidence {}".format(*row))
     # The grid's top is a plateau; pass --pick to choose a point inside it rather than its edge.
-    _, w, power, neutral, c = grid[0] if args.pick is None else (0.0, *args.pick)
+    _, w, damping, power, neutral, c = grid[0] if args.pick is None else (0.0, *args.pick)
     allpairs = [p for ps in pairs.values() for p in ps]
-    s = mix(np.stack([p.features for p in allpairs]), w, power, neutral)
+    s = mix(np.stack([p.features for p in allpairs]), w, damping, power, neutral)
     y = np.array([p.grade >= 1 for p in allpairs], dtype=float)
-    b, a, m = fit(np.stack([s, margins(pairs)], axis=1), y)
+    b, a, best = fit(np.stack([s, best_cosines(pairs)], axis=1), y)
     print(f"{len(y)} pairs, {int(y.sum())} relevant")
-    print(f"MEANING_WEIGHT, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {power}, {neutral}")
+    print(f"MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {damping}, {power}, {neutral}")
     print(f"CONFIDENCE_WEIGHT = {c}")
-    print(f"PLATT_A, PLATT_MARGIN, PLATT_B = {a:.2f}, {m:.2f}, {b:.2f}")
+    print(f"PLATT_A, PLATT_BEST, PLATT_B = {a:.2f}, {best:.2f}, {b:.2f}")
 
 
 if __name__ == "__main__":

@@ -18,15 +18,17 @@ The signals are mixed convexly, ``match = w * meaning' + (1 - w) * coverage ** p
 ``meaning' = trust * cosine + (1 - trust) * NEUTRAL_COSINE * coverage``: where the model
 cannot judge (a Chinese query or memory, a store without vectors) the memory is taken to
 mean as much as a typical answer, in proportion to the words it shares, instead of the
-cosine's noise deciding (language-aware weighting). The
-mix orders the hits. Relevance adds one signal of the query's answer as a whole, the
-*meaning margin* ``trust * (cosine - best)`` (best: the highest trusted cosine among the
-same query's candidates, so 0 for the model's nearest memory, and 0 where the model cannot
-judge): the model's cosines sit higher for some queries than for others (0.3 is the best a
-vague query gets, an unrelated memory reaches 0.5 for a specific one), and how far a
-memory falls behind the nearest one says more than its absolute cosine. It is calibrated by Platt scaling,
-``relevance = sigmoid(a * match + c * margin + b)``. The mix is chosen for ranking
-quality (nDCG@5 per category) and a, c, b by logistic regression, both on the tuning half
+cosine's noise deciding (language-aware weighting). The meaning weight ``w`` shrinks with
+the share of the query's information held by exact values (``w = MEANING_WEIGHT * (1 -
+VALUE_DAMPING * value share)``): for "grip_force=12.5N" the words decide more than the
+cosine, which cannot tell 12.5 N from 12 N, while a paraphrase is judged mostly by meaning.
+The mix orders the hits. Relevance adds one signal of the query as a whole, its *best
+cosine*: the highest trusted cosine among the query's candidates (0 where the model cannot
+judge). The model's cosines sit higher for some queries than for others (0.3 is the best a
+vague query gets, an unrelated memory reaches 0.5 for a specific one), so the same cosine
+means less where the best is high. It is calibrated by Platt scaling,
+``relevance = sigmoid(a * match + c * best + b)`` (c < 0). The mix is chosen for ranking
+quality (nDCG@5 per category) and a, c, b by logistic regression, both on the tuning splits
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
 explains them.
 """
@@ -58,16 +60,15 @@ __all__ = [
     "informative_tokens",
     "match_features",
     "match_score",
-    "meaning_margin",
     "query_terms",
     "relevance",
     "trusted_cosine",
 ]
 
 
-# Fitted on the tuning split by scripts/fit_relevance.py; see the module docstring.
-MEANING_WEIGHT, COVERAGE_POWER, NEUTRAL_COSINE = 0.40, 2.0, 0.2
-PLATT_A, PLATT_MARGIN, PLATT_B = 26.81, 12.50, -5.09
+# Fitted on the tuning splits by scripts/fit_relevance.py; see the module docstring.
+MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = 0.50, 0.5, 2.0, 0.2
+PLATT_A, PLATT_BEST, PLATT_B = 34.26, -5.48, -6.02
 
 #: Words that say nothing about which memory is meant, whatever the size of the store.
 #: Dropped from the keyword query (and from coverage) unless the query has nothing else.
@@ -110,6 +111,16 @@ class QueryTerms:
     @property
     def total(self) -> float:
         return sum(self.weights)
+
+    @property
+    def value_share(self) -> float:
+        """The share of the query's information held by exact values (tokens with a digit)."""
+        total = self.total
+        return sum(w for t, w in zip(self.tokens, self.weights) if _DIGIT.search(t)) / total if total > 0 else 0.0
+
+    @property
+    def meaning_weight(self) -> float:
+        return MEANING_WEIGHT * (1.0 - VALUE_DAMPING * self.value_share)
 
 
 def query_terms(conn: apsw.Connection, text: str) -> QueryTerms:
@@ -171,6 +182,7 @@ class MatchFeatures:
     meaning: float  # the cosine (0 without vectors)
     trust: float  # how far the cosine can be believed for this pair, 0..1
     coverage: float
+    meaning_weight: float = MEANING_WEIGHT  # the query's (QueryTerms.meaning_weight)
 
 
 def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None) -> MatchFeatures:
@@ -181,8 +193,8 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     coverage = sum(w for w, hit in zip(terms.weights, matched) if hit) / total if total > 0 else 0.0
     trust = (1.0 - terms.cjk) * (1.0 - cjk_share(content))
     if cosine is None:
-        return MatchFeatures(meaning=0.0, trust=0.0, coverage=coverage)
-    return MatchFeatures(meaning=max(0.0, cosine), trust=trust, coverage=coverage)
+        return MatchFeatures(meaning=0.0, trust=0.0, coverage=coverage, meaning_weight=terms.meaning_weight)
+    return MatchFeatures(meaning=max(0.0, cosine), trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight)
 
 
 def effective_meaning(features: MatchFeatures) -> float:
@@ -192,32 +204,20 @@ def effective_meaning(features: MatchFeatures) -> float:
 
 def match_score(features: MatchFeatures) -> float:
     """The convex mix of the signals that ranks hits (before calibration)."""
-    return (MEANING_WEIGHT * effective_meaning(features)
-            + (1.0 - MEANING_WEIGHT) * math.pow(features.coverage, COVERAGE_POWER))
+    w = features.meaning_weight
+    return w * effective_meaning(features) + (1.0 - w) * math.pow(features.coverage, COVERAGE_POWER)
 
 
-def calibrated(match: float, margin: float = 0.0) -> float:
-    """The probability that a memory answers the query (Platt scaling).
-
-    ``margin`` is meaning_margin (<= 0); 0, the default, is the nearest memory's.
-    """
-    return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_MARGIN * margin + PLATT_B)))
+def calibrated(match: float, best_cosine: float) -> float:
+    """The probability that a memory answers the query (Platt scaling), given the highest
+    trusted cosine among the query's candidates."""
+    return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_BEST * best_cosine + PLATT_B)))
 
 
 def trusted_cosine(features: MatchFeatures) -> float:
     return features.trust * features.meaning
 
 
-def meaning_margin(features: MatchFeatures, best_cosine: float) -> float:
-    """How far the model puts this memory behind the nearest candidate (<= 0), as far as it can judge it.
-
-    ``best_cosine`` is the highest trusted cosine among the query's candidates. Where the
-    model cannot judge (trust 0: Chinese text, no vectors) there is no margin, as there is
-    no cosine to trust.
-    """
-    return features.trust * (features.meaning - best_cosine)
-
-
 def relevance(features: MatchFeatures, best_cosine: float) -> float:
     """The calibrated relevance of one candidate, given the highest trusted cosine among its query's candidates."""
-    return calibrated(match_score(features), meaning_margin(features, best_cosine))
+    return calibrated(match_score(features), best_cosine)

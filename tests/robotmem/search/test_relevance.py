@@ -81,17 +81,7 @@ def test_an_exact_value_ranks_first_among_its_near_duplicates(judged):
 #: Known failures, kept visible: since the held2 memories joined the set (2026-12-03) a memory
 #: sharing one word with these no-answer queries passes the default threshold ("height" of a
 #: drone parachute's deployment; a field sprayer's "nozzle"). strict: fixing it fails the mark.
-_NO_ANSWER_KNOWN_MISSES = {
-    "n01": "drone-chute-12m passes min_relevance for 'lawn mower blade height' on one shared word",
-    "n07": "ag-nozzle-xr11002 passes min_relevance for '3D printer nozzle temperature' on one shared word",
-}
-
-
-@pytest.mark.parametrize("qid", [
-    pytest.param(q, marks=pytest.mark.xfail(strict=True, reason=_NO_ANSWER_KNOWN_MISSES[q]))
-    if q in _NO_ANSWER_KNOWN_MISSES else q
-    for q in QUERY_IDS if q.startswith("n")
-])
+@pytest.mark.parametrize("qid", [q for q in QUERY_IDS if q.startswith("n")])
 def test_a_query_without_an_answer_returns_nothing_by_default(judged, qid: str):
     assert _hits(judged, qid) == []
     weak = _hits(judged, qid, min_relevance=0)

@@ -7,14 +7,21 @@ WAL, shared memory), so keeping them would leak files with every burst of reques
 Readers never wait for writers in WAL mode; writers take the write lock up front
 (``BEGIN IMMEDIATE``) so two writers queue on the busy timeout instead of
 deadlocking on a lock upgrade.
+
+Copying the WAL back into the database (a checkpoint) runs on a thread of its own
+(``_Checkpointer``), not inside the commit that crossed SQLite's threshold: after a
+bulk insert of 1,000 memories that copy rewrote every page the batch touched (about
+1,300 on a fresh store, 5,800 at 100,000 memories, mostly random index pages) and
+synced the file twice, all on the caller's time.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,6 +51,97 @@ _PRAGMAS = (
 )
 
 
+#: WAL frames at which a commit asks the checkpoint thread to copy the WAL back (SQLite's own
+#: threshold, at which the commit would otherwise copy it itself).
+CHECKPOINT_AT = 1000
+#: WAL frames past which the committing thread checkpoints itself, as SQLite would: writes outran
+#: the checkpoint thread, and the WAL must not grow without bound (it restarts from its first frame
+#: once a checkpoint has copied every frame).
+CHECKPOINT_NOW_AT = 10_000
+
+
+class _Checkpointer:
+    """Passive checkpoints on a daemon thread with a connection of its own, started on first request.
+
+    A checkpoint only copies committed frames into the database file: readers, writers and crash
+    recovery see the same data whether it runs here, in a commit or never.
+    """
+
+    def __init__(self, open_connection: Callable[[], apsw.Connection]) -> None:
+        self._open = open_connection
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
+        # One checkpoint at a time in this process: SQLite refuses a second one at once (busy).
+        self._running = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def request(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="robotmem-checkpoint", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def _run(self) -> None:
+        try:
+            conn = self._open()
+        except StorageError:
+            log.exception("the checkpoint thread cannot open the store; commits leave the WAL to the next one")
+            return
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stopped:
+                    return
+                self.run_here(conn, "main")
+        finally:
+            conn.close()
+
+    def after_commit(self, conn: apsw.Connection, name: str, frames: int) -> int:
+        """SQLite's WAL hook: runs after each commit with the frames the WAL holds."""
+        if frames >= CHECKPOINT_NOW_AT:
+            self.run_here(conn, name)
+        elif frames >= CHECKPOINT_AT:
+            self.request()
+        return apsw.SQLITE_OK
+
+    def run_here(self, conn: apsw.Connection, name: str) -> None:
+        """A passive checkpoint on this thread, after the one running in this process (if any)."""
+        with self._running:
+            try:
+                conn.wal_checkpoint(name, apsw.SQLITE_CHECKPOINT_PASSIVE)
+            except apsw.BusyError:
+                pass  # another process is checkpointing: it copies these frames too
+            except apsw.Error as exc:  # the frames stay in the WAL for the next checkpoint
+                log.warning("a checkpoint failed: %s", exc)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        self._wake.set()
+        if thread is not None:
+            thread.join()
+
+
+def _open_connection(path: Path, busy_timeout_ms: int) -> apsw.Connection:
+    try:
+        conn = apsw.Connection(str(path))
+        conn.set_busy_timeout(busy_timeout_ms)
+        conn.enable_load_extension(True)
+        conn.load_extension(sqlite_vec.loadable_path())
+        conn.enable_load_extension(False)
+        for pragma in _PRAGMAS:
+            conn.execute(pragma).fetchall()
+    except apsw.Error as exc:
+        raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+    return conn
+
+
 class Database:
     """Hands each thread its own connection to one SQLite file."""
 
@@ -55,6 +153,10 @@ class Database:
         self._all: dict[int, tuple[apsw.Connection, weakref.finalize[[apsw.Connection], threading.Thread]]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        # Neither the thread nor the hook refers to the Database: an unclosed one can still be
+        # collected, and then stops its thread.
+        self._checkpointer = _Checkpointer(functools.partial(_open_connection, path, busy_timeout_ms))
+        weakref.finalize(self, self._checkpointer.stop)
         if str(path) != ":memory:":
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -90,16 +192,8 @@ class Database:
             return len(self._all)
 
     def _open(self) -> apsw.Connection:
-        try:
-            conn = apsw.Connection(str(self.path))
-            conn.set_busy_timeout(self._busy_timeout_ms)
-            conn.enable_load_extension(True)
-            conn.load_extension(sqlite_vec.loadable_path())
-            conn.enable_load_extension(False)
-            for pragma in _PRAGMAS:
-                conn.execute(pragma).fetchall()
-        except apsw.Error as exc:
-            raise StorageError(f"cannot open the memory store at {self.path}: {_describe(exc)}") from exc
+        conn = _open_connection(self.path, self._busy_timeout_ms)
+        conn.set_wal_hook(self._checkpointer.after_commit)  # replaces SQLite's checkpoint inside the commit
         return conn
 
     @contextmanager
@@ -161,6 +255,7 @@ class Database:
 
     def close(self) -> None:
         self._closed = True
+        self._checkpointer.stop()
         with self._lock:
             entries, self._all = list(self._all.values()), {}
         for conn, finalizer in entries:

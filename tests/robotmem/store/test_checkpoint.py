@@ -1,0 +1,68 @@
+"""The WAL is copied back on a thread of its own (store.connection._Checkpointer), and stays bounded
+when that thread falls behind."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import apsw
+import pytest
+
+from robotmem.store import connection
+from robotmem.store.connection import CHECKPOINT_AT, CHECKPOINT_NOW_AT, Database
+
+FRAME = 4096 + 24  # page size + WAL frame header
+
+
+def _write_pages(db: Database, pages: int, tag: int) -> None:
+    """One commit that dirties about ``pages`` pages (one 3,000-byte row per page)."""
+    with db.write() as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS t (tag INTEGER, data BLOB)")
+        conn.executemany("INSERT INTO t VALUES (?, randomblob(3000))", [(tag,)] * pages)
+
+
+def test_a_commit_past_the_threshold_is_checkpointed_by_the_checkpoint_thread(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[str] = []
+    done = threading.Event()
+    original = connection._Checkpointer.run_here
+
+    def recorded(self: connection._Checkpointer, conn: apsw.Connection, name: str) -> None:
+        original(self, conn, name)
+        ran.append(threading.current_thread().name)
+        done.set()
+
+    monkeypatch.setattr(connection._Checkpointer, "run_here", recorded)
+    db = Database(tmp_path / "c.db")
+    try:
+        _write_pages(db, CHECKPOINT_AT + 200, 1)
+        assert done.wait(120), "the checkpoint thread never ran"  # a liveness guard, not a speed limit
+        assert ran == ["robotmem-checkpoint"]  # not the committing thread
+        reader = apsw.Connection(str(tmp_path / "c.db"))
+        # Every frame is in the database file already, and a reader sees every row.
+        _, frames, copied = reader.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert frames == copied > CHECKPOINT_AT
+        assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == CHECKPOINT_AT + 200
+        reader.close()
+    finally:
+        db.close()
+    assert not [t for t in threading.enumerate() if t.name == "robotmem-checkpoint"]
+
+
+def test_the_wal_stays_bounded_when_the_checkpoint_thread_falls_behind(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(connection._Checkpointer, "request", lambda self: None)  # a thread that never runs
+    db = Database(tmp_path / "b.db")
+    wal = tmp_path / "b.db-wal"
+    batch = 900
+    largest = 0
+    try:
+        for i in range(3 * CHECKPOINT_NOW_AT // batch):
+            _write_pages(db, batch, i)
+            largest = max(largest, wal.stat().st_size // FRAME)
+        assert CHECKPOINT_NOW_AT <= largest <= CHECKPOINT_NOW_AT + 2 * batch
+        with db.read() as conn:
+            assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 3 * CHECKPOINT_NOW_AT // batch * batch
+    finally:
+        db.close()

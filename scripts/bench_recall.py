@@ -6,7 +6,7 @@ store's own cost. Each store is generated once into --store-dir (outside the rep
 reused; the memory-mapped vector index is built by the same code as `robotmem reindex`.
 Figures: recall p50/p95 (plain, broad filter, selective filter 0.05 %, spatial,
 filter + spatial) with top-10 agreement against exact numpy over the rows each filter
-leaves; a filter leaving exactly 30 rows; learn p50 excluding embedding; bulk insert;
+leaves, and each case's p50 as a multiple of numpy's p50 timed query by query beside it; a filter leaving exactly 30 rows; learn p50 excluding embedding; bulk insert;
 first recall in a fresh process; RSS of a second process on the same store; reindex time.
 
 ``--backend postgresql`` measures the same figures on PostgreSQL + pgvector: a database
@@ -267,16 +267,20 @@ def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = 
     with Memory(path, embedder=embedder) as mem:
         mem.recall("warm up", n=10, query_vector=qs[0])
         for name, kwargs in CASES.items():
-            samples, agree = [], []
+            samples, agree, brute_here = [], [], []
             for i, q in enumerate(qs):
                 text = " ".join(rng.choice(WORDS, size=3, p=ZIPF))
                 samples.append(timed(lambda: mem.recall(text, n=10, query_vector=q, **kwargs)))
+                # The reference again beside each recall: on a shared machine the load drifts
+                # between the cases, and a ratio to a figure taken minutes earlier would drift too.
+                brute_here.append(timed(lambda: exact_top(ref, q, None)))
                 if "spatial_sort" not in kwargs and i < 100:
                     got = {h["id"] for h in mem.recall(NO_TEXT_MATCH, n=10, query_vector=q, min_relevance=0, **kwargs)["results"]}
                     expected = exact_top(ref, q, masks[name])
                     if expected:
                         agree.append(len(got & expected) / len(expected))
             figures[f"recall {name}"] = (ms(samples, 50), ms(samples, 95), float(np.mean(agree)) if agree else None)
+            figures[f"  x brute force, interleaved ({name})"] = ms(samples, 50) / ms(brute_here, 50)
 
         # A filter that leaves about 30 rows (31 when the size is not a multiple of the slot
         # count): asked for that many, all come back, the related ones by exact cosine.

@@ -280,7 +280,7 @@ def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = 
                     if expected:
                         agree.append(len(got & expected) / len(expected))
             figures[f"recall {name}"] = (ms(samples, 50), ms(samples, 95), float(np.mean(agree)) if agree else None)
-            figures[f"  x brute force, interleaved ({name})"] = ms(samples, 50) / ms(brute_here, 50)
+            figures[f"  x brute force, interleaved ({name})"] = (ms(samples, 50) / ms(brute_here, 50),)
 
         # A filter that leaves about 30 rows (31 when the size is not a multiple of the slot
         # count): asked for that many, all come back, the related ones by exact cosine.

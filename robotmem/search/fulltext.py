@@ -41,6 +41,10 @@ COMMON_WINDOW = 2000
 #: against 21 ms with 4,000 and a window of 2,000, same run): the words it leaves out are
 #: in more than 0.4 % of the memories, and the vector side still ranks every memory.
 POSTING_BUDGET = 4_000
+#: The first page of best-ranked matches whose eligibility is read, in multiples of k: an
+#: explicit filter, session or time window may pass few of them; otherwise nearly all pass
+#: (only forgotten, archived and decayed memories do not), and each row read costs.
+PAGE_NARROWED, PAGE = 8, 2
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,8 @@ def fulltext_hits(
 
     ``chosen``: every eligible memory, when a selective filter already computed them; BM25
     then scores only those matches. Otherwise rank in the FTS index alone and check
-    eligibility (filters included) on the best-ranked matches in growing pages (8k, then
-    8x more each time): the first k that pass are exactly the eligible top k, and a broad
+    eligibility (filters included) on the best-ranked matches in growing pages (8k with an
+    explicit filter, session or time window, else 2k; then 8x more each time): the first k that pass are exactly the eligible top k, and a broad
     filter reads the rows of a few pages instead of every match's.
     """
     if chosen is not None:
@@ -115,7 +119,7 @@ def _ranked_pages(
     q, p = _fts_only(plan)
     cursor = conn.execute(q, p)
     hits: list[int] = []
-    page = 8 * k
+    page = (PAGE_NARROWED if req.narrowed else PAGE) * k
     try:
         while len(hits) < k:
             ranked = [row[0] for row in itertools.islice(cursor, page)]

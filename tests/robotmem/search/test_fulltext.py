@@ -98,3 +98,19 @@ def test_a_window_without_enough_filtered_matches_scores_every_match(mem: Memory
                         spatial_sort=None, since=None, until=None)
     hits = fulltext_hits(conn, req, plan, time.time(), 30 * 86400.0, 5)
     assert sorted(hits) == ids[:3]
+
+
+@pytest.mark.sqlite_only  # the FTS5 paging
+def test_best_ranked_matches_that_cannot_be_returned_are_paged_past(mem: Memory, monkeypatch: pytest.MonkeyPatch):
+    """Without a filter the first page of matches is short (2k): when the best-ranked ones are
+    forgotten, the next, larger pages still find exactly the eligible top k."""
+    short = mem.save_perceptions([{"description": f"valve valve valve {i}"} for i in range(150)])
+    mem.save_perceptions([{"description": f"the coolant valve on line {i} was checked and left open"}
+                          for i in range(60)])
+    for memory_id in short:
+        mem.forget(memory_id, reason="test")
+    paged = mem.recall("valve", n=10, min_relevance=0)["results"]
+    monkeypatch.setattr(fulltext, "PAGE", 1000)  # one page holding every match: the reference
+    whole = mem.recall("valve", n=10, min_relevance=0)["results"]
+    assert len(paged) == 10 and not set(short) & {h["id"] for h in paged}
+    assert [h["id"] for h in paged] == [h["id"] for h in whole]

@@ -123,27 +123,25 @@ def build_index(
                       (collection, model_id)))
     if rows < min_rows:
         return BuildReport(collection, model_id, 0, seq, time.perf_counter() - started, None)
-    ids = np.empty(rows, dtype=np.int64)
-    vectors = np.empty((rows, dim), dtype=np.float32)
+    # Streamed: trained on a sample, then added chunk by chunk, so that the process that builds
+    # (often a server noticing a stale snapshot) holds the 4-bit codes (200 MB at 1,000,000),
+    # not every float32 vector (1.5 GB) on top of what it already holds.
+    where = ("FROM embeddings e JOIN memories m ON m.id = e.memory_id WHERE e.collection = ? AND e.model_id = ? "
+             "AND e.dim = ? AND m.status IN ('active', 'archived')")
+    params = (collection, model_id, dim)
+    searchable = np.fromiter((r[0] for r in conn.execute(f"SELECT e.memory_id {where}", params)), dtype=np.int64)
+    import faiss  # here, not at import: it costs a third of a second that `robotmem stats` need not pay
+
+    index = _train(_vectors_of(conn, _training_sample(searchable), model_id, dim), dim, _lists(len(searchable)))
     added = 0
-    cursor = conn.execute(
-        "SELECT e.memory_id, e.vector FROM embeddings e JOIN memories m ON m.id = e.memory_id "
-        "WHERE e.collection = ? AND e.model_id = ? AND e.dim = ? AND m.status IN ('active', 'archived')",
-        (collection, model_id, dim),
-    )
+    cursor = conn.execute(f"SELECT e.memory_id, e.vector {where}", params)
     while True:
         chunk = cast(list[tuple[int, bytes]], list(itertools.islice(cursor, _READ_CHUNK)))
         if not chunk:
             break
-        ids[added : added + len(chunk)] = [r[0] for r in chunk]
-        vectors[added : added + len(chunk)] = np.frombuffer(b"".join(r[1] for r in chunk), dtype=np.float32).reshape(
-            -1, dim)
+        vectors = np.frombuffer(b"".join(r[1] for r in chunk), dtype=np.float32).reshape(-1, dim)
+        index.add_with_ids(vectors, np.fromiter((r[0] for r in chunk), dtype=np.int64, count=len(chunk)))
         added += len(chunk)
-    ids, vectors = ids[:added], vectors[:added]
-    import faiss  # here, not at import: it costs a third of a second that `robotmem stats` need not pay
-
-    index = _train(vectors, dim)
-    index.add_with_ids(vectors, ids)
     folder.mkdir(parents=True, exist_ok=True)
     _clear_dead_builds(folder)
     final = folder / f"{_key(collection, model_id)}.{seq:012d}{_SUFFIX}"
@@ -159,16 +157,35 @@ def build_index(
     return BuildReport(collection, model_id, added, seq, time.perf_counter() - started, final)
 
 
-def _train(vectors: np.ndarray, dim: int) -> "faiss.IndexIVFScalarQuantizer":
-    """About sqrt(N) lists, trained on a random sample (k-means wants ~40 points per list)."""
+def _lists(rows: int) -> int:
+    """About sqrt(N) lists."""
+    return int(min(4096, max(16, round(rows ** 0.5))))
+
+
+def _training_sample(ids: np.ndarray) -> np.ndarray:
+    """Ids of a random sample to train on (k-means wants ~40 points per list), in id order."""
+    sample = min(len(ids), _TRAIN_PER_LIST * _lists(len(ids)))
+    return np.sort(ids[np.random.default_rng(0).choice(len(ids), sample, replace=False)])
+
+
+def _vectors_of(conn: apsw.Connection, ids: np.ndarray, model_id: str, dim: int) -> np.ndarray:
+    parts = []
+    for start in range(0, len(ids), _READ_CHUNK):
+        rows = conn.execute(
+            "SELECT e.vector FROM json_each(?) AS j CROSS JOIN embeddings e ON e.memory_id = j.value "
+            "WHERE e.model_id = ? AND e.dim = ?",
+            ("[" + ",".join(map(str, ids[start : start + _READ_CHUNK].tolist())) + "]", model_id, dim))
+        parts.append(np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(-1, dim))
+    return np.concatenate(parts) if parts else np.empty((0, dim), dtype=np.float32)
+
+
+def _train(sample: np.ndarray, dim: int, nlist: int) -> "faiss.IndexIVFScalarQuantizer":
+    """An empty index of ``nlist`` lists, trained on the sample."""
     import faiss
 
-    nlist = int(min(4096, max(16, round(len(vectors) ** 0.5))))
     index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, nlist, faiss.ScalarQuantizer.QT_4bit,
                                           faiss.METRIC_INNER_PRODUCT)
-    sample = min(len(vectors), _TRAIN_PER_LIST * nlist)
-    pick = np.random.default_rng(0).choice(len(vectors), sample, replace=False)
-    index.train(vectors[np.sort(pick)])
+    index.train(sample)
     return index
 
 

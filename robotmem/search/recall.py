@@ -81,10 +81,13 @@ class RecallEngine:
             # A selective filter's exact result, computed once for every side that needs it.
             chosen = (self._filtered(conn, req, now, source)
                       if source is not None and (req.query or req.spatial is not None) else None)
-            answer = (self._nearest_first(conn, req, now, query, chosen)
-                      if req.spatial is not None and req.query else None)
+            # With a spatial sort, the nearest memories (and extra ones, so that equal distances at
+            # the cut are ordered by the query too) are found once, for either path below.
+            near = self._nearest(conn, req, now, req.n * 2, chosen) if req.spatial is not None else None
+            answer = (self._nearest_first(conn, req, now, query, chosen, near)
+                      if near is not None and req.query else None)
             if answer is None:
-                answer = self._searched(conn, req, now, query, source, chosen)
+                answer = self._searched(conn, req, now, query, source, chosen, near)
             records = self._load(conn, answer.ranked, now)
         mode = _mode(req, answer.searched_text, query is not None)
         results = _score(records, answer.fused, answer.distances, req, mode,
@@ -93,32 +96,33 @@ class RecallEngine:
 
     def _searched(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
-        source: sql.Query | None, chosen: np.ndarray | None,
+        source: sql.Query | None, chosen: np.ndarray | None, near: list[tuple[int, float]] | None,
     ) -> _Answer:
-        """The answer from both candidate searches (full text and vectors), fused."""
+        """The answer from both candidate searches (full text and vectors), fused; ``near``: the
+        nearest memories when sorting in space."""
         pool = max(50, 4 * req.n)
         searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None, chosen)
                                    if req.query else (False, []))
         side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen)
         fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
                  if req.query else Fused())
-        ranked, distances = self._order(conn, req, now, fused, side.candidates, source, chosen)
+        ranked, distances = self._order(conn, req, now, fused, side.candidates, source, near)
         if req.spatial is None and req.query:
             ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], fused.match, now, req.n)
         return _Answer(ranked, fused, distances, side.similarity, searched_text)
 
     def _nearest_first(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
-        chosen: np.ndarray | None,
+        chosen: np.ndarray | None, rows: list[tuple[int, float]],
     ) -> _Answer | None:
-        """A spatial sort with a query, when the nearest memories fill the answer: only their match
-        with the query orders (equal distances) and describes them, so it is computed for them alone
-        instead of searching the store by text and meaning. Relevance stays comparable with other
-        recalls: its meaning margin is measured against the query's best eligible matches by vector
-        (NEAREST_FIRST_ANCHORS of them), found by a short vector search. None when fewer than n
-        memories have the field (the rest come by relevance: the full search decides them)."""
+        """A spatial sort with a query, when the nearest memories (``rows``) fill the answer: only
+        their match with the query orders (equal distances) and describes them, so it is computed
+        for them alone instead of searching the store by text and meaning. Relevance stays
+        comparable with other recalls: its best cosine comes from the query's best eligible
+        matches by vector (NEAREST_FIRST_ANCHORS of them), found by a short vector search. None
+        when fewer than n memories have the field (the rest come by relevance: the full search
+        decides them)."""
         assert req.spatial is not None
-        rows = self._nearest(conn, req, now, req.n * 2, chosen)
         if len(rows) < req.n and req.spatial.max_distance is None:
             return None
         ids = [memory_id for memory_id, _ in rows]
@@ -133,11 +137,12 @@ class RecallEngine:
 
     def _order(
         self, conn: apsw.Connection, req: RecallRequest, now: float, fused: Fused,
-        candidates: np.ndarray | None, source: sql.Query | None, chosen: np.ndarray | None = None,
+        candidates: np.ndarray | None, source: sql.Query | None, near: list[tuple[int, float]] | None,
     ) -> tuple[list[int], dict[int, float]]:
-        """Memory ids in answer order (before the final scoring), and distances when sorted in space."""
-        if req.spatial is not None:
-            return self._spatial_order(conn, req, now, fused.match, chosen)
+        """Memory ids in answer order (before the final scoring), and distances when sorted in space
+        (``near``: the nearest memories)."""
+        if near is not None:
+            return self._spatial_order(conn, req, now, fused.match, near)
         if not req.query:
             return self._recent(conn, req, now, req.n, [], source), {}
         ranked = [m for m in fused.match if fused.relevance[m] >= req.min_relevance]
@@ -222,10 +227,10 @@ class RecallEngine:
 
     def _spatial_order(
         self, conn: apsw.Connection, req: RecallRequest, now: float, matches: dict[int, float],
-        chosen: np.ndarray | None = None,
+        near: list[tuple[int, float]],
     ) -> tuple[list[int], dict[int, float]]:
         assert req.spatial is not None
-        ranked, distances = _nearest_n(self._nearest(conn, req, now, req.n * 2, chosen), matches, req.n)
+        ranked, distances = _nearest_n(near, matches, req.n)
         if len(ranked) < req.n and req.spatial.max_distance is None:
             # Memories without the field come last: most relevant first, else most recent.
             rest = [m for m in matches if m not in distances]

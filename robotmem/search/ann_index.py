@@ -132,7 +132,7 @@ def build_index(
     searchable = np.fromiter((r[0] for r in conn.execute(f"SELECT e.memory_id {where}", params)), dtype=np.int64)
     import faiss  # here, not at import: it costs a third of a second that `robotmem stats` need not pay
 
-    index = _train(_vectors_of(conn, _training_sample(searchable), model_id, dim), dim, _lists(len(searchable)))
+    index = _train(_vectors_by_id(conn, _training_sample(searchable), model_id, dim)[1], dim, _lists(len(searchable)))
     added = 0
     cursor = conn.execute(f"SELECT e.memory_id, e.vector {where}", params)
     while True:
@@ -168,15 +168,17 @@ def _training_sample(ids: np.ndarray) -> np.ndarray:
     return np.sort(ids[np.random.default_rng(0).choice(len(ids), sample, replace=False)])
 
 
-def _vectors_of(conn: apsw.Connection, ids: np.ndarray, model_id: str, dim: int) -> np.ndarray:
-    parts = []
+def _vectors_by_id(conn: apsw.Connection, ids: np.ndarray, model_id: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the ids that have a vector of the model, their vectors), read by id in chunks."""
+    rows: list[tuple[int, bytes]] = []
     for start in range(0, len(ids), _READ_CHUNK):
-        rows = conn.execute(
-            "SELECT e.vector FROM json_each(?) AS j CROSS JOIN embeddings e ON e.memory_id = j.value "
+        rows += cast(list[tuple[int, bytes]], conn.execute(
+            "SELECT e.memory_id, e.vector FROM json_each(?) AS j CROSS JOIN embeddings e ON e.memory_id = j.value "
             "WHERE e.model_id = ? AND e.dim = ?",
-            ("[" + ",".join(map(str, ids[start : start + _READ_CHUNK].tolist())) + "]", model_id, dim))
-        parts.append(np.frombuffer(b"".join(r[0] for r in rows), dtype=np.float32).reshape(-1, dim))
-    return np.concatenate(parts) if parts else np.empty((0, dim), dtype=np.float32)
+            ("[" + ",".join(map(str, ids[start : start + _READ_CHUNK].tolist())) + "]", model_id, dim),
+        ).fetchall())
+    found = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return found, np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dim)
 
 
 def _train(sample: np.ndarray, dim: int, nlist: int) -> "faiss.IndexIVFScalarQuantizer":
@@ -279,18 +281,8 @@ class AnnIndex:
 
     def _exact(self, conn: apsw.Connection, ids: np.ndarray, query: np.ndarray) -> dict[int, float]:
         """Exact float32 cosine from the rows (ids whose vector is gone or of another model drop out)."""
-        if len(ids) == 0:
-            return {}
-        rows: list[tuple[int, bytes]] = conn.execute(  # type: ignore[assignment]
-            "SELECT e.memory_id, e.vector FROM json_each(?) AS j CROSS JOIN embeddings e ON e.memory_id = j.value "
-            "WHERE e.model_id = ? AND e.dim = ?",
-            ("[" + ",".join(map(str, ids.tolist())) + "]", self.model_id, int(query.shape[0])),
-        ).fetchall()
-        if not rows:
-            return {}
-        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-        scores = matrix @ query
-        return {int(r[0]): float(s) for r, s in zip(rows, scores)}
+        found, matrix = _vectors_by_id(conn, ids, self.model_id, int(query.shape[0]))
+        return dict(zip(found.tolist(), (matrix @ query).tolist()))
 
 
 def _growth(k: int, passed: int, ranked: int, fetch: int) -> int:

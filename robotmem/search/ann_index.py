@@ -36,6 +36,7 @@ import math
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -239,25 +240,25 @@ class AnnIndex:
 
     def search(
         self, conn: apsw.Connection, query: np.ndarray, k: int, rules: Eligibility,
-        eligible: Callable[[list[int]], set[int]], min_similarity: float,
+        eligible: Callable[[list[int]], set[int]], min_similarity: float, first: Future[np.ndarray] | None = None,
     ) -> list[tuple[int, float]] | None:
         """Top-k (memory_id, exact cosine) that ``eligible`` accepts, best first.
 
         None when even the widest search found fewer than k eligible rows above
         ``min_similarity`` while more might exist: the caller then ranks exactly.
+        ``first``: this query's ``probe(query, *first_probe(k))``, already started.
         """
-        import faiss
-
         nlist = int(self._view.nlist)
-        fetch, nprobe = 4 * k + 16, min(nlist, max(NPROBE, math.ceil(MIN_SCANNED * nlist / max(self._view.ntotal, 1))))
+        fetch, nprobe = self.first_probe(k)
         # Kept across widenings: a wider search re-proposes the rows already scored and checked.
         scored: dict[int, float] = {}
         verdicts: dict[int, bool] = {}
         while True:
-            params = faiss.SearchParametersIVF()
-            params.nprobe = nprobe
-            _, found = self._view.search(query[None, :], fetch, params=params)
-            keys = found[0][found[0] >= 0]
+            if first is not None:
+                found, first = first.result(), None
+            else:
+                found = self.probe(query, fetch, nprobe)
+            keys = found[found >= 0]
             proposed = keys[~self.overlay.covers(keys)]
             scored.update(self._exact(conn, np.asarray([m for m in proposed.tolist() if m not in scored],
                                                        dtype=np.int64), query))
@@ -278,6 +279,21 @@ class AnnIndex:
                 return None
             growth = _growth(k, len(eligible_ranked), len(ranked), fetch)
             fetch, nprobe = min(_MAX_FETCH, fetch * growth), min(nlist, nprobe * min(4, growth))
+
+    def first_probe(self, k: int) -> tuple[int, int]:
+        """(candidates to propose, lists to probe) of a search for k's first probe."""
+        nlist = int(self._view.nlist)
+        return 4 * k + 16, min(nlist, max(NPROBE, math.ceil(MIN_SCANNED * nlist / max(self._view.ntotal, 1))))
+
+    def probe(self, query: np.ndarray, fetch: int, nprobe: int) -> np.ndarray:
+        """The ids of the ``fetch`` best codes in the ``nprobe`` nearest lists (-1 past the last).
+        Touches no SQLite connection and releases the GIL: it may run on another thread."""
+        import faiss
+
+        params = faiss.SearchParametersIVF()
+        params.nprobe = nprobe
+        _, found = self._view.search(query[None, :], fetch, params=params)
+        return cast(np.ndarray, found[0])
 
     def _exact(self, conn: apsw.Connection, ids: np.ndarray, query: np.ndarray) -> dict[int, float]:
         """Exact float32 cosine from the rows (ids whose vector is gone or of another model drop out)."""

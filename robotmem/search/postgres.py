@@ -75,8 +75,11 @@ class PgRecallEngine(RecallEngine):
                         candidates: np.ndarray | None, source: Any = None) -> list[int]:
         return self._recent(conn, req, now, count, exclude)
 
+    def _probe_early(self, req: RecallRequest, query: Any, k: int) -> None:
+        return None  # the server searches its own vector index: nothing to start on this side
+
     def _vector_side(self, conn: Any, req: RecallRequest, now: float, query: Any, text_ids: list[int], k: int,
-                     source: Any = None, chosen: np.ndarray | None = None) -> _VectorSide:
+                     source: Any = None, chosen: np.ndarray | None = None, early: Any = None) -> _VectorSide:
         if query is None:
             return _VectorSide()
         hits = self._pg_vector_hits(conn, req, now, query.vector, query.model_id, k)

@@ -18,7 +18,7 @@ from .fusion import Fused, fuse, order_score
 from .relevance import informative_tokens
 from .request import RecallRequest
 from .spatial import nearest_sqlite
-from .vectors import VectorSearch, filter_source
+from .vectors import EarlyProbe, VectorSearch, filter_source
 
 __all__ = ["RecallEngine"]
 
@@ -101,9 +101,10 @@ class RecallEngine:
         """The answer from both candidate searches (full text and vectors), fused; ``near``: the
         nearest memories when sorting in space."""
         pool = max(50, 4 * req.n)
+        early = self._probe_early(req, query, pool) if source is None else None
         searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None, chosen)
                                    if req.query else (False, []))
-        side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen)
+        side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen, early)
         fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
                  if req.query else Fused())
         ranked, distances = self._order(conn, req, now, fused, side.candidates, source, near)
@@ -207,16 +208,24 @@ class RecallEngine:
                     "ORDER BY m.occurred_at DESC, m.id DESC LIMIT ?", (json.dumps(rest.tolist()), count))]
         return self._recent(conn, req, now, count, exclude, source)
 
+    def _probe_early(self, req: RecallRequest, query: _QueryVector | None, k: int) -> EarlyProbe | None:
+        """The vector index's first probe for the query, started before the full-text search so
+        that the two overlap (robotmem.search.vectors.VectorSearch.probe_early)."""
+        if query is None:
+            return None
+        return self._vectors.probe_early(req, query.vector, query.model_id, k)
+
     def _vector_side(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
         text_ids: list[int], k: int, source: sql.Query | None, chosen: np.ndarray | None = None,
+        early: EarlyProbe | None = None,
     ) -> _VectorSide:
         if query is None:
             return _VectorSide()
         if source is not None and chosen is None:
             chosen = self._filtered(conn, req, now, source)
         filtered: list[np.ndarray] = []
-        hits = self._vectors.hits(conn, req, now, query.vector, query.model_id, k, chosen, filtered)
+        hits = self._vectors.hits(conn, req, now, query.vector, query.model_id, k, chosen, filtered, early)
         similarity = dict(hits)
         missing = [m for m in text_ids if m not in similarity]
         similarity.update(self._vectors.similarities(conn, missing, query.model_id, query.vector))

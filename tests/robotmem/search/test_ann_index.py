@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from robotmem import Memory, ValidationError
 from robotmem.search import ann_index
 from robotmem.search.ann_index import index_folder, newest_file
 from robotmem.search.eligibility import Eligibility
+from robotmem.search.recall import RecallEngine
 
 HERE = Path(__file__).resolve().parent
 
@@ -69,6 +71,30 @@ def test_the_index_is_written_beside_the_store_and_answers_like_the_exact_scan(b
             agree.append(len(set(got) & set(expected)) / max(1, len(expected)))
         assert np.mean(agree) >= 0.95
         assert mem.recall_engine._vectors.ann("default", "test-given/32", DIM) is not None
+
+
+def test_the_first_probe_runs_beside_the_full_text_search_and_changes_nothing(built: Path, monkeypatch):
+    threads: list[str] = []
+    real_probe = ann_index.AnnIndex.probe
+
+    def probe(self, query, fetch, nprobe):
+        threads.append(threading.current_thread().name)
+        return real_probe(self, query, fetch, nprobe)
+
+    monkeypatch.setattr(ann_index.AnnIndex, "probe", probe)
+    with Memory(built, embedder=GivenVectors()) as mem:
+        asked = [(f"c{i} grasp note", vector_of(f"c{i} query {i}")) for i in range(10)]
+        overlapped = [mem.recall(text, n=10, query_vector=q, min_relevance=0)["results"] for text, q in asked]
+        assert len(threads) == 10 and all(name.startswith("robotmem-probe") for name in threads)
+        threads.clear()
+        monkeypatch.setattr(RecallEngine, "_probe_early", lambda *args: None)
+        serial = [mem.recall(text, n=10, query_vector=q, min_relevance=0)["results"] for text, q in asked]
+        assert threads == ["MainThread"] * 10
+
+    def described(results):
+        return [(h["id"], h["similarity"], h["relevance"]) for h in results]
+    assert [described(r) for r in overlapped] == [described(r) for r in serial]
+    assert all(len(r) == 10 for r in serial)
 
 
 def test_similarities_reported_are_exact_float32_cosines(built: Path):

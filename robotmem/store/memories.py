@@ -13,7 +13,7 @@ from ..context import canonical_json
 from .decay import effective_confidence_sql
 from .deferred import insert_deferring_indexes, insert_new_embeddings
 from .points import index_new_points, index_points
-from .rows import INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql
+from .rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql
 
 __all__ = [
     "NewMemory",
@@ -134,11 +134,7 @@ def _split_new(conn: apsw.Connection, values: list[tuple[Any, ...]]) -> tuple[li
 
 
 def find_duplicate(conn: apsw.Connection, collection: str, content_hash: str) -> int | None:
-    row = conn.execute(
-        "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND status IN ('active', 'archived') "
-        "ORDER BY id LIMIT 1",
-        (collection, content_hash),
-    ).fetchone()
+    row = conn.execute(DUPLICATE_FACT_SQL, (collection, content_hash)).fetchone()
     return None if row is None else int(row[0])
 
 

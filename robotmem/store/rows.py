@@ -8,7 +8,14 @@ from typing import Any
 from ..context import lift_sections
 from .decay import effective_confidence
 
-__all__ = ["HIT_COLUMNS", "MEMORY_COLUMNS", "hits_sql", "row_to_record"]
+__all__ = ["DUPLICATE_FACT_SQL", "HIT_COLUMNS", "MEMORY_COLUMNS", "hits_sql", "row_to_record"]
+
+#: The oldest live fact of a collection with this content hash (learn's deduplication; both stores
+#: index exactly these rows: ``type = 'fact'`` matches their partial indexes).
+DUPLICATE_FACT_SQL = (
+    "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND type = 'fact' "
+    "AND status IN ('active', 'archived') ORDER BY id LIMIT 1"
+)
 
 #: Every column of a memory, as export, import and migrate copy it.
 MEMORY_COLUMNS = (

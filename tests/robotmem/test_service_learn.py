@@ -52,6 +52,16 @@ def test_exact_duplicate_returns_the_existing_id_and_reinforces_it(mem: Memory, 
     assert different_context["status"] == "created"
 
 
+def test_an_insight_worded_like_a_perception_is_a_new_fact_not_a_reinforced_perception(mem: Memory):
+    [seen] = mem.save_perceptions([{"description": "gripper slipped on the wet cup",
+                                    "metadata": {"robot": {"id": "r1"}}}])
+    learned = mem.learn("gripper slipped on the wet cup", {"robot": {"id": "r1"}})
+    assert learned["status"] == "created" and learned["memory_id"] != seen
+    assert mem.get(seen)["evidence_count"] == 1
+    assert mem.learn("gripper slipped on the wet cup", {"robot": {"id": "r1"}}) == {
+        "memory_id": learned["memory_id"], "status": "duplicate"}
+
+
 def test_learn_into_an_unknown_session_is_not_found(mem: Memory):
     with pytest.raises(NotFoundError) as info:
         mem.learn("x happened", session_id="ses_doesnotexist")

@@ -14,7 +14,7 @@ import numpy as np
 from ...context import canonical_json
 from ..memories import NewMemory, full_record
 from ..points import extract_points
-from ..rows import INSERTED_COLUMNS, MEMORY_COLUMNS
+from ..rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS
 from .connection import PgConnection
 from .sql import HITS_SELECT, effective_confidence_sql, sql_literal, tsvector_literal
 
@@ -191,11 +191,7 @@ def delete_embedding(conn: PgConnection, memory_id: int) -> None:
 
 
 def find_duplicate(conn: PgConnection, collection: str, content_hash: str) -> int | None:
-    row = conn.execute(
-        "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND status IN ('active', 'archived') "
-        "ORDER BY id LIMIT 1",
-        (collection, content_hash),
-    ).fetchone()
+    row = conn.execute(DUPLICATE_FACT_SQL, (collection, content_hash)).fetchone()
     return None if row is None else int(row[0])
 
 

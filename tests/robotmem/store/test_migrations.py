@@ -5,6 +5,7 @@ import pytest
 
 from robotmem import Memory, StorageError
 from robotmem.store.migrations import SCHEMA_VERSION
+from robotmem.store.rows import DUPLICATE_FACT_SQL
 
 
 def _user_version(path: Path) -> int:
@@ -65,4 +66,27 @@ def test_migration_8_indexes_context_identifiers_of_existing_memories(db_path: P
     conn.close()
     with Memory(db_path, embedder=None) as mem:
         assert [h["id"] for h in mem.recall("G3-GIMBAL-220")["results"]] == [mid]
+    assert _user_version(db_path) == SCHEMA_VERSION
+
+
+def test_migration_13_indexes_the_content_hash_of_facts_only(db_path: Path):
+    with Memory(db_path, embedder=None) as mem:
+        fact = mem.learn("the dock light flickers at dusk")["memory_id"]
+        mem.save_perceptions([{"description": f"dock frame {i}"} for i in range(3)])
+    conn = apsw.Connection(str(db_path))
+    # As robotmem before migration 13 left it: every memory's hash indexed.
+    conn.execute("DROP INDEX memories_fact_by_hash; CREATE INDEX memories_by_hash ON memories(collection, content_hash);"
+                 "PRAGMA user_version=12")
+    conn.close()
+    with Memory(db_path, embedder=None) as mem:
+        assert mem.learn("the dock light flickers at dusk") == {"memory_id": fact, "status": "duplicate"}
+        conn = mem._db.connection()
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "memories_by_hash" not in names and "memories_fact_by_hash" in names
+        plan = " ".join(str(row[3]) for row in conn.execute(
+            "EXPLAIN QUERY PLAN " + DUPLICATE_FACT_SQL, ("default", "x")))
+        assert "memories_fact_by_hash" in plan
+        indexed = conn.execute("SELECT count(*) FROM memories INDEXED BY memories_fact_by_hash "
+                               "WHERE type = 'fact' AND content_hash IS NOT NULL").fetchone()[0]
+        assert indexed == 1
     assert _user_version(db_path) == SCHEMA_VERSION

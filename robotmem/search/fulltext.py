@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,6 +29,7 @@ import numpy as np
 from ..store.connection import scalar
 from ..store.tokens import match_term, query_tokens
 from . import sql
+from .count_cache import CountCache, store_stamp
 from .relevance import document_frequencies, informative_tokens
 from .request import RecallRequest
 
@@ -120,7 +123,9 @@ def _ranked_pages(
     q, p = _fts_only(plan)
     cursor = conn.execute(q, p)
     hits: list[int] = []
-    page = (PAGE_NARROWED if req.narrowed else PAGE) * k
+    stamp, key = store_stamp(conn), _restrictions(req)
+    page = _first_page(req, k, None if key is None else _PASS_SHARES.get(stamp, key))
+    checked = 0
     try:
         while len(hits) < k:
             ranked = [row[0] for row in itertools.islice(cursor, page)]
@@ -128,10 +133,41 @@ def _ranked_pages(
                 break
             eligible = eligible_subset(conn, req, ranked, now, half_life_s)
             hits += [m for m in ranked if m in eligible]
+            checked += len(ranked)
             page *= 8
     finally:
         cursor.close()
+    if key is not None and checked:
+        _PASS_SHARES.put(stamp, key, len(hits) / checked)
     return hits[:k]
+
+
+#: The share of best-ranked matches that passed a request's restrictions when last checked.
+_PASS_SHARES: CountCache[float] = CountCache()
+
+
+def _restrictions(req: RecallRequest) -> Hashable | None:
+    """What decides which matches pass (None: nothing worth remembering, or unhashable)."""
+    if not req.narrowed:
+        return None
+    key = ("pass share", req.collection, None if req.filter is None else (req.filter.sql, req.filter.params),
+           req.session_id, req.since, req.until, req.include_archived)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _first_page(req: RecallRequest, k: int, share: float | None) -> int:
+    """How many best-ranked matches to check first: PAGE x k without restrictions; with them
+    PAGE_NARROWED x k, or, when the same restrictions passed a known share of matches before
+    (a control loop's filter every cycle), enough for k at that share with a quarter to spare."""
+    if not req.narrowed:
+        return PAGE * k
+    if not share:
+        return PAGE_NARROWED * k
+    return int(min(PAGE_NARROWED * k, max(PAGE * k, math.ceil(1.25 * k / share))))
 
 
 def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int) -> list[int]:

@@ -1,7 +1,7 @@
 import pytest
 
 from robotmem import Memory
-from robotmem.search import fulltext
+from robotmem.search import fulltext, vectors
 from robotmem.search.fulltext import plan_fulltext
 
 
@@ -114,3 +114,36 @@ def test_best_ranked_matches_that_cannot_be_returned_are_paged_past(mem: Memory,
     whole = mem.recall("valve", n=10, min_relevance=0)["results"]
     assert len(paged) == 10 and not set(short) & {h["id"] for h in paged}
     assert [h["id"] for h in paged] == [h["id"] for h in whole]
+
+
+@pytest.mark.sqlite_only  # the FTS5 paging; PostgreSQL ranks in one statement
+def test_a_filter_asked_again_checks_a_first_page_sized_by_the_share_that_passed(mem: Memory, monkeypatch):
+    # Checked on the best-ranked matches, as a broad filter is at scale (not from the leaf index).
+    monkeypatch.setattr(vectors, "LEAF_CANDIDATE_CAP", 0)
+    mem.save_perceptions([{"description": f"grasp note {i}", "metadata": {"task": {"ok": i % 10 != 0}}}
+                          for i in range(600)])
+    checked: list[int] = []
+    real = fulltext.eligible_subset
+
+    def counted(conn, req, ids, now, half_life_s):
+        checked.append(len(ids))
+        return real(conn, req, ids, now, half_life_s)
+
+    monkeypatch.setattr(fulltext, "eligible_subset", counted)
+
+    def ask(**restriction):
+        return [h["id"] for h in mem.recall("grasp note", n=10, min_relevance=0, **restriction)["results"]]
+
+    first = ask(context_filter={"task.ok": True})
+    assert checked == [fulltext.PAGE_NARROWED * 50]  # k is the candidate pool, max(50, 4n)
+    checked.clear()
+    # 360 of 400 passed: 1.25 x 50 / 0.9 = 70 would do, and a page is never under PAGE x k.
+    assert ask(context_filter={"task.ok": True}) == first
+    assert checked == [fulltext.PAGE * 50]
+    checked.clear()
+    # Another filter has no share yet: it starts from the full first page, and passes a tenth.
+    rare = ask(context_filter={"task.ok": False})
+    assert checked[0] == fulltext.PAGE_NARROWED * 50 and len(rare) == 10
+    checked.clear()
+    assert ask(context_filter={"task.ok": False}) == rare
+    assert checked[0] == fulltext.PAGE_NARROWED * 50  # 1.25 x 50 / 0.1 = 625: capped at the full page

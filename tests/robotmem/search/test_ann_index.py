@@ -97,6 +97,22 @@ def test_the_first_probe_runs_beside_the_full_text_search_and_changes_nothing(bu
     assert all(len(r) == 10 for r in serial)
 
 
+def test_recalls_from_many_threads_share_the_probe_workers_and_answer_as_alone(built: Path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    asked = [(f"c{i % 40} grasp note", vector_of(f"c{i % 40} query {i}")) for i in range(24)]
+    with Memory(built, embedder=GivenVectors()) as mem:
+        def ask(item):
+            text, q = item
+            return [(h["id"], h["similarity"]) for h in
+                    mem.recall(text, n=10, query_vector=q, min_relevance=0)["results"]]
+
+        alone = [ask(item) for item in asked]
+        with ThreadPoolExecutor(max_workers=6) as callers:
+            together = list(callers.map(ask, asked))
+    assert together == alone and all(len(r) == 10 for r in alone)
+
+
 def test_similarities_reported_are_exact_float32_cosines(built: Path):
     with Memory(built, embedder=GivenVectors()) as mem:
         q = vector_of("c3 how hard to grip")

@@ -266,18 +266,16 @@ class AnnIndex:
             current.update(self.overlay.search(query, fetch, rules, min_similarity=min_similarity))
             ranked = sorted(((s, m) for m, s in {**scored, **current}.items() if s >= min_similarity),
                             reverse=True)
-            unknown = [m for _, m in ranked if m not in verdicts]
-            passing = eligible(unknown) if unknown else set()
-            verdicts.update((m, m in passing) for m in unknown)
-            eligible_ranked = [(m, s) for s, m in ranked if verdicts[m]]
-            hits = eligible_ranked[:k]
+            passed = _passing_best_first([m for _, m in ranked], verdicts, eligible, k)
+            score = {m: s for s, m in ranked}
+            hits = [(m, score[m]) for m in passed[:k]]
             exhausted = (len(keys) < fetch and nprobe >= nlist) or (
                 len(current) > 0 and min(current.values()) < min_similarity)
             if len(hits) >= k or exhausted:
                 return hits
             if fetch >= _MAX_FETCH:
                 return None
-            growth = _growth(k, len(eligible_ranked), len(ranked), fetch)
+            growth = _growth(k, len(passed), len(ranked), fetch)
             fetch, nprobe = min(_MAX_FETCH, fetch * growth), min(nlist, nprobe * min(4, growth))
 
     def first_probe(self, k: int) -> tuple[int, int]:
@@ -299,6 +297,24 @@ class AnnIndex:
         """Exact float32 cosine from the rows (ids whose vector is gone or of another model drop out)."""
         found, matrix = _vectors_by_id(conn, ids, self.model_id, int(query.shape[0]))
         return dict(zip(found.tolist(), (matrix @ query).tolist()))
+
+
+def _passing_best_first(ranked: list[int], verdicts: dict[int, bool], eligible: Callable[[list[int]], set[int]],
+                        k: int) -> list[int]:
+    """The ranked ids that pass ``eligible``, best first, judged only as far down the ranking as
+    k of them need (a quarter to spare, then twice as far each time): each id judged is a row
+    read, and without a filter nearly all pass. Verdicts are kept in ``verdicts``. Short of k
+    only when every id was judged."""
+    end = 0
+    while True:
+        passed = [m for m in ranked[:end] if verdicts[m]]
+        if len(passed) >= k or end >= len(ranked):
+            return passed
+        end = min(len(ranked), max(2 * end, k + k // 4 + 1))
+        unknown = [m for m in ranked[:end] if m not in verdicts]
+        if unknown:
+            passing = eligible(unknown)
+            verdicts.update((m, m in passing) for m in unknown)
 
 
 def _growth(k: int, passed: int, ranked: int, fetch: int) -> int:

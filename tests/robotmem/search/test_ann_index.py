@@ -290,6 +290,28 @@ def test_the_search_widens_by_the_share_that_passed():
     assert _growth(50, 49, 60, 216) == 2
 
 
+def test_eligibility_is_read_only_as_far_down_the_ranking_as_k_hits_need():
+    judged: list[list[int]] = []
+
+    def eligible_if(rule):
+        def check(ids):
+            judged.append(list(ids))
+            return {m for m in ids if rule(m)}
+        return check
+
+    ranked = list(range(216))
+    verdicts: dict[int, bool] = {}
+    assert ann_index._passing_best_first(ranked, verdicts, eligible_if(lambda m: True), 50) == ranked[:63]
+    assert judged == [ranked[:63]]  # a quarter to spare, not all 216 candidates
+    judged.clear()
+    every_third = ann_index._passing_best_first(ranked, {}, eligible_if(lambda m: m % 3 == 0), 50)
+    assert every_third == [m for m in ranked if m % 3 == 0]  # 72: all that pass among those judged
+    assert [len(j) for j in judged] == [63, 63, 90]  # twice as far each time, each id once
+    judged.clear()
+    few = ann_index._passing_best_first(ranked, {}, eligible_if(lambda m: m < 5), 50)
+    assert few == [0, 1, 2, 3, 4] and sum(len(j) for j in judged) == 216  # short only when all were judged
+
+
 def _snapshot(mem: Memory):
     return mem.recall_engine._vectors.ann("default", GivenVectors.model_id, DIM)
 

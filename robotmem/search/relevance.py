@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import apsw
@@ -104,23 +105,31 @@ def informative_tokens(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class QueryTerms:
+    """A query's informative tokens; what follows from them alone is computed once per query,
+    not once per candidate it is matched with."""
+
     tokens: tuple[str, ...]
     weights: tuple[float, ...]  # IDF x (2 for exact values): each token's share of the query's information
     cjk: float
 
-    @property
+    @cached_property
     def total(self) -> float:
         return sum(self.weights)
 
-    @property
+    @cached_property
     def value_share(self) -> float:
         """The share of the query's information held by exact values (tokens with a digit)."""
         total = self.total
         return sum(w for t, w in zip(self.tokens, self.weights) if _DIGIT.search(t)) / total if total > 0 else 0.0
 
-    @property
+    @cached_property
     def meaning_weight(self) -> float:
         return MEANING_WEIGHT * (1.0 - VALUE_DAMPING * self.value_share)
+
+    @cached_property
+    def parts(self) -> tuple[tuple[str, ...], ...]:
+        """Each token's parts (robotmem.store.tokens.token_parts)."""
+        return tuple(tuple(token_parts(t)) for t in self.tokens)
 
 
 def query_terms(conn: apsw.Connection, text: str) -> QueryTerms:
@@ -169,11 +178,10 @@ def _idf(df: int, n: int) -> float:
     return max(0.05, math.log((n - df + 0.5) / (df + 0.5) + 1.0))
 
 
-def _contains(token: str, doc: set[str]) -> bool:
+def _contains(token: str, parts: tuple[str, ...], doc: set[str]) -> bool:
     """The memory has the token, or all of its parts (12.5n as "12.5 N", grip_force as "grip force")."""
     if token in doc:
         return True
-    parts = token_parts(token)
     return bool(parts) and all(p in doc for p in parts)
 
 
@@ -188,7 +196,7 @@ class MatchFeatures:
 def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None) -> MatchFeatures:
     """The signals of one (query, memory) pair; ``cosine`` is None without vectors."""
     doc = set(search_text.split())
-    matched = [_contains(t, doc) for t in terms.tokens]
+    matched = [_contains(t, parts, doc) for t, parts in zip(terms.tokens, terms.parts)]
     total = terms.total
     coverage = sum(w for w, hit in zip(terms.weights, matched) if hit) / total if total > 0 else 0.0
     trust = (1.0 - terms.cjk) * (1.0 - cjk_share(content))

@@ -1,0 +1,38 @@
+"""The benchmark's own measuring rules (scripts/bench_recall.py), on small hand-made cases."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_recall as bench  # noqa: E402
+
+
+def _ref(vectors: list[list[float]]) -> dict[str, np.ndarray]:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    return {"ids": np.arange(1, len(matrix) + 1), "matrix": matrix / np.linalg.norm(matrix, axis=1, keepdims=True)}
+
+
+def test_exact_top_keeps_the_best_k_above_the_floor_with_their_cosines():
+    ref = _ref([[1, 0], [0.9, 0.1], [0, 1], [-1, 0]])
+    top = bench.exact_top(ref, np.array([1.0, 0.0], dtype=np.float32), None, k=3)
+    assert set(top) == {1, 2}  # the third best (cosine 0) is under recall's 0.2 floor
+    assert abs(top[1] - 1.0) < 1e-6
+    masked = bench.exact_top(ref, np.array([1.0, 0.0], dtype=np.float32), np.array([False, True, True, True]), k=3)
+    assert set(masked) == {2}
+
+
+def test_agreement_counts_a_tie_with_the_kth_as_the_row_it_displaced():
+    expected = {1: 0.9, 2: 0.8, 3: 0.7}
+    exact = [{"id": 1, "similarity": 0.9}, {"id": 2, "similarity": 0.8}, {"id": 3, "similarity": 0.7}]
+    assert bench.agreement(expected, exact) == 1.0
+    tie = exact[:2] + [{"id": 9, "similarity": 0.7}]  # an equal vector stored twice
+    assert bench.agreement(expected, tie) == 1.0
+    miss = exact[:2] + [{"id": 9, "similarity": 0.65}]
+    assert abs(bench.agreement(expected, miss) - 2 / 3) < 1e-9
+    assert bench.agreement(expected, exact[:1] + [{"id": 8, "similarity": None}]) == 1 / 3

@@ -103,10 +103,9 @@ def fulltext_hits(
 
     ``chosen``: every eligible memory, when a selective filter already computed them; BM25
     then scores only those matches. Otherwise rank in the FTS index alone and check
-    eligibility (filters included) on the best-ranked matches in growing pages (8k with an
-    explicit filter, session or time window, else 2k; then 8x more each time): the first k
-    that pass are exactly the eligible top k, and a broad filter reads the rows of a few
-    pages instead of every match's.
+    eligibility (filters included) on the best-ranked matches in growing pages (the first
+    sized by ``_first_page``, then 8x more each time): the first k that pass are exactly the
+    eligible top k, and a broad filter reads the rows of a few pages instead of every match's.
     """
     if chosen is not None:
         return _among(conn, plan, chosen, k)

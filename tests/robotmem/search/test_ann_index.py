@@ -282,6 +282,36 @@ def test_a_filter_most_rows_fail_widens_the_search_to_the_exact_filtered_top(db_
             assert len({m for m, _ in hits} & set(passing[:50])) >= 48
 
 
+def test_a_few_hits_under_a_filter_come_from_the_first_probe(db_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Nearest-first's 4 anchors under a filter a seventh of the rows pass: the first probe
+    proposes at least MIN_FETCH rows (listing them costs what 32 would), so it holds 4 that
+    pass, instead of widening to three times the lists."""
+    with Memory(db_path, embedder=GivenVectors()) as mem:
+        ids = mem.save_perceptions([{"description": f"c1 grasp note {i}", "metadata": {"task": {"slot": i % 30}}}
+                                    for i in range(1500)])
+        mem.rebuild_vector_indexes(min_rows=0)
+        slot = {m: i % 30 for i, m in enumerate(ids)}
+        ann = mem.recall_engine._vectors.ann("default", "test-given/32", DIM)
+        assert ann is not None and ann.first_probe(4)[0] == ann_index.MIN_FETCH and ann.first_probe(50)[0] == 216
+        probes: list[int] = []
+        real_probe = ann_index.AnnIndex.probe
+
+        def probe(self, query, fetch, nprobe):
+            probes.append(fetch)
+            return real_probe(self, query, fetch, nprobe)
+
+        monkeypatch.setattr(ann_index.AnnIndex, "probe", probe)
+        rules = Eligibility(now=mem.now(), half_life_s=1e9, min_confidence=0.0, include_archived=False)
+        for i in range(10):
+            q = vector_of(f"c1 query {i}")
+            hits = ann.search(mem._db.connection(), q, 4, rules,
+                              lambda found: {m for m in found if slot[m] in (0, 1, 2, 3)}, 0.2)
+            passing = [m for m in _exact_top(mem, q, 1500) if slot[m] in (0, 1, 2, 3)]
+            assert hits is not None and len(hits) == 4 and all(slot[m] in (0, 1, 2, 3) for m, _ in hits)
+            assert len({m for m, _ in hits} & set(passing[:4])) >= 3  # 4-bit codes of one cluster nearly tie
+        assert probes == [ann_index.MIN_FETCH] * 10
+
+
 def test_the_search_widens_by_the_share_that_passed():
     from robotmem.search.ann_index import _growth
 

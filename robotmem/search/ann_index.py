@@ -49,8 +49,8 @@ from .eligibility import Eligibility
 from .vector_index import VectorIndex
 
 __all__ = [
-    "MIN_FETCH", "AnnIndex", "BuildReport", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "build_index", "index_folder", "newest_file",
-    "pending_changes", "rebuild_indexes", "rebuild_stale",
+    "MIN_FETCH", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "AnnIndex", "BuildReport", "build_index", "index_folder",
+    "newest_file", "pending_changes", "rebuild_indexes", "rebuild_stale",
 ]
 
 if TYPE_CHECKING:

@@ -45,7 +45,7 @@ import apsw
 import numpy as np
 
 from ..store.connection import Database, scalar
-from .eligibility import Eligibility
+from .eligibility import Eligibility, rows_for
 from .vector_index import VectorIndex
 
 __all__ = [
@@ -314,7 +314,7 @@ def _passing_best_first(ranked: list[int], verdicts: dict[int, bool], eligible: 
         passed = [m for m in ranked[:end] if verdicts[m]]
         if len(passed) >= k or end >= len(ranked):
             return passed
-        end = min(len(ranked), max(2 * end, k + k // 4 + 1))
+        end = min(len(ranked), max(2 * end, rows_for(k, 1.0)))
         unknown = [m for m in ranked[:end] if m not in verdicts]
         if unknown:
             passing = eligible(unknown)
@@ -326,7 +326,7 @@ def _growth(k: int, passed: int, ranked: int, fetch: int) -> int:
     far (with a quarter to spare), at least twice and at most 8 times as many."""
     if passed == 0 or ranked == 0:
         return 8
-    return int(min(8, max(2, math.ceil(1.25 * k * ranked / (passed * fetch)))))
+    return int(min(8, max(2, math.ceil(rows_for(k, passed / ranked) / fetch))))
 
 
 def pending_changes(conn: apsw.Connection, collection: str, seq: int) -> int:

@@ -9,13 +9,20 @@ receives the other two as a candidate set computed in SQL.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..store.decay import SQL_OPS, Ops, Sql, SqlOps, decay_law
 from .request import RecallRequest
 
-__all__ = ["SQL_FIELDS", "Eligibility", "RowFields", "eligible", "eligible_sql"]
+__all__ = ["SQL_FIELDS", "Eligibility", "RowFields", "eligible", "eligible_sql", "rows_for"]
+
+
+def rows_for(k: int, share: float) -> int:
+    """How many ranked rows to check for k of them to pass where ``share`` of them pass, with a
+    quarter to spare (each row checked is a row read)."""
+    return math.ceil(1.25 * k / share)
 
 
 @dataclass(frozen=True)

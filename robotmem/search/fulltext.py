@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,6 +29,7 @@ from ..store.connection import scalar
 from ..store.tokens import match_term, query_tokens
 from . import sql
 from .count_cache import CountCache, store_stamp
+from .eligibility import rows_for
 from .relevance import document_frequencies, informative_tokens
 from .request import RecallRequest
 
@@ -122,8 +122,9 @@ def _ranked_pages(
     q, p = _fts_only(plan)
     cursor = conn.execute(q, p)
     hits: list[int] = []
-    stamp, key = store_stamp(conn), _restrictions(req)
-    page = _first_page(req, k, None if key is None else _PASS_SHARES.get(stamp, key))
+    key = _restrictions(req)
+    stamp = store_stamp(conn) if key is not None else None  # a query: only restricted recalls keep shares
+    page = _first_page(req, k, None if stamp is None else _PASS_SHARES.get(stamp, key))
     checked = 0
     try:
         while len(hits) < k:
@@ -136,7 +137,7 @@ def _ranked_pages(
             page *= 8
     finally:
         cursor.close()
-    if key is not None and checked:
+    if stamp is not None and checked:
         _PASS_SHARES.put(stamp, key, len(hits) / checked)
     return hits[:k]
 
@@ -166,7 +167,7 @@ def _first_page(req: RecallRequest, k: int, share: float | None) -> int:
         return PAGE * k
     if not share:
         return PAGE_NARROWED * k
-    return int(min(PAGE_NARROWED * k, max(PAGE * k, math.ceil(1.25 * k / share))))
+    return min(PAGE_NARROWED * k, max(PAGE * k, rows_for(k, share)))
 
 
 def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int) -> list[int]:

@@ -6,8 +6,9 @@ store's own cost. Each store is generated once into --store-dir (outside the rep
 reused; the memory-mapped vector index is built by the same code as `robotmem reindex`.
 Figures: recall p50/p95 (plain, broad filter, selective filter 0.05 %, spatial,
 filter + spatial) with top-10 agreement against exact numpy over the rows each filter
-leaves, and each case's p50 as a multiple of numpy's p50 timed query by query beside it; a filter leaving exactly 30 rows; learn p50 excluding embedding; bulk insert;
-first recall in a fresh process; RSS of a second process on the same store; reindex time.
+leaves, and each case's p50 as a multiple of numpy's p50 timed query by query beside it;
+a filter leaving exactly 30 rows; learn p50 excluding embedding; bulk insert; first recall
+in a fresh process; RSS of a second process on the same store; reindex time.
 
 ``--backend postgresql`` measures the same figures on PostgreSQL + pgvector: a database
 ``robotmem_bench_<size>`` on the server at ``--url`` (kept, and reused by the next run), or

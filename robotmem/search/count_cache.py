@@ -6,8 +6,8 @@ filter clause's leaf-index range holds (whether the filter is evaluated on that 
 checked on the best-ranked rows) and the share of best-ranked matches a request's
 restrictions passed (how many to check first). Counting can cost more than the rest of a
 recall (a word in 750,000 of 1,000,000 memories: 42 ms; a range over 90 % of them:
-counting to the cap, 2 ms) and a control loop asks the same question every cycle, while a change of 1 % of
-the store cannot move such a count far. So a count is reused until the store's newest id
+counting to the cap, 2 ms) and a control loop asks the same question every cycle, while a
+change of 1 % of the store cannot move such a count far. So a count is reused until the store's newest id
 or change sequence has moved by more than 1 % of its size; a store under 100 memories
 recounts after any change.
 """

@@ -108,7 +108,10 @@ async function refreshMap() {
   const frames = [...counts.keys()].sort((a, b) => counts.get(b) - counts.get(a) || (b === "map") - (a === "map"));
   const select = $("#frame");
   if (!frames.includes(state.frame)) state.frame = frames[0] || "";
-  select.replaceChildren(...frames.map((f) => el("option", { value: f, text: f })));
+  // rebuilt only when the list changes: rebuilding closes a list the person has open
+  if ([...select.options].map((o) => o.value).join("\n") !== frames.join("\n")) {
+    select.replaceChildren(...frames.map((f) => el("option", { value: f, text: f })));
+  }
   select.value = state.frame;
   drawMap(paths.filter((p) => (p.frame || NO_FRAME) === state.frame));
 }

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -18,6 +19,11 @@ from robotmem import Memory
 WAIT_S = 20  # how long the page may take to show what it fetched; not a speed target
 
 
+def _wait(browser: Any) -> WebDriverWait[Any]:
+    # The page redraws lists and paths when episodes arrive, so an element read a moment ago may be gone: look again.
+    return WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+
+
 def _sessions(home: Path) -> list[dict[str, Any]]:
     os.environ["ROBOTMEM_HOME"] = str(home)
     with Memory(embedder=None) as mem:
@@ -26,7 +32,7 @@ def _sessions(home: Path) -> list[dict[str, Any]]:
 
 def _open(browser: Any, ui: UiServer) -> None:
     browser.get(ui.url)
-    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#episodes tbody tr"))
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#episodes tbody tr"))
 
 
 def _paths(browser: Any) -> list[str]:
@@ -34,10 +40,15 @@ def _paths(browser: Any) -> list[str]:
 
 
 def _choose_frame(browser: Any, frame: str) -> None:
-    WebDriverWait(browser, WAIT_S).until(
-        lambda d: frame in [o.get_attribute("value") for o in d.find_elements(By.CSS_SELECTOR, "#frame option")])
-    Select(browser.find_element(By.ID, "frame")).select_by_value(frame)
-    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_element(By.ID, "frame").get_attribute("value") == frame)
+    def chosen(d: Any) -> bool:
+        select = Select(d.find_element(By.ID, "frame"))
+        if frame not in [o.get_attribute("value") for o in select.options]:
+            return False
+        if d.find_element(By.ID, "frame").get_attribute("value") != frame:
+            select.select_by_value(frame)
+        return bool(d.find_element(By.ID, "frame").get_attribute("value") == frame)
+
+    _wait(browser).until(chosen)
 
 
 def test_the_map_shows_one_path_per_episode_in_its_frame(browser: Any, ui: UiServer, filled_home: Path) -> None:
@@ -47,10 +58,10 @@ def test_the_map_shows_one_path_per_episode_in_its_frame(browser: Any, ui: UiSer
     assert len(by_robot["demo-bot"]) == 2 and len(by_robot["arm-1"]) == 3  # what the recordings' markers say
     _open(browser, ui)
     _choose_frame(browser, "odom")
-    WebDriverWait(browser, WAIT_S).until(lambda d: sorted(_paths(d)) == by_robot["demo-bot"])
+    _wait(browser).until(lambda d: sorted(_paths(d)) == by_robot["demo-bot"])
     browser.save_screenshot(str(ARTIFACTS / "map-odom.png"))
     _choose_frame(browser, "base_link")
-    WebDriverWait(browser, WAIT_S).until(lambda d: sorted(_paths(d)) == by_robot["arm-1"])
+    _wait(browser).until(lambda d: sorted(_paths(d)) == by_robot["arm-1"])
     # each path is drawn with a start and an end mark, and in its outcome's colour (arm outcomes 0.4, 0.7, 1.0)
     assert len(browser.find_elements(By.CSS_SELECTOR, "g.episode circle.start")) == 3
     classes = sorted(p.get_attribute("class") for p in browser.find_elements(By.CSS_SELECTOR, "path.episode-path"))
@@ -63,7 +74,7 @@ def test_the_turtlebot_run_is_drawn_over_its_occupancy_map(browser: Any, ui: UiS
         pytest.skip("the shared TurtleBot 3 recording is not beside the checkout")
     _open(browser, ui)
     _choose_frame(browser, "(no frame)")
-    WebDriverWait(browser, WAIT_S).until(lambda d: _paths(d) == tb3)
+    _wait(browser).until(lambda d: _paths(d) == tb3)
     image = browser.find_element(By.CSS_SELECTOR, "#map image.occupancy")
     assert float(image.get_attribute("width")) == pytest.approx(124 * 0.05)  # map.pgm is 124 x 115 cells at 5 cm
     assert "map.yaml" in browser.find_element(By.ID, "frame-note").text
@@ -77,7 +88,7 @@ def test_clicking_an_episode_opens_its_timeline_and_plots(browser: Any, ui: UiSe
     _open(browser, ui)
     browser.find_element(By.CSS_SELECTOR, f"tr[data-session='{session['session_id']}']").click()
     panel = browser.find_element(By.ID, "episode-panel")
-    WebDriverWait(browser, WAIT_S).until(lambda d: panel.get_attribute("data-session") == session["session_id"]
+    _wait(browser).until(lambda d: panel.get_attribute("data-session") == session["session_id"]
                                          and d.find_elements(By.CSS_SELECTOR, "#timeline tbody tr"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#timeline tbody tr")
     kinds = [r.get_attribute("class").split()[0] for r in rows]
@@ -87,18 +98,18 @@ def test_clicking_an_episode_opens_its_timeline_and_plots(browser: Any, ui: UiSe
     plots = {p.get_attribute("data-plot"): p for p in browser.find_elements(By.CSS_SELECTOR, ".plot")}
     assert {"joint positions", "laser scan", "images"} <= set(plots)
     assert plots["joint positions"].find_element(By.TAG_NAME, "svg").get_attribute("data-series") == "2"  # two wheels
-    WebDriverWait(browser, WAIT_S).until(lambda d: len(plots["images"].find_elements(By.TAG_NAME, "canvas")) > 0)
+    _wait(browser).until(lambda d: len(plots["images"].find_elements(By.TAG_NAME, "canvas")) > 0)
     browser.save_screenshot(str(ARTIFACTS / "episode.png"))
 
 
 def test_clicking_a_path_opens_that_episode(browser: Any, ui: UiServer) -> None:
     _open(browser, ui)
     _choose_frame(browser, "odom")
-    WebDriverWait(browser, WAIT_S).until(lambda d: len(_paths(d)) == 2)
+    _wait(browser).until(lambda d: len(_paths(d)) == 2)
     path = browser.find_elements(By.CSS_SELECTOR, "path.episode-path")[0]
     wanted = path.get_attribute("data-session")
     browser.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", path)
-    WebDriverWait(browser, WAIT_S).until(
+    _wait(browser).until(
         lambda d: d.find_element(By.ID, "episode-panel").get_attribute("data-session") == wanted)
 
 
@@ -111,7 +122,7 @@ def _recall(browser: Any, **fields: str) -> list[Any]:
             box.send_keys(fields[name])
     before = browser.execute_script("window.__recalls = (window.__recalls || 0) + 1; return window.__recalls")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    WebDriverWait(browser, WAIT_S).until(lambda d: d.execute_script(
+    _wait(browser).until(lambda d: d.execute_script(
         "return document.querySelector('#recall-error').textContent !== '' || "
         "document.querySelectorAll('#recall-results tbody tr').length > 0 || window.__recalls !== arguments[0]",
         before) is not None)
@@ -121,35 +132,35 @@ def _recall(browser: Any, **fields: str) -> list[Any]:
 def test_recall_with_a_filter_returns_the_expected_rows(browser: Any, ui: UiServer) -> None:
     _open(browser, ui)
     _recall(browser, q="narrow doorway between hall and kitchen", filter=json.dumps({"robot.id": "demo-bot"}))
-    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
     rows = browser.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr")
     assert "doorway between hall and kitchen" in rows[0].text
     assert all('"demo-bot"' in r.find_elements(By.TAG_NAME, "td")[6].text for r in rows)
     assert 0 < float(rows[0].find_element(By.CSS_SELECTOR, "td.relevance").text) <= 1
     browser.save_screenshot(str(ARTIFACTS / "recall.png"))
     _recall(browser, q="narrow doorway between hall and kitchen", filter=json.dumps({"robot.id": "arm-1", "task.name": "fetch_cup"}))
-    WebDriverWait(browser, WAIT_S).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
+    _wait(browser).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
 
 
 def test_a_bad_filter_shows_the_error_and_the_page_keeps_working(browser: Any, ui: UiServer) -> None:
     _open(browser, ui)
     _recall(browser, q="doorway", filter="{not json")
-    WebDriverWait(browser, WAIT_S).until(lambda d: "context_filter" in d.find_element(By.ID, "recall-error").text
+    _wait(browser).until(lambda d: "context_filter" in d.find_element(By.ID, "recall-error").text
                                          or "JSON" in d.find_element(By.ID, "recall-error").text)
     _recall(browser, q="doorway")
-    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
 
 
 def test_clicking_the_map_recalls_nearest_first(browser: Any, ui: UiServer) -> None:
     _open(browser, ui)
     _choose_frame(browser, "odom")
-    WebDriverWait(browser, WAIT_S).until(lambda d: len(_paths(d)) == 2)
+    _wait(browser).until(lambda d: len(_paths(d)) == 2)
     svg = browser.find_element(By.ID, "map")
     # near the top-left corner, where no path lies (a click on a path opens its episode instead)
     ActionChains(browser).move_to_element_with_offset(svg, -svg.size["width"] // 2 + 12,
                                                       -svg.size["height"] // 2 + 12).click().perform()
-    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_element(By.NAME, "near").get_attribute("value"))
-    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
+    _wait(browser).until(lambda d: d.find_element(By.NAME, "near").get_attribute("value"))
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr"))
     distances = [float(r.find_elements(By.TAG_NAME, "td")[4].text.split()[0])
                  for r in browser.find_elements(By.CSS_SELECTOR, "#recall-results tbody tr")
                  if r.find_elements(By.TAG_NAME, "td")[4].text]
@@ -173,12 +184,11 @@ def test_an_episode_written_while_the_page_is_open_appears(browser: Any, ui: UiS
                                           "spatial": {"start_position": [xs[0], 0, 0], "end_position": [xs[1], 0, 0],
                                                       "position": [xs[0], 0, 0], "frame": "odom"}},
                                 session_id=episode["session_id"])
-    WebDriverWait(browser, WAIT_S).until(
+    _wait(browser).until(
         lambda d: len(d.find_elements(By.CSS_SELECTOR, "#episodes tbody tr")) == before + 1)
     assert browser.find_elements(By.CSS_SELECTOR, f"tr[data-session='{episode['session_id']}']")
     _choose_frame(browser, "odom")
     live_path = f"path.episode-path[data-session='{episode['session_id']}']"
-    WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.CSS_SELECTOR, live_path))
-    drawn = browser.find_element(By.CSS_SELECTOR, live_path)
-    assert drawn.get_attribute("data-segments") == "2"  # the outage is a break, not a line across it
-    assert drawn.get_attribute("d").count("M") == 2
+    drawn = _wait(browser).until(lambda d: [(p.get_attribute("data-segments"), p.get_attribute("d").count("M"))
+                                            for p in d.find_elements(By.CSS_SELECTOR, live_path)])
+    assert drawn == [("2", 2)]  # the outage is a break, not a line across it

@@ -50,7 +50,7 @@ from .vector_index import VectorIndex
 
 __all__ = [
     "MIN_FETCH", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "AnnIndex", "BuildReport", "build_index", "index_folder",
-    "newest_file", "pending_changes", "rebuild_indexes", "rebuild_stale",
+    "build_lock", "building", "newest_file", "pending_changes", "rebuild_indexes", "rebuild_stale",
 ]
 
 if TYPE_CHECKING:
@@ -91,6 +91,23 @@ def index_folder(db_path: Path) -> Path | None:
 
 def _key(collection: str, model_id: str) -> str:
     return hashlib.sha1(f"{collection}\0{model_id}".encode()).hexdigest()[:20]
+
+
+def build_lock(folder: Path, collection: str, model_id: str) -> Path:
+    """The lock file a builder of (collection, model)'s snapshot holds while it builds."""
+    return folder / f".{_key(collection, model_id)}.lock"
+
+
+def building(folder: Path, collection: str, model_id: str) -> bool:
+    """Whether a process is building a snapshot of (collection, model) right now."""
+    try:
+        with open(build_lock(folder, collection, model_id), "rb") as lock:
+            fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except FileNotFoundError:
+        return False
+    except BlockingIOError:
+        return True
+    return False
 
 
 def newest_file(folder: Path, collection: str, model_id: str) -> tuple[Path, int] | None:
@@ -342,7 +359,7 @@ def rebuild_stale(db: Database, collection: str, model_id: str, dim: int, seq: i
     if folder is None:
         return None
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f".{_key(collection, model_id)}.lock", "a") as lock:
+    with open(build_lock(folder, collection, model_id), "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +27,8 @@ import numpy as np
 
 from . import sql
 from ..store.connection import Database
-from .ann_index import AnnIndex, newest_file, rebuild_stale
+from . import rebuild_process
+from .ann_index import AnnIndex, building, newest_file
 from .eligibility import Eligibility
 from .filter_index import smallest
 from .fulltext import eligible_subset
@@ -38,6 +41,8 @@ log = logging.getLogger(__name__)
 
 #: A filter whose smallest leaf-index candidate set is at most this large is evaluated on that set.
 LEAF_CANDIDATE_CAP = 10_000
+#: A process starts a rebuild that failed again after this long (a full disk, a store being moved).
+REBUILD_RETRY_S = 60.0
 #: Below this many SQL candidates and with no warm in-process mirror, sqlite-vec ranks them in SQL.
 _SQL_VECTOR_LIMIT = 2048
 
@@ -53,6 +58,12 @@ def filter_source(conn: apsw.Connection, req: RecallRequest) -> sql.Query | None
 
 
 @dataclass(frozen=True)
+class _Build:
+    process: subprocess.Popen[bytes]
+    started: float
+
+
+@dataclass(frozen=True)
 class EarlyProbe:
     """An index's first probe for one query, running on a worker thread (VectorSearch.probe_early)."""
 
@@ -65,8 +76,8 @@ class VectorSearch:
     def __init__(self, folder: Path | None, *, half_life_s: float, min_similarity: float,
                  db: Database | None = None) -> None:
         self._folder = folder
-        self._db = db  # for rebuilding a stale snapshot on a thread of its own
-        self._builds: dict[tuple[str, str], threading.Thread] = {}
+        self._db = db  # whose stale snapshots a process of their own rebuilds
+        self._builds: dict[tuple[str, str], _Build] = {}
         self._half_life_s = half_life_s
         self._min_similarity = min_similarity
         self._mirrors: dict[tuple[str, str], VectorIndex] = {}
@@ -108,37 +119,36 @@ class VectorSearch:
             return self._anns[key]
 
     def _rebuild_soon(self, collection: str, model_id: str, dim: int, seq: int) -> None:
-        """Rebuild a stale snapshot on a background thread (one per key in this process; the lock file
-        in rebuild_stale keeps it to one across processes). Every process reopens the new file on
-        its next recall."""
-        if self._db is None:
+        """Rebuild a stale snapshot in a detached process (robotmem.search.rebuild_process), unless a
+        process is building it or the last one this process started failed less than
+        ``REBUILD_RETRY_S`` ago (a control loop notices the stale snapshot on every recall). Every
+        process reopens the new file on its next recall."""
+        if self._db is None or self._folder is None:
             return
         key = (collection, model_id)
         with self._lock:
-            running = self._builds.get(key)
-            if running is not None and running.is_alive():
+            last = self._builds.get(key)
+            if last is not None and (last.process.poll() is None or (
+                    last.process.returncode != 0 and time.monotonic() - last.started < REBUILD_RETRY_S)):
                 return
-            thread = threading.Thread(target=self._rebuild, args=(self._db, collection, model_id, dim, seq),
-                                      name="robotmem-index-rebuild", daemon=True)
-            self._builds[key] = thread
-        thread.start()
-
-    @staticmethod
-    def _rebuild(db: Database, collection: str, model_id: str, dim: int, seq: int) -> None:
-        try:
-            report = rebuild_stale(db, collection, model_id, dim, seq)
-        except Exception as exc:  # a closed store or a full disk: the old snapshot stays in use
-            log.warning("rebuilding the vector index of %s failed (%s); `robotmem reindex` retries", collection, exc)
-            return
-        if report is not None:
-            log.info("rebuilt the vector index of %s: %d rows in %.1f s", collection, report.rows, report.seconds)
+            if building(self._folder, collection, model_id):
+                return
+            try:
+                process = rebuild_process.start(self._db.path, collection, model_id, dim, seq)
+            except OSError as exc:  # no fork left, a read-only folder: recall stays exact on the overlay
+                log.warning("cannot start rebuilding the vector index of %s (%s); `robotmem reindex` does it",
+                            collection, exc)
+                return
+            if process is not None:
+                self._builds[key] = _Build(process, time.monotonic())
 
     def join_builds(self) -> None:
-        """Wait for the background rebuilds this process started (tests, orderly shutdown)."""
+        """Wait for the rebuilds this process started (tests, orderly shutdown) and let it start the next at once."""
         with self._lock:
             running = list(self._builds.values())
-        for thread in running:
-            thread.join()
+            self._builds.clear()
+        for build in running:
+            build.process.wait()
 
     def probe_early(self, req: RecallRequest, query: np.ndarray, model_id: str, k: int) -> EarlyProbe | None:
         """Start the index's first probe for ``hits(..., k)`` on a worker thread, so that it runs

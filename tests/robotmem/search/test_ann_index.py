@@ -19,7 +19,7 @@ import pytest
 from given_vectors import DIM, GivenVectors, vector_of
 
 from robotmem import Memory, ValidationError
-from robotmem.search import ann_index
+from robotmem.search import ann_index, rebuild_process
 from robotmem.search.ann_index import index_folder, newest_file
 from robotmem.search.eligibility import Eligibility
 from robotmem.search.recall import RecallEngine
@@ -396,3 +396,67 @@ def test_a_rebuild_under_way_in_another_process_is_not_repeated(built: Path, mon
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_rebuild_started_by_a_short_lived_process_finishes_after_it_exits(built: Path):
+    """A CLI recall exits in a tenth of a second; the rebuild it starts must not die with it."""
+    folder = index_folder(built)
+    before = newest_file(folder, "default", GivenVectors.model_id)
+    with Memory(built, embedder=GivenVectors()) as mem:
+        _fill(mem, 500, start=5000)
+    # one recall that notices the stale snapshot, then an exit at once (os._exit: no orderly shutdown)
+    code = (f"import os, sys; sys.path.insert(0, {str(HERE)!r}); from given_vectors import GivenVectors, vector_of; "
+            "from robotmem import Memory; from robotmem.search import ann_index; ann_index.STALE_ROWS = 400; "
+            f"m = Memory({str(built)!r}, embedder=GivenVectors()); "
+            "m.recall('zzqxv', query_vector=vector_of('c5 grasp note 5005'), min_relevance=0); os._exit(0)")
+    subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
+    deadline = time.monotonic() + 120  # a liveness bound, not a speed target: this build takes about a second
+    while time.monotonic() < deadline:
+        after = newest_file(folder, "default", GivenVectors.model_id)
+        if after is not None and before is not None and after[1] > before[1] and not ann_index.building(
+                folder, "default", GivenVectors.model_id):
+            break
+        time.sleep(0.1)
+    assert after is not None and before is not None and after[1] > before[1]
+    assert "rebuilt the vector index of default: 2000 rows" in (folder / "rebuild.log").read_text()
+    with Memory(built, embedder=GivenVectors()) as mem:
+        snapshot = _snapshot(mem)
+        assert snapshot is not None and snapshot.seq == after[1] and len(snapshot) == 2000
+
+
+def test_a_control_loop_on_a_stale_snapshot_starts_one_rebuild(built: Path, monkeypatch):
+    monkeypatch.setattr(ann_index, "STALE_ROWS", 400)
+    started: list[tuple[str, ...]] = []
+    real_start = rebuild_process.start
+
+    def counted(*args):
+        started.append(args)
+        return real_start(*args)
+
+    monkeypatch.setattr(rebuild_process, "start", counted)
+    with Memory(built, embedder=GivenVectors()) as mem:
+        _fill(mem, 500, start=5000)
+        q = vector_of("c5 grasp note 5005")
+        for _ in range(20):  # every cycle notices the stale snapshot while the first rebuild runs
+            assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+        mem.recall_engine._vectors.join_builds()
+        assert len(started) == 1
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+        assert _snapshot(mem).overlay.changes_seen == 0  # the new snapshot is in use, nothing more to start
+        assert len(started) == 1
+
+
+def test_a_failed_rebuild_is_logged_beside_the_snapshots_and_the_old_one_stays(built: Path, monkeypatch):
+    folder = index_folder(built)
+    before = newest_file(folder, "default", GivenVectors.model_id)
+    child = rebuild_process.start(built, "default", GivenVectors.model_id, DIM + 1, before[1])  # no vector has it
+    assert child is not None and child.wait() == 1
+    assert "rebuilding the vector index of default failed" in (folder / "rebuild.log").read_text()
+    assert newest_file(folder, "default", GivenVectors.model_id) == before
+    # a store that keeps failing logs a traceback a minute: the log starts afresh past its bound
+    monkeypatch.setattr(rebuild_process, "LOG_MAX_BYTES", 100)
+    child = rebuild_process.start(built, "default", GivenVectors.model_id, DIM + 1, before[1])
+    assert child is not None and child.wait() == 1
+    failure = "rebuilding the vector index of default failed"
+    assert (folder / "rebuild.log.1").read_text().count(failure) == 1
+    assert (folder / "rebuild.log").read_text().count(failure) == 1

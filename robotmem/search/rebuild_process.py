@@ -44,7 +44,7 @@ def start(db_path: Path, collection: str, model_id: str, dim: int, seq: int) -> 
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_IMPORT_ROOT, env.get("PYTHONPATH")) if p)
     with open(_log_file(folder), "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", __name__, str(db_path), collection, model_id, str(dim), str(seq)],
+            [sys.executable, "-m", __name__, str(db_path.resolve()), collection, model_id, str(dim), str(seq)],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
             start_new_session=True,  # a Ctrl-C meant for the parent does not stop the build
         )

@@ -59,8 +59,16 @@ def filter_source(conn: apsw.Connection, req: RecallRequest) -> sql.Query | None
 
 @dataclass(frozen=True)
 class _Build:
-    process: subprocess.Popen[bytes]
+    """A rebuild this process started (``process`` None: it could not be started)."""
+
+    process: subprocess.Popen[bytes] | None
     started: float
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def succeeded(self) -> bool:
+        return self.process is not None and self.process.poll() == 0
 
 
 @dataclass(frozen=True)
@@ -128,19 +136,18 @@ class VectorSearch:
         key = (collection, model_id)
         with self._lock:
             last = self._builds.get(key)
-            if last is not None and (last.process.poll() is None or (
-                    last.process.returncode != 0 and time.monotonic() - last.started < REBUILD_RETRY_S)):
+            if last is not None and (last.running() or (
+                    not last.succeeded() and time.monotonic() - last.started < REBUILD_RETRY_S)):
                 return
             if building(self._folder, collection, model_id):
                 return
+            process = None
             try:
                 process = rebuild_process.start(self._db.path, collection, model_id, dim, seq)
             except OSError as exc:  # no fork left, a read-only folder: recall stays exact on the overlay
                 log.warning("cannot start rebuilding the vector index of %s (%s); `robotmem reindex` does it",
                             collection, exc)
-                return
-            if process is not None:
-                self._builds[key] = _Build(process, time.monotonic())
+            self._builds[key] = _Build(process, time.monotonic())
 
     def join_builds(self) -> None:
         """Wait for the rebuilds this process started (tests, orderly shutdown) and let it start the next at once."""
@@ -148,7 +155,8 @@ class VectorSearch:
             running = list(self._builds.values())
             self._builds.clear()
         for build in running:
-            build.process.wait()
+            if build.process is not None:
+                build.process.wait()
 
     def probe_early(self, req: RecallRequest, query: np.ndarray, model_id: str, k: int) -> EarlyProbe | None:
         """Start the index's first probe for ``hits(..., k)`` on a worker thread, so that it runs

@@ -446,6 +446,24 @@ def test_a_control_loop_on_a_stale_snapshot_starts_one_rebuild(built: Path, monk
         assert len(started) == 1
 
 
+def test_a_rebuild_that_cannot_start_is_tried_once_a_minute_and_recall_stays_exact(built: Path, monkeypatch, caplog):
+    monkeypatch.setattr(ann_index, "STALE_ROWS", 400)
+    attempts: list[tuple[str, ...]] = []
+
+    def no_fork(*args):
+        attempts.append(args)
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(rebuild_process, "start", no_fork)
+    with Memory(built, embedder=GivenVectors()) as mem:
+        _fill(mem, 500, start=5000)
+        q = vector_of("c5 grasp note 5005")
+        for _ in range(20):
+            assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+        assert len(attempts) == 1
+        assert sum("cannot start rebuilding the vector index of default" in r.message for r in caplog.records) == 1
+
+
 def test_a_failed_rebuild_is_logged_beside_the_snapshots_and_the_old_one_stays(built: Path, monkeypatch):
     folder = index_folder(built)
     before = newest_file(folder, "default", GivenVectors.model_id)

@@ -14,7 +14,6 @@ parent may be long gone when it ends.
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +29,19 @@ LOG_MAX_BYTES = 1 << 20
 log = logging.getLogger(__name__)
 
 # The folder robotmem is imported from, so the child imports the same code as its parent even
-# when the parent found it through a path of its own (a test run, a script's sys.path).
+# when the parent found it through a path of its own (a test run, a script's sys.path). Put
+# first only when needed: first on the path, a site-packages folder would shadow the standard
+# library with any backport installed there.
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
+_CHILD = """
+import importlib.util, os, sys
+root = sys.argv.pop(1)
+spec = importlib.util.find_spec("robotmem")
+if spec is None or spec.origin is None or os.path.dirname(os.path.dirname(os.path.realpath(spec.origin))) != root:
+    sys.path.insert(0, root)
+from robotmem.search.rebuild_process import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 def start(db_path: Path, collection: str, model_id: str, dim: int, seq: int) -> subprocess.Popen[bytes] | None:
@@ -40,12 +50,11 @@ def start(db_path: Path, collection: str, model_id: str, dim: int, seq: int) -> 
     if folder is None:
         return None
     folder.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_IMPORT_ROOT, env.get("PYTHONPATH")) if p)
     with open(_log_file(folder), "ab") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", __name__, str(db_path.resolve()), collection, model_id, str(dim), str(seq)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env,
+            [sys.executable, "-c", _CHILD, _IMPORT_ROOT, str(db_path.resolve()), collection, model_id, str(dim),
+             str(seq)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out,
             start_new_session=True,  # a Ctrl-C meant for the parent does not stop the build
         )
 

@@ -504,15 +504,18 @@ class Memory:
 
         return import_jsonl(self._db, as_path(path), self._embeddings, self.now(), self.config.max_payload_bytes)
 
-    def reindex(self, *, everything: bool = False, batch_size: int = 64,
+    def reindex(self, *, everything: bool = False, replace_other_models: bool = False, batch_size: int = 64,
                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Embed, in batches, every searchable memory whose vector is missing or from another model;
-        ``everything=True`` re-embeds them all (after a model file changed under the same id)."""
+        """Embed, in batches, every searchable memory that has no vector; ``everything=True`` also
+        re-embeds those with a vector of the active model (after a model file changed under the same
+        id), ``replace_other_models=True`` those with a vector of another model (after switching
+        models; without it they are kept and counted in ``kept_other_models``)."""
         from .transfer import reindex
 
         if not self._embeddings.available:
             raise ConflictError("no embedding model is available; install it (see docs/embeddings.md)")
-        result = reindex(self._db, self._embeddings, everything=everything, batch_size=batch_size, progress=progress)
+        result = reindex(self._db, self._embeddings, everything=everything, replace_other_models=replace_other_models,
+                         batch_size=batch_size, progress=progress)
         result["vector_indexes"] = self.rebuild_vector_indexes()
         return result
 

@@ -196,22 +196,32 @@ def _embed_missing(db: Store, embeddings: EmbeddingState, items: list[tuple[int,
     return done
 
 
-def reindex(db: Store, embeddings: EmbeddingState, *, everything: bool = False, batch_size: int,
-            progress: Callable[[int, int], None] | None) -> dict[str, Any]:
-    """Embed every active/archived memory whose vector is missing or from another model (or every one)."""
+def reindex(db: Store, embeddings: EmbeddingState, *, everything: bool = False, replace_other_models: bool = False,
+            batch_size: int, progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+    """Embed every active/archived memory that has no vector (``everything``: and those with one of
+    the active model). A vector of another model is replaced only with ``replace_other_models``:
+    it may come from a model this process cannot load (a program's own embedder), and replacing
+    it cannot be undone; those kept are counted by model in ``kept_other_models``."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError("batch_size must be a positive integer", field="batch_size")
     model_id = embeddings.model_id
-    stale = "" if everything else "AND (e.model_id IS NULL OR e.model_id != ?) "
+    searchable = ("FROM memories m LEFT JOIN embeddings e ON e.memory_id = m.id "
+                  "WHERE m.status IN ('active', 'archived') AND m.embed ")
+    chosen = ["e.model_id IS NULL"]
+    if everything:
+        chosen.append("e.model_id = ?")
+    if replace_other_models:
+        chosen.append("e.model_id != ?")
+    params = (model_id,) * (len(chosen) - 1)
     with db.read() as conn:
         items = [(int(i), c, t) for i, c, t in conn.execute(
-            "SELECT m.id, m.collection, m.content FROM memories m LEFT JOIN embeddings e ON e.memory_id = m.id "
-            f"WHERE m.status IN ('active', 'archived') AND m.embed {stale}ORDER BY m.id",
-            () if everything else (model_id,),
-        )]
+            f"SELECT m.id, m.collection, m.content {searchable}AND ({' OR '.join(chosen)}) ORDER BY m.id", params)]
+        kept = {} if replace_other_models else {str(other): int(n) for other, n in conn.execute(
+            f"SELECT e.model_id, count(*) {searchable}AND e.model_id != ? GROUP BY e.model_id ORDER BY e.model_id",
+            (model_id,))}
     done = 0
     for start in range(0, len(items), batch_size):
         done += _embed_missing(db, embeddings, items[start : start + batch_size], batch_size)
         if progress is not None:
             progress(done, len(items))
-    return {"model_id": model_id, "reembedded": done, "total": len(items)}
+    return {"model_id": model_id, "reembedded": done, "total": len(items), "kept_other_models": kept}

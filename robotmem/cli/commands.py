@@ -114,11 +114,15 @@ def cmd_import(args: argparse.Namespace) -> Any:
 
 def cmd_reindex(args: argparse.Namespace) -> Any:
     with open_existing(args, embedder="auto") as mem:
-        return mem.reindex(everything=args.all, progress=progress_bar("reindex", not args.no_progress))
+        return mem.reindex(everything=args.all, replace_other_models=args.replace_other_models,
+                           progress=progress_bar("reindex", not args.no_progress))
 
 
 def render_reindex(result: dict[str, Any]) -> Iterator[str]:
     yield f"embedded {result['reembedded']} of {result['total']} memories with {result['model_id']}"
+    for model_id, count in result.get("kept_other_models", {}).items():
+        yield (f"kept {count:,} vectors of {model_id} (recall compares only {result['model_id']} vectors; "
+               f"--replace-other-models re-embeds them)")
     for index in result.get("vector_indexes", []):
         yield f"vector index of {index['collection']}: {index['rows']:,} vectors in {index['seconds']:.1f} s"
 
@@ -192,9 +196,13 @@ def register(sub: Any) -> None:
     p = _command(sub, "import", cmd_import, "Import a JSON Lines export (idempotent).")
     p.add_argument("file", type=Path, help="a file written by `robotmem export`")
     p = _command(sub, "reindex", cmd_reindex,
-                 "Embed memories whose vector is missing or from another model (--all: every memory).",
+                 "Embed memories that have no vector, and write the vector index of large collections.",
                  render_reindex)
-    p.add_argument("--all", action="store_true", help="re-embed every memory, not only the missing ones")
+    p.add_argument("--all", action="store_true",
+                   help="also re-embed memories that have a vector of the active model (its file changed)")
+    p.add_argument("--replace-other-models", action="store_true",
+                   help="also re-embed memories whose vector is from another model (after switching models); "
+                        "without it they are kept")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _command(sub, "demo", cmd_demo, "Write a short demo episode into the store and recall from it.")
 

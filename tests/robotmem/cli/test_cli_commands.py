@@ -42,8 +42,9 @@ def test_reindex_embeds_what_is_missing_and_all_with_all(capsys, robotmem_home: 
     code, out, _ = run(capsys, "reindex")
     assert code == 0 and out.strip() == "embedded 0 of 0 memories with all-MiniLM-L6-v2/fp32"
     code, out, _ = run(capsys, "--json", "reindex", "--all")
-    assert json.loads(out) == {"model_id": "all-MiniLM-L6-v2/fp32", "reembedded": 2, "total": 2, "vector_indexes": []}
-    assert "--all" in build_parser().format_help() or "every memory" in _help_of("reindex")
+    assert json.loads(out) == {"model_id": "all-MiniLM-L6-v2/fp32", "reembedded": 2, "total": 2,
+                               "kept_other_models": {}, "vector_indexes": []}
+    assert "--all" in _help_of("reindex") and "--replace-other-models" in _help_of("reindex")
 
 
 def _help_of(command: str) -> str:

@@ -23,6 +23,8 @@ def test_vectors_of_another_model_are_ignored_until_reindex(
     with Memory(path=db, embedder=int8_embedder) as memory:
         # Only fp32 vectors exist: an int8 query must not be compared with them.
         assert STORED not in [hit["content"] for hit in memory.recall(PARAPHRASE)["results"]]
-        memory.reindex()
+        assert memory.reindex()["kept_other_models"] == {fp32_embedder.model_id: 2}  # not without being told
+        assert STORED not in [hit["content"] for hit in memory.recall(PARAPHRASE)["results"]]
+        memory.reindex(replace_other_models=True)
         assert memory.stats()["embeddings"].get(int8_embedder.model_id) == 2
         assert STORED in [hit["content"] for hit in memory.recall(PARAPHRASE)["results"]]

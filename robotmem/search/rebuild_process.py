@@ -5,7 +5,8 @@ as a detached child instead of a thread. A thread died with its process: a CLI r
 within a tenth of a second while a rebuild takes 20-60 s at a million vectors, so every
 short-lived process started the rebuild again and none finished it. A process of its own
 outlives its parent, takes no GIL from a server's recalls (their p90 doubled beside a thread
-build at a million) and gives its memory (760 MB there) back when it ends. The lock file in ``rebuild_stale`` keeps it to one builder per snapshot, whoever starts it.
+build at a million) and gives its memory (760 MB there) back when it ends. The lock file in
+``rebuild_stale`` keeps it to one builder per snapshot, whoever starts it.
 
 What it did (or why it failed) goes to ``rebuild.log`` in the store's ``.vectors`` folder: the
 parent may be long gone when it ends.

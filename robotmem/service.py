@@ -485,6 +485,7 @@ class Memory:
         coll = None if collection is None else validation.collection(collection, self.collection)
         with self._db.read() as conn:
             result = self._db.store_stats(conn, coll)
+            result["vector_indexes"] = self._snapshot_states(conn, coll)
         result["path"] = self.location
         result["backend"] = self._db.kind
         result["embedding_model"] = self._embeddings.model_id if self._embeddings.available else None
@@ -534,6 +535,14 @@ class Memory:
         return [{"collection": r.collection, "rows": r.rows, "seconds": round(r.seconds, 3)} for r in reports]
 
     # -- internals -------------------------------------------------------------------
+
+    def _snapshot_states(self, conn: Any, collection: str | None) -> list[dict[str, Any]]:
+        """The vector snapshots beside an embedded store (PostgreSQL keeps its HNSW indexes itself)."""
+        from .search.ann_index import index_folder, snapshot_states
+
+        if not isinstance(self._db, SqliteStore):
+            return []
+        return snapshot_states(conn, index_folder(self._db.path), collection)
 
     def _collection_for(self, collection: Any, session_id: Any) -> str:
         if session_id is None:

@@ -94,12 +94,23 @@ def render_stats(stats: dict[str, Any]) -> Iterator[str]:
     yield f"embedding model: {stats['embedding_model'] or 'none (full-text recall only)'}"
     vectors = ", ".join(f"{count} {model}" for model, count in stats["embeddings"].items())
     yield f"vectors: {vectors or 'none'}"
+    for index in stats.get("vector_indexes", []):
+        yield _snapshot_line(index)
     for name, entry in stats["collections"].items():
         sessions = entry.get("sessions") or {}
         statuses = ", ".join(f"{count} {status}" for status, count in sorted(entry["by_status"].items()))
         yield (f"collection {name}: {entry['facts']} facts, {entry['perceptions']} perceptions, "
                f"{sessions.get('open', 0)} open / {sessions.get('ended', 0)} ended sessions"
                + (f" ({statuses})" if statuses else ""))
+
+
+def _snapshot_line(index: dict[str, Any]) -> str:
+    head = f"vector index of {index['collection']} ({index['model_id']}, {index['vectors']:,} vectors): "
+    if index["snapshot_seq"] is None:
+        state = "none yet, recall scans exactly; `robotmem reindex` writes it"
+    else:
+        state = f"{index['changes_since']:,} changes since it was written" + (", stale" if index["stale"] else "")
+    return head + state + ("; being rebuilt now" if index["building"] else "")
 
 
 def cmd_export(args: argparse.Namespace) -> Any:

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import apsw
 import numpy as np
@@ -50,7 +50,8 @@ from .vector_index import VectorIndex
 
 __all__ = [
     "MIN_FETCH", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "AnnIndex", "BuildReport", "build_index", "index_folder",
-    "build_lock", "building", "newest_file", "pending_changes", "rebuild_indexes", "rebuild_stale",
+    "build_lock", "building", "is_stale", "newest_file", "pending_changes", "rebuild_indexes", "rebuild_stale",
+    "snapshot_states",
 ]
 
 if TYPE_CHECKING:
@@ -108,6 +109,33 @@ def building(folder: Path, collection: str, model_id: str) -> bool:
     except BlockingIOError:
         return True
     return False
+
+
+def is_stale(changes: int, rows: int) -> bool:
+    """Whether a snapshot of ``rows`` vectors with ``changes`` since should be replaced."""
+    return changes > max(STALE_ROWS, STALE_SHARE * rows)
+
+
+def snapshot_states(conn: apsw.Connection, folder: Path | None, collection: str | None) -> list[dict[str, Any]]:
+    """The vector snapshot of every (collection, model) that has one or is large enough for one:
+    its sequence number, the changes since, whether it is stale (or missing) and whether a
+    process is building one now. Reads the kept counts and the tail of ``change_log`` only."""
+    if folder is None:
+        return []
+    where, params = ("AND collection = ? ", (collection,)) if collection is not None else ("", ())
+    states = []
+    for coll, model_id, rows in conn.execute(
+            f"SELECT collection, model_id, n FROM embedding_counts WHERE n > 0 {where}ORDER BY 1, 2", params):
+        coll, model_id, rows = str(coll), str(model_id), int(rows)
+        found = newest_file(folder, coll, model_id) if folder.is_dir() else None
+        if found is None and rows < MIN_ROWS:
+            continue  # small: scanned exactly, no snapshot wanted
+        changes = None if found is None else pending_changes(conn, coll, found[1])
+        states.append({"collection": coll, "model_id": model_id, "vectors": rows,
+                       "snapshot_seq": None if found is None else found[1], "changes_since": changes,
+                       "stale": changes is None or is_stale(changes, rows),
+                       "building": folder.is_dir() and building(folder, coll, model_id)})
+    return states
 
 
 def newest_file(folder: Path, collection: str, model_id: str) -> tuple[Path, int] | None:
@@ -256,7 +284,7 @@ class AnnIndex:
     @property
     def stale(self) -> bool:
         """Enough changed since the snapshot that a new one should replace it."""
-        return self.overlay.changes_seen > max(STALE_ROWS, STALE_SHARE * len(self))
+        return is_stale(self.overlay.changes_seen, len(self))
 
     def search(
         self, conn: apsw.Connection, query: np.ndarray, k: int, rules: Eligibility,

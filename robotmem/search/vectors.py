@@ -25,9 +25,8 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from . import sql
 from ..store.connection import Database
-from . import rebuild_process
+from . import ann_index, rebuild_process, sql
 from .ann_index import AnnIndex, building, newest_file
 from .eligibility import Eligibility
 from .filter_index import smallest
@@ -124,13 +123,14 @@ class VectorSearch:
                 log.warning("vector index %s unusable (%s); recall scans exactly until `robotmem reindex`",
                             found[0].name, exc)
                 return current
+            self._mirrors.pop(key, None)  # its float32 copy (1.5 GB at a million) is not read again
             return self._anns[key]
 
     def _rebuild_soon(self, collection: str, model_id: str, dim: int, seq: int) -> None:
-        """Rebuild a stale snapshot in a detached process (robotmem.search.rebuild_process), unless a
-        process is building it or the last one this process started failed less than
-        ``REBUILD_RETRY_S`` ago (a control loop notices the stale snapshot on every recall). Every
-        process reopens the new file on its next recall."""
+        """Write a new snapshot in place of the one taken at ``seq`` (0: none yet) in a detached process
+        (robotmem.search.rebuild_process), unless a process is building it or the last one this
+        process started failed less than ``REBUILD_RETRY_S`` ago (a control loop notices on every
+        recall). Every process reopens the new file on its next recall."""
         if self._db is None or self._folder is None:
             return
         key = (collection, model_id)
@@ -199,6 +199,8 @@ class VectorSearch:
         elif not req.needs_sql_candidates:
             mirror = self.mirror(req.collection, model_id, dim)
             mirror.sync(conn)
+            if len(mirror) >= ann_index.MIN_ROWS:  # grown past the exact scan's size: write its first snapshot
+                self._rebuild_soon(req.collection, model_id, dim, 0)
             return mirror.search(query, k, rules, min_similarity=self._min_similarity)
         elif self.mirror(req.collection, model_id, dim).loaded:
             found = self._shortlist(conn, req, now, query, model_id, k, rules)

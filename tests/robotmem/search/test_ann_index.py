@@ -6,6 +6,7 @@ runs in seconds; scripts/bench_recall.py measures it at 100,000 and 1,000,000.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ import pytest
 from given_vectors import DIM, GivenVectors, vector_of
 
 from robotmem import Memory, ValidationError
+from robotmem.cli.main import main as cli_main
 from robotmem.search import ann_index, rebuild_process
 from robotmem.search.ann_index import index_folder, newest_file
 from robotmem.search.eligibility import Eligibility
@@ -444,6 +446,44 @@ def test_a_control_loop_on_a_stale_snapshot_starts_one_rebuild(built: Path, monk
         assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
         assert _snapshot(mem).overlay.changes_seen == 0  # the new snapshot is in use, nothing more to start
         assert len(started) == 1
+
+
+def test_stats_says_how_far_behind_each_snapshot_is_and_whether_it_is_being_rebuilt(built: Path, monkeypatch, capsys):
+    monkeypatch.setattr(ann_index, "STALE_ROWS", 400)
+    folder = index_folder(built)
+    seq = newest_file(folder, "default", GivenVectors.model_id)[1]
+    with Memory(built, embedder=GivenVectors()) as mem:
+        state = {"collection": "default", "model_id": GivenVectors.model_id, "vectors": 1500, "snapshot_seq": seq,
+                 "changes_since": 0, "stale": False, "building": False}
+        assert mem.stats()["vector_indexes"] == [state]
+        _fill(mem, 500, start=5000)
+        assert mem.stats()["vector_indexes"] == [{**state, "vectors": 2000, "changes_since": 500, "stale": True}]
+        with open(ann_index.build_lock(folder, "default", GivenVectors.model_id), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # as a builder holds it
+            assert mem.stats()["vector_indexes"][0]["building"] is True
+            assert mem.stats(collection="elsewhere")["vector_indexes"] == []
+    capsys.readouterr()
+    assert cli_main(["--db", str(built), "stats"]) == 0
+    assert (f"vector index of default ({GivenVectors.model_id}, 2,000 vectors): 500 changes since it was written, "
+            "stale") in capsys.readouterr().out
+
+
+def test_a_collection_that_outgrows_the_exact_scan_gets_its_first_snapshot(db_path: Path, monkeypatch):
+    monkeypatch.setattr(ann_index, "MIN_ROWS", 1000)
+    with Memory(db_path, embedder=GivenVectors()) as mem:
+        _fill(mem, 900)
+        q = vector_of("c5 grasp note 505")
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # 900 vectors: the exact scan, nothing more
+        mem.recall_engine._vectors.join_builds()
+        assert mem.stats()["vector_indexes"] == []
+        _fill(mem, 200, start=900)
+        assert mem.stats()["vector_indexes"][0]["snapshot_seq"] is None
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # 1,100: answered exactly, and a build started
+        mem.recall_engine._vectors.join_builds()
+        assert mem.stats()["vector_indexes"][0]["stale"] is False
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+        assert _snapshot(mem) is not None and len(_snapshot(mem)) == 1100
+        assert mem.recall_engine._vectors._mirrors == {}  # the float32 copy is let go once the snapshot serves
 
 
 def test_a_rebuild_that_cannot_start_is_tried_once_a_minute_and_recall_stays_exact(built: Path, monkeypatch, caplog):

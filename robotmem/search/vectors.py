@@ -124,6 +124,9 @@ class VectorSearch:
                             found[0].name, exc)
                 return current
             self._mirrors.pop(key, None)  # its float32 copy (1.5 GB at a million) is not read again
+            build = self._builds.get(key)
+            if build is not None and not build.running():  # polled: a server runs for months, without zombies
+                del self._builds[key]
             return self._anns[key]
 
     def _rebuild_soon(self, collection: str, model_id: str, dim: int, seq: int) -> None:

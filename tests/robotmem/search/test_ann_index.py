@@ -486,6 +486,22 @@ def test_a_collection_that_outgrows_the_exact_scan_gets_its_first_snapshot(db_pa
         assert mem.recall_engine._vectors._mirrors == {}  # the float32 copy is let go once the snapshot serves
 
 
+def test_a_finished_builder_is_reaped_when_its_snapshot_is_opened(built: Path, monkeypatch):
+    monkeypatch.setattr(ann_index, "STALE_ROWS", 400)
+    folder = index_folder(built)
+    before = newest_file(folder, "default", GivenVectors.model_id)
+    with Memory(built, embedder=GivenVectors()) as mem:
+        _fill(mem, 500, start=5000)
+        q = vector_of("c5 grasp note 5005")
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]
+        vectors = mem.recall_engine._vectors
+        (build,) = vectors._builds.values()
+        assert build.process.wait(timeout=120) == 0  # a liveness bound: this build takes about a second
+        assert newest_file(folder, "default", GivenVectors.model_id)[1] > before[1]
+        assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # opens the new snapshot
+        assert vectors._builds == {}  # the finished builder is let go (polled first, so it leaves no zombie)
+
+
 def test_a_rebuild_that_cannot_start_is_tried_once_a_minute_and_recall_stays_exact(built: Path, monkeypatch, caplog):
     monkeypatch.setattr(ann_index, "STALE_ROWS", 400)
     attempts: list[tuple[str, ...]] = []

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import apsw
 import numpy as np
@@ -51,7 +51,7 @@ from .vector_index import VectorIndex
 __all__ = [
     "MIN_FETCH", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "AnnIndex", "BuildReport", "build_index", "index_folder",
     "build_lock", "building", "is_stale", "newest_file", "pending_changes", "rebuild_indexes", "rebuild_stale",
-    "snapshot_states",
+    "snapshot_states", "take_build_lock",
 ]
 
 if TYPE_CHECKING:
@@ -379,24 +379,38 @@ def pending_changes(conn: apsw.Connection, collection: str, seq: int) -> int:
     return int(scalar(conn, "SELECT count(*) FROM change_log WHERE seq > ? AND collection = ?", (seq, collection)))
 
 
-def rebuild_stale(db: Database, collection: str, model_id: str, dim: int, seq: int) -> BuildReport | None:
+def take_build_lock(folder: Path, collection: str, model_id: str) -> IO[str] | None:
+    """The exclusive lock of (collection, model)'s builder, open, or None when a process holds it
+    (the kernel releases it when the last descriptor of the open file closes, a dead builder's too)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = open(build_lock(folder, collection, model_id), "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
+
+
+def rebuild_stale(db: Database, collection: str, model_id: str, dim: int, seq: int, *,
+                  lock_held: bool = False) -> BuildReport | None:
     """Replace the snapshot taken at ``seq`` with a new one, unless another process is building one
-    (an exclusive lock file beside the snapshots, released by the kernel if the builder dies) or a
-    newer one is already published. Publishing stays build_index's atomic rename."""
+    (the build lock; ``lock_held``: the caller holds it already) or a newer one is already
+    published. Publishing stays build_index's atomic rename."""
     folder = index_folder(db.path)
     if folder is None:
         return None
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(build_lock(folder, collection, model_id), "a") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    if not lock_held:
+        lock = take_build_lock(folder, collection, model_id)
+        if lock is None:
             return None
-        newest = newest_file(folder, collection, model_id)
-        if newest is not None and newest[1] > seq:
-            return None
-        with db.read() as conn:
-            return build_index(conn, folder, collection, model_id, dim, min_rows=0)
+        with lock:
+            return rebuild_stale(db, collection, model_id, dim, seq, lock_held=True)
+    newest = newest_file(folder, collection, model_id)
+    if newest is not None and newest[1] > seq:
+        return None
+    with db.read() as conn:
+        return build_index(conn, folder, collection, model_id, dim, min_rows=0)
 
 
 def rebuild_indexes(

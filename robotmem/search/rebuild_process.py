@@ -5,8 +5,8 @@ as a detached child instead of a thread. A thread died with its process: a CLI r
 within a tenth of a second while a rebuild takes 20-60 s at a million vectors, so every
 short-lived process started the rebuild again and none finished it. A process of its own
 outlives its parent, takes no GIL from a server's recalls (their p90 doubled beside a thread
-build at a million) and gives its memory (760 MB there) back when it ends. The lock file in
-``rebuild_stale`` keeps it to one builder per snapshot, whoever starts it.
+build at a million) and gives its memory (760 MB there) back when it ends. The build lock
+keeps it to one builder per snapshot, whoever starts it.
 
 What it did (or why it failed) goes to ``rebuild.log`` in the store's ``.vectors`` folder: the
 parent may be long gone when it ends.
@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ..store.connection import Database
-from .ann_index import index_folder, rebuild_stale
+from .ann_index import index_folder, rebuild_stale, take_build_lock
 
 __all__ = ["LOG_MAX_BYTES", "LOG_NAME", "main", "start"]
 
@@ -46,16 +46,23 @@ sys.exit(main(sys.argv[1:]))
 
 
 def start(db_path: Path, collection: str, model_id: str, dim: int, seq: int) -> subprocess.Popen[bytes] | None:
-    """Start rebuilding the snapshot of (collection, model) taken at ``seq``; None for an in-memory store."""
+    """Start rebuilding the snapshot of (collection, model) taken at ``seq``; None when a process is
+    building one already (or the store is in memory).
+
+    The build lock is taken here and handed to the child, which holds it until it ends: between
+    the start of a child and its first line (half a second of imports) no other process can
+    start a second one. Several processes notice a stale snapshot within one control cycle."""
     folder = index_folder(db_path)
     if folder is None:
         return None
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(_log_file(folder), "ab") as out:
+    lock = take_build_lock(folder, collection, model_id)
+    if lock is None:
+        return None
+    with lock, open(_log_file(folder), "ab") as out:
         return subprocess.Popen(
             [sys.executable, "-c", _CHILD, _IMPORT_ROOT, str(db_path.resolve()), collection, model_id, str(dim),
-             str(seq)],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+             str(seq), str(lock.fileno())],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(lock.fileno(),),
             start_new_session=True,  # a Ctrl-C meant for the parent does not stop the build
         )
 
@@ -73,12 +80,13 @@ def _log_file(folder: Path) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m robotmem.search.rebuild_process DB COLLECTION MODEL DIM SEQ``."""
+    """``python -m robotmem.search.rebuild_process DB COLLECTION MODEL DIM SEQ [LOCK_FD]``: with
+    LOCK_FD, the build lock is held on that inherited descriptor (open until this process ends)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(message)s")
-    db_path, collection, model_id, dim, seq = argv
+    db_path, collection, model_id, dim, seq = argv[:5]
     db = Database(Path(db_path))
     try:
-        report = rebuild_stale(db, collection, model_id, int(dim), int(seq))
+        report = rebuild_stale(db, collection, model_id, int(dim), int(seq), lock_held=len(argv) > 5)
     except Exception:  # a deleted store or a full disk: the old snapshot stays in use
         log.exception("rebuilding the vector index of %s failed; `robotmem reindex` retries", collection)
         return 1

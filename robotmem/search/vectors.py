@@ -27,7 +27,7 @@ import numpy as np
 
 from ..store.connection import Database
 from . import ann_index, rebuild_process, sql
-from .ann_index import AnnIndex, building, newest_file
+from .ann_index import AnnIndex, newest_file
 from .eligibility import Eligibility
 from .filter_index import smallest
 from .fulltext import eligible_subset
@@ -142,15 +142,15 @@ class VectorSearch:
             if last is not None and (last.running() or (
                     not last.succeeded() and time.monotonic() - last.started < REBUILD_RETRY_S)):
                 return
-            if building(self._folder, collection, model_id):
-                return
-            process = None
             try:
                 process = rebuild_process.start(self._db.path, collection, model_id, dim, seq)
             except OSError as exc:  # no fork left, a read-only folder: recall stays exact on the overlay
                 log.warning("cannot start rebuilding the vector index of %s (%s); `robotmem reindex` does it",
                             collection, exc)
-            self._builds[key] = _Build(process, time.monotonic())
+                self._builds[key] = _Build(None, time.monotonic())
+                return
+            if process is not None:  # None: another process is building it
+                self._builds[key] = _Build(process, time.monotonic())
 
     def join_builds(self) -> None:
         """Wait for the rebuilds this process started (tests, orderly shutdown) and let it start the next at once."""

@@ -520,6 +520,20 @@ def test_a_rebuild_that_cannot_start_is_tried_once_a_minute_and_recall_stays_exa
         assert sum("cannot start rebuilding the vector index of default" in r.message for r in caplog.records) == 1
 
 
+def test_the_builder_holds_the_lock_from_the_moment_it_is_started(built: Path):
+    """Several processes notice a stale snapshot within one control cycle: one builder, no window."""
+    folder = index_folder(built)
+    seq = newest_file(folder, "default", GivenVectors.model_id)[1]
+    first = rebuild_process.start(built, "default", GivenVectors.model_id, DIM, seq)
+    assert first is not None
+    assert ann_index.building(folder, "default", GivenVectors.model_id)  # before the child ran a line
+    assert rebuild_process.start(built, "default", GivenVectors.model_id, DIM, seq) is None
+    assert first.wait(timeout=120) == 0
+    assert not ann_index.building(folder, "default", GivenVectors.model_id)
+    assert newest_file(folder, "default", GivenVectors.model_id)[1] >= seq
+    assert "rebuilt the vector index of default: 1500 rows" in (folder / "rebuild.log").read_text()
+
+
 def test_a_failed_rebuild_is_logged_beside_the_snapshots_and_the_old_one_stays(built: Path, monkeypatch):
     folder = index_folder(built)
     before = newest_file(folder, "default", GivenVectors.model_id)

@@ -107,9 +107,9 @@ def render_stats(stats: dict[str, Any]) -> Iterator[str]:
 def _snapshot_line(index: dict[str, Any]) -> str:
     head = f"vector index of {index['collection']} ({index['model_id']}, {index['vectors']:,} vectors): "
     if index["snapshot_seq"] is None:
-        state = "none yet, recall scans exactly; `robotmem reindex` writes it"
-    else:
-        state = f"{index['changes_since']:,} changes since it was written" + (", stale" if index["stale"] else "")
+        return head + ("none yet, being built now" if index["building"] else
+                       "none yet, recall scans exactly; the next recall or `robotmem reindex` writes it")
+    state = f"{index['changes_since']:,} changes since it was written" + (", stale" if index["stale"] else "")
     return head + state + ("; being rebuilt now" if index["building"] else "")
 
 

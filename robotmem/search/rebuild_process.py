@@ -82,7 +82,9 @@ def _log_file(folder: Path) -> Path:
 def main(argv: list[str]) -> int:
     """``python -m robotmem.search.rebuild_process DB COLLECTION MODEL DIM SEQ [LOCK_FD]``: with
     LOCK_FD, the build lock is held on that inherited descriptor (open until this process ends)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(message)s")
+    # This module's own lines at INFO; other libraries' (faiss says which CPU build it loaded) from WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(process)d %(levelname)s %(message)s")
+    log.setLevel(logging.INFO)
     db_path, collection, model_id, dim, seq = argv[:5]
     db = Database(Path(db_path))
     try:

@@ -20,6 +20,7 @@ import pytest
 from given_vectors import DIM, GivenVectors, vector_of
 
 from robotmem import Memory, ValidationError
+from robotmem.cli.commands import render_stats
 from robotmem.cli.main import main as cli_main
 from robotmem.search import ann_index, rebuild_process
 from robotmem.search.ann_index import index_folder, newest_file
@@ -478,6 +479,8 @@ def test_a_collection_that_outgrows_the_exact_scan_gets_its_first_snapshot(db_pa
         assert mem.stats()["vector_indexes"] == []
         _fill(mem, 200, start=900)
         assert mem.stats()["vector_indexes"][0]["snapshot_seq"] is None
+        assert (f"vector index of default ({GivenVectors.model_id}, 1,100 vectors): none yet, recall scans exactly"
+                in "\n".join(render_stats(mem.stats())))
         assert _vector_ids(mem, q, n=1) == [_exact_top(mem, q, 1)[0]]  # 1,100: answered exactly, and a build started
         mem.recall_engine._vectors.join_builds()
         assert mem.stats()["vector_indexes"][0]["stale"] is False

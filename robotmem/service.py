@@ -537,11 +537,11 @@ class Memory:
     # -- internals -------------------------------------------------------------------
 
     def _snapshot_states(self, conn: Any, collection: str | None) -> list[dict[str, Any]]:
-        """The vector snapshots beside an embedded store (PostgreSQL keeps its HNSW indexes itself)."""
+        """The vector snapshots beside an embedded store, or the indexes PostgreSQL keeps itself."""
         from .search.ann_index import index_folder, snapshot_states
 
         if not isinstance(self._db, SqliteStore):
-            return []
+            return self._db.vector_index_states(conn, collection)
         return snapshot_states(conn, index_folder(self._db.path), collection)
 
     def _collection_for(self, collection: Any, session_id: Any) -> str:

@@ -106,7 +106,11 @@ def render_stats(stats: dict[str, Any]) -> Iterator[str]:
 
 def _snapshot_line(index: dict[str, Any]) -> str:
     head = f"vector index of {index['collection']} ({index['model_id']}, {index['vectors']:,} vectors): "
-    if index["snapshot_seq"] is None:
+    if index["kind"] == "hnsw":
+        state = ("HNSW, built" if index["built"] else
+                 "HNSW left unbuilt by a bulk load, recall scans exactly; `robotmem reindex` builds it")
+        return head + state + ("; being built now" if index["building"] else "")
+    if not index["built"]:
         return head + ("none yet, being built now" if index["building"] else
                        "none yet, recall scans exactly; the next recall or `robotmem reindex` writes it")
     state = f"{index['changes_since']:,} changes since it was written" + (", stale" if index["stale"] else "")

@@ -131,8 +131,9 @@ def snapshot_states(conn: apsw.Connection, folder: Path | None, collection: str 
         if found is None and rows < MIN_ROWS:
             continue  # small: scanned exactly, no snapshot wanted
         changes = None if found is None else pending_changes(conn, coll, found[1])
-        states.append({"collection": coll, "model_id": model_id, "vectors": rows,
-                       "snapshot_seq": None if found is None else found[1], "changes_since": changes,
+        states.append({"collection": coll, "model_id": model_id, "kind": "snapshot", "vectors": rows,
+                       "built": found is not None, "snapshot_seq": None if found is None else found[1],
+                       "changes_since": changes,
                        "stale": changes is None or is_stale(changes, rows),
                        "building": folder.is_dir() and building(folder, coll, model_id)})
     return states

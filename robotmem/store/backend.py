@@ -45,6 +45,8 @@ class Store(Protocol):
     def prepare_vectors(self, model_id: str, dim: int) -> None: ...
     def build_vector_indexes(self, *, force: bool = False) -> list[dict[str, Any]]:
         """Indexes the database keeps itself that bulk loads left to build (``force``: all); what was built."""
+    def vector_index_states(self, conn: Any, collection: str | None) -> list[dict[str, Any]]:
+        """Indexes the database keeps itself: collection, model_id, kind, vectors, built, stale, building."""
 
     # memories
     def insert_memory(self, conn: Any, m: NewMemory) -> int | None: ...

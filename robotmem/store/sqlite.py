@@ -50,6 +50,10 @@ class SqliteStore(Database):
         """None in the database: the memory-mapped vector files are the search layer's (search.ann_index)."""
         return []
 
+    def vector_index_states(self, conn: Any, collection: str | None) -> list[dict[str, Any]]:
+        """None in the database: the search layer reports its vector files (search.ann_index.snapshot_states)."""
+        return []
+
     insert_memory = staticmethod(memories.insert_memory)
     insert_payload = staticmethod(memories.insert_payload)
     insert_memories = staticmethod(memories.insert_memories)

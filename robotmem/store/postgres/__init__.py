@@ -92,6 +92,7 @@ class PgStore(PgDatabase):
     close_session = staticmethod(sessions.close_session)
     session_counts = staticmethod(sessions.session_counts)
     store_stats = staticmethod(sessions.store_stats)
+    vector_index_states = staticmethod(memories.vector_index_states)
     insert_row = staticmethod(memories.insert_row)
     iter_rows = staticmethod(memories.iter_rows)
     insert_session_row = staticmethod(sessions.insert_session_row)

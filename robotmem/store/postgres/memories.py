@@ -169,6 +169,18 @@ def vector_index_pairs(conn: PgConnection, *, everything: bool) -> list[tuple[st
     return [(str(c), str(m), int(d)) for c, m, d in rows]
 
 
+def vector_index_states(conn: PgConnection, collection: str | None) -> list[dict[str, Any]]:
+    """Each (collection, model)'s HNSW index: built, or left unbuilt by a bulk load (recall then
+    scans exactly), and whether a writer is building it now (it holds the pair's advisory lock)."""
+    where, params = (" WHERE v.collection = ?", (collection,)) if collection is not None else ("", ())
+    rows = conn.execute(
+        "SELECT v.collection, v.model_id, v.ready, EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
+        "AND l.objsubid = 2 AND l.classid = ?::int4::oid AND l.objid = hashtext(v.collection || E'\\n' || v.model_id)::oid) "
+        f"FROM vector_indexes v{where} ORDER BY 1, 2", (_INDEX_LOCK, *params))
+    return [{"collection": str(c), "model_id": str(m), "kind": "hnsw", "vectors": vector_count(conn, str(c), str(m)),
+             "built": bool(ready), "stale": not ready, "building": bool(busy)} for c, m, ready, busy in rows]
+
+
 def vector_count(conn: PgConnection, collection: str, model_id: str) -> int:
     row = conn.execute("SELECT count(*) FROM embeddings WHERE collection = ? AND model_id = ?",
                        (collection, model_id)).fetchone()

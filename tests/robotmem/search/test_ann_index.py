@@ -454,8 +454,8 @@ def test_stats_says_how_far_behind_each_snapshot_is_and_whether_it_is_being_rebu
     folder = index_folder(built)
     seq = newest_file(folder, "default", GivenVectors.model_id)[1]
     with Memory(built, embedder=GivenVectors()) as mem:
-        state = {"collection": "default", "model_id": GivenVectors.model_id, "vectors": 1500, "snapshot_seq": seq,
-                 "changes_since": 0, "stale": False, "building": False}
+        state = {"collection": "default", "model_id": GivenVectors.model_id, "kind": "snapshot", "vectors": 1500,
+                 "built": True, "snapshot_seq": seq, "changes_since": 0, "stale": False, "building": False}
         assert mem.stats()["vector_indexes"] == [state]
         _fill(mem, 500, start=5000)
         assert mem.stats()["vector_indexes"] == [{**state, "vectors": 2000, "changes_since": 500, "stale": True}]

@@ -14,7 +14,8 @@ import pytest
 from robotmem import Memory
 from robotmem.store.postgres import PgStore
 from robotmem.store.postgres.connection import PgConnection
-from robotmem.store.postgres.memories import BULK_ROWS, index_name
+from robotmem.cli.commands import render_stats
+from robotmem.store.postgres.memories import _INDEX_LOCK, BULK_ROWS, index_name
 from robotmem.store.postgres.migrations import MIGRATIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "search"))
@@ -56,6 +57,21 @@ def test_a_bulk_load_leaves_the_index_to_reindex_and_recall_stays_exact_meanwhil
         # A small batch into the indexed pair is written into the index, row by row.
         mem.save_perceptions(_perceptions("arm", 3))
         assert _ready(postgres_url) == {("arm", MODEL): True}
+
+
+def test_stats_says_whether_each_hnsw_index_is_built_or_being_built(postgres_url: str):
+    with Memory(postgres_url, embedder=GivenVectors(), collection="arm") as mem:
+        mem.save_perceptions(_perceptions("arm", BULK_ROWS))
+        unbuilt = {"collection": "arm", "model_id": MODEL, "kind": "hnsw", "vectors": BULK_ROWS, "built": False,
+                   "stale": True, "building": False}
+        assert mem.stats()["vector_indexes"] == [unbuilt]
+        assert "HNSW left unbuilt by a bulk load" in "\n".join(render_stats(mem.stats()))
+        with PgStore(postgres_url) as other, other.write() as conn:  # a writer building it holds the pair's lock
+            conn.execute("SELECT pg_advisory_xact_lock(?::int4, hashtext(?))", (_INDEX_LOCK, f"arm\n{MODEL}"))
+            assert mem.stats()["vector_indexes"] == [{**unbuilt, "building": True}]
+        mem.rebuild_vector_indexes()
+        assert mem.stats()["vector_indexes"] == [{**unbuilt, "built": True, "stale": False}]
+        assert mem.stats(collection="elsewhere")["vector_indexes"] == []
 
 
 def test_the_next_single_write_builds_a_deferred_index(postgres_url: str):

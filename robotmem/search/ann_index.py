@@ -127,7 +127,7 @@ def snapshot_states(conn: apsw.Connection, folder: Path | None, collection: str 
     for coll, model_id, rows in conn.execute(
             f"SELECT collection, model_id, n FROM embedding_counts WHERE n > 0 {where}ORDER BY 1, 2", params):
         coll, model_id, rows = str(coll), str(model_id), int(rows)
-        found = newest_file(folder, coll, model_id) if folder.is_dir() else None
+        found = newest_file(folder, coll, model_id)
         if found is None and rows < MIN_ROWS:
             continue  # small: scanned exactly, no snapshot wanted
         changes = None if found is None else pending_changes(conn, coll, found[1])
@@ -135,7 +135,7 @@ def snapshot_states(conn: apsw.Connection, folder: Path | None, collection: str 
                        "built": found is not None, "snapshot_seq": None if found is None else found[1],
                        "changes_since": changes,
                        "stale": changes is None or is_stale(changes, rows),
-                       "building": folder.is_dir() and building(folder, coll, model_id)})
+                       "building": building(folder, coll, model_id)})
     return states
 
 

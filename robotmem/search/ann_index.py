@@ -401,12 +401,17 @@ def rebuild_stale(db: Database, collection: str, model_id: str, dim: int, seq: i
     folder = index_folder(db.path)
     if folder is None:
         return None
-    if not lock_held:
-        lock = take_build_lock(folder, collection, model_id)
-        if lock is None:
-            return None
-        with lock:
-            return rebuild_stale(db, collection, model_id, dim, seq, lock_held=True)
+    if lock_held:
+        return _build_unless_newer(db, folder, collection, model_id, dim, seq)
+    lock = take_build_lock(folder, collection, model_id)
+    if lock is None:
+        return None
+    with lock:
+        return _build_unless_newer(db, folder, collection, model_id, dim, seq)
+
+
+def _build_unless_newer(db: Database, folder: Path, collection: str, model_id: str, dim: int,
+                        seq: int) -> BuildReport | None:
     newest = newest_file(folder, collection, model_id)
     if newest is not None and newest[1] > seq:
         return None

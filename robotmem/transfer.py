@@ -207,15 +207,11 @@ def reindex(db: Store, embeddings: EmbeddingState, *, everything: bool = False, 
     model_id = embeddings.model_id
     searchable = ("FROM memories m LEFT JOIN embeddings e ON e.memory_id = m.id "
                   "WHERE m.status IN ('active', 'archived') AND m.embed ")
-    chosen = ["e.model_id IS NULL"]
-    if everything:
-        chosen.append("e.model_id = ?")
-    if replace_other_models:
-        chosen.append("e.model_id != ?")
-    params = (model_id,) * (len(chosen) - 1)
     with db.read() as conn:
         items = [(int(i), c, t) for i, c, t in conn.execute(
-            f"SELECT m.id, m.collection, m.content {searchable}AND ({' OR '.join(chosen)}) ORDER BY m.id", params)]
+            f"SELECT m.id, m.collection, m.content {searchable}AND (e.model_id IS NULL "
+            "OR (? AND e.model_id = ?) OR (? AND e.model_id != ?)) ORDER BY m.id",
+            (everything, model_id, replace_other_models, model_id))]
         kept = {} if replace_other_models else {str(other): int(n) for other, n in conn.execute(
             f"SELECT e.model_id, count(*) {searchable}AND e.model_id != ? GROUP BY e.model_id ORDER BY e.model_id",
             (model_id,))}

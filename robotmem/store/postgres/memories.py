@@ -175,10 +175,12 @@ def vector_index_states(conn: PgConnection, collection: str | None) -> list[dict
     where, params = (" WHERE v.collection = ?", (collection,)) if collection is not None else ("", ())
     rows = conn.execute(
         "SELECT v.collection, v.model_id, v.ready, EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
-        "AND l.objsubid = 2 AND l.classid = ?::int4::oid AND l.objid = hashtext(v.collection || E'\\n' || v.model_id)::oid) "
+        "AND l.objsubid = 2 AND l.classid = ?::int4::oid "
+        "AND l.objid = hashtext(v.collection || E'\\n' || v.model_id)::oid), "
+        "(SELECT count(*) FROM embeddings e WHERE e.collection = v.collection AND e.model_id = v.model_id) "
         f"FROM vector_indexes v{where} ORDER BY 1, 2", (_INDEX_LOCK, *params))
-    return [{"collection": str(c), "model_id": str(m), "kind": "hnsw", "vectors": vector_count(conn, str(c), str(m)),
-             "built": bool(ready), "stale": not ready, "building": bool(busy)} for c, m, ready, busy in rows]
+    return [{"collection": str(c), "model_id": str(m), "kind": "hnsw", "vectors": int(n), "built": bool(ready),
+             "stale": not ready, "building": bool(busy)} for c, m, ready, busy, n in rows]
 
 
 def vector_count(conn: PgConnection, collection: str, model_id: str) -> int:

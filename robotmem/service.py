@@ -24,13 +24,14 @@ from .errors import ConflictError, NotFoundError, ValidationError
 from .models import DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
+from .search.engines import recall_engine_for
 from .search.leaf_columns import LeafColumns
-from .search.recall import RecallEngine, recall_engine_for
+from .search.recall import RecallEngine
 from .search.request import build_request
 from .store.backend import Store, open_store
-from .store.sqlite import SqliteStore
 from .store.memories import NewMemory
 from .store.rows import HIT_COLUMNS, row_to_record
+from .store.sqlite import SqliteStore
 from .store.tokens import memory_search_text
 
 if TYPE_CHECKING:

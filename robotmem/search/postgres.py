@@ -25,7 +25,7 @@ from ..store.rows import row_to_record
 from ..store.tokens import query_tokens, token_parts
 from . import sql
 from .fusion import order_score
-from .recall import RecallEngine, _VectorSide
+from .recall import RecallEngine, VectorSide
 from .request import RecallRequest, SpatialSort
 from .spatial import nearest
 
@@ -79,14 +79,14 @@ class PgRecallEngine(RecallEngine):
         return None  # the server searches its own vector index: nothing to start on this side
 
     def _vector_side(self, conn: Any, req: RecallRequest, now: float, query: Any, text_ids: list[int], k: int,
-                     source: Any = None, chosen: np.ndarray | None = None, early: Any = None) -> _VectorSide:
+                     source: Any = None, chosen: np.ndarray | None = None, early: Any = None) -> VectorSide:
         if query is None:
-            return _VectorSide()
+            return VectorSide()
         hits = self._pg_vector_hits(conn, req, now, query.vector, query.model_id, k)
         similarity = dict(hits)
         missing = [m for m in text_ids if m not in similarity]
         similarity.update(self._similarities(conn, missing, query.model_id, query.vector))
-        return _VectorSide(hits=hits, similarity=similarity, searched=True)
+        return VectorSide(hits=hits, similarity=similarity, searched=True)
 
     def _pg_vector_hits(self, conn: Any, req: RecallRequest, now: float, query: np.ndarray, model_id: str,
                         k: int) -> list[tuple[int, float]]:

@@ -20,7 +20,7 @@ from .request import RecallRequest
 from .spatial import nearest_sqlite
 from .vectors import EarlyProbe, VectorSearch, filter_source
 
-__all__ = ["RecallEngine"]
+__all__ = ["RecallEngine", "VectorSide"]
 
 #: A computed filter result up to this size orders its newest matches directly.
 _SQL_VECTOR_LIMIT = 2048
@@ -47,7 +47,7 @@ class _Answer:
 
 
 @dataclass(frozen=True)
-class _VectorSide:
+class VectorSide:
     """What the vector search found: nearest hits, cosines (also of full-text hits), the filter result."""
 
     hits: list[tuple[int, float]] = field(default_factory=list)
@@ -219,9 +219,9 @@ class RecallEngine:
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
         text_ids: list[int], k: int, source: sql.Query | None, chosen: np.ndarray | None = None,
         early: EarlyProbe | None = None,
-    ) -> _VectorSide:
+    ) -> VectorSide:
         if query is None:
-            return _VectorSide()
+            return VectorSide()
         if source is not None and chosen is None:
             chosen = self._filtered(conn, req, now, source)
         filtered: list[np.ndarray] = []
@@ -229,7 +229,7 @@ class RecallEngine:
         similarity = dict(hits)
         missing = [m for m in text_ids if m not in similarity]
         similarity.update(self._vectors.similarities(conn, missing, query.model_id, query.vector))
-        return _VectorSide(hits=hits, similarity=similarity, candidates=filtered[0] if filtered else None,
+        return VectorSide(hits=hits, similarity=similarity, candidates=filtered[0] if filtered else None,
                            searched=True)
 
     # -- spatial ---------------------------------------------------------------------
@@ -295,12 +295,3 @@ def _score(
     if req.spatial is None and mode != "filter_only":
         records.sort(key=lambda r: -r["score"])
     return records[: req.n]
-
-
-def recall_engine_for(store: Any, *, half_life_s: float) -> RecallEngine:
-    """The recall engine for a store: SQLite's (FTS5, vector mirror and ANN files) or PostgreSQL's."""
-    if getattr(store, "kind", "sqlite") == "postgresql":
-        from .postgres import PgRecallEngine
-
-        return PgRecallEngine(store, half_life_s=half_life_s)
-    return RecallEngine(store, half_life_s=half_life_s)

@@ -333,7 +333,8 @@ class Memory:
         until: float | str | None = None,
     ) -> dict[str, Any]:
         """Per value of ``group_by``: how often did it succeed, over every matching memory (exact, not top n)."""
-        from .search.outcomes import build_outcome_request, compute_outcome_stats
+        from .search.outcome_request import build_outcome_request
+        from .search.outcomes import compute_outcome_stats
 
         req = build_outcome_request(
             group_by=group_by, collection=validation.collection(collection, self.collection), query=query,

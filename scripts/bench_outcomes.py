@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from robotmem import Memory
-from robotmem.search.outcomes import build_outcome_request, compute_outcome_stats
+from robotmem.search.outcome_request import build_outcome_request
+from robotmem.search.outcomes import compute_outcome_stats
 
 OBJECTS = ("slippery", "default", "heavy")
 FACTORS = (0.25, 0.5, 1.0)

@@ -14,7 +14,7 @@ from typing import Any
 from ..store.postgres.sql import tsquery_literal
 from ..store.tokens import token_parts
 from .filters import compile_for
-from .outcomes import OutcomeRequest, Row, common_conditions, neighbourhood
+from .outcome_request import OutcomeRequest, Row, common_conditions, neighbourhood
 from .postgres import frame_sql, points_box
 from .spatial import _distances
 

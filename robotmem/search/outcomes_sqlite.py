@@ -31,7 +31,7 @@ from ..store.connection import one_row, scalar
 from ..store.leaves import leaf_path
 from .filter_index import LeafSet, exact_clause
 from .leaf_columns import LeafColumn, LeafColumns
-from .outcomes import OutcomeRequest, Row, common_conditions, neighbourhood
+from .outcome_request import OutcomeRequest, Row, common_conditions, neighbourhood
 from .spatial import _distances, _frame_sql
 
 __all__ = ["sqlite_rows"]

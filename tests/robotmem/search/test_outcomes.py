@@ -31,7 +31,8 @@ from robotmem import Memory, ValidationError
 from robotmem.search import outcomes_sqlite
 from robotmem.search.leaf_columns import LeafColumn, LeafColumns
 from robotmem.search.outcomes_sqlite import JSON_SHARE, SMALL_SET
-from robotmem.search.outcomes import build_outcome_request, compute_outcome_stats, wilson_interval
+from robotmem.search.outcome_request import build_outcome_request
+from robotmem.search.outcomes import compute_outcome_stats, wilson_interval
 
 _MISSING = lookup({}, "x")
 OBJECTS = ("slippery", "default", "heavy")

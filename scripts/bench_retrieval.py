@@ -13,10 +13,10 @@ of ``relevance`` between judged-relevant (grade >= 1) and other hits; and the no
 rate: the share of no-answer queries with no hit at or above the default
 ``min_relevance`` (before relevance existed: with no hit at all).
 
-    python scripts/bench_retrieval.py [--split tune|held|held2|all] [--json out.json]
+    python scripts/bench_retrieval.py [--split tune|held|held2|held3|all] [--json out.json]
 
-``all`` reports every split on its own. ``held2`` is in ``REPORT_ONLY``: it is scored to
-report, never given to scripts/fit_relevance.py (datasets/retrieval/README.md says why).
+``all`` reports every split on its own. ``held2`` and ``held3`` are in ``REPORT_ONLY``: they are
+scored to report, never given to scripts/fit_relevance.py (datasets/retrieval/README.md says why).
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ from robotmem.store.tokens import fts_match_expression
 DATA = Path(__file__).resolve().parent.parent / "datasets" / "retrieval"
 CATEGORIES = ("paraphrase", "exact", "chinese", "filtered", "no_answer")
 METHODS = ("hybrid", "dense", "bm25")
-SPLITS = ("tune", "held", "held2")
+SPLITS = ("tune", "held", "held2", "held3")
 #: Splits nothing may be fitted or tuned on (scripts/fit_relevance.py refuses them).
-REPORT_ONLY = ("held2",)
+REPORT_ONLY = ("held2", "held3")
 DAY = 86400.0
 T0 = 1_780_000_000.0
 K = 5
@@ -246,7 +246,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=(*SPLITS, "all"), default="all",
                         help="which part of the set: tune, held (looked at three times, now counts as tuned-on), "
-                             "held2 (scored once, to report), or all (each reported separately)")
+                             "held2 and held3 (each scored once, to report), or all (each reported separately)")
     parser.add_argument("--embedder", default="auto", help="embedder name passed to Memory (default: auto)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--show", action="store_true", help="print each query's top 5 (key(grade|relevance))")

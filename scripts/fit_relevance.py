@@ -13,7 +13,7 @@ robotmem/search/relevance.py and robotmem/search/fusion.py.
     python scripts/fit_relevance.py [--splits tune [held]]
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held2``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``: ``held2``, ``held3``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations

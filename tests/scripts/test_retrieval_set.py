@@ -1,7 +1,7 @@
 """The judged retrieval set (datasets/retrieval/) is well formed, and the scripts keep its splits apart.
 
-Nothing here ranks a memory against a query: the held2 split must stay unseen until it is
-scored once, to report. These checks read the files, parse the filters with robotmem's own
+Nothing here ranks a memory against a query: the held2 and held3 splits must stay unseen until
+each is scored once, to report. These checks read the files, parse the filters with robotmem's own
 parser, evaluate them with the plain-Python reference evaluator, and call the scripts'
 split handling.
 """
@@ -32,6 +32,7 @@ WRITTEN = {
     "tune": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 5, "no_answer": 10},
     "held": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 5, "no_answer": 10},
     "held2": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
+    "held3": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
 }
 
 
@@ -91,7 +92,7 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
     assert {q.split for q in fit_relevance.fitting_queries(parser, ["tune"])} == {"tune"}
     both = fit_relevance.fitting_queries(parser, ["tune", "held"])
     assert Counter(q.split for q in both) == Counter(q["split"] for q in QUERIES if q["split"] in ("tune", "held"))
-    for bad in (["held2"], ["tune", "held2"], ["all"]):
+    for bad in (["held2"], ["tune", "held2"], ["held3"], ["tune", "held3"], ["all"]):
         with pytest.raises(SystemExit):
             fit_relevance.fitting_queries(parser, bad)
         assert "--splits" in capsys.readouterr().err
@@ -100,4 +101,4 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
 def test_bench_loads_each_split_apart_and_refuses_an_unknown_one():
     assert sum(len(bench.load_queries(s)) for s in bench.SPLITS) == len(bench.load_queries("all")) == len(QUERIES)
     with pytest.raises(ValueError, match="split"):
-        bench.load_queries("held3")
+        bench.load_queries("held4")

@@ -10,10 +10,10 @@ among its candidates) and the memory's largest missing word share (Platt scaling
 more inputs). Paste the printed constants into
 robotmem/search/relevance.py and robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py [--splits tune [held]]
+    python scripts/fit_relevance.py [--splits tune [held] [held2]]
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held2``, ``held3``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``: ``held3``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations

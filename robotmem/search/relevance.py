@@ -69,7 +69,7 @@ __all__ = [
 
 # Fitted on the tuning splits by scripts/fit_relevance.py; see the module docstring.
 MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = 0.50, 0.5, 2.0, 0.2
-PLATT_A, PLATT_BEST, PLATT_MISSING, PLATT_B = 30.52, -5.71, 3.13, -6.37
+PLATT_A, PLATT_BEST, PLATT_MISSING, PLATT_B = 28.42, -5.25, 3.01, -6.34
 
 #: Words that say nothing about which memory is meant, whatever the size of the store.
 #: Dropped from the keyword query (and from coverage) unless the query has nothing else.

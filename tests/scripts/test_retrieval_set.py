@@ -1,7 +1,7 @@
 """The judged retrieval set (datasets/retrieval/) is well formed, and the scripts keep its splits apart.
 
-Nothing here ranks a memory against a query: the held2 and held3 splits must stay unseen until
-each is scored once, to report. These checks read the files, parse the filters with robotmem's own
+Nothing here ranks a memory against a query: the held3 split must stay unseen until it is
+scored once, to report. These checks read the files, parse the filters with robotmem's own
 parser, evaluate them with the plain-Python reference evaluator, and call the scripts'
 split handling.
 """
@@ -92,7 +92,9 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
     assert {q.split for q in fit_relevance.fitting_queries(parser, ["tune"])} == {"tune"}
     both = fit_relevance.fitting_queries(parser, ["tune", "held"])
     assert Counter(q.split for q in both) == Counter(q["split"] for q in QUERIES if q["split"] in ("tune", "held"))
-    for bad in (["held2"], ["tune", "held2"], ["held3"], ["tune", "held3"], ["all"]):
+    three = fit_relevance.fitting_queries(parser, ["tune", "held", "held2"])
+    assert {q.split for q in three} == {"tune", "held", "held2"}
+    for bad in (["held3"], ["tune", "held3"], ["all"]):
         with pytest.raises(SystemExit):
             fit_relevance.fitting_queries(parser, bad)
         assert "--splits" in capsys.readouterr().err

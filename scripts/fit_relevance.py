@@ -5,9 +5,8 @@ the 50 best BM25 matches), computes robotmem.search.relevance's signals for each
 chooses the convex mix (meaning weight, its damping by the query's share of exact values,
 coverage power, neutral cosine, confidence weight) with the best mean nDCG@5 over the
 categories by grid search, then calibrates it: a logistic regression of "judged relevant
-(grade >= 1)" on the mixed score, the query's best cosine (the highest trusted cosine
-among its candidates) and the memory's largest missing word share (Platt scaling with two
-more inputs). Paste the printed constants into
+(grade >= 1)" on the mixed score and the query's best cosine (the highest trusted cosine
+among its candidates; Platt scaling with one more input). Paste the printed constants into
 robotmem/search/relevance.py and robotmem/search/fusion.py.
 
     python scripts/fit_relevance.py [--splits tune [held] [held2]]
@@ -65,7 +64,7 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 50) -> np.n
 class Pair:
     key: str
     grade: int
-    features: np.ndarray  # meaning, trust, coverage, the query's value share, the largest missing word share
+    features: np.ndarray  # meaning, trust, coverage, the query's value share
     confidence: float
 
 
@@ -90,7 +89,7 @@ def collect(queries: list[bench.Query]) -> dict[str, list[Pair]]:
             for i in candidates(conn, q, cos, bench.eligible(mem, keys, q)):
                 f = match_features(terms, text_of[i], content_of[i], cos[i])
                 out[q.id].append(Pair(keys[i], q.judgements.get(keys[i], 0),
-                                      np.array([f.meaning, f.trust, f.coverage, terms.value_share, f.missing]),
+                                      np.array([f.meaning, f.trust, f.coverage, terms.value_share]),
                                       0.8 * 2 ** (-ages[keys[i]] / 30)))
         conn.close()
         mem.close()
@@ -161,12 +160,11 @@ def main() -> None:
     allpairs = [p for ps in pairs.values() for p in ps]
     s = mix(np.stack([p.features for p in allpairs]), w, damping, power, neutral)
     y = np.array([p.grade >= 1 for p in allpairs], dtype=float)
-    missing = np.array([p.features[4] for p in allpairs])
-    b, a, best, miss = fit(np.stack([s, best_cosines(pairs), missing], axis=1), y)
+    b, a, best = fit(np.stack([s, best_cosines(pairs)], axis=1), y)
     print(f"{len(y)} pairs, {int(y.sum())} relevant")
     print(f"MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {damping}, {power}, {neutral}")
     print(f"CONFIDENCE_WEIGHT = {c}")
-    print(f"PLATT_A, PLATT_BEST, PLATT_MISSING, PLATT_B = {a:.2f}, {best:.2f}, {miss:.2f}, {b:.2f}")
+    print(f"PLATT_A, PLATT_BEST, PLATT_B = {a:.2f}, {best:.2f}, {b:.2f}")
 
 
 if __name__ == "__main__":

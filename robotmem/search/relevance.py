@@ -69,7 +69,7 @@ __all__ = [
 
 # Fitted on the tuning splits by scripts/fit_relevance.py; see the module docstring.
 MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = 0.50, 0.5, 2.0, 0.2
-PLATT_A, PLATT_BEST, PLATT_MISSING, PLATT_B = 28.42, -5.25, 3.01, -6.34
+PLATT_A, PLATT_BEST, PLATT_B = 34.26, -5.48, -6.02
 
 #: Words that say nothing about which memory is meant, whatever the size of the store.
 #: Dropped from the keyword query (and from coverage) unless the query has nothing else.
@@ -191,8 +191,6 @@ class MatchFeatures:
     trust: float  # how far the cosine can be believed for this pair, 0..1
     coverage: float
     meaning_weight: float = MEANING_WEIGHT  # the query's (QueryTerms.meaning_weight)
-    #: the largest share of the query's information held by one word the memory lacks
-    missing: float = 0.0
 
 
 def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None) -> MatchFeatures:
@@ -201,11 +199,10 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     matched = [_contains(t, parts, doc) for t, parts in zip(terms.tokens, terms.parts)]
     total = terms.total
     coverage = sum(w for w, hit in zip(terms.weights, matched) if hit) / total if total > 0 else 0.0
-    missing = max((w for w, hit in zip(terms.weights, matched) if not hit), default=0.0) / total if total > 0 else 0.0
     trust = (1.0 - terms.cjk) * (1.0 - cjk_share(content))
-    meaning = 0.0 if cosine is None else max(0.0, cosine)
-    return MatchFeatures(meaning=meaning, trust=trust if cosine is not None else 0.0, coverage=coverage,
-                         meaning_weight=terms.meaning_weight, missing=missing)
+    if cosine is None:
+        return MatchFeatures(meaning=0.0, trust=0.0, coverage=coverage, meaning_weight=terms.meaning_weight)
+    return MatchFeatures(meaning=max(0.0, cosine), trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight)
 
 
 def effective_meaning(features: MatchFeatures) -> float:
@@ -219,10 +216,10 @@ def match_score(features: MatchFeatures) -> float:
     return w * effective_meaning(features) + (1.0 - w) * math.pow(features.coverage, COVERAGE_POWER)
 
 
-def calibrated(match: float, best_cosine: float, missing: float) -> float:
+def calibrated(match: float, best_cosine: float) -> float:
     """The probability that a memory answers the query (Platt scaling), given the highest
-    trusted cosine among the query's candidates and the memory's largest missing word share."""
-    return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_BEST * best_cosine + PLATT_MISSING * missing + PLATT_B)))
+    trusted cosine among the query's candidates."""
+    return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_BEST * best_cosine + PLATT_B)))
 
 
 def trusted_cosine(features: MatchFeatures) -> float:
@@ -231,4 +228,4 @@ def trusted_cosine(features: MatchFeatures) -> float:
 
 def relevance(features: MatchFeatures, best_cosine: float) -> float:
     """The calibrated relevance of one candidate, given the highest trusted cosine among its query's candidates."""
-    return calibrated(match_score(features), best_cosine, features.missing)
+    return calibrated(match_score(features), best_cosine)

@@ -19,7 +19,7 @@ from typing import Any
 import apsw
 
 from ..store.connection import scalar
-from ..store.leaves import leaf_path
+from ..store.leaves import EPOCHS, epoch_list, leaf_path
 from .count_cache import CountCache, StoreStamp, store_stamp
 
 __all__ = ["LeafSet", "alternatives", "exact_clause", "smallest"]
@@ -36,11 +36,12 @@ class LeafSet:
     parts: tuple[tuple[str, tuple[Any, ...]], ...]
     ranged: bool = False  # a range scan: usually wider than an equality, so tried later
 
-    def query(self, collection: str) -> tuple[str, list[Any]]:
+    def query(self, collection: str, epochs: str) -> tuple[str, list[Any]]:
+        """The ids' SQL and parameters; ``epochs``: robotmem.store.leaves.epoch_list of the store."""
         selects, params = [], []
         for where, part_params in self.parts:
-            selects.append(f"SELECT memory_id FROM context_leaves WHERE collection = ? AND {where}")
-            params += [collection, *part_params]
+            selects.append(f"SELECT memory_id FROM context_leaves WHERE collection = ? AND {EPOCHS} AND {where}")
+            params += [collection, epochs, *part_params]
         return " UNION ".join(selects), params
 
 
@@ -132,10 +133,11 @@ def smallest(conn: apsw.Connection, sets: tuple[LeafSet, ...], collection: str, 
     is nearly the same (robotmem.search.count_cache): a control loop's filter is counted once.
     """
     stamp = store_stamp(conn)
+    epochs = epoch_list(conn)
     best: tuple[LeafSet, int] | None = None
     for leaf_set in sets:
         limit = cap if best is None else best[1]
-        count = _count(conn, stamp, leaf_set.query(collection), limit)
+        count = _count(conn, stamp, leaf_set.query(collection, epochs), limit)
         if best is None or count < best[1]:
             best = (leaf_set, count)
     return best

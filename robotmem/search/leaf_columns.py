@@ -77,10 +77,10 @@ class LeafColumn:
     def _load(self, conn: apsw.Connection, seq: int, max_id: int) -> None:
         self.codes = np.full(max_id + 1, -1, dtype=np.int32)
         self.atoms, self._code_of = [], {}
-        # By value: the rows arrive in index order, one group_concat per distinct leaf.
+        # By epoch and value: the rows arrive in index order, one group_concat per distinct leaf of an epoch.
         for value, kind, text in conn.execute(
                 "SELECT value, kind, group_concat(memory_id) FROM context_leaves WHERE collection = ? AND path = ? "
-                "GROUP BY value, kind", [self.collection, self.path]):
+                "GROUP BY epoch, value, kind", [self.collection, self.path]):
             ids = np.fromstring(text, dtype=np.int64, sep=",")
             self.codes[ids] = self._code(str(kind), value)
         self._live_atoms = len(self.atoms)

@@ -28,7 +28,7 @@ import apsw
 import numpy as np
 
 from ..store.connection import one_row, scalar
-from ..store.leaves import leaf_path
+from ..store.leaves import EPOCHS, epoch_list, leaf_path
 from .filter_index import LeafSet, exact_clause
 from .leaf_columns import LeafColumn, LeafColumns
 from .outcome_request import OutcomeRequest, Row, common_conditions, neighbourhood
@@ -162,7 +162,7 @@ class _IndexPlan:
         return out
 
     def leaf_mask(self, leaf_set: LeafSet) -> Mask:
-        q, p = leaf_set.query(self.req.collection)
+        q, p = leaf_set.query(self.req.collection, epoch_list(self.conn))
         return self.mask(self.ids(q.replace("SELECT memory_id FROM", "SELECT memory_id AS id FROM"), p))
 
     def superseded(self) -> tuple[np.ndarray, np.ndarray]:
@@ -296,17 +296,18 @@ class _IndexPlan:
         req = self.req
         ok = np.full(self.size, -1, dtype=np.int8)
         # group_concat straight over the index (no subquery around it: a fifth faster).
-        leaf = ("SELECT group_concat(memory_id) FROM context_leaves WHERE collection = ? AND path = ? AND value = ? "
-                "AND kind = ?")
-        ok[_parse_ids(scalar(self.conn, leaf, [req.collection, _SUCCESS, 0, "false"]))] = 0
-        ok[_parse_ids(scalar(self.conn, leaf, [req.collection, _SUCCESS, 1, "true"]))] = 1
+        leaf = (f"SELECT group_concat(memory_id) FROM context_leaves WHERE collection = ? AND path = ? AND {EPOCHS} "
+                "AND value = ? AND kind = ?")
+        epochs = epoch_list(self.conn)
+        ok[_parse_ids(scalar(self.conn, leaf, [req.collection, _SUCCESS, epochs, 0, "false"]))] = 0
+        ok[_parse_ids(scalar(self.conn, leaf, [req.collection, _SUCCESS, epochs, 1, "true"]))] = 1
         score = np.full(self.size, np.nan)
-        # By distinct score (an episode's memories share one): numbers never pass through text.
-        # Numbers sort before text: the bound keeps the range on the numeric leaves.
+        # By distinct score of an epoch (an episode's memories share one): numbers never pass through
+        # text. Numbers sort before text: the bound keeps each epoch's range on the numeric leaves.
         for value, text in self.conn.execute(
                 "SELECT value, group_concat(memory_id) FROM context_leaves "
-                f"WHERE collection = ? AND path = ? AND value < '' AND {_NUMBER} GROUP BY value",
-                [req.collection, _OUTCOME]):
+                f"WHERE collection = ? AND path = ? AND {EPOCHS} AND value < '' AND {_NUMBER} GROUP BY epoch, value",
+                [req.collection, _OUTCOME, epochs]):
             ids = _parse_ids(text)
             score[ids] = value
             undecided = ids[ok[ids] == -1]
@@ -315,19 +316,20 @@ class _IndexPlan:
 
     def group_ids(self, group_leaf: str) -> list[tuple[str, Any, np.ndarray]]:
         """(kind, value, ids) of every leaf at the group path."""
-        req, out = self.req, []
-        # GROUP BY value alone walks the index in order; a value shared by leaves of several
-        # kinds (0 and false, 1 and true, 5 and "5") is split by kind in a second look.
-        for value, low, high, text in self.conn.execute(
-                "SELECT value, min(kind), max(kind), group_concat(memory_id) FROM context_leaves "
-                "WHERE collection = ? AND path = ? GROUP BY value", [req.collection, group_leaf]):
-            if low == high:
-                out.append((low, value, _parse_ids(text)))
-                continue
-            out += [(kind, value, _parse_ids(ids)) for kind, ids in self.conn.execute(
+        req = self.req
+        found: dict[tuple[str, Any], list[np.ndarray]] = {}
+        # GROUP BY epoch, value walks the index in order, so a value recurs once per epoch and its
+        # parts are joined here; a value shared by leaves of several kinds (0 and false, 1 and
+        # true, 5 and "5") is split by kind in a second look.
+        for epoch, value, low, high, text in self.conn.execute(
+                "SELECT epoch, value, min(kind), max(kind), group_concat(memory_id) FROM context_leaves "
+                "WHERE collection = ? AND path = ? GROUP BY epoch, value", [req.collection, group_leaf]):
+            parts: list[Any] = [(low, text)] if low == high else self.conn.execute(
                 "SELECT kind, group_concat(memory_id) FROM context_leaves WHERE collection = ? AND path = ? "
-                "AND value = ? GROUP BY kind", [req.collection, group_leaf, value])]
-        return out
+                "AND epoch = ? AND value = ? GROUP BY kind", [req.collection, group_leaf, epoch, value]).fetchall()
+            for kind, ids in parts:
+                found.setdefault((str(kind), value), []).append(_parse_ids(ids))
+        return [(kind, value, np.concatenate(ids)) for (kind, value), ids in found.items()]
 
     def tally(self, group_leaf: str, in_set: Mask, members: int, *, whole: bool) -> list[Row]:
         """Group rows of the ``members`` memories of ``in_set`` (with ``whole``: every id not

@@ -26,6 +26,7 @@ import apsw
 import numpy as np
 
 from ..store.connection import Database
+from ..store.leaves import epoch_list
 from . import ann_index, rebuild_process, sql
 from .ann_index import AnnIndex, newest_file
 from .eligibility import Eligibility
@@ -53,7 +54,7 @@ def filter_source(conn: apsw.Connection, req: RecallRequest) -> sql.Query | None
     best = smallest(conn, req.filter.candidates, req.collection, LEAF_CANDIDATE_CAP + 1)
     if best is None or best[1] > LEAF_CANDIDATE_CAP:
         return None
-    return best[0].query(req.collection)
+    return best[0].query(req.collection, epoch_list(conn))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,69 @@
+"""The leaf index's epoch key (store/leaves.py, migration 14): the same leaves as before, read by seeks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import apsw
+
+from robotmem.search.filters import compile_filter
+from robotmem.store.leaves import EPOCH_BITS, epoch_list
+from robotmem.store.migrations import MIGRATIONS, migrate
+
+EPOCH = 1 << EPOCH_BITS
+
+
+def _store_at(path: Path, version: int) -> apsw.Connection:
+    conn = apsw.Connection(str(path))
+    for number, step in MIGRATIONS:
+        if number > version:
+            break
+        step(conn) if callable(step) else conn.execute(step)
+        conn.execute(f"PRAGMA user_version={number}")
+    return conn
+
+
+def _insert(conn: apsw.Connection, memory_id: int, context: dict[str, object]) -> None:
+    conn.execute(
+        "INSERT INTO memories (id, collection, type, content, search_text, context, content_hash, confidence, "
+        "reinforced_at, first_seen, last_seen, created_at, occurred_at, updated_at) "
+        "VALUES (?, 'default', 'perception', 'x', 'x', jsonb(?), 'h', 1, 0, 0, 0, 0, 0, 0)",
+        (memory_id, json.dumps(context)))
+
+
+def _leaves(conn: apsw.Connection) -> list[tuple[object, ...]]:
+    return sorted(conn.execute("SELECT collection, path, value, kind, memory_id FROM context_leaves").fetchall())
+
+
+def test_migration_14_keeps_every_leaf_and_the_triggers_keep_them_after_it(tmp_path: Path) -> None:
+    conn = _store_at(tmp_path / "old.db", 13)
+    ids = [1, 2, EPOCH - 1, EPOCH, 3 * EPOCH + 5]  # memories in three epochs
+    for i, memory_id in enumerate(ids):
+        _insert(conn, memory_id, {"task": {"batch": i % 2, "name": f"n{i}"}, "ok": i == 3, "pos": [i, 0]})
+    before = _leaves(conn)
+    migrate(conn)
+    assert _leaves(conn) == before
+    assert conn.execute("SELECT count(*) FROM context_leaves WHERE epoch <> memory_id >> ?",
+                        (EPOCH_BITS,)).fetchone()[0] == 0
+    # The rewritten triggers: an update replaces a memory's leaves, a delete removes them.
+    conn.execute("UPDATE memories SET context = jsonb('{\"task\": {\"batch\": 9}}') WHERE id = ?", (EPOCH,))
+    conn.execute("DELETE FROM memories WHERE id = ?", (3 * EPOCH + 5,))
+    _insert(conn, 5 * EPOCH, {"task": {"batch": 9}})
+    rows = conn.execute("SELECT memory_id, epoch FROM context_leaves WHERE path = '$.task.batch' AND value = 9 "
+                        "ORDER BY memory_id").fetchall()
+    assert rows == [(EPOCH, 1), (5 * EPOCH, 5)]
+    assert conn.execute("SELECT count(*) FROM context_leaves WHERE memory_id = ?", (3 * EPOCH + 5,)).fetchone()[0] == 0
+    conn.close()
+
+
+def test_a_filter_seeks_each_epoch_instead_of_walking_the_path(tmp_path: Path) -> None:
+    conn = _store_at(tmp_path / "new.db", MIGRATIONS[-1][0])
+    for memory_id in (1, EPOCH + 1, 2 * EPOCH + 1):
+        _insert(conn, memory_id, {"task": {"batch": 7}})
+    (leaf_set,) = compile_filter({"task.batch": 7}).candidates
+    q, p = leaf_set.query("default", epoch_list(conn))
+    plan = " ".join(str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + q, p))
+    assert "epoch=? AND value=?" in plan, plan
+    assert sorted(r[0] for r in conn.execute(q, p)) == [1, EPOCH + 1, 2 * EPOCH + 1]
+    conn.close()

@@ -17,7 +17,7 @@ from .connection import scalar
 from .counts import COUNTS_SCHEMA
 from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG
 from .leaves import DEFER_LEAVES, EPOCH_LEAVES, LEAVES_SCHEMA
-from .points import reindex_all_points
+from .points import reindex_all_points, split_points_by_epoch
 from .tokens import FTS_TOKENIZE, index_tokens, memory_search_text
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
@@ -232,10 +232,14 @@ CREATE INDEX IF NOT EXISTS memories_fact_by_hash ON memories(collection, content
 # new memories dirties a few hundred leaf pages instead of one per random-valued leaf.
 _V14 = EPOCH_LEAVES
 
+# One R*Tree per epoch of memory ids under the view spatial_points (robotmem.store.points): a point
+# goes into a small tree instead of one of every memory.
+_v15 = split_points_by_epoch
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
-    (11, _V11), (12, _V12), (13, _V13), (14, _V14))
+    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

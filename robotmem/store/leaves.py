@@ -61,28 +61,42 @@ def _insert(rows: str, *, epoch: bool = True) -> str:
     columns = "collection, path, value, kind, memory_id" + (", epoch" if epoch else "")
     return f"INSERT INTO context_leaves ({columns}) {rows};"
 
-# Migration 6 (shipped; the key without the epoch, which migration 14 adds).
-LEAVES_SCHEMA = f"""
-CREATE TABLE context_leaves (
+
+def _table(name: str, *, epoch: bool) -> str:
+    extra, key = ("    epoch      INTEGER NOT NULL,  -- memory_id >> EPOCH_BITS\n", "collection, path, epoch, value, memory_id") \
+        if epoch else ("", "collection, path, value, memory_id")
+    return f"""CREATE TABLE {name} (
     collection TEXT NOT NULL,
     path       TEXT NOT NULL,     -- json_tree fullkey
     value      ANY NOT NULL,
     kind       TEXT NOT NULL,     -- json_type of the leaf
     memory_id  INTEGER NOT NULL,
-    PRIMARY KEY (collection, path, value, memory_id)
-) WITHOUT ROWID;
+{extra}    PRIMARY KEY ({key})
+) WITHOUT ROWID;"""
 
-CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories BEGIN
-    {_insert(_rows("new", epoch=False), epoch=False)}
+
+def _triggers(*, epoch: bool, insert_when: str = "") -> str:
+    """The triggers that keep the leaves in step with every insert, delete and context update."""
+    return f"""CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories{insert_when} BEGIN
+    {_insert(_rows("new", epoch=epoch), epoch=epoch)}
 END;
 CREATE TRIGGER memories_ad_leaves AFTER DELETE ON memories BEGIN
-    {_delete_old(epoch=False)}
+    {_delete_old(epoch=epoch)}
 END;
 CREATE TRIGGER memories_au_leaves AFTER UPDATE OF context, collection ON memories
     WHEN old.context IS NOT new.context OR old.collection IS NOT new.collection BEGIN
-    {_delete_old(epoch=False)}
-    {_insert(_rows("new", epoch=False), epoch=False)}
-END;
+    {_delete_old(epoch=epoch)}
+    {_insert(_rows("new", epoch=epoch), epoch=epoch)}
+END;"""
+
+
+_UNLESS_DEFERRED = " WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred)"
+
+# Migration 6 (shipped; the key without the epoch, which migration 14 adds).
+LEAVES_SCHEMA = f"""
+{_table("context_leaves", epoch=False)}
+
+{_triggers(epoch=False)}
 
 {_insert(_rows("m", "memories AS m, ", epoch=False), epoch=False)}
 """
@@ -94,7 +108,7 @@ END;
 DEFER_LEAVES = f"""
 CREATE TABLE IF NOT EXISTS leaves_deferred (id INTEGER PRIMARY KEY);
 DROP TRIGGER IF EXISTS memories_ai_leaves;
-CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred) BEGIN
+CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories{_UNLESS_DEFERRED} BEGIN
     {_insert(_rows("new", epoch=False), epoch=False)}
 END;
 """
@@ -102,15 +116,7 @@ END;
 # Migration 14: the epoch joins the key (see the module docstring); the table is rewritten in
 # key order and the three triggers made anew for the new key.
 EPOCH_LEAVES = f"""
-CREATE TABLE context_leaves_by_epoch (
-    collection TEXT NOT NULL,
-    path       TEXT NOT NULL,     -- json_tree fullkey
-    value      ANY NOT NULL,
-    kind       TEXT NOT NULL,     -- json_type of the leaf
-    memory_id  INTEGER NOT NULL,
-    epoch      INTEGER NOT NULL,  -- memory_id >> EPOCH_BITS
-    PRIMARY KEY (collection, path, epoch, value, memory_id)
-) WITHOUT ROWID;
+{_table("context_leaves_by_epoch", epoch=True)}
 INSERT INTO context_leaves_by_epoch (collection, path, value, kind, memory_id, epoch)
     SELECT collection, path, value, kind, memory_id, memory_id >> {EPOCH_BITS} FROM context_leaves
     ORDER BY collection, path, memory_id >> {EPOCH_BITS}, value, memory_id;
@@ -120,17 +126,7 @@ DROP TRIGGER IF EXISTS memories_au_leaves;
 DROP TABLE context_leaves;
 ALTER TABLE context_leaves_by_epoch RENAME TO context_leaves;
 
-CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred) BEGIN
-    {_insert(_rows("new"))}
-END;
-CREATE TRIGGER memories_ad_leaves AFTER DELETE ON memories BEGIN
-    {_delete_old()}
-END;
-CREATE TRIGGER memories_au_leaves AFTER UPDATE OF context, collection ON memories
-    WHEN old.context IS NOT new.context OR old.collection IS NOT new.collection BEGIN
-    {_delete_old()}
-    {_insert(_rows("new"))}
-END;
+{_triggers(epoch=True, insert_when=_UNLESS_DEFERRED)}
 """
 
 #: ``AND``-able, with ``epoch_list`` as its parameter: the leaf rows of every epoch the store's

@@ -10,9 +10,11 @@ coordinates are kept beside the tree's 32-bit boxes).
 One R*Tree per epoch of memory ids (``spatial_points_e<n>``, n = memory id >> ``EPOCH_BITS``,
 made when the epoch's first point arrives), read through the view ``spatial_points``, their
 UNION ALL: SQLite pushes a box or an id lookup down into every tree. A point goes into a tree of
-at most 32,768 memories, not one of every memory: at 1,000,000 memories, inserting 1,000 points
-into one tree took 83 ms and dirtied 2,100 pages; into a tree of 16,384, 21 ms and 630 pages.
-A box query costs one small lookup per tree (about 0.02 ms each).
+at most 65,536 memories, not one of every memory: inserting 1,000 points into one tree of
+1,150,000 took 83 ms and dirtied 2,100 pages; into a full tree of 65,536, 43 ms and 1,229 pages;
+of 16,384, 21 ms and 630 pages. Each tree adds a little to a box query: at 1,000,000 memories,
+a box holding 1,061 points took 3.4-3.8 ms from one tree, 3.9-5.7 ms from 16 trees and
+5.0-7.1 ms from 31, so the trees are not smaller than this.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ MAX_DEPTH = 4
 #: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.
 _MAX_POINTS = 64
 #: Memory ids per R*Tree.
-EPOCH_BITS = 15
+EPOCH_BITS = 16
 _TREE = re.compile(r"spatial_points_e(\d+)")
 _CREATE_TREE = ("CREATE VIRTUAL TABLE {name} USING rtree(id, minx, maxx, miny, maxy, minz, maxz, "
                 "+memory_id INTEGER, +field TEXT, +px REAL, +py REAL, +pz REAL)")

@@ -24,7 +24,7 @@ def _trees(conn: apsw.Connection) -> list[str]:
 
 
 def _jump_ids(path: Path, to: int) -> None:
-    """The next memory gets id ``to + 1``: memories in a later epoch without writing 32,768 first."""
+    """The next memory gets id ``to + 1``: memories in a later epoch without writing a whole epoch first."""
     conn = apsw.Connection(str(path))
     conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'memories'", (to,))
     conn.close()

@@ -23,6 +23,7 @@ import json
 import math
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any, cast
 
 import apsw
@@ -39,6 +40,7 @@ _TREE = re.compile(r"spatial_points_e(\d+)")
 _CREATE_TREE = ("CREATE VIRTUAL TABLE {name} USING rtree(id, minx, maxx, miny, maxy, minz, maxz, "
                 "+memory_id INTEGER, +field TEXT, +px REAL, +py REAL, +pz REAL)")
 _COLUMNS = "id, minx, maxx, miny, maxy, minz, maxz, memory_id, field, px, py, pz"
+_INSERT = f"INSERT INTO {{table}} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def _number(value: Any) -> bool:
@@ -138,22 +140,28 @@ def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any],
 
 def index_new_points(conn: apsw.Connection, memories: list[tuple[int, dict[str, Any]]]) -> None:
     """The points of memories that have none yet, one statement per R*Tree."""
-    _insert_rows(conn, [
+    _insert_rows(conn, _point_rows(memories))
+
+
+def _point_rows(memories: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[Any, ...]]:
+    """The R*Tree rows (``_COLUMNS``) of the memories' points."""
+    return [
         (memory_id * _MAX_POINTS + k, x, x, y, y, z, z, memory_id, field, x, y, z)
         for memory_id, context in memories
         for k, (field, (x, y, z)) in enumerate(extract_points(context))
-    ])
+    ]
 
 
 def _insert_rows(conn: apsw.Connection, rows: list[tuple[Any, ...]]) -> None:
     """Rows of the R*Tree columns (``_COLUMNS``), each into its memory's epoch tree."""
+    if not rows:  # most memories have no point: no look at the schema for them
+        return
     by_epoch: defaultdict[int, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
         by_epoch[int(row[7]) >> EPOCH_BITS].append(row)
     _make_trees(conn, set(by_epoch))
     for epoch, epoch_rows in by_epoch.items():
-        conn.executemany(f"INSERT INTO {_tree(epoch)} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         epoch_rows)
+        conn.executemany(_INSERT.format(table=_tree(epoch)), epoch_rows)
 
 
 def points_of(conn: apsw.Connection, memory_ids: list[int], field: str) -> list[tuple[int, float, float, float]]:
@@ -178,8 +186,5 @@ def reindex_all_points(conn: apsw.Connection) -> None:
     """Migration 3's backfill, into its one tree (migration 15 splits it by epoch), for stores
     created before the spatial index existed."""
     rows = conn.execute("SELECT id, json(context) FROM memories").fetchall()
-    conn.executemany(f"INSERT INTO spatial_points ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", [
-        (memory_id * _MAX_POINTS + k, x, x, y, y, z, z, memory_id, field, x, y, z)
-        for memory_id, context in ((cast(int, i), json.loads(cast(str, c))) for i, c in rows)
-        for k, (field, (x, y, z)) in enumerate(extract_points(context))
-    ])
+    conn.executemany(_INSERT.format(table="spatial_points"), _point_rows(
+        (cast(int, memory_id), json.loads(cast(str, context))) for memory_id, context in rows))

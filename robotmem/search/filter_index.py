@@ -19,7 +19,7 @@ from typing import Any
 import apsw
 
 from ..store.connection import scalar
-from ..store.leaves import EPOCHS, epoch_list, leaf_path
+from ..store.leaves import EPOCHS, leaf_path
 from .count_cache import CountCache, StoreStamp, store_stamp
 
 __all__ = ["LeafSet", "alternatives", "exact_clause", "smallest"]
@@ -126,14 +126,15 @@ def _range(path: str, op: str, value: Any) -> tuple[str, tuple[Any, ...]]:
 _LEAF_COUNTS: CountCache[tuple[int, int]] = CountCache()
 
 
-def smallest(conn: apsw.Connection, sets: tuple[LeafSet, ...], collection: str, cap: int) -> tuple[LeafSet, int] | None:
-    """The alternative with the fewest ids (counted up to ``cap``), or None when there is none.
+def smallest(conn: apsw.Connection, sets: tuple[LeafSet, ...], collection: str, cap: int,
+             epochs: str) -> tuple[LeafSet, int] | None:
+    """The alternative with the fewest ids (counted up to ``cap``), or None when there is none;
+    ``epochs``: robotmem.store.leaves.epoch_list of the store, which the caller queries with too.
 
     The counts only choose the plan (both plans are exact), so they are reused while the store
     is nearly the same (robotmem.search.count_cache): a control loop's filter is counted once.
     """
     stamp = store_stamp(conn)
-    epochs = epoch_list(conn)
     best: tuple[LeafSet, int] | None = None
     for leaf_set in sets:
         limit = cap if best is None else best[1]

@@ -51,10 +51,11 @@ def filter_source(conn: apsw.Connection, req: RecallRequest) -> sql.Query | None
     """The leaf-index query that drives a selective filter, or None (no filter, broad or unindexable)."""
     if req.filter is None or not req.filter.candidates:
         return None
-    best = smallest(conn, req.filter.candidates, req.collection, LEAF_CANDIDATE_CAP + 1)
+    epochs = epoch_list(conn)
+    best = smallest(conn, req.filter.candidates, req.collection, LEAF_CANDIDATE_CAP + 1, epochs)
     if best is None or best[1] > LEAF_CANDIDATE_CAP:
         return None
-    return best[0].query(req.collection, epoch_list(conn))
+    return best[0].query(req.collection, epochs)
 
 
 @dataclass(frozen=True)

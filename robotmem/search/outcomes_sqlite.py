@@ -28,7 +28,7 @@ import apsw
 import numpy as np
 
 from ..store.connection import one_row, scalar
-from ..store.leaves import EPOCHS, epoch_list, leaf_path
+from ..store.leaves import EPOCHS, epochs_through, leaf_path
 from .filter_index import LeafSet, exact_clause
 from .leaf_columns import LeafColumn, LeafColumns
 from .outcome_request import OutcomeRequest, Row, common_conditions, neighbourhood
@@ -148,6 +148,8 @@ class _IndexPlan:
     def __init__(self, conn: apsw.Connection, req: OutcomeRequest, columns: LeafColumns | None = None) -> None:
         self.conn, self.req, self.columns = conn, req, columns
         self.size = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")) + 1
+        # The leaf index's epochs (robotmem.store.leaves.EPOCHS) of the same newest id: read once per plan.
+        self.epochs = epochs_through(self.size - 1)
         self._superseded: tuple[np.ndarray, np.ndarray] | None = None
 
     # ids and masks
@@ -162,7 +164,7 @@ class _IndexPlan:
         return out
 
     def leaf_mask(self, leaf_set: LeafSet) -> Mask:
-        q, p = leaf_set.query(self.req.collection, epoch_list(self.conn))
+        q, p = leaf_set.query(self.req.collection, self.epochs)
         return self.mask(self.ids(q.replace("SELECT memory_id FROM", "SELECT memory_id AS id FROM"), p))
 
     def superseded(self) -> tuple[np.ndarray, np.ndarray]:
@@ -298,7 +300,7 @@ class _IndexPlan:
         # group_concat straight over the index (no subquery around it: a fifth faster).
         leaf = (f"SELECT group_concat(memory_id) FROM context_leaves WHERE collection = ? AND path = ? AND {EPOCHS} "
                 "AND value = ? AND kind = ?")
-        epochs = epoch_list(self.conn)
+        epochs = self.epochs
         ok[_parse_ids(scalar(self.conn, leaf, [req.collection, _SUCCESS, epochs, 0, "false"]))] = 0
         ok[_parse_ids(scalar(self.conn, leaf, [req.collection, _SUCCESS, epochs, 1, "true"]))] = 1
         score = np.full(self.size, np.nan)

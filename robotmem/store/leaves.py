@@ -29,7 +29,7 @@ import apsw
 from .connection import scalar
 
 __all__ = ["DEFER_LEAVES", "EPOCHS", "EPOCH_BITS", "EPOCH_LEAVES", "INSERT_LEAVES_RANGE", "LEAVES_SCHEMA", "epoch_list",
-           "leaf_path", "leaves_at_path_sql"]
+           "epochs_through", "leaf_path", "leaves_at_path_sql"]
 
 _LEAF_ROWS = """
     SELECT {prefix}.collection AS collection, t.fullkey AS path,
@@ -138,8 +138,12 @@ EPOCHS = "epoch IN (SELECT value FROM json_each(?))"
 
 def epoch_list(conn: apsw.Connection) -> str:
     """``EPOCHS``' parameter: a JSON array of every epoch up to the newest memory id's."""
-    newest = int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories"))
-    return json.dumps(list(range((newest >> EPOCH_BITS) + 1)))
+    return epochs_through(int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")))
+
+
+def epochs_through(newest_id: int) -> str:
+    """``epoch_list`` for a caller that has read the newest memory id already."""
+    return json.dumps(list(range((newest_id >> EPOCH_BITS) + 1)))
 
 #: The leaves of the memories with ids in [?, ?], in key order (robotmem.store.deferred).
 INSERT_LEAVES_RANGE = _insert(

@@ -26,7 +26,8 @@ import apsw
 import numpy as np
 
 from ..store.connection import scalar
-from ..store.tokens import match_term, query_tokens
+from ..store.term_rank import TERM_RANK
+from ..store.tokens import match_term, query_tokens, token_parts
 from . import sql
 from .count_cache import CountCache, store_stamp
 from .eligibility import rows_for
@@ -189,10 +190,16 @@ def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int
 
 
 def _fts_only(plan: FullTextPlan) -> tuple[str, list[Any]]:
-    """Every match, best BM25 first (FTS5 scores them all to sort them; reading on is cheap)."""
+    """Every match, best BM25 first (FTS5 scores them all to sort them; reading on is cheap).
+
+    One plain word (one phrase) is ranked without bm25(), in the same order
+    (robotmem.store.term_rank): bm25() would first count every match of the word, also
+    those a window leaves out."""
     floor = " AND rowid >= ?" if plan.min_rowid is not None else ""
     params: list[Any] = [plan.match] + ([plan.min_rowid] if plan.min_rowid is not None else [])
-    return f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?{floor} ORDER BY rank", params
+    one_phrase = len(plan.kept) == 1 and not token_parts(plan.kept[0])  # a compound is two phrases
+    order = f"{TERM_RANK}(memories_fts)" if one_phrase else "rank"
+    return f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?{floor} ORDER BY {order}", params
 
 
 def eligible_subset(conn: apsw.Connection, req: RecallRequest, ids: list[int], now: float, half_life_s: float) -> set[int]:

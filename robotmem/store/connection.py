@@ -30,6 +30,7 @@ import apsw
 import sqlite_vec
 
 from ..errors import StorageError
+from .term_rank import register_term_rank
 
 __all__ = ["Database", "one_row", "scalar"]
 
@@ -135,6 +136,7 @@ def _open_connection(path: Path, busy_timeout_ms: int) -> apsw.Connection:
         conn.enable_load_extension(True)
         conn.load_extension(sqlite_vec.loadable_path())
         conn.enable_load_extension(False)
+        register_term_rank(conn)
         for pragma in _PRAGMAS:
             conn.execute(pragma).fetchall()
     except apsw.Error as exc:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = ["FTS_TOKENIZE", "fts_match_expression", "index_tokens", "is_bare_number", "memory_search_text",
-           "query_tokens"]
+           "query_tokens", "token_parts"]
 
 #: FTS5 tokenizer spec: every character our tokens may contain is a token character,
 #: so FTS5 splits only on the spaces we put between tokens.

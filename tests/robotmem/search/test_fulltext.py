@@ -147,3 +147,50 @@ def test_a_filter_asked_again_checks_a_first_page_sized_by_the_share_that_passed
     checked.clear()
     assert ask(context_filter={"task.ok": False}) == rare
     assert checked[0] == fulltext.PAGE_NARROWED * 50  # 1.25 x 50 / 0.1 = 625: capped at the full page
+
+
+def _bm25_along(conn, match: str, order: str, floor: int = 0) -> list[float]:
+    """FTS5's own bm25() of each match at or above ``floor``, in the order ``order`` gives."""
+    return [row[1] for row in conn.execute(
+        f"SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ? "
+        f"ORDER BY {order}", (match, floor))]
+
+
+@pytest.mark.sqlite_only  # FTS5's auxiliary functions
+def test_one_word_is_ranked_in_bm25_order_without_bm25(mem: Memory, monkeypatch: pytest.MonkeyPatch):
+    import random
+
+    from robotmem.store.term_rank import TERM_RANK
+
+    rng = random.Random(3)
+    filler = ["bin", "arm", "cube", "wet", "door", "lidar", "torque", "camera"]
+    # The word 1-4 times in texts of 2-30 words: BM25 weighs both, so a rank on either alone fails.
+    ids = mem.save_perceptions([{"description": " ".join(
+        ["shelf"] * rng.randint(1, 4) + rng.choices(filler, k=rng.randint(1, 26)))} for _ in range(3000)])
+    conn = mem._db.connection()
+    ours = _bm25_along(conn, '"shelf"', f"{TERM_RANK}(memories_fts)")
+    assert len(ours) == 3000 and len(set(ours)) > 50
+    assert ours == sorted(ours)  # bm25() never rises along our order: it is bm25()'s order
+    window = _bm25_along(conn, '"shelf"', f"{TERM_RANK}(memories_fts)", floor=ids[-500])
+    assert len(window) == 500 and window == sorted(window)
+
+    monkeypatch.setattr(fulltext, "POSTING_BUDGET", 1000)
+    plan = plan_fulltext(conn, "shelf", allow_window=True)
+    assert plan is not None and plan.min_rowid is not None
+    sql, params = fulltext._fts_only(plan)
+    assert f"ORDER BY {TERM_RANK}(" in sql  # the window's rows only: bm25() would count all 3,000
+    ranked = [row[0] for row in conn.execute(sql, params)]
+    reference = {row[0]: row[1] for row in conn.execute(
+        "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? AND rowid >= ?", params)}
+    assert set(ranked) == set(reference)
+    assert [reference[i] for i in ranked] == sorted(reference.values())
+
+
+@pytest.mark.sqlite_only  # the FTS5 query plan
+def test_several_words_or_a_compound_keep_bm25(mem: Memory):
+    mem.save_perceptions([{"description": f"grip force on the shelf {i}"} for i in range(20)])
+    conn = mem._db.connection()
+    for text in ("shelf grip", "grip_force"):
+        plan = plan_fulltext(conn, text, allow_window=True)
+        assert plan is not None
+        assert fulltext._fts_only(plan)[0].endswith("ORDER BY rank"), text  # phrases weighted by their own IDF

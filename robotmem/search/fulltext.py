@@ -11,7 +11,9 @@ only when vectors are searched too, scores just the newest ``COMMON_WINDOW`` mat
 what it kept when they exceed the budget: the vector side still scores every memory, so
 such a query is not lost, only ranked mostly by meaning. When fewer than k of those newest
 matches pass the request's filters, every match is scored after all; a selective filter's
-exact set is always scored in full; without vectors every match is scored.
+exact set is always scored in full; without vectors every match is scored. FTS5's bm25()
+would still count every match of the word before scoring the window; past
+``TERM_RANK_FROM`` matches the window is ranked in bm25()'s order without it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from .eligibility import rows_for
 from .relevance import document_frequencies, informative_tokens
 from .request import RecallRequest
 
-__all__ = ["COMMON_SHARE", "COMMON_WINDOW", "POSTING_BUDGET", "FullTextPlan", "eligible_subset", "fulltext_hits", "plan_fulltext"]
+__all__ = ["COMMON_SHARE", "COMMON_WINDOW", "POSTING_BUDGET", "TERM_RANK_FROM", "FullTextPlan", "eligible_subset",
+           "fulltext_hits", "plan_fulltext"]
 
 COMMON_SHARE = 0.05
 COMMON_MIN_DOCS = 2000
@@ -45,6 +48,12 @@ COMMON_WINDOW = 2000
 #: against 21 ms with 4,000 and a window of 2,000, same run): the words it leaves out are
 #: in more than 0.4 % of the memories, and the vector side still ranks every memory.
 POSTING_BUDGET = 4_000
+#: Matches of the one word of a window past which it is ranked without bm25(), whose count of
+#: every match for the IDF (about 0.035 us a match here) then costs more than ranking the
+#: window's ~2,000 rows in Python (robotmem.store.term_rank, about 1 us a row more than bm25()
+#: in C). Windows at 1,000,000 memories: 48,000 matches 3.2 ms with bm25() against 5.7 ms;
+#: 106,000 4.9 against 3.1; 507,000 25.6 against 5.4; 829,000 43 against 6.0.
+TERM_RANK_FROM = 100_000
 #: The first page of best-ranked matches whose eligibility is read, in multiples of k: an
 #: explicit filter, session or time window may pass few of them; otherwise nearly all pass
 #: (only forgotten, archived and decayed memories do not), and each row read costs.
@@ -57,6 +66,8 @@ class FullTextPlan:
     kept: tuple[str, ...]
     dropped: tuple[str, ...]
     min_rowid: int | None
+    #: Rank the one kept word with robotmem.store.term_rank instead of bm25() (TERM_RANK_FROM).
+    term_rank: bool = False
 
 
 def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> FullTextPlan | None:
@@ -81,6 +92,8 @@ def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> Fu
         kept=tuple(kept),
         dropped=tuple(t for t in everything if t not in kept),
         min_rowid=min_rowid,
+        # One phrase only: a compound word is two, which bm25() weighs by their own IDFs.
+        term_rank=min_rowid is not None and postings > TERM_RANK_FROM and not token_parts(kept[0]),
     )
 
 
@@ -113,7 +126,7 @@ def fulltext_hits(
     hits = _ranked_pages(conn, req, plan, now, half_life_s, k)
     if len(hits) < k and plan.min_rowid is not None:
         # The newest matches held fewer than k that pass the filters: score every match.
-        return _ranked_pages(conn, req, replace(plan, min_rowid=None), now, half_life_s, k)
+        return _ranked_pages(conn, req, replace(plan, min_rowid=None, term_rank=False), now, half_life_s, k)
     return hits
 
 
@@ -190,15 +203,10 @@ def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int
 
 
 def _fts_only(plan: FullTextPlan) -> tuple[str, list[Any]]:
-    """Every match, best BM25 first (FTS5 scores them all to sort them; reading on is cheap).
-
-    One plain word (one phrase) is ranked without bm25(), in the same order
-    (robotmem.store.term_rank): bm25() would first count every match of the word, also
-    those a window leaves out."""
+    """Every match, best BM25 first (FTS5 scores them all to sort them; reading on is cheap)."""
     floor = " AND rowid >= ?" if plan.min_rowid is not None else ""
     params: list[Any] = [plan.match] + ([plan.min_rowid] if plan.min_rowid is not None else [])
-    one_phrase = len(plan.kept) == 1 and not token_parts(plan.kept[0])  # a compound is two phrases
-    order = f"{TERM_RANK}(memories_fts)" if one_phrase else "rank"
+    order = f"{TERM_RANK}(memories_fts)" if plan.term_rank else "rank"
     return f"SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?{floor} ORDER BY {order}", params
 
 

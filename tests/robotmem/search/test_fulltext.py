@@ -176,7 +176,11 @@ def test_one_word_is_ranked_in_bm25_order_without_bm25(mem: Memory, monkeypatch:
 
     monkeypatch.setattr(fulltext, "POSTING_BUDGET", 1000)
     plan = plan_fulltext(conn, "shelf", allow_window=True)
-    assert plan is not None and plan.min_rowid is not None
+    assert plan is not None and plan.min_rowid is not None and not plan.term_rank  # 3,000 matches: bm25() is cheaper
+    assert fulltext._fts_only(plan)[0].endswith("ORDER BY rank")
+    monkeypatch.setattr(fulltext, "TERM_RANK_FROM", 2000)
+    plan = plan_fulltext(conn, "shelf", allow_window=True)
+    assert plan is not None and plan.min_rowid is not None and plan.term_rank
     sql, params = fulltext._fts_only(plan)
     assert f"ORDER BY {TERM_RANK}(" in sql  # the window's rows only: bm25() would count all 3,000
     ranked = [row[0] for row in conn.execute(sql, params)]
@@ -187,10 +191,11 @@ def test_one_word_is_ranked_in_bm25_order_without_bm25(mem: Memory, monkeypatch:
 
 
 @pytest.mark.sqlite_only  # the FTS5 query plan
-def test_several_words_or_a_compound_keep_bm25(mem: Memory):
-    mem.save_perceptions([{"description": f"grip force on the shelf {i}"} for i in range(20)])
+def test_a_compound_word_or_every_match_keeps_bm25(mem: Memory, monkeypatch: pytest.MonkeyPatch):
+    mem.save_perceptions([{"description": f"grip_force on the shelf {i}"} for i in range(3000)])
     conn = mem._db.connection()
-    for text in ("shelf grip", "grip_force"):
-        plan = plan_fulltext(conn, text, allow_window=True)
-        assert plan is not None
-        assert fulltext._fts_only(plan)[0].endswith("ORDER BY rank"), text  # phrases weighted by their own IDF
+    monkeypatch.setattr(fulltext, "POSTING_BUDGET", 1000)
+    monkeypatch.setattr(fulltext, "TERM_RANK_FROM", 2000)
+    compound = plan_fulltext(conn, "grip_force", allow_window=True)  # two phrases, each with its own IDF
+    assert compound is not None and compound.min_rowid is not None and not compound.term_rank
+    assert plan_fulltext(conn, "shelf", allow_window=False).term_rank is False  # every match: bm25() is cheaper

@@ -28,7 +28,7 @@ import apsw
 import numpy as np
 
 from ..store.connection import scalar
-from ..store.term_rank import TERM_RANK
+from ..store.term_rank import MEAN_ROW_LENGTH, TERM_RANK, term_score
 from ..store.tokens import match_term, query_tokens, token_parts
 from . import sql
 from .count_cache import CountCache, store_stamp
@@ -36,7 +36,7 @@ from .eligibility import rows_for
 from .relevance import document_frequencies, informative_tokens
 from .request import RecallRequest
 
-__all__ = ["COMMON_SHARE", "COMMON_WINDOW", "POSTING_BUDGET", "TERM_RANK_FROM", "FullTextPlan", "eligible_subset",
+__all__ = ["AMONG_ROWS_FROM", "COMMON_SHARE", "COMMON_WINDOW", "POSTING_BUDGET", "TERM_RANK_FROM", "FullTextPlan", "eligible_subset",
            "fulltext_hits", "plan_fulltext"]
 
 COMMON_SHARE = 0.05
@@ -54,6 +54,10 @@ POSTING_BUDGET = 4_000
 #: in C). Windows at 1,000,000 memories: 48,000 matches 3.2 ms with bm25() against 5.7 ms;
 #: 106,000 4.9 against 3.1; 507,000 25.6 against 5.4; 829,000 43 against 6.0.
 TERM_RANK_FROM = 100_000
+#: A selective filter's rows are read and counted for one plain word (``_among_rows``, about
+#: 4 us a row) instead of walking the word's matches (about 0.1 us a match with bm25()'s count)
+#: when the word has more than this many matches per row of the set.
+AMONG_ROWS_FROM = 40
 #: The first page of best-ranked matches whose eligibility is read, in multiples of k: an
 #: explicit filter, session or time window may pass few of them; otherwise nearly all pass
 #: (only forgotten, archived and decayed memories do not), and each row read costs.
@@ -68,6 +72,8 @@ class FullTextPlan:
     min_rowid: int | None
     #: Rank the one kept word with robotmem.store.term_rank instead of bm25() (TERM_RANK_FROM).
     term_rank: bool = False
+    #: Matches of the kept words together (document frequencies).
+    postings: int = 0
 
 
 def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> FullTextPlan | None:
@@ -94,6 +100,7 @@ def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> Fu
         min_rowid=min_rowid,
         # One phrase only: a compound word is two, which bm25() weighs by their own IDFs.
         term_rank=min_rowid is not None and postings > TERM_RANK_FROM and not token_parts(kept[0]),
+        postings=postings,
     )
 
 
@@ -189,10 +196,13 @@ def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int
 
     ``+rowid`` keeps the set test out of FTS5's own plan (which would rerun the whole
     MATCH once per listed rowid): FTS5 walks the matches in rowid order, SQLite tests each
-    against the set, and bm25() is computed only for the matches in it.
+    against the set, and bm25() is computed only for the matches in it. A plain word with
+    many more matches than the set is counted in the set's own rows instead (``_among_rows``).
     """
     if len(chosen) == 0:
         return []
+    if len(plan.kept) == 1 and not token_parts(plan.kept[0]) and plan.postings > AMONG_ROWS_FROM * len(chosen):
+        return _among_rows(conn, plan, chosen, k)
     # No newest-matches window: the set is small, and its matches may all be old.
     rows = conn.execute(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
@@ -200,6 +210,27 @@ def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int
         [plan.match, "[" + ",".join(map(str, chosen.tolist())) + "]", k],
     )
     return [row[0] for row in rows]
+
+
+def _among_rows(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int) -> list[int]:
+    """``_among`` for one plain word, from the chosen rows' indexed text: FTS5 splits that text
+    only at the spaces between our tokens, so the word's count and the row's length there are
+    the index's own, and with one term bm25()'s order is term_score's."""
+    average = conn.execute(f"SELECT {MEAN_ROW_LENGTH}(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? "
+                           "LIMIT 1", (plan.match,)).fetchone()
+    if average is None:
+        return []
+    word = plan.kept[0]
+    scored: list[tuple[float, int]] = []
+    rows = conn.execute("SELECT m.id, m.search_text FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value",
+                        ("[" + ",".join(map(str, chosen.tolist())) + "]",))
+    for memory_id, text in rows:
+        tokens = text.split(" ")
+        count = tokens.count(word)
+        if count:
+            scored.append((term_score(count, len(tokens), average[0]), memory_id))
+    scored.sort()
+    return [memory_id for _, memory_id in scored[:k]]
 
 
 def _fts_only(plan: FullTextPlan) -> tuple[str, list[Any]]:

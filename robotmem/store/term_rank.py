@@ -17,25 +17,35 @@ from typing import Any
 
 import apsw
 
-__all__ = ["TERM_RANK", "register_term_rank"]
+__all__ = ["MEAN_ROW_LENGTH", "TERM_RANK", "register_term_rank", "term_score"]
 
 #: The auxiliary function's name in SQL: ``ORDER BY robotmem_term_rank(memories_fts)``.
 TERM_RANK = "robotmem_term_rank"
+#: The table's mean row length in tokens, as bm25() reads it (any matching row gives it).
+MEAN_ROW_LENGTH = "robotmem_mean_row_length"
 # FTS5's own bm25() constants.
 _K1 = 1.2
 _B = 0.75
 
 
-def _term_rank(api: apsw.FTS5ExtensionApi, *_: Any) -> float:
-    """``bm25()`` divided by the term's IDF, for a query of one term (lower is better, as ``rank``)."""
-    average: float | None = api.aux_data  # the table's mean row length: once per query, as bm25() does
-    if average is None:
-        average = api.column_total_size(-1) / max(api.row_count, 1)
-        api.aux_data = average
-    frequency = api.inst_count
-    length = api.column_size(-1)
+def term_score(frequency: int, length: int, average: float) -> float:
+    """``bm25()`` divided by the term's IDF, for a query of one term (lower is better, as ``rank``):
+    ``frequency`` times in a row of ``length`` tokens, the table's rows ``average`` tokens long."""
     return -(frequency * (_K1 + 1.0)) / (frequency + _K1 * (1.0 - _B + _B * length / max(average, 1e-9)))
+
+
+def _mean_row_length(api: apsw.FTS5ExtensionApi, *_: Any) -> float:
+    return float(api.column_total_size(-1)) / max(api.row_count, 1)
+
+
+def _term_rank(api: apsw.FTS5ExtensionApi, *_: Any) -> float:
+    average: float | None = api.aux_data  # once per query, as bm25() does
+    if average is None:
+        average = _mean_row_length(api)
+        api.aux_data = average
+    return term_score(api.inst_count, api.column_size(-1), average)
 
 
 def register_term_rank(conn: apsw.Connection) -> None:
     conn.register_fts5_function(TERM_RANK, _term_rank)
+    conn.register_fts5_function(MEAN_ROW_LENGTH, _mean_row_length)

@@ -199,3 +199,41 @@ def test_a_compound_word_or_every_match_keeps_bm25(mem: Memory, monkeypatch: pyt
     compound = plan_fulltext(conn, "grip_force", allow_window=True)  # two phrases, each with its own IDF
     assert compound is not None and compound.min_rowid is not None and not compound.term_rank
     assert plan_fulltext(conn, "shelf", allow_window=False).term_rank is False  # every match: bm25() is cheaper
+
+
+@pytest.mark.sqlite_only  # FTS5's bm25() as the reference
+def test_a_common_word_in_a_small_chosen_set_is_counted_in_its_rows_in_bm25_order(mem: Memory,
+                                                                                  monkeypatch: pytest.MonkeyPatch):
+    import random
+
+    import numpy as np
+
+    rng = random.Random(5)
+    filler = ["bin", "arm", "cube", "wet", "door", "lidar", "torque", "camera"]
+    ids = mem.save_perceptions([{"description": " ".join(
+        ["shelf"] * rng.randint(0, 4) + rng.choices(filler, k=rng.randint(2, 26))), "metadata": {"batch": i % 20}}
+        for i in range(3000)])
+    conn = mem._db.connection()
+    chosen = np.asarray(ids[7::20], dtype=np.int64)  # 150 rows
+    plan = plan_fulltext(conn, "shelf", allow_window=False)
+    assert plan is not None and plan.postings > 2000
+    reference = {row[0]: row[1] for row in conn.execute(
+        "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? "
+        "AND rowid IN (SELECT value FROM json_each(?))", ('"shelf"', str(chosen.tolist())))}
+    ranked = fulltext._among_rows(conn, plan, chosen, len(chosen))
+    assert set(ranked) == set(reference) and 0 < len(ranked) < len(chosen)  # the rows without the word drop out
+    assert [reference[m] for m in ranked] == sorted(reference.values())
+    assert fulltext._among_rows(conn, plan, chosen, 5) == ranked[:5]
+
+    # Through recall: the same answers whichever way the set's matches are ranked.
+    def answer() -> list[tuple[int, float]]:
+        hits = mem.recall("shelf", n=10, context_filter={"batch": 7}, min_relevance=0)["results"]
+        return [(h["id"], round(h["score"], 9)) for h in hits]
+
+    monkeypatch.setattr(fulltext, "AMONG_ROWS_FROM", 10**9)
+    walked = answer()
+    monkeypatch.setattr(fulltext, "AMONG_ROWS_FROM", 1)
+    calls: list[int] = []
+    original = fulltext._among_rows
+    monkeypatch.setattr(fulltext, "_among_rows", lambda *a: calls.append(1) or original(*a))
+    assert answer() == walked and calls

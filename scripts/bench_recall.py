@@ -320,6 +320,13 @@ def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = 
             "ranked by cosine": [h["id"] for h in ranked] == sorted((h["id"] for h in ranked), key=lambda m: -cosine[m]),
         }
 
+        # The most common word alone, plain and under the selective filter: full text must not
+        # walk all of its matches (robotmem/store/term_rank.py).
+        everywhere = WORDS[0]
+        for label, extra in (("plain", {}), ("selective filter", CASES["selective filter (0.05 %)"])):
+            common = [timed(lambda q=q: mem.recall(everywhere, n=10, query_vector=q, **extra)) for q in qs[:50]]
+            figures[f"the most common word ({everywhere!r}), {label}"] = (ms(common, 50), ms(common, 95))
+
         # A control loop's repeated question: cached embedding vs the vector given.
         embedder.next = qs[1]
         text = "pallet cube gripper"

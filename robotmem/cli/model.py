@@ -16,6 +16,8 @@ from typing import Any
 
 from ..config import Config
 from ..embeddings.cache import MODEL_NAME, PRECISIONS, cached_model_path, ensure_model
+from ..embeddings.multilingual import INSTALL_HINT as MULTILINGUAL_HINT
+from ..embeddings.multilingual import MULTILINGUAL_MODEL, multilingual_available
 from ..embeddings.source import INSTALL_HINT, locate_model_source
 from ..errors import RobotMemError
 from .output import human_lines
@@ -83,7 +85,10 @@ def status_command(args: argparse.Namespace) -> int:
     except RobotMemError as exc:
         print(f"robotmem model status: {exc.message}", file=sys.stderr)
         return 2
-    report: dict[str, Any] = {"embeddings": config.embeddings, "precision": config.embedding_precision}
+    report: dict[str, Any] = {"embeddings": config.embeddings, "model": config.embedding_model,
+                              "precision": config.embedding_precision,
+                              MULTILINGUAL_MODEL: "installed" if multilingual_available()
+                              else f"not installed ({MULTILINGUAL_HINT})"}
     try:
         source = locate_model_source()
     except RobotMemError as exc:
@@ -101,4 +106,6 @@ def status_command(args: argparse.Namespace) -> int:
             print(line)
         for precision, path in (built or {}).items():
             print(f"built {precision}: {path or 'not built (robotmem model build --precision ' + precision + ')'}")
+    if config.embedding_model == MULTILINGUAL_MODEL:
+        return 0 if multilingual_available() else 1
     return 0 if report["installed"] else 1

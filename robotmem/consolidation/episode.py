@@ -43,7 +43,7 @@ class Settings:
     def of(cls, config: Config, embedder: Embedder | None) -> Settings:
         """The settings of a store with this configuration and embedder (None: no vectors)."""
         return cls(
-            rules=MergeRules.from_config(config),
+            rules=MergeRules.from_config(config, embedder.model_id if embedder is not None else None),
             reinforce_step=config.reinforce_step,
             max_confidence=config.max_confidence,
             half_life_s=config.half_life_days * _DAY,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import Config
+from ..search.relevance import fit_for
 from .context_rule import Tolerance, contexts_agree
 from .pool import FactPool, pair_scores
 
@@ -31,9 +32,14 @@ class MergeRules:
     tolerance: Tolerance
 
     @classmethod
-    def from_config(cls, config: Config) -> MergeRules:
+    def from_config(cls, config: Config, model_id: str | None = None) -> MergeRules:
+        """``merge_cosine`` is on the English model's scale, where unrelated sentences sit near 0;
+        a model whose unrelated sentences sit higher (RelevanceFit.cosine_floor) is held to the same
+        point of its own scale: 0.92 is 0.98 for multilingual-e5-small, whose distinct memories of
+        the judged set reach 0.965 (MiniLM's: 0.919)."""
+        floor = fit_for(model_id).cosine_floor
         return cls(
-            cosine=config.merge_cosine,
+            cosine=floor + config.merge_cosine * (1.0 - floor),
             text_similarity=config.merge_text_similarity,
             tolerance=Tolerance(relative=config.param_rel_tolerance, absolute=config.param_abs_tolerance),
         )

@@ -17,18 +17,23 @@ import numpy as np
 from ..config import Config
 from ..errors import ConfigError, EmbeddingUnavailableError
 from .base import Embedder
-from .cache import PRECISIONS, Progress, print_progress
+from .cache import MODEL_NAME, PRECISIONS, Progress, print_progress
+from .multilingual import INSTALL_HINT as MULTILINGUAL_HINT
+from .multilingual import MULTILINGUAL_MODEL, MultilingualEmbedder, multilingual_available
 from .onnx_embedder import OnnxEmbedder
 from .source import INSTALL_HINT, locate_model_source
 
-__all__ = ["EMBEDDINGS_MODES", "embed", "load_embedder"]
+__all__ = ["EMBEDDINGS_MODES", "EMBEDDING_MODELS", "embed", "load_embedder"]
 
 log = logging.getLogger("robotmem.embeddings")
 
 EMBEDDINGS_MODES = ("auto", "off")
+#: The models ``embedding_model`` may name.
+EMBEDDING_MODELS = (MODEL_NAME, MULTILINGUAL_MODEL)
 
 _lock = threading.Lock()
 _shared: dict[tuple[Path, Path, str, int | None], OnnxEmbedder] = {}
+_multilingual: MultilingualEmbedder | None = None
 #: Messages already logged in this process: "says so once", not once per Memory.
 _already_warned: set[str] = set()
 
@@ -50,6 +55,8 @@ def load_embedder(
     _check_config(config)
     if config.embeddings == "off":
         return None
+    if config.embedding_model == MULTILINGUAL_MODEL:
+        return _load_multilingual()
     try:
         source = locate_model_source(search_path)
     except EmbeddingUnavailableError as exc:
@@ -66,6 +73,17 @@ def load_embedder(
         return embedder
 
 
+def _load_multilingual() -> Embedder | None:
+    global _multilingual
+    if not multilingual_available():
+        _warn_once(f"the multilingual embedding model is not installed; run `{MULTILINGUAL_HINT}`")
+        return None
+    with _lock:
+        if _multilingual is None:
+            _multilingual = MultilingualEmbedder()
+        return _multilingual
+
+
 def embed(texts: Sequence[str]) -> np.ndarray:
     """Embed ``texts`` with the model of ``Config.load()``: float32 ``(n, 384)``, unit rows.
 
@@ -77,7 +95,8 @@ def embed(texts: Sequence[str]) -> np.ndarray:
     if embedder is None:
         if config.embeddings == "off":
             raise EmbeddingUnavailableError("embeddings are turned off (ROBOTMEM_EMBEDDINGS=off)")
-        raise EmbeddingUnavailableError(f"the embedding model is not installed; run `{INSTALL_HINT}`")
+        hint = MULTILINGUAL_HINT if config.embedding_model == MULTILINGUAL_MODEL else INSTALL_HINT
+        raise EmbeddingUnavailableError(f"the embedding model is not installed; run `{hint}`")
     return embedder.embed(texts)
 
 
@@ -86,6 +105,12 @@ def _check_config(config: Config) -> None:
         raise ConfigError(
             f"config option 'embeddings' must be one of {', '.join(EMBEDDINGS_MODES)}, got {config.embeddings!r}",
             field="embeddings",
+        )
+    if config.embedding_model not in EMBEDDING_MODELS:
+        raise ConfigError(
+            f"config option 'embedding_model' must be one of {', '.join(EMBEDDING_MODELS)}, "
+            f"got {config.embedding_model!r}",
+            field="embedding_model",
         )
     if config.embedding_precision not in PRECISIONS:
         raise ConfigError(

@@ -21,7 +21,7 @@ import apsw
 
 from ..store.backend import dialect_of
 from . import sql
-from .relevance import MatchFeatures, match_features, match_score, query_terms, relevance, trusted_cosine
+from .relevance import MatchFeatures, fit_for, match_features, match_score, query_terms, relevance, trusted_cosine
 
 __all__ = ["CONFIDENCE_WEIGHT", "Fused", "fuse", "order_score"]
 
@@ -40,12 +40,14 @@ class Fused:
 
 
 def fuse(
-    conn: apsw.Connection, query: str, candidates: list[int], similarity: dict[int, float] | None
+    conn: apsw.Connection, query: str, candidates: list[int], similarity: dict[int, float] | None,
+    model_id: str | None = None,
 ) -> Fused:
-    """Score every candidate with the query; the match dict is best first (ties in candidate order)."""
+    """Score every candidate with the query; the match dict is best first (ties in candidate order).
+    ``model_id``: the model of the cosines in ``similarity``, whose fitted mix scores them."""
     if not candidates:
         return Fused()
-    terms = query_terms(conn, query)
+    terms = query_terms(conn, query, fit_for(model_id))
     q, p = (("SELECT m.id, m.search_text, m.content FROM memories m WHERE m.id = ANY(?)", [candidates])
             if dialect_of(conn) == "postgresql" else sql.texts_sql(json.dumps(candidates)))
     texts = {memory_id: (search_text, content) for memory_id, search_text, content in conn.execute(q, p)}

@@ -105,8 +105,8 @@ class RecallEngine:
         searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None, chosen)
                                    if req.query else (False, []))
         side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen, early)
-        fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None)
-                 if req.query else Fused())
+        fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None,
+                      _model(query)) if req.query else Fused())
         ranked, distances = self._order(conn, req, now, fused, side.candidates, source, near)
         if req.spatial is None and req.query:
             ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], fused.match, now, req.n)
@@ -132,7 +132,7 @@ class RecallEngine:
         if query is not None:
             side = self._vector_side(conn, req, now, query, ids, NEAREST_FIRST_ANCHORS, None, chosen)
             similarity, anchors = side.similarity, side.ids
-        fused = fuse(conn, req.query, ids + anchors, similarity if query is not None else None)
+        fused = fuse(conn, req.query, ids + anchors, similarity if query is not None else None, _model(query))
         ranked, distances = _nearest_n(rows, fused.match, req.n)
         return _Answer(ranked, fused, distances, similarity, bool(informative_tokens(req.query)))
 
@@ -265,6 +265,10 @@ def _nearest_n(
     rows come with extra ones so that ties at the cut are ordered by it too)."""
     rows = sorted(rows, key=lambda r: (round(r[1], 9), -matches.get(r[0], 0.0)))[:n]
     return [memory_id for memory_id, _ in rows], dict(rows)
+
+
+def _model(query: _QueryVector | None) -> str | None:
+    return None if query is None else query.model_id
 
 
 def _mode(req: RecallRequest, searched_text: bool, searched_vectors: bool) -> str:

@@ -34,7 +34,10 @@ means less where the best is high. It is calibrated by Platt scaling,
 ``relevance = sigmoid(a * match + c * best + b)`` (c < 0). The mix is chosen for ranking
 quality (nDCG@5 per category) and a, c, b by logistic regression, both on the tuning splits
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
-explains them.
+explains them. The constants belong to the embedding model whose cosines they weigh
+(``RelevanceFit``, chosen by ``fit_for(model_id)``): multilingual-e5-small puts unrelated
+sentences at cosine 0.75-0.85, so its ``meaning`` is the cosine rescaled from a floor of
+0.75, and, trained on many languages, it is trusted for Chinese text too.
 """
 
 from __future__ import annotations
@@ -58,10 +61,12 @@ __all__ = [
     "STOPWORDS",
     "MatchFeatures",
     "QueryTerms",
+    "RelevanceFit",
     "calibrated",
     "cjk_share",
     "document_frequencies",
     "effective_meaning",
+    "fit_for",
     "informative_tokens",
     "match_features",
     "match_score",
@@ -71,9 +76,34 @@ __all__ = [
 ]
 
 
-# Fitted on the tuning splits by scripts/fit_relevance.py; see the module docstring.
-MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = 0.50, 0.5, 2.0, 0.2
-PLATT_A, PLATT_BEST, PLATT_B = 34.26, -5.48, -6.02
+@dataclass(frozen=True)
+class RelevanceFit:
+    """The mix and its calibration for one embedding model (its cosines have their own scale:
+    multilingual-e5-small puts unrelated sentences at 0.75-0.85, where MiniLM puts them near 0.1),
+    fitted on the tuning splits by scripts/fit_relevance.py; see the module docstring."""
+
+    meaning_weight: float
+    value_damping: float
+    coverage_power: float
+    neutral_cosine: float
+    platt_a: float
+    platt_best: float
+    platt_b: float
+    #: The model was trained on many languages: its cosine is trusted for Chinese text too.
+    multilingual: bool = False
+    #: The cosine of unrelated sentences, about: ``meaning`` is the cosine rescaled from it to 1.
+    cosine_floor: float = 0.0
+
+
+# The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 34.26, -5.48, -6.02)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 14.64, -5.55, -3.98, multilingual=True, cosine_floor=0.75)
+_FITS = {"all-MiniLM-L6-v2": ENGLISH_FIT, "multilingual-e5-small": MULTILINGUAL_FIT}
+
+
+def fit_for(model_id: str | None) -> RelevanceFit:
+    """The fit for vectors of ``model_id`` (``family/numerics``); the English model's for any other."""
+    return _FITS.get((model_id or "").split("/")[0], ENGLISH_FIT)
 
 #: Words that say nothing about which memory is meant, whatever the size of the store.
 #: Dropped from the keyword query (and from coverage) unless the query has nothing else.
@@ -115,6 +145,7 @@ class QueryTerms:
     tokens: tuple[str, ...]
     weights: tuple[float, ...]  # IDF x (2 for exact values): each token's share of the query's information
     cjk: float
+    fit: RelevanceFit = ENGLISH_FIT
 
     @cached_property
     def total(self) -> float:
@@ -128,7 +159,7 @@ class QueryTerms:
 
     @cached_property
     def meaning_weight(self) -> float:
-        return MEANING_WEIGHT * (1.0 - VALUE_DAMPING * self.value_share)
+        return self.fit.meaning_weight * (1.0 - self.fit.value_damping * self.value_share)
 
     @cached_property
     def anchors(self) -> tuple[tuple[int, ...], ...]:
@@ -145,16 +176,17 @@ class QueryTerms:
         return tuple(tuple(token_parts(t)) for t in self.tokens)
 
 
-def query_terms(conn: apsw.Connection, text: str) -> QueryTerms:
-    """The query's informative tokens with their IDF in the store's full-text index."""
+def query_terms(conn: apsw.Connection, text: str, fit: RelevanceFit = ENGLISH_FIT) -> QueryTerms:
+    """The query's informative tokens with their IDF in the store's full-text index; ``fit``:
+    the embedding model's (fit_for)."""
     tokens = informative_tokens(text)
     if not tokens:
-        return QueryTerms((), (), cjk_share(text))
+        return QueryTerms((), (), cjk_share(text), fit)
     df = document_frequencies(conn, tokens)
     # max(id) counts deleted rows too; it is an index lookup, where count(*) scans.
     n = max(1, int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")))
     weights = tuple(_idf(df.get(t, 0), n) * (_VALUE_WEIGHT if _DIGIT.search(t) else 1.0) for t in tokens)
-    return QueryTerms(tuple(tokens), weights, cjk_share(text))
+    return QueryTerms(tuple(tokens), weights, cjk_share(text), fit)
 
 
 def document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
@@ -203,7 +235,8 @@ class MatchFeatures:
     meaning: float  # the cosine (0 without vectors)
     trust: float  # how far the cosine can be believed for this pair, 0..1
     coverage: float
-    meaning_weight: float = MEANING_WEIGHT  # the query's (QueryTerms.meaning_weight)
+    meaning_weight: float = ENGLISH_FIT.meaning_weight  # the query's (QueryTerms.meaning_weight)
+    fit: RelevanceFit = ENGLISH_FIT  # the embedding model's (QueryTerms.fit)
 
 
 def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None) -> MatchFeatures:
@@ -218,10 +251,13 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     held = sum(_held_weight(w, anchors, matched) if bind else w
                for w, hit, anchors in zip(terms.weights, matched, terms.anchors) if hit)
     coverage = held / total if total > 0 else 0.0
-    trust = (1.0 - terms.cjk) * (1.0 - content_cjk)
+    trust = 1.0 if terms.fit.multilingual else (1.0 - terms.cjk) * (1.0 - content_cjk)
     if cosine is None:
-        return MatchFeatures(meaning=0.0, trust=0.0, coverage=coverage, meaning_weight=terms.meaning_weight)
-    return MatchFeatures(meaning=max(0.0, cosine), trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight)
+        return MatchFeatures(meaning=0.0, trust=0.0, coverage=coverage, meaning_weight=terms.meaning_weight,
+                             fit=terms.fit)
+    floor = terms.fit.cosine_floor
+    return MatchFeatures(meaning=max(0.0, (cosine - floor) / (1.0 - floor)), trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight,
+                         fit=terms.fit)
 
 
 def _held_weight(weight: float, anchors: tuple[int, ...], matched: list[bool]) -> float:
@@ -234,19 +270,20 @@ def _held_weight(weight: float, anchors: tuple[int, ...], matched: list[bool]) -
 
 def effective_meaning(features: MatchFeatures) -> float:
     """The cosine as far as it can be trusted, else a neutral cosine in proportion to the words shared."""
-    return features.trust * features.meaning + (1.0 - features.trust) * NEUTRAL_COSINE * features.coverage
+    neutral = features.fit.neutral_cosine
+    return features.trust * features.meaning + (1.0 - features.trust) * neutral * features.coverage
 
 
 def match_score(features: MatchFeatures) -> float:
     """The convex mix of the signals that ranks hits (before calibration)."""
     w = features.meaning_weight
-    return w * effective_meaning(features) + (1.0 - w) * math.pow(features.coverage, COVERAGE_POWER)
+    return w * effective_meaning(features) + (1.0 - w) * math.pow(features.coverage, features.fit.coverage_power)
 
 
-def calibrated(match: float, best_cosine: float) -> float:
+def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT) -> float:
     """The probability that a memory answers the query (Platt scaling), given the highest
     trusted cosine among the query's candidates."""
-    return 1.0 / (1.0 + math.exp(-(PLATT_A * match + PLATT_BEST * best_cosine + PLATT_B)))
+    return 1.0 / (1.0 + math.exp(-(fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_b)))
 
 
 def trusted_cosine(features: MatchFeatures) -> float:
@@ -255,4 +292,4 @@ def trusted_cosine(features: MatchFeatures) -> float:
 
 def relevance(features: MatchFeatures, best_cosine: float) -> float:
     """The calibrated relevance of one candidate, given the highest trusted cosine among its query's candidates."""
-    return calibrated(match_score(features), best_cosine)
+    return calibrated(match_score(features), best_cosine, features.fit)

@@ -64,3 +64,17 @@ def test_model_build_with_a_bad_precision_setting_fails_with_exit_code_2(
     monkeypatch.setenv("ROBOTMEM_EMBEDDING_PRECISION", "fp16")
     assert _run(["model", "build"]) == 2
     assert "fp16" in capsys.readouterr().err
+
+
+def test_model_status_names_the_configured_model_and_whether_the_multilingual_one_is_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ROBOTMEM_EMBEDDING_MODEL", "multilingual-e5-small")
+    assert _run(["--json", "model", "status"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["model"] == "multilingual-e5-small" and status["multilingual-e5-small"] == "installed"
+    from robotmem.cli import model
+
+    monkeypatch.setattr(model, "multilingual_available", lambda: False)
+    assert _run(["--json", "model", "status"]) == 1
+    assert "robotmem[multilingual]" in json.loads(capsys.readouterr().out)["multilingual-e5-small"]

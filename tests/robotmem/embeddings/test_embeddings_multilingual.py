@@ -74,11 +74,19 @@ def test_each_model_scores_with_its_own_fit() -> None:
     assert fit_for("test-given/32") is ENGLISH_FIT and fit_for(None) is ENGLISH_FIT
 
 
-def test_a_chinese_question_recalls_the_english_memory_that_answers_it(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def e5_store(request: pytest.FixtureRequest, tmp_path: Path) -> Memory:
+    """A store of either backend whose vectors are the multilingual model's."""
+    if request.param == "sqlite":
+        return Memory(tmp_path / "m.db", config=Config.load(db_path=tmp_path / "m.db", embedding_model=E5))
+    url = request.getfixturevalue("postgres_url")
+    return Memory(url=url, config=Config.load(url=url, embedding_model=E5))
+
+
+def test_a_chinese_question_recalls_the_english_memory_that_answers_it(e5_store: Memory) -> None:
     """Across languages: no word is shared, so only the multilingual vectors can find it; its cosine
     is trusted (the English model's fit would discount a Chinese query's cosine to nothing)."""
-    config = Config.load(db_path=tmp_path / "m.db", embedding_model=E5)
-    with Memory(tmp_path / "m.db", config=config) as mem:
+    with e5_store as mem:
         assert mem.embedder is not None and mem.embedder.model_id == "multilingual-e5-small/q4"
         answer = mem.learn("the gripper slipped on wet glass; drying the jaws first fixed it")["memory_id"]
         for text in ("the drone landed on its charging dock at dusk", "conveyor belt speed set to 0.35 m/s",

@@ -87,10 +87,10 @@ def status_command(args: argparse.Namespace) -> int:
     except RobotMemError as exc:
         print(f"robotmem model status: {exc.message}", file=sys.stderr)
         return 2
+    multilingual = multilingual_available()
     report: dict[str, Any] = {"embeddings": config.embeddings, "model": config.embedding_model,
                               "precision": config.embedding_precision,
-                              MULTILINGUAL_MODEL: "installed" if multilingual_available()
-                              else f"not installed ({MULTILINGUAL_HINT})"}
+                              MULTILINGUAL_MODEL: "installed" if multilingual else f"not installed ({MULTILINGUAL_HINT})"}
     try:
         source = locate_model_source()
     except RobotMemError as exc:
@@ -109,5 +109,5 @@ def status_command(args: argparse.Namespace) -> int:
         for precision, path in (built or {}).items():
             print(f"built {precision}: {path or 'not built (robotmem model build --precision ' + precision + ')'}")
     if config.embedding_model == MULTILINGUAL_MODEL:
-        return 0 if multilingual_available() else 1
+        return 0 if multilingual else 1
     return 0 if report["installed"] else 1

@@ -50,6 +50,8 @@ from typing import Any
 
 import apsw
 
+from ..embeddings.cache import MODEL_NAME
+from ..embeddings.multilingual import MULTILINGUAL_MODEL
 from ..models import DEFAULT_MIN_RELEVANCE
 from ..store.backend import dialect_of
 from ..store.connection import scalar
@@ -98,7 +100,7 @@ class RelevanceFit:
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
 ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 34.26, -5.48, -6.02)
 MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 14.64, -5.55, -3.98, multilingual=True, cosine_floor=0.75)
-_FITS = {"all-MiniLM-L6-v2": ENGLISH_FIT, "multilingual-e5-small": MULTILINGUAL_FIT}
+_FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
 
 
 def fit_for(model_id: str | None) -> RelevanceFit:
@@ -251,13 +253,13 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     held = sum(_held_weight(w, anchors, matched) if bind else w
                for w, hit, anchors in zip(terms.weights, matched, terms.anchors) if hit)
     coverage = held / total if total > 0 else 0.0
-    trust = 1.0 if terms.fit.multilingual else (1.0 - terms.cjk) * (1.0 - content_cjk)
+    fit = terms.fit
     if cosine is None:
-        return MatchFeatures(meaning=0.0, trust=0.0, coverage=coverage, meaning_weight=terms.meaning_weight,
-                             fit=terms.fit)
-    floor = terms.fit.cosine_floor
-    return MatchFeatures(meaning=max(0.0, (cosine - floor) / (1.0 - floor)), trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight,
-                         fit=terms.fit)
+        meaning, trust = 0.0, 0.0
+    else:
+        meaning = max(0.0, (cosine - fit.cosine_floor) / (1.0 - fit.cosine_floor))
+        trust = 1.0 if fit.multilingual else (1.0 - terms.cjk) * (1.0 - content_cjk)
+    return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit)
 
 
 def _held_weight(weight: float, anchors: tuple[int, ...], matched: list[bool]) -> float:

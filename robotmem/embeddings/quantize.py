@@ -16,12 +16,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .graph import CONTRIB_DOMAIN
+
 __all__ = ["BLOCK_SIZE", "quantize_matmuls_int8"]
 
 BLOCK_SIZE = 32
 #: MatMulNBits accuracy level 4: int8 activations, int8 dot products (VNNI / NEON sdot).
 _ACCURACY_INT8 = 4
-_CONTRIB_DOMAIN = "com.microsoft"
 #: MatMulNBits' implicit zero point for 8 bits is 2**(8-1); we store q + 128 as uint8.
 _ZERO_POINT = 128
 
@@ -66,7 +67,7 @@ def quantize_matmuls_int8(model: onnx.ModelProto) -> onnx.ModelProto:
                 [node.input[0], packed_name, scales_name],
                 list(node.output),
                 name=f"{node.name}.q8",
-                domain=_CONTRIB_DOMAIN,
+                domain=CONTRIB_DOMAIN,
                 K=weight.shape[0],
                 N=weight.shape[1],
                 bits=8,
@@ -77,7 +78,7 @@ def quantize_matmuls_int8(model: onnx.ModelProto) -> onnx.ModelProto:
     del graph.node[:]
     graph.node.extend(nodes)
     _drop_unused_initializers(graph)
-    out.opset_import.append(helper.make_opsetid(_CONTRIB_DOMAIN, 1))
+    out.opset_import.append(helper.make_opsetid(CONTRIB_DOMAIN, 1))
     return out
 
 

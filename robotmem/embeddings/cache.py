@@ -38,7 +38,7 @@ __all__ = [
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 #: Bump whenever the graph or the quantisation changes: cached files are then rebuilt.
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2
 PRECISIONS = ("fp32", "int8")
 
 Progress = Callable[[str], None]

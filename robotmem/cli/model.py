@@ -80,7 +80,7 @@ def _build_multilingual(config: Config, force: bool) -> dict[str, Any]:
     from ..embeddings.multilingual import MultilingualEmbedder
 
     embedder = MultilingualEmbedder(config.model_cache, progress=None)
-    cached = embedder.model_path().is_file() and not force
+    cached = embedder.cache_file().is_file() and not force
     started = time.perf_counter()
     path = embedder.build(rebuild=force)
     built_s = time.perf_counter() - started
@@ -102,7 +102,7 @@ def _multilingual_state(config: Config) -> str:
     from ..embeddings.multilingual import MultilingualEmbedder
 
     try:
-        path = MultilingualEmbedder(config.model_cache, progress=None).model_path()
+        path = MultilingualEmbedder(config.model_cache, progress=None).cache_file()
     except RobotMemError as exc:
         return f"installed, unreadable: {exc.message}"
     return f"installed, built: {path}" if path.is_file() else "installed, not built (robotmem model build)"

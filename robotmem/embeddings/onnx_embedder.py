@@ -1,4 +1,5 @@
-"""all-MiniLM-L6-v2 on ONNX Runtime: the :class:`~robotmem.embeddings.Embedder` robotmem uses.
+"""all-MiniLM-L6-v2 on ONNX Runtime: the :class:`~robotmem.embeddings.Embedder` robotmem uses, and
+``SessionEmbedder``, what it shares with multilingual-e5-small (robotmem.embeddings.multilingual).
 
 Construction is cheap and never touches the model. The first ``embed`` (or
 ``warm()``, or the thread started by ``warm_in_background()``) builds the graph
@@ -15,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
@@ -28,8 +29,8 @@ from .tokenize import WordPiece
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["DEFAULT_BATCH_SIZE", "DIM", "OnnxEmbedder", "default_thread_count", "embed_token_ids", "open_session",
-           "validate_texts"]
+__all__ = ["DEFAULT_BATCH_SIZE", "DIM", "OnnxEmbedder", "SessionEmbedder", "Tokenizer", "default_thread_count",
+           "embed_token_ids", "open_session", "validate_texts"]
 
 log = logging.getLogger("robotmem.embeddings")
 
@@ -50,31 +51,32 @@ def default_thread_count() -> int:
     return max(1, min(cores, _MAX_THREADS))
 
 
+class Tokenizer(Protocol):
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]: ...
+
+
 @dataclass(frozen=True)
 class _Runtime:
     session: ort.InferenceSession
-    tokenizer: WordPiece
+    tokenizer: Tokenizer
     model_path: Path
 
 
-class OnnxEmbedder:
-    """Thread-safe sentence embedder; vectors are float32, unit length, ``dim`` 384."""
+class SessionEmbedder:
+    """What every robotmem sentence encoder shares: thread-safe, float32 unit vectors of ``dim``
+    384; the model is built into ``cache_dir`` (once, across processes) and opened on the first
+    ``embed``, ``warm()`` or ``warm_in_background()``, concurrent first callers waiting for that one
+    load; a damaged cached file is rebuilt once; a failed load is logged once and raised again at
+    once. A model supplies ``model_id``, its tokenizer and its cached file (``_tokenizer``, ``_build``)."""
 
-    def __init__(
-        self,
-        source: ModelSource,
-        cache_dir: Path,
-        *,
-        precision: str = "fp32",
-        threads: int | None = None,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        progress: Progress | None = print_progress,
-    ) -> None:
+    #: Worker threads busy-wait between a run's operators (open_session).
+    _spinning = False
+
+    def __init__(self, cache_dir: Path, *, threads: int | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 progress: Progress | None = print_progress) -> None:
         if batch_size < 1:
             raise ValidationError("batch_size must be at least 1", field="batch_size")
-        self._source = source
         self._cache_dir = Path(cache_dir)
-        self._precision = precision
         self._threads = threads if threads is not None else default_thread_count()
         self._batch_size = batch_size
         self._progress = progress
@@ -86,7 +88,7 @@ class OnnxEmbedder:
     # -- the Embedder protocol ------------------------------------------------------------
     @property
     def model_id(self) -> str:
-        return f"{MODEL_NAME}/{self._precision}"
+        raise NotImplementedError
 
     @property
     def dim(self) -> int:
@@ -101,10 +103,6 @@ class OnnxEmbedder:
         return embed_token_ids(runtime.session, runtime.tokenizer.token_ids(texts), self._batch_size)
 
     # -- loading --------------------------------------------------------------------------
-    @property
-    def precision(self) -> str:
-        return self._precision
-
     @property
     def state(self) -> LoadState:
         if self._runtime is not None:
@@ -156,13 +154,13 @@ class OnnxEmbedder:
             return self._runtime
 
     def _load(self) -> _Runtime:
-        tokenizer = _open_tokenizer(self._source)
-        path = ensure_model(self._source, self._cache_dir, self._precision, progress=self._progress)
+        tokenizer = self._tokenizer()
+        path = self._build(rebuild=False)
         try:
             session = self._open_session(path)
         except Exception as first_error:  # noqa: BLE001 - a damaged cache file: rebuild it once
             log.warning("cached embedding model %s is unusable (%s); rebuilding it", path, first_error)
-            path = ensure_model(self._source, self._cache_dir, self._precision, progress=self._progress, rebuild=True)
+            path = self._build(rebuild=True)
             try:
                 session = self._open_session(path)
             except Exception as exc:
@@ -174,7 +172,50 @@ class OnnxEmbedder:
         return _Runtime(session=session, tokenizer=tokenizer, model_path=path)
 
     def _open_session(self, path: Path) -> ort.InferenceSession:
-        return open_session(str(path), self._threads)
+        return open_session(str(path), self._threads, spinning=self._spinning)
+
+    def _tokenizer(self) -> Tokenizer:
+        """The model's tokenizer; EmbeddingUnavailableError when it cannot be read."""
+        raise NotImplementedError
+
+    def _build(self, *, rebuild: bool) -> Path:
+        """The model's cached ONNX file, built first when missing (or ``rebuild``)."""
+        raise NotImplementedError
+
+
+class OnnxEmbedder(SessionEmbedder):
+    """all-MiniLM-L6-v2, built from the installed weights package (``source``)."""
+
+    def __init__(
+        self,
+        source: ModelSource,
+        cache_dir: Path,
+        *,
+        precision: str = "fp32",
+        threads: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: Progress | None = print_progress,
+    ) -> None:
+        super().__init__(cache_dir, threads=threads, batch_size=batch_size, progress=progress)
+        self._source = source
+        self._precision = precision
+
+    @property
+    def model_id(self) -> str:
+        return f"{MODEL_NAME}/{self._precision}"
+
+    @property
+    def precision(self) -> str:
+        return self._precision
+
+    def _tokenizer(self) -> Tokenizer:
+        try:
+            return WordPiece(self._source.tokenizer)
+        except Exception as exc:
+            raise EmbeddingUnavailableError(f"cannot read the tokenizer {self._source.tokenizer}: {exc}") from exc
+
+    def _build(self, *, rebuild: bool) -> Path:
+        return ensure_model(self._source, self._cache_dir, self._precision, progress=self._progress, rebuild=rebuild)
 
 
 def open_session(model: str | bytes, threads: int, *, spinning: bool = False) -> ort.InferenceSession:
@@ -207,13 +248,6 @@ def embed_token_ids(session: ort.InferenceSession, token_ids: list[list[int]], b
         feeds = {INPUT_IDS: batch.input_ids, ATTENTION_MASK: batch.attention_mask}
         out[chunk] = session.run([OUTPUT_NAME], feeds)[0]
     return out
-
-
-def _open_tokenizer(source: ModelSource) -> WordPiece:
-    try:
-        return WordPiece(source.tokenizer)
-    except Exception as exc:
-        raise EmbeddingUnavailableError(f"cannot read the tokenizer {source.tokenizer}: {exc}") from exc
 
 
 def validate_texts(texts: Sequence[str]) -> None:

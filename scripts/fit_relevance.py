@@ -5,8 +5,9 @@ the 50 best BM25 matches), computes robotmem.search.relevance's signals for each
 chooses the convex mix (meaning weight, its damping by the query's share of exact values,
 coverage power, neutral cosine, confidence weight) with the best mean nDCG@5 over the
 categories by grid search, then calibrates it: a logistic regression of "judged relevant
-(grade >= 1)" on the mixed score and the query's best cosine (the highest trusted cosine
-among its candidates; Platt scaling with one more input). Paste the printed constants into
+(grade >= 1)" on the mixed score, the query's best cosine (the highest trusted cosine
+among its candidates) and the request's narrowness (how few rows its filter leaves;
+Platt scaling with two more inputs). Paste the printed constants into
 robotmem/search/relevance.py and robotmem/search/fusion.py.
 
     python scripts/fit_relevance.py [--splits tune [held] [held2]] [--model multilingual-e5-small]
@@ -33,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_retrieval as bench
 
-from robotmem.search.relevance import fit_for, informative_tokens, match_features, query_terms
+from robotmem.search.relevance import fit_for, informative_tokens, match_features, narrowness, query_terms
 from robotmem.store.tokens import match_term
 
 POOL = 50
@@ -69,6 +70,7 @@ class Pair:
     grade: int
     features: np.ndarray  # meaning, trust, coverage, the query's value share
     confidence: float
+    narrow: float  # the request's narrowness (relevance.narrowness of the rows its filter leaves)
 
 
 def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, list[Pair]]:
@@ -89,12 +91,14 @@ def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, l
             qv = mem.embedder.embed([q.text])[0]
             cos = dict(zip(ids, (matrix @ qv).tolist()))
             terms = query_terms(conn, q.text, fit)
+            allowed = bench.eligible(mem, keys, q)
+            narrow = narrowness(len(allowed) if q.filter is not None else None)
             out[q.id] = []
-            for i in candidates(conn, q, cos, bench.eligible(mem, keys, q)):
+            for i in candidates(conn, q, cos, allowed):
                 f = match_features(terms, text_of[i], content_of[i], cos[i])
                 out[q.id].append(Pair(keys[i], q.judgements.get(keys[i], 0),
                                       np.array([f.meaning, f.trust, f.coverage, terms.value_share]),
-                                      0.8 * 2 ** (-ages[keys[i]] / 30)))
+                                      0.8 * 2 ** (-ages[keys[i]] / 30), narrow))
         conn.close()
         mem.close()
     return out
@@ -165,11 +169,11 @@ def main() -> None:
     allpairs = [p for ps in pairs.values() for p in ps]
     s = mix(np.stack([p.features for p in allpairs]), w, damping, power, neutral)
     y = np.array([p.grade >= 1 for p in allpairs], dtype=float)
-    b, a, best = fit(np.stack([s, best_cosines(pairs)], axis=1), y)
+    b, a, best, narrow = fit(np.stack([s, best_cosines(pairs), [p.narrow for p in allpairs]], axis=1), y)
     print(f"{len(y)} pairs, {int(y.sum())} relevant")
     print(f"MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {damping}, {power}, {neutral}")
     print(f"CONFIDENCE_WEIGHT = {c}")
-    print(f"PLATT_A, PLATT_BEST, PLATT_B = {a:.2f}, {best:.2f}, {b:.2f}")
+    print(f"PLATT_A, PLATT_BEST, PLATT_B, PLATT_NARROW = {a:.2f}, {best:.2f}, {b:.2f}, {narrow:.2f}")
 
 
 if __name__ == "__main__":

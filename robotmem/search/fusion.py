@@ -21,7 +21,8 @@ import apsw
 
 from ..store.backend import dialect_of
 from . import sql
-from .relevance import MatchFeatures, fit_for, match_features, match_score, query_terms, relevance, trusted_cosine
+from .relevance import (MatchFeatures, fit_for, match_features, match_score, narrowness, query_terms, relevance,
+                        trusted_cosine)
 
 __all__ = ["CONFIDENCE_WEIGHT", "Fused", "fuse", "order_score"]
 
@@ -41,10 +42,11 @@ class Fused:
 
 def fuse(
     conn: apsw.Connection, query: str, candidates: list[int], similarity: dict[int, float] | None,
-    model_id: str | None = None,
+    model_id: str | None = None, narrowed_to: int | None = None,
 ) -> Fused:
     """Score every candidate with the query; the match dict is best first (ties in candidate order).
-    ``model_id``: the model of the cosines in ``similarity``, whose fitted mix scores them."""
+    ``model_id``: the model of the cosines in ``similarity``, whose fitted mix scores them;
+    ``narrowed_to``: how many memories the request's filter or session left (None: not narrowed)."""
     if not candidates:
         return Fused()
     terms = query_terms(conn, query, fit_for(model_id))
@@ -60,9 +62,10 @@ def fuse(
     if not features:
         return Fused()
     best = max(trusted_cosine(f) for f in features.values())
+    narrow = narrowness(narrowed_to)
     match = {memory_id: match_score(f) for memory_id, f in features.items()}
     return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
-                 relevance={memory_id: relevance(f, best) for memory_id, f in features.items()})
+                 relevance={memory_id: relevance(f, best, narrow) for memory_id, f in features.items()})
 
 
 def order_score(match: float, confidence: float) -> float:

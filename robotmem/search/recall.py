@@ -9,13 +9,14 @@ from typing import Any
 import apsw
 import numpy as np
 
+from ..store.connection import scalar
 from ..store.decay import effective_confidence_sql
 from ..store.rows import hits_sql, row_to_record
 from . import sql
 from .ann_index import index_folder
 from .fulltext import fulltext_hits, plan_fulltext
 from .fusion import Fused, fuse, order_score
-from .relevance import informative_tokens
+from .relevance import NARROW_ROWS, informative_tokens
 from .request import RecallRequest
 from .spatial import nearest_sqlite
 from .vectors import EarlyProbe, VectorSearch, filter_source
@@ -105,8 +106,11 @@ class RecallEngine:
         searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None, chosen)
                                    if req.query else (False, []))
         side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen, early)
-        fused = (fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None,
-                      _model(query)) if req.query else Fused())
+        fused = Fused()
+        if req.query:
+            rows = self._narrowed_to(conn, req, now, chosen if chosen is not None else side.candidates)
+            fused = fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None,
+                         _model(query), rows)
         ranked, distances = self._order(conn, req, now, fused, side.candidates, source, near)
         if req.spatial is None and req.query:
             ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], fused.match, now, req.n)
@@ -132,7 +136,8 @@ class RecallEngine:
         if query is not None:
             side = self._vector_side(conn, req, now, query, ids, NEAREST_FIRST_ANCHORS, None, chosen)
             similarity, anchors = side.similarity, side.ids
-        fused = fuse(conn, req.query, ids + anchors, similarity if query is not None else None, _model(query))
+        fused = fuse(conn, req.query, ids + anchors, similarity if query is not None else None, _model(query),
+                     self._narrowed_to(conn, req, now, chosen))
         ranked, distances = _nearest_n(rows, fused.match, req.n)
         return _Answer(ranked, fused, distances, similarity, bool(informative_tokens(req.query)))
 
@@ -156,6 +161,20 @@ class RecallEngine:
     # -- vectors ---------------------------------------------------------------------
 
     # -- the store-specific steps (robotmem.search.postgres overrides them) ----------------
+
+    def _narrowed_to(self, conn: Any, req: RecallRequest, now: float, known: np.ndarray | None) -> int | None:
+        """How many memories the request's filter or session leaves, counted up to NARROW_ROWS (relevance's
+        narrowness); ``known``: that set, when a search already computed it. None: neither narrows."""
+        if not req.needs_sql_candidates:
+            return None
+        if known is not None:
+            return len(known)
+        where, params = self._where(req, now)
+        return int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?) AS narrowed",
+                          [*params, NARROW_ROWS]))
+
+    def _where(self, req: RecallRequest, now: float) -> sql.Query:
+        return sql.eligibility_sql(req, now, self._half_life_s)
 
     def _filtered(self, conn: apsw.Connection, req: RecallRequest, now: float, source: sql.Query) -> np.ndarray:
         """Every eligible memory among a selective filter's leaf-index candidates (the exact filter result)."""

@@ -30,9 +30,16 @@ The mix orders the hits. Relevance adds one signal of the query as a whole, its 
 cosine*: the highest trusted cosine among the query's candidates (0 where the model cannot
 judge). The model's cosines sit higher for some queries than for others (0.3 is the best a
 vague query gets, an unrelated memory reaches 0.5 for a specific one), so the same cosine
-means less where the best is high. It is calibrated by Platt scaling,
-``relevance = sigmoid(a * match + c * best + b)`` (c < 0). The mix is chosen for ranking
-quality (nDCG@5 per category) and a, c, b by logistic regression, both on the tuning splits
+means less where the best is high. And one signal of the request, its *narrowness*: how few
+rows the caller's own filter (or session) left, ``ln(NARROW_ROWS / rows)`` when fewer than
+NARROW_ROWS are left, else 0. A caller who narrows a store to a dozen memories of one robot
+and asks "what went wrong when grasping" is asking about those memories: in the judged set
+such vague questions reach cosines of only 0.25-0.35 with their answers, and without the
+filter's evidence every answer of them sat below the default threshold. It is counted in rows,
+not as a share of the store, so that it means the same at 300 memories as at a million. It is
+calibrated by Platt scaling, ``relevance = sigmoid(a * match + c * best + d * narrowness + b)``
+(c < 0 < d). The mix is chosen for ranking
+quality (nDCG@5 per category) and a, c, d, b by logistic regression, both on the tuning splits
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
 explains them. The constants belong to the embedding model whose cosines they weigh
 (``RelevanceFit``, chosen by ``fit_for(model_id)``): multilingual-e5-small puts unrelated
@@ -62,6 +69,7 @@ __all__ = [
     "DEFAULT_MIN_RELEVANCE",
     "STOPWORDS",
     "MatchFeatures",
+    "NARROW_ROWS",
     "QueryTerms",
     "RelevanceFit",
     "calibrated",
@@ -72,6 +80,7 @@ __all__ = [
     "informative_tokens",
     "match_features",
     "match_score",
+    "narrowness",
     "query_terms",
     "relevance",
     "trusted_cosine",
@@ -91,6 +100,8 @@ class RelevanceFit:
     platt_a: float
     platt_best: float
     platt_b: float
+    #: The calibration's weight of the request's narrowness (``narrowness``).
+    platt_narrow: float = 0.0
     #: The model was trained on many languages: its cosine is trusted for Chinese text too.
     multilingual: bool = False
     #: The cosine of unrelated sentences, about: ``meaning`` is the cosine rescaled from it to 1.
@@ -98,9 +109,23 @@ class RelevanceFit:
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 34.26, -5.48, -6.02)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 14.64, -5.55, -3.98, multilingual=True, cosine_floor=0.75)
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 34.32, -5.45, -6.41, platt_narrow=1.81)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 14.63, -4.21, -4.89, platt_narrow=1.69, multilingual=True,
+                                cosine_floor=0.75)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
+
+
+#: A filter (or session) that leaves fewer rows than this is evidence that its rows are what the caller
+#: asks about (``narrowness``); one that leaves more is no evidence.
+NARROW_ROWS = 100
+
+
+def narrowness(rows: int | None) -> float:
+    """``ln(NARROW_ROWS / rows)`` for a request whose filter or session left ``rows`` memories, 0 for one
+    that left NARROW_ROWS or more or was not narrowed (None)."""
+    if rows is None or rows >= NARROW_ROWS:
+        return 0.0
+    return math.log(NARROW_ROWS / max(1, rows))
 
 
 def fit_for(model_id: str | None) -> RelevanceFit:
@@ -282,16 +307,18 @@ def match_score(features: MatchFeatures) -> float:
     return w * effective_meaning(features) + (1.0 - w) * math.pow(features.coverage, features.fit.coverage_power)
 
 
-def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT) -> float:
+def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT, narrow: float = 0.0) -> float:
     """The probability that a memory answers the query (Platt scaling), given the highest
-    trusted cosine among the query's candidates."""
-    return 1.0 / (1.0 + math.exp(-(fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_b)))
+    trusted cosine among the query's candidates and the request's ``narrowness``."""
+    logit = fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_narrow * narrow + fit.platt_b
+    return 1.0 / (1.0 + math.exp(-logit))
 
 
 def trusted_cosine(features: MatchFeatures) -> float:
     return features.trust * features.meaning
 
 
-def relevance(features: MatchFeatures, best_cosine: float) -> float:
-    """The calibrated relevance of one candidate, given the highest trusted cosine among its query's candidates."""
-    return calibrated(match_score(features), best_cosine, features.fit)
+def relevance(features: MatchFeatures, best_cosine: float, narrow: float = 0.0) -> float:
+    """The calibrated relevance of one candidate, given the highest trusted cosine among its query's
+    candidates and the request's ``narrowness``."""
+    return calibrated(match_score(features), best_cosine, features.fit, narrow)

@@ -1,8 +1,10 @@
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from robotmem.search.relevance import calibrated, fit_for, match_features, match_score, narrowness, query_terms
 from robotmem.store.backend import as_vector_bytes
 from robotmem import Memory, ValidationError
 
@@ -153,6 +155,75 @@ def test_vector_search_is_isolated_per_collection(hybrid_mem: Memory):
     small = hybrid_mem.learn("the gripper slipped on the wet glass bottle", collection="small")["memory_id"]
     result = hybrid_mem.recall("grasp failed on a slippery object", collection="small")
     assert _ids(result) == [small]
+
+
+def _narrow_store(mem: Memory) -> int:
+    """120 memories of arm-1 and three of arm-2, one of which answers "what went wrong when grasping"."""
+    mem.save_perceptions([{"description": f"arm-1 log {i}: moved tray {i % 9} to shelf {i % 5}",
+                           "metadata": {"robot": {"id": "arm-1"}, "task": {"slot": i % 40}}} for i in range(120)])
+    mem.learn("arm-2 calibrated its wrist camera against the checkerboard", {"robot": {"id": "arm-2"}})
+    mem.learn("arm-2 parked overnight in bay 4", {"robot": {"id": "arm-2"}})
+    return mem.learn("The Panda cracked a thin glass beaker with grip force 15 N; keep below 14 N for glassware.",
+                     {"robot": {"id": "arm-2"}, "task": {"slot": 99}})["memory_id"]
+
+
+def _relevance_of(result: dict, memory_id: int) -> float:
+    return next(hit["relevance"] for hit in result["results"] if hit["id"] == memory_id)
+
+
+@pytest.mark.parametrize("narrowing", [{"robot.id": "arm-2"},  # the leaf index finds the rows
+                                       {"robot.id": {"$ne": "arm-1"}}])  # it cannot: they are counted
+def test_a_filter_that_leaves_few_memories_is_evidence_that_they_are_asked_about(hybrid_mem: Memory, narrowing):
+    """A vague question about three memories the caller picked out: relevance counts the pick
+    (robotmem.search.relevance.narrowness), by the same amount whichever way the rows are found."""
+    target = _narrow_store(hybrid_mem)
+    question = "what went wrong when grasping"
+    alone = _relevance_of(hybrid_mem.recall(question, min_relevance=0, n=20), target)
+    narrowed = hybrid_mem.recall(question, context_filter=narrowing, min_relevance=0)
+    assert len(narrowed["results"]) == 3
+    expected = calibrated_with(hybrid_mem, question, target, narrow=narrowness(3))
+    assert _relevance_of(narrowed, target) == pytest.approx(expected, abs=1e-3)
+    assert _relevance_of(narrowed, target) > alone + 0.2
+    # Above the default min_relevance with the pick, below it without.
+    assert target in _ids(hybrid_mem.recall(question, context_filter=narrowing))
+    assert target not in _ids(hybrid_mem.recall(question))
+
+
+@pytest.mark.parametrize("narrowing", [{"robot.id": "arm-2"}, {"robot.id": {"$ne": "arm-1"}}])
+def test_without_vectors_the_pick_counts_the_same(mem: Memory, narrowing):
+    """No model: no search computes the filter's rows, so recall counts them (up to NARROW_ROWS)."""
+    target = _narrow_store(mem)
+    alone = _relevance_of(mem.recall("beaker broke", min_relevance=0, n=20), target)
+    narrowed = _relevance_of(mem.recall("beaker broke", context_filter=narrowing, min_relevance=0), target)
+    fit = fit_for(None)
+    logit = math.log(alone / (1 - alone)) + fit.platt_narrow * narrowness(3)
+    assert narrowed == pytest.approx(1 / (1 + math.exp(-logit)), abs=2e-3)
+    assert narrowed > alone + 0.2
+
+
+def test_a_filter_that_leaves_many_memories_changes_no_relevance(hybrid_mem: Memory):
+    target = _narrow_store(hybrid_mem)
+    question = "what went wrong when grasping"
+    alone = _relevance_of(hybrid_mem.recall(question, min_relevance=0, n=20), target)
+    broad = hybrid_mem.recall(question, context_filter={"robot.id": {"$in": ["arm-1", "arm-2"]}}, min_relevance=0, n=20)
+    assert _relevance_of(broad, target) == pytest.approx(alone, abs=1e-4)
+
+
+def calibrated_with(mem: Memory, question: str, memory_id: int, *, narrow: float) -> float:
+    """The relevance formula of docs/recall.md, from the pair's own signals (not recall's output)."""
+    conn = mem.store.connection()
+    fit = fit_for(mem.embedder.model_id)
+    terms = query_terms(conn, question, fit)
+    search_text, content = conn.execute("SELECT search_text, content FROM memories WHERE id = ?",
+                                        (memory_id,)).fetchone()
+    vectors = {mid: np.frombuffer(as_vector_bytes(v), dtype=np.float32)
+               for mid, v in conn.execute("SELECT memory_id, vector FROM embeddings")}
+    q = mem.embedder.embed([question])[0]
+    arm2 = [mid for (mid,) in conn.execute("SELECT id FROM memories WHERE content LIKE 'arm-2%' OR id = ?",
+                                           (memory_id,))]
+    best = max(float(vectors[mid] @ q) for mid in arm2)
+    features = match_features(terms, search_text, content, float(vectors[memory_id] @ q))
+    return calibrated(match_score(features), best, fit, narrow)
 
 
 def test_filtered_vector_ranking_ranks_exactly_the_filtered_rows(hybrid_mem: Memory, backend: str):

@@ -61,8 +61,9 @@ DROP TRIGGER IF EXISTS embeddings_ai_counts;
 """
 
 
-def add_counts_sql(table: str, source: str, columns: tuple[str, ...], where: str) -> str:
-    """Add the counts of the rows of ``source`` that ``where`` selects, by key, in one statement."""
+def add_counts_sql(table: str, columns: tuple[str, ...]) -> str:
+    """Add ``n`` to the count of one key: parameters are the key's ``columns``, then ``n``."""
     keys = ", ".join(columns)
-    return (f"INSERT INTO {table} ({keys}, n) SELECT {keys}, count(*) FROM {source} WHERE {where} GROUP BY {keys} "
+    marks = ", ".join("?" for _ in columns)
+    return (f"INSERT INTO {table} ({keys}, n) VALUES ({marks}, ?) "
             f"ON CONFLICT ({keys}) DO UPDATE SET n = n + excluded.n")

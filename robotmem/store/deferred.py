@@ -17,7 +17,7 @@ from typing import Any
 
 import apsw
 
-from .counts import DEFER_INSERT_COUNTS, MEMORY_KEYS, add_counts_sql
+from .counts import DEFER_INSERT_COUNTS, EMBEDDING_KEYS, MEMORY_KEYS, add_counts_sql
 from .leaves import INSERT_LEAVES_RANGE
 
 __all__ = ["DEFER_FULL_TEXT", "DEFER_INSERT_COUNTS_AND_LOG", "insert_deferring_indexes", "insert_new_embeddings"]
@@ -45,7 +45,8 @@ _FULL_TEXT_RANGE = (
     "INSERT INTO memories_fts(rowid, search_text) SELECT id, search_text FROM memories "
     "WHERE id BETWEEN ? AND ? AND status IN ('active', 'archived')"
 )
-_COUNT_RANGE = add_counts_sql("memory_counts", "memories", MEMORY_KEYS, "id BETWEEN ? AND ?")
+_ADD_MEMORY_COUNTS = add_counts_sql("memory_counts", MEMORY_KEYS)
+_ADD_EMBEDDING_COUNTS = add_counts_sql("embedding_counts", EMBEDDING_KEYS)
 _INSERT_EMBEDDING = "INSERT INTO embeddings (memory_id, collection, model_id, dim, vector) VALUES (?, ?, ?, ?, ?)"
 
 
@@ -58,17 +59,21 @@ def _triggers_aside(conn: apsw.Connection) -> Iterator[None]:
         conn.execute("DELETE FROM leaves_deferred")
 
 
-def insert_deferring_indexes(conn: apsw.Connection, insert: Callable[[], list[int]]) -> list[int]:
-    """Run ``insert`` (new memories, ids ascending) with the per-row leaf, full-text and count
-    triggers off, then index and count every id it returned, one statement each. Call inside a
-    write transaction."""
+def insert_deferring_indexes(conn: apsw.Connection, insert: Callable[[], list[tuple[Any, ...]]]) -> list[int]:
+    """Run ``insert`` (new memories; it returns their (id, collection, type, status), ids ascending)
+    with the per-row leaf, full-text and count triggers off, then index every id it returned, one
+    statement each, and count the rows by what they returned. Call inside a write transaction."""
     with _triggers_aside(conn):
-        ids = insert()
+        rows = insert()
+    ids = [int(row[0]) for row in rows]
     if ids:
         # Ids only grow and the write lock is held: the range holds exactly the new rows.
         conn.execute(INSERT_LEAVES_RANGE, (ids[0], ids[-1]))
         conn.execute(_FULL_TEXT_RANGE, (ids[0], ids[-1]))
-        conn.execute(_COUNT_RANGE, (ids[0], ids[-1]))
+        # Counted from the returned keys: grouping the new rows again read every one of them
+        # (7 ms of a 1,000-row batch at 1,000,000 memories).
+        counts = Counter(tuple(row[1:]) for row in rows)
+        conn.executemany(_ADD_MEMORY_COUNTS, [(*key, n) for key, n in counts.items()])
     return ids
 
 
@@ -79,8 +84,4 @@ def insert_new_embeddings(conn: apsw.Connection, values: list[tuple[Any, ...]]) 
         conn.executemany(_INSERT_EMBEDDING, values)
     conn.executemany("INSERT INTO change_log (memory_id, collection) VALUES (?, ?)", [v[:2] for v in values])
     counts = Counter((collection, model_id) for _, collection, model_id, *_ in values)
-    conn.executemany(
-        "INSERT INTO embedding_counts (collection, model_id, n) VALUES (?, ?, ?) "
-        "ON CONFLICT (collection, model_id) DO UPDATE SET n = n + excluded.n",
-        [(collection, model_id, n) for (collection, model_id), n in counts.items()],
-    )
+    conn.executemany(_ADD_EMBEDDING_COUNTS, [(*key, n) for key, n in counts.items()])

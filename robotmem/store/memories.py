@@ -61,7 +61,8 @@ class NewMemory:
 _INSERT = (
     "INSERT INTO memories (collection, session_id, type, perception_type, content, search_text, context, "
     "content_hash, protected, confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, "
-    "updated_at, embed) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
+    "updated_at, embed) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "RETURNING id, collection, type, status"
 )
 
 
@@ -84,7 +85,7 @@ def insert_memories(conn: apsw.Connection, items: list[NewMemory]) -> list[int]:
     if len(items) == 1:
         ids = [int(row[0]) for row in conn.execute(_INSERT, values[0])]
     else:
-        ids = insert_deferring_indexes(conn, lambda: [int(row[0]) for row in conn.executemany(_INSERT, values)])
+        ids = insert_deferring_indexes(conn, lambda: [tuple(row) for row in conn.executemany(_INSERT, values)])
     index_new_points(conn, list(zip(ids, (m.context for m in items))))
     return ids
 

@@ -201,6 +201,19 @@ def test_without_vectors_the_pick_counts_the_same(mem: Memory, narrowing):
     assert narrowed > alone + 0.2
 
 
+def test_an_episode_of_a_few_memories_counts_like_a_filter(mem: Memory):
+    """session_id narrows as a filter does: an episode of three memories is the caller's pick."""
+    _narrow_store(mem)
+    sid = mem.start_session()["session_id"]
+    target = mem.learn("The beaker cracked at grip force 15 N", session_id=sid)["memory_id"]
+    mem.learn("wrist camera calibrated", session_id=sid)
+    mem.learn("parked in bay 4", session_id=sid)
+    alone = _relevance_of(mem.recall("beaker broke", min_relevance=0, n=20), target)
+    in_episode = _relevance_of(mem.recall("beaker broke", session_id=sid, min_relevance=0), target)
+    logit = math.log(alone / (1 - alone)) + fit_for(None).platt_narrow * narrowness(3)
+    assert in_episode == pytest.approx(1 / (1 + math.exp(-logit)), abs=2e-3)
+
+
 def test_a_filter_that_leaves_many_memories_changes_no_relevance(hybrid_mem: Memory):
     target = _narrow_store(hybrid_mem)
     question = "what went wrong when grasping"

@@ -133,11 +133,13 @@ class RecallEngine:
         ids = [memory_id for memory_id, _ in rows]
         similarity: dict[int, float] = {}
         anchors: list[int] = []
+        known = chosen  # the filter's rows, when a search has them (else _narrowed_to counts them)
         if query is not None:
             side = self._vector_side(conn, req, now, query, ids, NEAREST_FIRST_ANCHORS, None, chosen)
             similarity, anchors = side.similarity, side.ids
+            known = chosen if chosen is not None else side.candidates
         fused = fuse(conn, req.query, ids + anchors, similarity if query is not None else None, _model(query),
-                     self._narrowed_to(conn, req, now, chosen))
+                     self._narrowed_to(conn, req, now, known))
         ranked, distances = _nearest_n(rows, fused.match, req.n)
         return _Answer(ranked, fused, distances, similarity, bool(informative_tokens(req.query)))
 

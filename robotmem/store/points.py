@@ -28,8 +28,8 @@ from typing import Any, cast
 
 import apsw
 
-__all__ = ["EPOCH_BITS", "MAX_DEPTH", "extract_points", "index_new_points", "index_points", "points_of",
-           "reindex_all_points", "split_points_by_epoch"]
+__all__ = ["EPOCH_BITS", "MAX_DEPTH", "exact_points", "memory_of_point", "extract_points", "index_new_points", "index_points",
+           "points_of", "reindex_all_points", "split_points_by_epoch"]
 
 MAX_DEPTH = 4
 #: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.
@@ -179,6 +179,27 @@ def points_of(conn: apsw.Connection, memory_ids: list[int], field: str) -> list[
         ).fetchall())
         found += [(m, x, y, z) for _, m, f, x, y, z in rows if f == field]
         keys = [k + 1 for k, *_ in rows if (k + 1) % _MAX_POINTS]
+    return found
+
+
+def memory_of_point(tree_id: int) -> int:
+    """The memory a tree row belongs to (its id is ``memory_id * _MAX_POINTS + k``)."""
+    return tree_id // _MAX_POINTS
+
+
+def exact_points(conn: apsw.Connection, tree_ids: list[int]) -> list[tuple[int, int, str, float, float, float]]:
+    """(tree row id, memory_id, field, x, y, z) of the given tree rows, each read from its own epoch's
+    tree: the exact coordinates and the field live beside the tree (its auxiliary columns), one
+    row lookup each, so a box query reads them only for the rows it has to."""
+    by_epoch: defaultdict[int, list[int]] = defaultdict(list)
+    for tree_id in tree_ids:
+        by_epoch[memory_of_point(tree_id) >> EPOCH_BITS].append(tree_id)
+    found: list[tuple[int, int, str, float, float, float]] = []
+    for epoch, ids in by_epoch.items():
+        found += cast(list[tuple[int, int, str, float, float, float]], conn.execute(
+            f"SELECT id, memory_id, field, px, py, pz FROM {_tree(epoch)} WHERE id IN (SELECT value FROM json_each(?))",
+            ("[" + ",".join(map(str, ids)) + "]",),
+        ).fetchall())
     return found
 
 

@@ -117,6 +117,7 @@ def test_a_broad_filter_checks_only_the_nearest_points(store: tuple[Memory, Give
         checked.extend(ids)
         return {m for m in ids if m in members and m % 3 != 2}
 
-    found = spatial.nearest(conn, req, 0.0, 1.0, 10, spatial._points_in_box, accept)
+    assert req.spatial is not None
+    found = spatial.walk_trees(conn, req.spatial, 10, accept)
     assert len(found) >= 10 and all(m % 3 != 2 for m, _ in found)
     assert len(checked) < 200  # of 1,200 points; all points would be read by the last, widest box

@@ -103,3 +103,82 @@ def test_spatial_hits_carry_the_relevance_a_plain_recall_gives_them(mem: Memory)
 
 def test_spatial_hits_carry_the_relevance_and_similarity_a_plain_recall_gives_them(hybrid_mem: Memory):
     _relevance_as_in_a_plain_recall(hybrid_mem, with_vectors=True)
+
+
+def _brute_nearest(points: dict[int, list[float]], target: list[float], n: int) -> list[int]:
+    return sorted(points, key=lambda m: (math.dist(points[m][: len(target)], target), -m))[:n]
+
+
+def test_points_of_other_fields_nearer_to_the_target_do_not_take_the_answer(mem: Memory):
+    """The tree holds every field's points; the walk reads a row's field only when its box could
+    place it in the answer, so the nearer points of another field must be read and left out."""
+    rng = random.Random(11)
+    records, wanted = [], {}
+    for i in range(900):
+        own = [round(rng.uniform(-5, 5), 4) for _ in range(3)]
+        other = [round(rng.uniform(-0.5, 0.5), 4) for _ in range(3)]  # nearer to the target, all of them
+        records.append({"description": f"two points {i}", "metadata": {
+            "spatial": {"p": own, "q": other}, "task": {"ok": i % 4 != 0}}})
+    for memory_id, record in zip(mem.save_perceptions(records), records):
+        if record["metadata"]["task"]["ok"]:
+            wanted[memory_id] = record["metadata"]["spatial"]["p"]
+    target = [0.1, -0.2, 0.05]
+    found = mem.recall("", n=12, context_filter={"task.ok": True},
+                       spatial_sort={"field": "spatial.p", "target": target})["results"]
+    assert [h["id"] for h in found] == _brute_nearest(wanted, target, 12)
+    for hit in found:
+        assert hit["distance"] == pytest.approx(math.dist(wanted[hit["id"]], target), abs=1e-12)
+
+
+def test_points_the_tree_cannot_tell_apart_come_in_exact_order(mem: Memory):
+    """R*Tree keeps 32-bit boxes: points 1e-9 apart share one box, and only their exact
+    coordinates (read beside the tree) order them."""
+    xs = [1.0 + k * 1e-9 for k in (7, 3, 9, 1, 5, 0, 8, 2, 6, 4)]
+    ids = mem.save_perceptions([{"description": f"close {k}", "metadata": {"spatial": {"p": [x, 1.0, 0.0]}}}
+                                for k, x in enumerate(xs)])
+    points = {m: [x, 1.0, 0.0] for m, x in zip(ids, xs)}
+    found = mem.recall("", n=10, spatial_sort={"field": "spatial.p", "target": [1.0, 1.0, 0.0]})["results"]
+    assert [h["id"] for h in found] == _brute_nearest(points, [1.0, 1.0, 0.0], 10)
+    assert [h["distance"] for h in found] == sorted(h["distance"] for h in found)
+    within = mem.recall("", n=10, spatial_sort={"field": "spatial.p", "target": [1.0, 1.0, 0.0],
+                                                "max_distance": 4.5e-9})["results"]
+    assert [h["id"] for h in within] == _brute_nearest({m: p for m, p in points.items() if p[0] <= 1.0 + 4.5e-9},
+                                                       [1.0, 1.0, 0.0], 10)
+
+
+def test_max_distance_returns_exactly_the_points_within_it(mem: Memory):
+    rng = random.Random(5)
+    records = [{"description": f"scatter {i}", "metadata": {"spatial": {"p": [rng.uniform(-3, 3), rng.uniform(-3, 3)],
+                                                                        "q": [rng.uniform(-1, 1), rng.uniform(-1, 1)]}}}
+               for i in range(600)]
+    ids = mem.save_perceptions(records)
+    points = {m: r["metadata"]["spatial"]["p"] for m, r in zip(ids, records)}
+    target = [0.3, 0.4]
+    found = mem.recall("", n=100, spatial_sort={"field": "spatial.p", "target": target, "max_distance": 0.7})["results"]
+    inside = [m for m in _brute_nearest(points, target, 600) if math.dist(points[m], target) <= 0.7]
+    assert [h["id"] for h in found] == inside[:100] and len(inside) > 10
+
+
+@pytest.mark.sqlite_only
+def test_the_walk_reads_exact_points_only_near_the_answer(mem: Memory, monkeypatch: pytest.MonkeyPatch):
+    """Field and exact coordinates (one row lookup each beside the tree) are read for the points
+    nearest by their boxes, not for every point of the box."""
+    from robotmem.search import spatial
+    from robotmem.store import points as points_module
+
+    rng = random.Random(3)
+    cloud = [[rng.uniform(-0.5, 0.5) for _ in range(3)] for _ in range(3000)]
+    ids = mem.save_perceptions([{"description": f"dense {i}", "metadata": {"spatial": {"p": p}}}
+                                for i, p in enumerate(cloud)])
+    read: list[int] = []
+    real = points_module.exact_points
+
+    def counting(conn: object, tree_ids: list[int]) -> list[tuple[int, int, str, float, float, float]]:
+        read.extend(tree_ids)
+        return real(conn, tree_ids)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(spatial, "exact_points", counting)
+    found = mem.recall("", n=10, spatial_sort={"field": "spatial.p", "target": [0.0, 0.0, 0.0]})["results"]
+    assert [h["id"] for h in found] == _brute_nearest(dict(zip(ids, cloud)), [0.0, 0.0, 0.0], 10)
+    first_box = sum(1 for p in cloud if max(map(abs, p)) <= 0.25)  # the walk's first box: about 375 points
+    assert first_box > 300 and 10 <= len(read) <= 100

@@ -140,6 +140,19 @@ def test_the_command_line_imports_no_store_model_or_server_to_parse(tmp_path: Pa
     assert proc.stdout.strip() == "[]"
 
 
+def test_an_embedded_store_loads_no_postgresql_driver(tmp_path: Path):
+    """psycopg took 110 ms of every command's start on an embedded store (docs/benchmarks.md)."""
+    script = ("import sys\nfrom robotmem.cli.main import main\n"
+              f"main(['--db', {str(tmp_path / 'm.db')!r}, 'learn', 'the gripper slipped on wet glass'])\n"
+              f"main(['--db', {str(tmp_path / 'm.db')!r}, 'recall', 'gripper slipped'])\n"
+              f"main(['--db', {str(tmp_path / 'm.db')!r}, 'stats'])\n"
+              "print([m for m in sys.modules if m.startswith(('psycopg', 'robotmem.store.postgres', "
+              "'robotmem.search.postgres'))], file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "[]"
+
+
 def test_a_built_in_command_skips_looking_for_plugins_but_help_lists_them():
     script = ("import sys\nfrom robotmem.cli.main import build_parser\n"
               "build_parser(['--db', 'x.db', 'stats', '--json'])\nprint('importlib.metadata' in sys.modules)\n"

@@ -183,7 +183,10 @@ class _TreeWalk:
         ids, bounds = self._bounds(radius)
         limit = math.inf if radius is None else radius
         best: dict[int, float] = {}
-        start, step = 0, max(16, 4 * (need or 0))
+        # The first chunk just over ``need``: reading a row's field and coordinates by id costs about as
+        # much as listing them in the box (6.5 against 4.7 us a row at 1M), so reading 4 x need first
+        # made a plain spatial recall slower than listing the whole first box.
+        start, step = 0, (need or 0) + 16
         while start < len(ids):
             if need is not None and len(best) >= need:
                 last = sorted(best.values())[need - 1]

@@ -144,10 +144,10 @@ def nearest(conn: Any, req: RecallRequest, now: float, half_life_s: float,
     return _growing(spatial, need, within)
 
 
-Within = Callable[["float | None", "int | None"], list[tuple[int, float]]]
+_Within = Callable[["float | None", "int | None"], list[tuple[int, float]]]
 
 
-def _growing(spatial: SpatialSort, need: int, within: Within) -> list[tuple[int, float]]:
+def _growing(spatial: SpatialSort, need: int, within: _Within) -> list[tuple[int, float]]:
     """``within(radius, need)``: the eligible (memory_id, distance) at most ``radius`` away (any
     distance for None), nearest first, at least the first ``need`` of them (all for None)."""
     if spatial.max_distance is not None:

@@ -28,8 +28,8 @@ from typing import Any, cast
 
 import apsw
 
-__all__ = ["EPOCH_BITS", "MAX_DEPTH", "exact_points", "memory_of_point", "extract_points", "index_new_points", "index_points",
-           "points_of", "reindex_all_points", "split_points_by_epoch"]
+__all__ = ["EPOCH_BITS", "MAX_DEPTH", "exact_points", "extract_points", "index_new_points", "index_points",
+           "memory_of_point", "points_of", "reindex_all_points", "split_points_by_epoch"]
 
 MAX_DEPTH = 4
 #: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.

@@ -173,10 +173,7 @@ def points_of(conn: apsw.Connection, memory_ids: list[int], field: str) -> list[
     found: list[tuple[int, float, float, float]] = []
     keys = [m * _MAX_POINTS for m in memory_ids]
     while keys:
-        rows = cast(list[tuple[int, int, str, float, float, float]], conn.execute(
-            "SELECT id, memory_id, field, px, py, pz FROM spatial_points WHERE id IN (SELECT value FROM json_each(?))",
-            ("[" + ",".join(map(str, keys)) + "]",),
-        ).fetchall())
+        rows = exact_points(conn, keys)
         found += [(m, x, y, z) for _, m, f, x, y, z in rows if f == field]
         keys = [k + 1 for k, *_ in rows if (k + 1) % _MAX_POINTS]
     return found

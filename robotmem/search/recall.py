@@ -18,7 +18,7 @@ from .fulltext import fulltext_hits, plan_fulltext
 from .fusion import Fused, fuse, order_score
 from .relevance import NARROW_ROWS, informative_tokens
 from .request import RecallRequest
-from .spatial import nearest_sqlite
+from .spatial import distance_key, nearest_sqlite
 from .vectors import EarlyProbe, VectorSearch, filter_source
 
 __all__ = ["RecallEngine", "VectorSide"]
@@ -284,7 +284,7 @@ def _nearest_n(
 ) -> tuple[list[int], dict[int, float]]:
     """The n nearest (memory_id, distance) rows, equal distances by match with the query (the nearest
     rows come with extra ones so that ties at the cut are ordered by it too)."""
-    rows = sorted(rows, key=lambda r: (round(r[1], 9), -matches.get(r[0], 0.0)))[:n]
+    rows = sorted(rows, key=lambda r: (distance_key(r[1]), -matches.get(r[0], 0.0)))[:n]
     return [memory_id for memory_id, _ in rows], dict(rows)
 
 

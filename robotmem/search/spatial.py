@@ -35,7 +35,7 @@ from ..store.points import exact_points, memory_of_point, points_of
 from . import sql
 from .request import RecallRequest, SpatialSort
 
-__all__ = ["DIRECT_LIMIT", "nearest", "nearest_sqlite", "walk_trees"]
+__all__ = ["DIRECT_LIMIT", "distance_key", "nearest", "nearest_sqlite", "walk_trees"]
 
 #: A selective filter leaving at most this many memories reads their points by id instead of walking the tree.
 DIRECT_LIMIT = 1024
@@ -80,6 +80,12 @@ def _distances(rows: Iterable[tuple[Any, ...]], target: tuple[float, ...]) -> di
     return dict(zip(unique.tolist(), distance[order][first].tolist()))
 
 
+def distance_key(distance: float) -> float:
+    """A distance as compared for order and ties: two computations of one distance (numpy here,
+    PostgreSQL's there, a bound against an exact value) may differ in the last bits."""
+    return round(distance, 9)
+
+
 def _by_distance(found: dict[int, float], limit: float = math.inf) -> list[tuple[int, float]]:
     return sorted(((m, d) for m, d in found.items() if d <= limit), key=lambda r: (r[1], -r[0]))
 
@@ -114,7 +120,7 @@ class _Verdicts:
         out: list[tuple[int, float]] = []
         start, step = 0, max(16, 4 * (need or 0))
         while start < len(ranked):
-            if need is not None and len(out) >= need and round(ranked[start][1], 9) > round(out[need - 1][1], 9):
+            if need is not None and len(out) >= need and distance_key(ranked[start][1]) > distance_key(out[need - 1][1]):
                 break
             chunk = ranked[start : start + step]
             ok = self.eligible([m for m, _ in chunk])
@@ -190,7 +196,7 @@ class _TreeWalk:
         while start < len(ids):
             if need is not None and len(best) >= need:
                 last = sorted(best.values())[need - 1]
-                if round(float(bounds[start]), 9) > round(last, 9):
+                if distance_key(float(bounds[start])) > distance_key(last):
                     break
             chunk = ids[start : start + step].tolist()
             # Eligibility first, from the row ids alone: a filter that passes few memories leaves
@@ -204,8 +210,8 @@ class _TreeWalk:
             start, step = start + len(chunk), step * 4
         ranked = _by_distance(best)
         if start < len(ids):  # an unread point may be as near as its bound: only what is nearer is in order
-            unread = round(float(bounds[start]), 9)
-            ranked = [(m, d) for m, d in ranked if round(d, 9) < unread]
+            unread = distance_key(float(bounds[start]))
+            ranked = [(m, d) for m, d in ranked if distance_key(d) < unread]
         return ranked
 
     def _bounds(self, radius: float | None) -> tuple[np.ndarray, np.ndarray]:

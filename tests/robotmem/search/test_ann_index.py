@@ -76,6 +76,49 @@ def test_the_index_is_written_beside_the_store_and_answers_like_the_exact_scan(b
         assert mem.recall_engine._vectors.ann("default", "test-given/32", DIM) is not None
 
 
+def _private_kb() -> int:
+    return sum(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+               if line.startswith("RssAnon:"))
+
+
+def _resident_through_mapping(path: Path) -> int:
+    """Bytes of ``path`` resident through this process's mappings of it."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and len(head) >= 5:  # a mapping's header line
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            total += int(head[1]) * 1024
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="reads this process's memory maps from /proc (Linux)")
+def test_a_snapshot_is_searched_in_the_files_own_pages_not_copied(tmp_path: Path):
+    """Several processes on one store share the page cache: a snapshot opened and searched across
+    every list is resident through its file mapping, not copied into private memory."""
+    import faiss
+
+    dim, rows, nlist = 128, 300_000, 64
+    data = np.random.default_rng(0).standard_normal((rows, dim)).astype(np.float32)
+    index = faiss.IndexIVFScalarQuantizer(faiss.IndexFlatIP(dim), dim, nlist, faiss.ScalarQuantizer.QT_4bit,
+                                          faiss.METRIC_INNER_PRODUCT)
+    index.train(data[:10_000])
+    index.add_with_ids(data, np.arange(rows, dtype=np.int64))
+    path = tmp_path / "snapshot.faiss"
+    faiss.write_index(index, str(path))
+    del index
+    size = path.stat().st_size
+    before = _private_kb()
+    view = ann_index.open_snapshot(path)
+    params = faiss.SearchParametersIVF()
+    params.nprobe = nlist
+    _, found = view.search(data[:4], 5, params=params)
+    assert found[:, 0].tolist() != [-1] * 4
+    assert _resident_through_mapping(path) >= 0.9 * size
+    assert (_private_kb() - before) * 1024 < 0.25 * size
+
+
 def test_the_first_probe_runs_beside_the_full_text_search_and_changes_nothing(built: Path, monkeypatch):
     threads: list[str] = []
     real_probe = ann_index.AnnIndex.probe

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..store.connection import Database, scalar
 from .eligibility import Eligibility, rows_for
-from .vector_index import VectorIndex
+from .vector_index import VectorIndex, cosines
 
 __all__ = [
     "MIN_FETCH", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "AnnIndex", "BuildReport", "build_index", "index_folder",
@@ -359,7 +359,7 @@ class AnnIndex:
     def _exact(self, conn: apsw.Connection, ids: np.ndarray, query: np.ndarray) -> dict[int, float]:
         """Exact float32 cosine from the rows (ids whose vector is gone or of another model drop out)."""
         found, matrix = _vectors_by_id(conn, ids, self.model_id, int(query.shape[0]))
-        return dict(zip(found.tolist(), (matrix @ query).tolist()))
+        return dict(zip(found.tolist(), cosines(matrix, query).tolist()))
 
 
 def _passing_best_first(ranked: list[int], verdicts: dict[int, bool], eligible: Callable[[list[int]], set[int]],

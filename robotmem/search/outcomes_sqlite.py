@@ -28,6 +28,7 @@ import apsw
 import numpy as np
 
 from ..store.connection import one_row, scalar
+from ..store.counts import collection_size
 from ..store.leaves import EPOCHS, epochs_through, leaf_path
 from .filter_index import LeafSet, exact_clause
 from .leaf_columns import LeafColumn, LeafColumns
@@ -288,8 +289,7 @@ class _IndexPlan:
             return _scan(self.conn, self.req, where, params)
         if mask is None:
             # The count triggers keep (robotmem.store.counts), not a walk of the collection's index.
-            total = int(scalar(self.conn, "SELECT coalesce(sum(n), 0) FROM memory_counts WHERE collection = ?",
-                               [self.req.collection]))
+            total = collection_size(self.conn, self.req.collection)
             return self.tally(group_leaf, ~excluded, total - int(excluded.sum()), whole=True)
         return self.tally(group_leaf, mask, int(mask.sum()), whole=False)
 

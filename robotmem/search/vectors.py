@@ -25,7 +25,8 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from ..store.connection import Database, scalar
+from ..store.connection import Database
+from ..store.counts import collection_size
 from ..store.leaves import epoch_list
 from . import ann_index, rebuild_process, sql
 from .ann_index import AnnIndex, newest_file
@@ -58,13 +59,12 @@ def filter_source(conn: apsw.Connection, req: RecallRequest) -> sql.Query | None
         return None
     epochs = epoch_list(conn)
     best = smallest(conn, req.filter.candidates, req.collection, LEAF_CANDIDATE_CAP + 1, epochs)
-    if best is None or best[1] > min(LEAF_CANDIDATE_CAP, SELECTIVE_SHARE * _collection_size(conn, req.collection)):
+    # The collection's size is read only for a set under the cap: a broad filter of a large store needs no more.
+    if best is None or best[1] > LEAF_CANDIDATE_CAP:
+        return None
+    if best[1] > SELECTIVE_SHARE * collection_size(conn, req.collection):
         return None
     return best[0].query(req.collection, epochs)
-
-
-def _collection_size(conn: apsw.Connection, collection: str) -> int:
-    return int(scalar(conn, "SELECT coalesce(sum(n), 0) FROM memory_counts WHERE collection = ?", (collection,)))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,11 @@ stats leaves them out.
 
 from __future__ import annotations
 
-__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "MEMORY_KEYS", "add_counts_sql"]
+import apsw
+
+from .connection import scalar
+
+__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "MEMORY_KEYS", "add_counts_sql", "collection_size"]
 
 
 def _bump(table: str, columns: tuple[str, ...], row: str, delta: str) -> str:
@@ -67,3 +71,8 @@ def add_counts_sql(table: str, columns: tuple[str, ...]) -> str:
     marks = ", ".join("?" for _ in columns)
     return (f"INSERT INTO {table} ({keys}, n) VALUES ({marks}, ?) "
             f"ON CONFLICT ({keys}) DO UPDATE SET n = n + excluded.n")
+
+
+def collection_size(conn: apsw.Connection, collection: str) -> int:
+    """The collection's memories of every type and status, from the counts the triggers keep."""
+    return int(scalar(conn, "SELECT coalesce(sum(n), 0) FROM memory_counts WHERE collection = ?", (collection,)))

@@ -67,3 +67,30 @@ def test_a_filter_seeks_each_epoch_instead_of_walking_the_path(tmp_path: Path) -
     assert "epoch=? AND value=?" in plan, plan
     assert sorted(r[0] for r in conn.execute(q, p)) == [1, EPOCH + 1, 2 * EPOCH + 1]
     conn.close()
+
+
+# Written by hand from the rule in the module docstring, not read from json_tree.
+_ODD_CONTEXT = {"a": {}, "b": {"c": {}, "d": 1.5}, "e": [1, {"f": 2}], "g[0]": 3, "h": {"i": []}, "j": None,
+                "k": True, "l": "x", "m n": {"o": False}}
+_ODD_LEAVES = [("$.\"m n\".o", 0, "false"), ("$.a", 0, "object"), ("$.b.c", 0, "object"), ("$.b.d", 1.5, "real"),
+               ("$.e", 0, "array"), ("$.h.i", 0, "array"), ("$.j", 0, "null"), ("$.k", 1, "true"), ("$.l", "x", "text")]
+
+
+def test_the_leaves_are_scalars_arrays_and_empty_objects_whichever_way_a_memory_is_written(tmp_path: Path) -> None:
+    """Nested non-empty objects, array elements and keys a dot path cannot address have no leaf,
+    through the insert trigger (one memory) and through a bulk insert's one statement alike."""
+    from robotmem.store.memories import NewMemory, insert_memories
+
+    conn = apsw.Connection(str(tmp_path / "leaves.db"))
+    migrate(conn)
+
+    def new(i: int) -> NewMemory:
+        return NewMemory(collection="default", session_id=None, type="perception", perception_type=None,
+                         content=f"m{i}", search_text=f"m{i}", context=_ODD_CONTEXT, content_hash=f"h{i}",
+                         protected=False, confidence=1.0, now=0.0, occurred_at=0.0)
+
+    (single,) = insert_memories(conn, [new(0)])
+    bulk = insert_memories(conn, [new(1), new(2)])
+    for memory_id in (single, *bulk):
+        assert conn.execute("SELECT path, value, kind FROM context_leaves WHERE memory_id = ? ORDER BY path",
+                            (memory_id,)).fetchall() == _ODD_LEAVES

@@ -146,7 +146,14 @@ def test_ctrl_c_says_interrupted_and_what_was_stored_and_a_rerun_continues(tmp_p
     path = write_mcap(tmp_path / "long.mcap", [m for episode in episodes for m in episode])
     command = [sys.executable, "-m", "robotmem", "replay", str(path), "--episode-split", "gap:20"]
     env = dict(os.environ, ROBOTMEM_HOME=str(robotmem_home))
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The replay must get Ctrl-C as a terminal sends it. A test run started in the background of a
+    # non-interactive shell has SIGINT ignored, children inherit that, and the replay then ran to
+    # its end (exit 0). A handler set here is reset to the default in the child.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     db = robotmem_home / "memory.db"
     deadline = time.monotonic() + 120
     while _sessions(db) < 2 and proc.poll() is None and time.monotonic() < deadline:

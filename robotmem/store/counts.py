@@ -13,7 +13,7 @@ import apsw
 
 from .connection import scalar
 
-__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "MEMORY_KEYS", "add_counts_sql", "collection_size"]
+__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "UNMARKED_INSERT_COUNTS", "MEMORY_KEYS", "add_counts_sql", "collection_size"]
 
 
 def _bump(table: str, columns: tuple[str, ...], row: str, delta: str) -> str:
@@ -57,12 +57,20 @@ COUNTS_SCHEMA = (_counted("memory_counts", "memories", MEMORY_KEYS)
 # per-row insert triggers stand aside while the bulk writer's transaction holds a row in
 # leaves_deferred. Safe to run again (tests rewind user_version).
 _BULK_ASIDE = " WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred)"
-DEFER_INSERT_COUNTS = f"""
+
+
+def _insert_counts(when: str) -> str:
+    return f"""
 DROP TRIGGER IF EXISTS memories_ai_counts;
-{_count_inserts("memory_counts", "memories", MEMORY_KEYS, _BULK_ASIDE)}
+{_count_inserts("memory_counts", "memories", MEMORY_KEYS, when)}
 DROP TRIGGER IF EXISTS embeddings_ai_counts;
-{_count_inserts("embedding_counts", "embeddings", EMBEDDING_KEYS, _BULK_ASIDE)}
+{_count_inserts("embedding_counts", "embeddings", EMBEDDING_KEYS, when)}
 """
+
+
+DEFER_INSERT_COUNTS = _insert_counts(_BULK_ASIDE)
+# Migration 17: the same triggers without the look for the marker (robotmem.store.deferred).
+UNMARKED_INSERT_COUNTS = _insert_counts("")
 
 
 def add_counts_sql(table: str, columns: tuple[str, ...]) -> str:

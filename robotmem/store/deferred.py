@@ -7,12 +7,13 @@ each index page is touched once per batch instead of once per row). The switch i
 connection's alone and is on again as soon as the batch's rows are in, so every other insert,
 raw SQL and other connections included, still goes through the triggers.
 
-The insert triggers of the leaf index (migration 9), of full text (migration 10), of the counts
-and of the vectors' change log (migration 12) also stand aside while a row is in
-``leaves_deferred``, the marker this module used before the switch. A marked trigger still ran
-its program for every row to find the marker: 6 ms of a 1,000-vector batch at 1,000,000
-memories, where the switch runs none. The memories' insert trigger of the change log
-(migration 11) fires only for an id below the largest, which a new memory never has.
+Before the switch, this module wrote a marker row (``leaves_deferred``) and the insert triggers
+of the leaf index (migration 9), of full text (migration 10), of the counts and of the vectors'
+change log (migration 12) looked for it in their ``WHEN``. A trigger stopped by its ``WHEN``
+still ran its program for every row: 6 ms of a 1,000-vector batch at 1,000,000 memories, where
+the switch runs none. Migration 17 made those triggers anew without the look and dropped the
+table. The memories' insert trigger of the change log (migration 11) fires only for an id below
+the largest, which a new memory never has.
 """
 
 from __future__ import annotations
@@ -24,29 +25,46 @@ from typing import Any
 
 import apsw
 
-from .counts import DEFER_INSERT_COUNTS, EMBEDDING_KEYS, MEMORY_KEYS, add_counts_sql
-from .leaves import INSERT_LEAVES_RANGE
+from .counts import DEFER_INSERT_COUNTS, EMBEDDING_KEYS, MEMORY_KEYS, UNMARKED_INSERT_COUNTS, add_counts_sql
+from .leaves import INSERT_LEAVES_RANGE, UNMARKED_INSERT_LEAVES
 
-__all__ = ["DEFER_FULL_TEXT", "DEFER_INSERT_COUNTS_AND_LOG", "insert_deferring_indexes", "insert_new_embeddings"]
+__all__ = ["DEFER_FULL_TEXT", "DEFER_INSERT_COUNTS_AND_LOG", "UNMARKED_INSERT_TRIGGERS", "insert_deferring_indexes",
+           "insert_new_embeddings"]
 
-# Migration 10: migration 1's full-text insert trigger, standing aside for bulk inserts.
-# Safe to run again (tests rewind user_version).
-DEFER_FULL_TEXT = """
+_MARKED = "NOT EXISTS (SELECT 1 FROM leaves_deferred)"
+
+
+def _full_text_insert(when: str) -> str:
+    return f"""
 DROP TRIGGER IF EXISTS memories_ai;
 CREATE TRIGGER memories_ai AFTER INSERT ON memories
-    WHEN new.status IN ('active', 'archived') AND NOT EXISTS (SELECT 1 FROM leaves_deferred) BEGIN
+    WHEN new.status IN ('active', 'archived'){when} BEGIN
     INSERT INTO memories_fts(rowid, search_text) VALUES (new.id, new.search_text);
 END;
 """
 
-# Migration 12: the insert count triggers and migration 1's log of new vectors stand aside too
-# (a trigger program per row was about a tenth of a bulk insert). Safe to run again.
-DEFER_INSERT_COUNTS_AND_LOG = DEFER_INSERT_COUNTS + """
+
+def _vector_log_insert(when: str) -> str:
+    return f"""
 DROP TRIGGER IF EXISTS embeddings_ai_log;
-CREATE TRIGGER embeddings_ai_log AFTER INSERT ON embeddings WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred) BEGIN
+CREATE TRIGGER embeddings_ai_log AFTER INSERT ON embeddings{when} BEGIN
     INSERT INTO change_log(memory_id, collection) VALUES (new.memory_id, new.collection);
 END;
 """
+
+
+# Migration 10: migration 1's full-text insert trigger, standing aside for bulk inserts.
+# Safe to run again (tests rewind user_version).
+DEFER_FULL_TEXT = _full_text_insert(f" AND {_MARKED}")
+
+# Migration 12: the insert count triggers and migration 1's log of new vectors stand aside too
+# (a trigger program per row was about a tenth of a bulk insert). Safe to run again.
+DEFER_INSERT_COUNTS_AND_LOG = DEFER_INSERT_COUNTS + _vector_log_insert(f" WHEN {_MARKED}")
+
+# Migration 17: the five insert triggers above without the look for the marker, which no code
+# writes since the bulk writer switches its triggers off; the marker's table goes too.
+UNMARKED_INSERT_TRIGGERS = (_full_text_insert("") + UNMARKED_INSERT_COUNTS + _vector_log_insert("")
+                            + UNMARKED_INSERT_LEAVES + "DROP TABLE IF EXISTS leaves_deferred;\n")
 
 _FULL_TEXT_RANGE = (
     "INSERT INTO memories_fts(rowid, search_text) SELECT id, search_text FROM memories "

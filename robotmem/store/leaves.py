@@ -28,8 +28,8 @@ import apsw
 
 from .connection import scalar
 
-__all__ = ["DEFER_LEAVES", "EPOCHS", "EPOCH_BITS", "EPOCH_LEAVES", "INSERT_LEAVES_RANGE", "LEAVES_SCHEMA", "epoch_list",
-           "epochs_through", "leaf_path", "leaves_at_path_sql"]
+__all__ = ["DEFER_LEAVES", "EPOCHS", "EPOCH_BITS", "EPOCH_LEAVES", "INSERT_LEAVES_RANGE", "LEAVES_SCHEMA",
+           "UNMARKED_INSERT_LEAVES", "epoch_list", "epochs_through", "leaf_path", "leaves_at_path_sql"]
 
 # An array element's fullkey holds '[' (so does a quoted key with one, which a dot path cannot
 # address either); an empty object's value is the text '{}' (json_tree gives containers as
@@ -79,11 +79,15 @@ def _table(name: str, *, epoch: bool) -> str:
 ) WITHOUT ROWID;"""
 
 
+def _insert_trigger(*, epoch: bool, when: str = "") -> str:
+    return f"""CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories{when} BEGIN
+    {_insert(_rows("new", epoch=epoch), epoch=epoch)}
+END;"""
+
+
 def _triggers(*, epoch: bool, insert_when: str = "") -> str:
     """The triggers that keep the leaves in step with every insert, delete and context update."""
-    return f"""CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories{insert_when} BEGIN
-    {_insert(_rows("new", epoch=epoch), epoch=epoch)}
-END;
+    return f"""{_insert_trigger(epoch=epoch, when=insert_when)}
 CREATE TRIGGER memories_ad_leaves AFTER DELETE ON memories BEGIN
     {_delete_old(epoch=epoch)}
 END;
@@ -112,9 +116,7 @@ LEAVES_SCHEMA = f"""
 DEFER_LEAVES = f"""
 CREATE TABLE IF NOT EXISTS leaves_deferred (id INTEGER PRIMARY KEY);
 DROP TRIGGER IF EXISTS memories_ai_leaves;
-CREATE TRIGGER memories_ai_leaves AFTER INSERT ON memories{_UNLESS_DEFERRED} BEGIN
-    {_insert(_rows("new", epoch=False), epoch=False)}
-END;
+{_insert_trigger(epoch=False, when=_UNLESS_DEFERRED)}
 """
 
 # Migration 14: the epoch joins the key (see the module docstring); the table is rewritten in
@@ -131,6 +133,13 @@ DROP TABLE context_leaves;
 ALTER TABLE context_leaves_by_epoch RENAME TO context_leaves;
 
 {_triggers(epoch=True, insert_when=_UNLESS_DEFERRED)}
+"""
+
+# Migration 17: the insert trigger of migration 14 without migration 9's look for a marker row
+# (robotmem.store.deferred). Safe to run again.
+UNMARKED_INSERT_LEAVES = f"""
+DROP TRIGGER IF EXISTS memories_ai_leaves;
+{_insert_trigger(epoch=True)}
 """
 
 #: ``AND``-able, with ``epoch_list`` as its parameter: the leaf rows of every epoch the store's

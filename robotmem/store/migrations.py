@@ -15,9 +15,9 @@ import apsw
 
 from .connection import scalar
 from .counts import COUNTS_SCHEMA
-from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG
+from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG, UNMARKED_INSERT_TRIGGERS
 from .leaves import DEFER_LEAVES, EPOCH_LEAVES, LEAVES_SCHEMA
-from .points import reindex_all_points, split_points_by_epoch
+from .points import move_exact_columns_out, reindex_all_points, split_points_by_epoch
 from .tokens import FTS_TOKENIZE, index_tokens, memory_search_text
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
@@ -236,10 +236,17 @@ _V14 = EPOCH_LEAVES
 # goes into a small tree instead of one of every memory.
 _v15 = split_points_by_epoch
 
+# Each point's memory, field and exact coordinates in a plain table beside its tree instead of the
+# tree's auxiliary columns (robotmem.store.points): a bulk insert appends them.
+_v16 = move_exact_columns_out
+
+# The insert triggers without their look for the bulk writer's old marker row (robotmem.store.deferred).
+_V17 = UNMARKED_INSERT_TRIGGERS
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
-    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15))
+    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

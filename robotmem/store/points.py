@@ -8,8 +8,13 @@ until it holds enough eligible points, then sorts them by exact distance (the ex
 coordinates are kept beside the tree's 32-bit boxes).
 
 One R*Tree per epoch of memory ids (``spatial_points_e<n>``, n = memory id >> ``EPOCH_BITS``,
-made when the epoch's first point arrives), read through the view ``spatial_points``, their
-UNION ALL: SQLite pushes a box or an id lookup down into every tree. A point goes into a tree of
+made when the epoch's first point arrives) holds each point's box under its id; the plain table
+``points`` holds, under the same id, its memory, field and exact coordinates (migration 16). The
+view ``spatial_boxes`` is the trees' UNION ALL (SQLite pushes a box down into every tree) and
+``spatial_points`` joins it to ``points``. The exact columns were the trees' auxiliary columns
+before: those live in each tree's rowid table, which a node split rewrites row by row, so at a
+million memories 1,000 new points rewrote about 235 pages of it; in ``points`` they are appended
+(ids only grow), about a dozen pages. A point goes into a tree of
 at most 65,536 memories, not one of every memory: inserting 1,000 points into one tree of
 1,150,000 took 83 ms and dirtied 2,100 pages; into a full tree of 65,536, 43 ms and 1,229 pages;
 of 16,384, 21 ms and 630 pages. Each tree adds a little to a box query: at 1,000,000 memories,
@@ -29,7 +34,7 @@ from typing import Any, cast
 import apsw
 
 __all__ = ["EPOCH_BITS", "MAX_DEPTH", "exact_points", "extract_points", "index_new_points", "index_points",
-           "memory_of_point", "points_of", "reindex_all_points", "split_points_by_epoch"]
+           "memory_of_point", "move_exact_columns_out", "points_of", "reindex_all_points", "split_points_by_epoch"]
 
 MAX_DEPTH = 4
 #: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.
@@ -37,10 +42,28 @@ _MAX_POINTS = 64
 #: Memory ids per R*Tree.
 EPOCH_BITS = 16
 _TREE = re.compile(r"spatial_points_e(\d+)")
-_CREATE_TREE = ("CREATE VIRTUAL TABLE {name} USING rtree(id, minx, maxx, miny, maxy, minz, maxz, "
-                "+memory_id INTEGER, +field TEXT, +px REAL, +py REAL, +pz REAL)")
+_BOX_COLUMNS = "id, minx, maxx, miny, maxy, minz, maxz"
+_EXACT_COLUMNS = "id, memory_id, field, px, py, pz"
+#: A point row as the view ``spatial_points`` gives it: the box's columns, then the exact ones.
 _COLUMNS = "id, minx, maxx, miny, maxy, minz, maxz, memory_id, field, px, py, pz"
-_INSERT = f"INSERT INTO {{table}} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_CREATE_TREE = f"CREATE VIRTUAL TABLE {{name}} USING rtree({_BOX_COLUMNS})"
+_INSERT_BOXES = f"INSERT INTO {{table}} ({_BOX_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT_EXACT = f"INSERT INTO points ({_EXACT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+_CREATE_POINTS = """CREATE TABLE IF NOT EXISTS points (
+    id        INTEGER PRIMARY KEY,  -- the point's row id in its epoch's R*Tree
+    memory_id INTEGER NOT NULL,
+    field     TEXT NOT NULL,        -- dot path of the point in the memory's context
+    px REAL NOT NULL, py REAL NOT NULL, pz REAL NOT NULL  -- exact; the tree's boxes are 32-bit
+)"""
+#: The views over the trees: CROSS JOIN keeps the trees the outer loop (a box first, then its rows).
+_CREATE_VIEWS = f"""
+DROP VIEW IF EXISTS spatial_points;
+DROP VIEW IF EXISTS spatial_boxes;
+CREATE VIEW spatial_boxes AS {{members}};
+CREATE VIEW spatial_points AS
+    SELECT b.id, b.minx, b.maxx, b.miny, b.maxy, b.minz, b.maxz, p.memory_id, p.field, p.px, p.py, p.pz
+    FROM spatial_boxes AS b CROSS JOIN points AS p ON p.id = b.id;
+"""
 
 
 def _number(value: Any) -> bool:
@@ -96,15 +119,15 @@ def _trees(conn: apsw.Connection) -> set[int]:
 
 
 def _make_trees(conn: apsw.Connection, epochs: set[int]) -> None:
-    """Make the R*Trees of ``epochs`` that are missing, and the view over all of them anew."""
+    """Make the R*Trees of ``epochs`` that are missing, and the views over all of them anew."""
     existing = _trees(conn)
     if epochs <= existing:
         return
     for epoch in sorted(epochs - existing):
         conn.execute(_CREATE_TREE.format(name=_tree(epoch)))
-    conn.execute("DROP VIEW IF EXISTS spatial_points")
-    members = " UNION ALL ".join(f"SELECT {_COLUMNS} FROM {_tree(e)}" for e in sorted(existing | epochs))
-    conn.execute(f"CREATE VIEW spatial_points AS {members}")
+    conn.execute(_CREATE_POINTS)
+    members = " UNION ALL ".join(f"SELECT {_BOX_COLUMNS} FROM {_tree(e)}" for e in sorted(existing | epochs))
+    conn.execute(_CREATE_VIEWS.format(members=members))
 
 
 def split_points_by_epoch(conn: apsw.Connection) -> None:
@@ -128,6 +151,27 @@ def split_points_by_epoch(conn: apsw.Connection) -> None:
     conn.execute("DROP TABLE spatial_points_one_tree")
 
 
+def move_exact_columns_out(conn: apsw.Connection) -> None:
+    """Migration 16: each epoch tree made by migration 15 with the exact columns beside it
+    (R*Tree auxiliary columns) becomes a tree of boxes alone and rows of ``points``. Safe to run
+    again (tests rewind user_version): a tree of boxes alone is left as it is."""
+    aux = sorted(int(m.group(1)) for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'spatial_points_e*' "
+        "AND sql LIKE '%+memory_id%'") if (m := _TREE.fullmatch(str(name))))
+    if not aux:
+        return
+    conn.execute("DROP VIEW IF EXISTS spatial_points")
+    for epoch in aux:
+        conn.execute(f"ALTER TABLE {_tree(epoch)} RENAME TO spatial_points_aux{epoch}")
+    # Every tree made before rows are read: no schema change while an old tree is being read.
+    conn.execute(_CREATE_POINTS)
+    _make_trees(conn, set(aux) | {0})
+    for epoch in aux:
+        conn.execute(f"INSERT INTO {_tree(epoch)} ({_BOX_COLUMNS}) SELECT {_BOX_COLUMNS} FROM spatial_points_aux{epoch}")
+        conn.execute(f"INSERT INTO points ({_EXACT_COLUMNS}) SELECT {_EXACT_COLUMNS} FROM spatial_points_aux{epoch}")
+        conn.execute(f"DROP TABLE spatial_points_aux{epoch}")
+
+
 def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any], *, fresh: bool = False) -> None:
     """Replace the memory's points with those of ``context`` (``fresh``: it has none yet)."""
     epoch = memory_id >> EPOCH_BITS
@@ -135,6 +179,7 @@ def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any],
         # The R*Tree looks rows up by id equality only (a rowid range would scan the tree).
         first = memory_id * _MAX_POINTS
         conn.executemany(f"DELETE FROM {_tree(epoch)} WHERE id = ?", [(first + k,) for k in range(_MAX_POINTS)])
+        conn.execute("DELETE FROM points WHERE id BETWEEN ? AND ?", (first, first + _MAX_POINTS - 1))
     index_new_points(conn, [(memory_id, context)])
 
 
@@ -144,7 +189,7 @@ def index_new_points(conn: apsw.Connection, memories: list[tuple[int, dict[str, 
 
 
 def _point_rows(memories: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[Any, ...]]:
-    """The R*Tree rows (``_COLUMNS``) of the memories' points."""
+    """The memories' points as rows of ``_COLUMNS``."""
     return [
         (memory_id * _MAX_POINTS + k, x, x, y, y, z, z, memory_id, field, x, y, z)
         for memory_id, context in memories
@@ -153,15 +198,16 @@ def _point_rows(memories: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[An
 
 
 def _insert_rows(conn: apsw.Connection, rows: list[tuple[Any, ...]]) -> None:
-    """Rows of the R*Tree columns (``_COLUMNS``), each into its memory's epoch tree."""
+    """Rows of ``_COLUMNS``: each box into its memory's epoch tree, the exact columns into ``points``."""
     if not rows:  # most memories have no point: no look at the schema for them
         return
     by_epoch: defaultdict[int, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
-        by_epoch[int(row[7]) >> EPOCH_BITS].append(row)
+        by_epoch[int(row[7]) >> EPOCH_BITS].append(row[:7])
     _make_trees(conn, set(by_epoch))
-    for epoch, epoch_rows in by_epoch.items():
-        conn.executemany(_INSERT.format(table=_tree(epoch)), epoch_rows)
+    for epoch, boxes in by_epoch.items():
+        conn.executemany(_INSERT_BOXES.format(table=_tree(epoch)), boxes)
+    conn.executemany(_INSERT_EXACT, [(row[0], *row[7:]) for row in rows])
 
 
 def points_of(conn: apsw.Connection, memory_ids: list[int], field: str) -> list[tuple[int, float, float, float]]:
@@ -185,24 +231,18 @@ def memory_of_point(tree_id: int) -> int:
 
 
 def exact_points(conn: apsw.Connection, tree_ids: list[int]) -> list[tuple[int, int, str, float, float, float]]:
-    """(tree row id, memory_id, field, x, y, z) of the given tree rows, each read from its own epoch's
-    tree: the exact coordinates and the field live beside the tree (its auxiliary columns), one
-    row lookup each, so a box query reads them only for the rows it has to."""
-    by_epoch: defaultdict[int, list[int]] = defaultdict(list)
-    for tree_id in tree_ids:
-        by_epoch[memory_of_point(tree_id) >> EPOCH_BITS].append(tree_id)
-    found: list[tuple[int, int, str, float, float, float]] = []
-    for epoch, ids in by_epoch.items():
-        found += cast(list[tuple[int, int, str, float, float, float]], conn.execute(
-            f"SELECT id, memory_id, field, px, py, pz FROM {_tree(epoch)} WHERE id IN (SELECT value FROM json_each(?))",
-            ("[" + ",".join(map(str, ids)) + "]",),
-        ).fetchall())
-    return found
+    """(tree row id, memory_id, field, x, y, z) of the given tree rows: the exact coordinates and
+    the field live in ``points`` under the tree row's id, one row lookup each, so a box query
+    reads them only for the rows it has to."""
+    return cast(list[tuple[int, int, str, float, float, float]], conn.execute(
+        f"SELECT {_EXACT_COLUMNS} FROM points WHERE id IN (SELECT value FROM json_each(?))",
+        ("[" + ",".join(map(str, tree_ids)) + "]",),
+    ).fetchall())
 
 
 def reindex_all_points(conn: apsw.Connection) -> None:
     """Migration 3's backfill, into its one tree (migration 15 splits it by epoch), for stores
     created before the spatial index existed."""
     rows = conn.execute("SELECT id, json(context) FROM memories").fetchall()
-    conn.executemany(_INSERT.format(table="spatial_points"), _point_rows(
+    conn.executemany(f"INSERT INTO spatial_points ({_COLUMNS}) VALUES ({', '.join('?' * 12)})", _point_rows(
         (cast(int, memory_id), json.loads(cast(str, context))) for memory_id, context in rows))

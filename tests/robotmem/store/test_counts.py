@@ -159,3 +159,15 @@ def test_a_bulk_insert_runs_no_trigger_program_per_row(tmp_path: Path) -> None:
     assert conn.execute("SELECT tbl, id FROM fired ORDER BY tbl").fetchall() == [("embeddings", single),
                                                                                   ("memories", single)]
     assert _kept(conn) == _grouped(conn)  # and the batch was counted all the same
+
+
+def test_migration_17_leaves_no_trigger_looking_for_the_old_marker_row(tmp_path: Path) -> None:
+    """The marker table the bulk writer once wrote is gone, and the five insert triggers that looked
+    for it are there without the look (the single-row paths above show they still do their work)."""
+    conn = apsw.Connection(str(tmp_path / "v17.db"))
+    migrate(conn)
+    assert conn.execute("SELECT name FROM sqlite_master WHERE sql LIKE '%leaves_deferred%' "
+                        "OR name = 'leaves_deferred'").fetchall() == []
+    triggers = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    assert {"memories_ai", "memories_ai_leaves", "memories_ai_counts", "embeddings_ai_counts",
+            "embeddings_ai_log"} <= triggers

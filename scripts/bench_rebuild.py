@@ -2,9 +2,10 @@
 
 A server that notices a stale snapshot keeps answering while it is rebuilt. This measures
 what the rebuild costs its recalls (p50/p90 of plain recall, query vectors given), the
-server's own peak resident memory, and the builder's time and peak memory, for the two ways
+server's own peak resident memory, and the builder's time and peak memory, for the ways
 of running the same build (``rebuild_stale``): a thread of the server (robotmem before
-2026-12-03) and ``robotmem.search.rebuild_process`` (what robotmem starts now).
+2026-12-03), ``robotmem.search.rebuild_process`` at the server's own CPU priority (before
+2026-12-04 evening) and at the lower priority robotmem gives it now (``--modes``).
 
 Needs a store with a published snapshot, e.g. the one scripts/bench_recall.py generates:
 
@@ -91,7 +92,10 @@ def main() -> None:
     parser.add_argument("--store", type=Path, required=True)
     parser.add_argument("--model", required=True, help="model id of the stored vectors")
     parser.add_argument("--collection", default="default")
-    parser.add_argument("--rounds", type=int, default=2, help="thread/process pairs, alternating")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the modes, alternating")
+    parser.add_argument("--modes", nargs="+", choices=("thread", "process", "full-priority"),
+                        default=["process", "full-priority"],
+                        help="process: the builder robotmem starts; full-priority: the same at the server's priority")
     args = parser.parse_args()
     folder = index_folder(args.store)
     assert folder is not None and newest_file(folder, args.collection, args.model) is not None, "no snapshot to rebuild"
@@ -108,16 +112,18 @@ def main() -> None:
     idle = recall_until(mem, queries, lambda: time.perf_counter() > stop_after + 10)
     print(f"idle: p50 {np.median(idle) * 1e3:.1f} ms, p90 {np.percentile(idle, 90) * 1e3:.1f} ms, "
           f"server peak RSS {peak_rss_mb():.0f} MB")
+    niceness = rebuild_process.NICENESS
     for _ in range(args.rounds):
-        for mode in ("thread", "process"):
+        for mode in args.modes:
             seq = newest_file(folder, args.collection, args.model)[1]  # type: ignore[index]
             child_peak: list[float] = []
             started = time.perf_counter()
+            rebuild_process.NICENESS = 0 if mode == "full-priority" else niceness
             done = (on_thread(mem, args.collection, args.model, dim, seq) if mode == "thread"
                     else in_process(args.store, args.collection, args.model, dim, seq, child_peak))
             during = recall_until(mem, queries, done)
             builder = f", builder peak RSS {child_peak[0]:.0f} MB" if child_peak else ""
-            print(f"rebuild on a {mode}: {time.perf_counter() - started:.1f} s, {len(during)} recalls during it, "
+            print(f"rebuild, {mode}: {time.perf_counter() - started:.1f} s, {len(during)} recalls during it, "
                   f"p50 {np.median(during) * 1e3:.1f} ms, p90 {np.percentile(during, 90) * 1e3:.1f} ms, "
                   f"server peak RSS {peak_rss_mb():.0f} MB{builder}", flush=True)
     mem.close()

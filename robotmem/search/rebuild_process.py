@@ -6,7 +6,9 @@ within a tenth of a second while a rebuild takes 20-60 s at a million vectors, s
 short-lived process started the rebuild again and none finished it. A process of its own
 outlives its parent, takes no GIL from a server's recalls (their p90 doubled beside a thread
 build at a million) and gives its memory (760 MB there) back when it ends. The build lock
-keeps it to one builder per snapshot, whoever starts it.
+keeps it to one builder per snapshot, whoever starts it. It runs at a lower CPU priority
+(``NICENESS``): on a two-core board its k-means took both cores for 20-40 s at a million vectors,
+and the control loop's recalls and the bridge's writes beside it are the work that must not wait.
 
 What it did (or why it failed) goes to ``rebuild.log`` in the store's ``.vectors`` folder: the
 parent may be long gone when it ends.
@@ -15,6 +17,7 @@ parent may be long gone when it ends.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +25,12 @@ from pathlib import Path
 from ..store.connection import Database
 from .ann_index import index_folder, rebuild_stale, take_build_lock
 
-__all__ = ["LOG_MAX_BYTES", "LOG_NAME", "main", "start"]
+__all__ = ["LOG_MAX_BYTES", "LOG_NAME", "NICENESS", "main", "start"]
 
 LOG_NAME = "rebuild.log"
 LOG_MAX_BYTES = 1 << 20
+#: Added to the builder's nice value: it yields the CPU to every process at the default priority.
+NICENESS = 10
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +64,26 @@ def start(db_path: Path, collection: str, model_id: str, dim: int, seq: int) -> 
     if lock is None:
         return None
     with lock, open(_log_file(folder), "ab") as out:
-        return subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-c", _CHILD, _IMPORT_ROOT, str(db_path.resolve()), collection, model_id, str(dim),
              str(seq), str(lock.fileno())],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(lock.fileno(),),
             start_new_session=True,  # a Ctrl-C meant for the parent does not stop the build
         )
+    _lower_priority(child.pid)
+    return child
+
+
+def _lower_priority(pid: int) -> None:
+    """Set from here, not by the child: it is single-threaded until its imports are done (half a
+    second), and the threads it starts later (faiss's OpenMP pool) inherit the value. Not
+    ``preexec_fn``, which is unsafe in a parent with threads (every server)."""
+    if not hasattr(os, "setpriority"):  # pragma: no cover - Windows
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, min(19, os.getpriority(os.PRIO_PROCESS, pid) + NICENESS))
+    except OSError as exc:  # the child has already gone; a build at full priority is still a build
+        log.debug("could not lower the rebuild's priority: %s", exc)
 
 
 def _log_file(folder: Path) -> Path:

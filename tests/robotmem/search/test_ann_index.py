@@ -580,6 +580,18 @@ def test_the_builder_holds_the_lock_from_the_moment_it_is_started(built: Path):
     assert "rebuilt the vector index of default: 1500 rows" in (folder / "rebuild.log").read_text()
 
 
+def test_the_builder_runs_below_the_priority_of_the_process_that_started_it(built: Path):
+    """On two cores the build's k-means would otherwise take the CPU from the control loop's recalls."""
+    seq = newest_file(index_folder(built), "default", GivenVectors.model_id)[1]
+    child = rebuild_process.start(built, "default", GivenVectors.model_id, DIM, seq)
+    assert child is not None
+    try:  # read while the child is still importing (half a second); its later threads inherit it
+        niceness = os.getpriority(os.PRIO_PROCESS, child.pid)
+    finally:
+        assert child.wait(timeout=120) == 0
+    assert niceness == min(19, os.getpriority(os.PRIO_PROCESS, 0) + rebuild_process.NICENESS) > 0
+
+
 def test_a_failed_rebuild_is_logged_beside_the_snapshots_and_the_old_one_stays(built: Path, monkeypatch):
     folder = index_folder(built)
     before = newest_file(folder, "default", GivenVectors.model_id)

@@ -13,7 +13,8 @@ import apsw
 
 from .connection import scalar
 
-__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "UNMARKED_INSERT_COUNTS", "MEMORY_KEYS", "add_counts_sql", "collection_size"]
+__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "MEMORY_KEYS", "UNMARKED_INSERT_COUNTS",
+           "add_counts_sql", "collection_size"]
 
 
 def _bump(table: str, columns: tuple[str, ...], row: str, delta: str) -> str:

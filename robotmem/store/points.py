@@ -19,9 +19,9 @@ instead of 1,745.
 
 A point goes into a tree of at most 65,536 memories, not one of every memory: inserting 1,000
 points into one tree of 1,150,000 took 83 ms and dirtied 2,100 pages; into a full tree of
-65,536, 43 ms and 1,229 pages; of 16,384, 21 ms and 630 pages. Each tree adds a little to a box query: at 1,000,000 memories,
-a box holding 1,061 points took 3.4-3.8 ms from one tree, 3.9-5.7 ms from 16 trees and
-5.0-7.1 ms from 31, so the trees are not smaller than this.
+65,536, 43 ms and 1,229 pages; of 16,384, 21 ms and 630 pages. Each tree adds a little to a
+box query: at 1,000,000 memories, a box holding 1,061 points took 3.4-3.8 ms from one tree,
+3.9-5.7 ms from 16 trees and 5.0-7.1 ms from 31, so the trees are not smaller than this.
 """
 
 from __future__ import annotations
@@ -165,13 +165,13 @@ def move_exact_columns_out(conn: apsw.Connection) -> None:
     conn.execute("DROP VIEW IF EXISTS spatial_points")
     for epoch in aux:
         conn.execute(f"ALTER TABLE {_tree(epoch)} RENAME TO spatial_points_aux{epoch}")
-    # Every tree made before rows are read: no schema change while an old tree is being read.
-    conn.execute(_CREATE_POINTS)
+    # Every tree (and ``points``) made before rows are read: no schema change while an old tree is read.
     _make_trees(conn, set(aux) | {0})
     for epoch in aux:
-        conn.execute(f"INSERT INTO {_tree(epoch)} ({_BOX_COLUMNS}) SELECT {_BOX_COLUMNS} FROM spatial_points_aux{epoch}")
-        conn.execute(f"INSERT INTO points ({_EXACT_COLUMNS}) SELECT {_EXACT_COLUMNS} FROM spatial_points_aux{epoch}")
-        conn.execute(f"DROP TABLE spatial_points_aux{epoch}")
+        old = f"spatial_points_aux{epoch}"
+        conn.execute(f"INSERT INTO {_tree(epoch)} ({_BOX_COLUMNS}) SELECT {_BOX_COLUMNS} FROM {old}")
+        conn.execute(f"INSERT INTO points ({_EXACT_COLUMNS}) SELECT {_EXACT_COLUMNS} FROM {old}")
+        conn.execute(f"DROP TABLE {old}")
 
 
 def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any], *, fresh: bool = False) -> None:

@@ -129,8 +129,8 @@ def test_a_store_at_migration_15_answers_spatial_recall_as_before(tmp_path: Path
     rng = random.Random(8)
     points: dict[int, list[float]] = {}
     with Memory(path, embedder=None) as mem:
-        records = [{"description": f"point {i}", "metadata": {"spatial": {"p": [rng.uniform(-9, 9), rng.uniform(-9, 9)]}}}
-                   for i in range(200)]
+        records = [{"description": f"point {i}",
+                    "metadata": {"spatial": {"p": [rng.uniform(-9, 9), rng.uniform(-9, 9)]}}} for i in range(200)]
         for memory_id, record in zip(mem.save_perceptions(records), records):
             points[memory_id] = record["metadata"]["spatial"]["p"]
     conn = apsw.Connection(str(path))

@@ -52,6 +52,12 @@ _PRAGMAS = (
 )
 
 
+#: Bytes of WAL file kept when SQLite starts the WAL again from its first frame; the rest is cut
+#: off. A reader's long snapshot (a vector index rebuild reads one for 20-40 s at a million
+#: memories) stops checkpoints while writes go on, and the file it grew to stayed on disk for
+#: good. Above CHECKPOINT_NOW_AT's frames (41 MB), so the usual WAL is never cut and regrown.
+WAL_KEEP_BYTES = 64 << 20
+
 #: WAL frames at which a commit asks the checkpoint thread to copy the WAL back (SQLite's own
 #: threshold, at which the commit would otherwise copy it itself).
 CHECKPOINT_AT = 1000
@@ -137,7 +143,7 @@ def _open_connection(path: Path, busy_timeout_ms: int) -> apsw.Connection:
         conn.load_extension(sqlite_vec.loadable_path())
         conn.enable_load_extension(False)
         register_term_rank(conn)
-        for pragma in _PRAGMAS:
+        for pragma in (*_PRAGMAS, f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}"):
             conn.execute(pragma).fetchall()
     except apsw.Error as exc:
         raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc

@@ -66,3 +66,30 @@ def test_the_wal_stays_bounded_when_the_checkpoint_thread_falls_behind(tmp_path:
             assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 3 * CHECKPOINT_NOW_AT // batch * batch
     finally:
         db.close()
+
+
+def test_a_wal_grown_beside_a_long_reader_is_cut_back_once_it_starts_again(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader's snapshot (a vector index rebuild holds one for 20-40 s at a million memories) stops
+    checkpoints while writes go on; the WAL file grows, and without a limit kept its size for good."""
+    monkeypatch.setattr(connection, "WAL_KEEP_BYTES", 300 * FRAME)
+    db = Database(tmp_path / "w.db")
+    wal = tmp_path / "w.db-wal"
+    try:
+        _write_pages(db, 10, 0)
+        reader = apsw.Connection(str(tmp_path / "w.db"))
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchall()  # holds its snapshot until COMMIT
+        for i in range(4):
+            _write_pages(db, 500, i + 1)
+        grown = wal.stat().st_size // FRAME
+        assert grown > 2000
+        reader.execute("COMMIT")
+        reader.close()
+        db.connection().wal_checkpoint("main", apsw.SQLITE_CHECKPOINT_PASSIVE)
+        _write_pages(db, 10, 9)  # starts the WAL again from its first frame
+        assert wal.stat().st_size <= 300 * FRAME
+        with db.read() as conn:
+            assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 10 + 4 * 500 + 10
+    finally:
+        db.close()

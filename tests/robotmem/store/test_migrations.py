@@ -1,9 +1,12 @@
+import logging
+import threading
+import time
 from pathlib import Path
 
 import apsw
 import pytest
 
-from robotmem import Memory, StorageError
+from robotmem import Config, Memory, StorageError
 from robotmem.store.migrations import SCHEMA_VERSION
 from robotmem.store.rows import DUPLICATE_FACT_SQL
 
@@ -90,3 +93,50 @@ def test_migration_13_indexes_the_content_hash_of_facts_only(db_path: Path):
                                "WHERE type = 'fact' AND content_hash IS NOT NULL").fetchone()[0]
         assert indexed == 1
     assert _user_version(db_path) == SCHEMA_VERSION
+
+
+def _hold_write_lock(path: Path, seconds: float, *, version: int | None = None) -> threading.Thread:
+    """Another process's long write (a migration when ``version`` is given: it sets that version
+    before it commits). Returns the thread that commits after ``seconds``."""
+    holder = apsw.Connection(str(path))
+    holder.execute("BEGIN IMMEDIATE")
+
+    def finish() -> None:
+        time.sleep(seconds)
+        if version is not None:
+            holder.execute(f"PRAGMA user_version={version}")
+        holder.execute("COMMIT")
+        holder.close()
+
+    thread = threading.Thread(target=finish)
+    thread.start()
+    return thread
+
+
+def test_an_up_to_date_store_opens_while_another_process_holds_the_write_lock(db_path: Path):
+    Memory(db_path, embedder=None).close()
+    holder = _hold_write_lock(db_path, 1.5)
+    try:
+        # A busy timeout far below the other write: opening must not wait for the lock at all.
+        with Memory(db_path, embedder=None, config=Config.load(busy_timeout_ms=100)) as mem:
+            assert mem.stats()["memories"] == 0
+    finally:
+        holder.join()
+
+
+def test_opening_waits_for_another_process_migrating_the_store(db_path: Path, caplog: pytest.LogCaptureFixture):
+    """Migration 16 rewrote a store of a million memories in 9.3 s, close to the busy timeout; a
+    process opened beside the one migrating must wait for it, not fail."""
+    Memory(db_path, embedder=None).close()
+    conn = apsw.Connection(str(db_path))
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION - 1}")
+    conn.close()
+    holder = _hold_write_lock(db_path, 1.0, version=SCHEMA_VERSION)
+    try:
+        with caplog.at_level(logging.WARNING, logger="robotmem.store.sqlite"):
+            with Memory(db_path, embedder=None, config=Config.load(busy_timeout_ms=100)) as mem:
+                assert mem.learn("joint 3 overheats above 60 C")["status"] == "created"
+    finally:
+        holder.join()
+    assert _user_version(db_path) == SCHEMA_VERSION
+    assert sum("another process holds the write lock" in r.message for r in caplog.records) == 1

@@ -12,6 +12,7 @@ from __future__ import annotations
 import apsw
 
 from .connection import scalar
+from .leaves import MARKER_ABSENT
 
 __all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "MEMORY_KEYS", "UNMARKED_INSERT_COUNTS",
            "add_counts_sql", "collection_size"]
@@ -57,7 +58,7 @@ COUNTS_SCHEMA = (_counted("memory_counts", "memories", MEMORY_KEYS)
 # Migration 12: bulk inserts count a whole batch in one statement (robotmem.store.deferred), so the
 # per-row insert triggers stand aside while the bulk writer's transaction holds a row in
 # leaves_deferred. Safe to run again (tests rewind user_version).
-_BULK_ASIDE = " WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred)"
+_BULK_ASIDE = f" WHEN {MARKER_ABSENT}"
 
 
 def _insert_counts(when: str) -> str:

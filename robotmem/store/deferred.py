@@ -26,12 +26,10 @@ from typing import Any
 import apsw
 
 from .counts import DEFER_INSERT_COUNTS, EMBEDDING_KEYS, MEMORY_KEYS, UNMARKED_INSERT_COUNTS, add_counts_sql
-from .leaves import INSERT_LEAVES_RANGE, UNMARKED_INSERT_LEAVES
+from .leaves import INSERT_LEAVES_RANGE, MARKER_ABSENT, UNMARKED_INSERT_LEAVES
 
 __all__ = ["DEFER_FULL_TEXT", "DEFER_INSERT_COUNTS_AND_LOG", "UNMARKED_INSERT_TRIGGERS", "insert_deferring_indexes",
            "insert_new_embeddings"]
-
-_MARKED = "NOT EXISTS (SELECT 1 FROM leaves_deferred)"
 
 
 def _full_text_insert(when: str) -> str:
@@ -55,11 +53,11 @@ END;
 
 # Migration 10: migration 1's full-text insert trigger, standing aside for bulk inserts.
 # Safe to run again (tests rewind user_version).
-DEFER_FULL_TEXT = _full_text_insert(f" AND {_MARKED}")
+DEFER_FULL_TEXT = _full_text_insert(f" AND {MARKER_ABSENT}")
 
 # Migration 12: the insert count triggers and migration 1's log of new vectors stand aside too
 # (a trigger program per row was about a tenth of a bulk insert). Safe to run again.
-DEFER_INSERT_COUNTS_AND_LOG = DEFER_INSERT_COUNTS + _vector_log_insert(f" WHEN {_MARKED}")
+DEFER_INSERT_COUNTS_AND_LOG = DEFER_INSERT_COUNTS + _vector_log_insert(f" WHEN {MARKER_ABSENT}")
 
 # Migration 17: the five insert triggers above without the look for the marker, which no code
 # writes since the bulk writer switches its triggers off; the marker's table goes too.

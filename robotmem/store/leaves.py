@@ -29,7 +29,7 @@ import apsw
 from .connection import scalar
 
 __all__ = ["DEFER_LEAVES", "EPOCHS", "EPOCH_BITS", "EPOCH_LEAVES", "INSERT_LEAVES_RANGE", "LEAVES_SCHEMA",
-           "UNMARKED_INSERT_LEAVES", "epoch_list", "epochs_through", "leaf_path", "leaves_at_path_sql"]
+           "MARKER_ABSENT", "UNMARKED_INSERT_LEAVES", "epoch_list", "epochs_through", "leaf_path", "leaves_at_path_sql"]
 
 # An array element's fullkey holds '[' (so does a quoted key with one, which a dot path cannot
 # address either); an empty object's value is the text '{}' (json_tree gives containers as
@@ -98,7 +98,9 @@ CREATE TRIGGER memories_au_leaves AFTER UPDATE OF context, collection ON memorie
 END;"""
 
 
-_UNLESS_DEFERRED = " WHEN NOT EXISTS (SELECT 1 FROM leaves_deferred)"
+#: True outside the bulk writer's old marker row (migrations 9-12 and 14; migration 17 dropped it).
+MARKER_ABSENT = "NOT EXISTS (SELECT 1 FROM leaves_deferred)"
+_UNLESS_DEFERRED = f" WHEN {MARKER_ABSENT}"
 
 # Migration 6 (shipped; the key without the epoch, which migration 14 adds).
 LEAVES_SCHEMA = f"""

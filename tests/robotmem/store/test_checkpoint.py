@@ -86,7 +86,9 @@ def test_a_wal_grown_beside_a_long_reader_is_cut_back_once_it_starts_again(tmp_p
         assert grown > 2000
         reader.execute("COMMIT")
         reader.close()
-        db.connection().wal_checkpoint("main", apsw.SQLITE_CHECKPOINT_PASSIVE)
+        # Through the checkpointer, as a commit would: its thread may still be copying the frames
+        # the reader pinned, and SQLite answers a second checkpoint at once with busy.
+        db._checkpointer.run_here(db.connection(), "main")
         _write_pages(db, 10, 9)  # starts the WAL again from its first frame
         assert wal.stat().st_size <= 300 * FRAME
         with db.read() as conn:

@@ -14,8 +14,8 @@ import apsw
 from .connection import scalar
 from .leaves import MARKER_ABSENT
 
-__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "MEMORY_KEYS", "UNMARKED_INSERT_COUNTS",
-           "add_counts_sql", "collection_size"]
+__all__ = ["COUNTS_SCHEMA", "DEFER_INSERT_COUNTS", "EMBEDDING_KEYS", "MEMORY_KEYS", "PAYLOAD_COUNTS_SCHEMA",
+           "UNMARKED_INSERT_COUNTS", "add_counts_sql", "collection_size"]
 
 
 def _bump(table: str, columns: tuple[str, ...], row: str, delta: str) -> str:
@@ -73,6 +73,65 @@ DROP TRIGGER IF EXISTS embeddings_ai_counts;
 DEFER_INSERT_COUNTS = _insert_counts(_BULK_ASIDE)
 # Migration 17: the same triggers without the look for the marker (robotmem.store.deferred).
 UNMARKED_INSERT_COUNTS = _insert_counts("")
+
+
+def _add_payloads(collection: str, data: str, source: str, sign: str = "") -> str:
+    """Add (``sign`` "-": take away) the payloads ``source`` selects (a FROM and a WHERE; ``data``
+    their bytes) to the counts of ``collection``; nothing when it selects none."""
+    return (f"INSERT INTO payload_counts (collection, n, bytes) SELECT {collection}, {sign}1, {sign}length({data}) "
+            f"{source} ON CONFLICT (collection) DO UPDATE SET n = n + excluded.n, bytes = bytes + excluded.bytes;")
+
+
+def _payload_row(row: str, sign: str = "") -> str:
+    """The payload ``row`` (new/old) counted in (or out of) its memory's collection."""
+    return _add_payloads("collection", f"{row}.data", f"FROM memories WHERE id = {row}.memory_id", sign)
+
+
+def _memory_payload(row: str, sign: str = "") -> str:
+    """The payload of the memory ``row`` (new/old), if it has one, counted in (or out of) its collection."""
+    return _add_payloads(f"{row}.collection", "data", f"FROM payloads WHERE memory_id = {row}.id", sign)
+
+
+# Migration 18: payloads counted and summed per collection of their memory, for stats. Summing
+# them joined every memory: the planner walked an index of all of them to find none at
+# 1,300,000 memories without payloads (0.4 s from a cold cache), and with a payload per memory
+# it reads every payload's page. A memory's payload follows it when it moves between collections;
+# a deleted memory takes its payload out (raw SQL with foreign keys off can leave the payload).
+# Safe to run again (tests rewind user_version).
+PAYLOAD_COUNTS_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS payload_counts (
+    collection TEXT NOT NULL PRIMARY KEY,
+    n          INTEGER NOT NULL,
+    bytes      INTEGER NOT NULL
+) WITHOUT ROWID;
+DROP TRIGGER IF EXISTS payloads_ai_counts;
+CREATE TRIGGER payloads_ai_counts AFTER INSERT ON payloads BEGIN
+    {_payload_row("new")}
+END;
+DROP TRIGGER IF EXISTS payloads_ad_counts;
+CREATE TRIGGER payloads_ad_counts AFTER DELETE ON payloads BEGIN
+    {_payload_row("old", "-")}
+END;
+DROP TRIGGER IF EXISTS payloads_au_counts;
+CREATE TRIGGER payloads_au_counts AFTER UPDATE OF memory_id, data ON payloads BEGIN
+    {_payload_row("old", "-")}
+    {_payload_row("new")}
+END;
+DROP TRIGGER IF EXISTS memories_au_payload_counts;
+CREATE TRIGGER memories_au_payload_counts AFTER UPDATE OF collection ON memories
+    WHEN old.collection IS NOT new.collection BEGIN
+    {_memory_payload("old", "-")}
+    {_memory_payload("new")}
+END;
+DROP TRIGGER IF EXISTS memories_ad_payload_counts;
+CREATE TRIGGER memories_ad_payload_counts AFTER DELETE ON memories BEGIN
+    {_memory_payload("old", "-")}
+END;
+DELETE FROM payload_counts;
+INSERT INTO payload_counts (collection, n, bytes)
+    SELECT m.collection, count(*), sum(length(p.data)) FROM payloads AS p CROSS JOIN memories AS m ON m.id = p.memory_id
+    GROUP BY 1;
+"""
 
 
 def add_counts_sql(table: str, columns: tuple[str, ...]) -> str:

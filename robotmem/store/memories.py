@@ -91,8 +91,11 @@ def insert_memories(conn: apsw.Connection, items: list[NewMemory]) -> list[int]:
 
 
 def insert_payload(conn: apsw.Connection, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None:
+    # An upsert, not INSERT OR REPLACE: a replaced row fires no delete trigger (without recursive
+    # triggers), and the payload counts would count it twice.
     conn.execute(
-        "INSERT OR REPLACE INTO payloads (memory_id, data, summary) VALUES (?, ?, ?)",
+        "INSERT INTO payloads (memory_id, data, summary) VALUES (?, ?, ?) "
+        "ON CONFLICT (memory_id) DO UPDATE SET data = excluded.data, summary = excluded.summary",
         (memory_id, blob, json.dumps(summary)),
     )
 

@@ -14,7 +14,7 @@ from typing import Final, Union
 import apsw
 
 from .connection import scalar
-from .counts import COUNTS_SCHEMA
+from .counts import COUNTS_SCHEMA, PAYLOAD_COUNTS_SCHEMA
 from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG, UNMARKED_INSERT_TRIGGERS
 from .leaves import DEFER_LEAVES, EPOCH_LEAVES, LEAVES_SCHEMA
 from .points import move_exact_columns_out, reindex_all_points, split_points_by_epoch
@@ -243,10 +243,13 @@ _v16 = move_exact_columns_out
 # The insert triggers without their look for the bulk writer's old marker row (robotmem.store.deferred).
 _V17 = UNMARKED_INSERT_TRIGGERS
 
+# Payloads counted and summed per collection by triggers, for stats (robotmem.store.counts).
+_V18 = PAYLOAD_COUNTS_SCHEMA
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
-    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17))
+    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

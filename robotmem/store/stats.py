@@ -36,12 +36,7 @@ def store_stats(conn: apsw.Connection, collection: str | None) -> dict[str, Any]
     ):
         if count:
             models[model] = models.get(model, 0) + count
-    payload_bytes = scalar(
-        conn,
-        "SELECT coalesce(sum(length(p.data)), 0) FROM payloads p JOIN memories m ON m.id = p.memory_id "
-        + where.replace("collection", "m.collection"),
-        params,
-    )
+    payload_bytes = scalar(conn, f"SELECT coalesce(sum(bytes), 0) FROM payload_counts {where}", params)
     page_count = scalar(conn, "PRAGMA page_count")
     page_size = scalar(conn, "PRAGMA page_size")
     totals = {

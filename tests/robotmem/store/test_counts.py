@@ -171,3 +171,66 @@ def test_migration_17_leaves_no_trigger_looking_for_the_old_marker_row(tmp_path:
     triggers = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     assert {"memories_ai", "memories_ai_leaves", "memories_ai_counts", "embeddings_ai_counts",
             "embeddings_ai_log"} <= triggers
+
+
+def _payloads_grouped(conn: apsw.Connection) -> dict[str, tuple[int, int]]:
+    return {c: (n, b) for c, n, b in conn.execute(
+        "SELECT m.collection, count(*), sum(length(p.data)) FROM payloads p JOIN memories m ON m.id = p.memory_id "
+        "GROUP BY 1")}
+
+
+def _payloads_kept(conn: apsw.Connection) -> dict[str, tuple[int, int]]:
+    return {c: (n, b) for c, n, b in conn.execute("SELECT * FROM payload_counts") if n or b}
+
+
+def test_payload_counts_follow_every_write_and_answer_stats(tmp_path: Path) -> None:
+    from robotmem.store.memories import insert_payload
+
+    path = tmp_path / "payloads.db"
+    with Memory(path, embedder=None) as mem:
+        ids = mem.save_perceptions([{"description": f"joint torques {i}", "data": {"tau": [0.5] * (i + 1)}}
+                                    for i in range(6)] + [{"description": "no payload"}])
+        mem.save_perception("camera frame", data={"pixels": list(range(40))}, collection="lab-b")
+        mem.forget(ids[0], "bad sensor")  # a forgotten memory keeps its payload, counted as before
+        stats = mem.stats()
+        lab_b = mem.stats(collection="lab-b")
+    conn = apsw.Connection(str(path))
+    conn.execute("PRAGMA foreign_keys=ON")
+    grouped = _payloads_grouped(conn)
+    assert _payloads_kept(conn) == grouped and set(grouped) == {"default", "lab-b"}
+    assert stats["payload_bytes"] == sum(b for _, b in grouped.values())
+    assert lab_b["payload_bytes"] == grouped["lab-b"][1]
+    # Every other way a payload changes, raw SQL included.
+    insert_payload(conn, ids[1], b"\x91\x01" * 50, {})  # saved again for the same memory: replaced, not added
+    conn.execute("UPDATE payloads SET data = x'c0' WHERE memory_id = ?", (ids[2],))
+    conn.execute("UPDATE memories SET collection = 'lab-c' WHERE id = ?", (ids[3],))
+    conn.execute("UPDATE memories SET collection = 'lab-c' WHERE id = ?", (ids[6],))  # no payload to move
+    conn.execute("DELETE FROM payloads WHERE memory_id = ?", (ids[4],))
+    assert _payloads_kept(conn) == _payloads_grouped(conn)
+    # With foreign keys off a memory can go before its payload; the orphan is no one's any more.
+    conn.execute("PRAGMA foreign_keys=OFF")
+    conn.execute("DELETE FROM memories WHERE id = ?", (ids[5],))
+    assert _payloads_kept(conn) == _payloads_grouped(conn)
+    conn.execute("DELETE FROM payloads WHERE memory_id = ?", (ids[5],))
+
+    def size(memory_id: int) -> int:
+        return int(conn.execute("SELECT length(data) FROM payloads WHERE memory_id = ?", (memory_id,)).fetchone()[0])
+
+    assert _payloads_kept(conn) == _payloads_grouped(conn) == {
+        "default": (3, size(ids[0]) + 100 + 1), "lab-b": grouped["lab-b"], "lab-c": (1, size(ids[3]))}
+    conn.close()
+
+
+def test_migration_18_counts_existing_payloads(tmp_path: Path) -> None:
+    path = tmp_path / "v17.db"
+    with Memory(path, embedder=None) as mem:
+        mem.save_perceptions([{"description": f"wrench reading {i}", "data": {"f": [1.5] * (i + 2)},
+                               "collection": ("lab-a", "lab-b")[i % 2]} for i in range(5)])
+    conn = apsw.Connection(str(path))
+    conn.execute("DROP TABLE payload_counts; DROP TRIGGER payloads_ai_counts; DROP TRIGGER payloads_ad_counts; "
+                 "DROP TRIGGER payloads_au_counts; DROP TRIGGER memories_au_payload_counts; "
+                 "DROP TRIGGER memories_ad_payload_counts; PRAGMA user_version=17")
+    migrate(conn)
+    assert _payloads_kept(conn) == _payloads_grouped(conn)
+    assert {c: n for c, (n, _) in _payloads_kept(conn).items()} == {"lab-a": 3, "lab-b": 2}
+    conn.close()

@@ -92,46 +92,41 @@ def _memory_payload(row: str, sign: str = "") -> str:
     return _add_payloads(f"{row}.collection", "data", f"FROM payloads WHERE memory_id = {row}.id", sign)
 
 
+def _trigger(name: str, event: str, *statements: str) -> str:
+    """Trigger ``name`` made anew (safe to run again): ``event`` (e.g. "AFTER DELETE ON payloads")
+    runs ``statements``."""
+    body = "\n    ".join(statements)
+    return f"DROP TRIGGER IF EXISTS {name};\nCREATE TRIGGER {name} {event} BEGIN\n    {body}\nEND;\n"
+
+
 # Migration 18: payloads counted and summed per collection of their memory, for stats. Summing
 # them joined every memory: the planner walked an index of all of them to find none at
 # 1,300,000 memories without payloads (0.4 s from a cold cache), and with a payload per memory
 # it reads every payload's page. A memory's payload follows it when it moves between collections;
 # a deleted memory takes its payload out (raw SQL with foreign keys off can leave the payload).
 # Safe to run again (tests rewind user_version).
-PAYLOAD_COUNTS_SCHEMA = f"""
+PAYLOAD_COUNTS_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS payload_counts (
     collection TEXT NOT NULL PRIMARY KEY,
     n          INTEGER NOT NULL,
     bytes      INTEGER NOT NULL
 ) WITHOUT ROWID;
-DROP TRIGGER IF EXISTS payloads_ai_counts;
-CREATE TRIGGER payloads_ai_counts AFTER INSERT ON payloads BEGIN
-    {_payload_row("new")}
-END;
-DROP TRIGGER IF EXISTS payloads_ad_counts;
-CREATE TRIGGER payloads_ad_counts AFTER DELETE ON payloads BEGIN
-    {_payload_row("old", "-")}
-END;
-DROP TRIGGER IF EXISTS payloads_au_counts;
-CREATE TRIGGER payloads_au_counts AFTER UPDATE OF memory_id, data ON payloads BEGIN
-    {_payload_row("old", "-")}
-    {_payload_row("new")}
-END;
-DROP TRIGGER IF EXISTS memories_au_payload_counts;
-CREATE TRIGGER memories_au_payload_counts AFTER UPDATE OF collection ON memories
-    WHEN old.collection IS NOT new.collection BEGIN
-    {_memory_payload("old", "-")}
-    {_memory_payload("new")}
-END;
-DROP TRIGGER IF EXISTS memories_ad_payload_counts;
-CREATE TRIGGER memories_ad_payload_counts AFTER DELETE ON memories BEGIN
-    {_memory_payload("old", "-")}
-END;
-DELETE FROM payload_counts;
+"""
+    + _trigger("payloads_ai_counts", "AFTER INSERT ON payloads", _payload_row("new"))
+    + _trigger("payloads_ad_counts", "AFTER DELETE ON payloads", _payload_row("old", "-"))
+    + _trigger("payloads_au_counts", "AFTER UPDATE OF memory_id, data ON payloads",
+               _payload_row("old", "-"), _payload_row("new"))
+    + _trigger("memories_au_payload_counts",
+               "AFTER UPDATE OF collection ON memories WHEN old.collection IS NOT new.collection",
+               _memory_payload("old", "-"), _memory_payload("new"))
+    + _trigger("memories_ad_payload_counts", "AFTER DELETE ON memories", _memory_payload("old", "-"))
+    + """DELETE FROM payload_counts;
 INSERT INTO payload_counts (collection, n, bytes)
     SELECT m.collection, count(*), sum(length(p.data)) FROM payloads AS p CROSS JOIN memories AS m ON m.id = p.memory_id
     GROUP BY 1;
 """
+)
 
 
 def add_counts_sql(table: str, columns: tuple[str, ...]) -> str:

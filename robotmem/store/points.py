@@ -47,7 +47,7 @@ _TREE = re.compile(r"spatial_points_e(\d+)")
 _BOX_COLUMNS = "id, minx, maxx, miny, maxy, minz, maxz"
 _EXACT_COLUMNS = "id, memory_id, field, px, py, pz"
 #: A point row as the view ``spatial_points`` gives it: the box's columns, then the exact ones.
-_COLUMNS = "id, minx, maxx, miny, maxy, minz, maxz, memory_id, field, px, py, pz"
+_COLUMNS = _BOX_COLUMNS + _EXACT_COLUMNS.removeprefix("id")
 _CREATE_TREE = f"CREATE VIRTUAL TABLE {{name}} USING rtree({_BOX_COLUMNS})"
 _INSERT_BOXES = f"INSERT INTO {{table}} ({_BOX_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _INSERT_EXACT = f"INSERT INTO points ({_EXACT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"

@@ -7,7 +7,9 @@ reused; the memory-mapped vector index is built by the same code as `robotmem re
 Figures: recall p50/p95 (plain, broad filter, selective filter 0.05 %, spatial,
 filter + spatial; each after WARM_UP untimed recalls of its own) with top-10 agreement against exact numpy over the rows each filter
 leaves, and each case's p50 as a multiple of numpy's p50 timed query by query beside it;
-a filter leaving exactly 30 rows; learn p50 excluding embedding; bulk insert; first recall
+a filter leaving exactly 30 rows; learn p50 excluding embedding; bulk insert (on SQLite also
+into an empty store right after, so that what the store's size costs shows apart from how
+fast the host is that minute); first recall
 in a fresh process; RSS of a second process on the same store; reindex time.
 
 ``--backend postgresql`` measures the same figures on PostgreSQL + pgvector: a database
@@ -28,6 +30,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -229,6 +232,24 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
+def empty_store_batches(rng: np.random.Generator, centres: np.ndarray, size: int) -> list[float]:
+    """Seconds each of five batches of 1,000 takes into a new, empty store, after one unmeasured batch.
+
+    Run right after the batches into the big store: this host's speed moves by half from one
+    minute to the next, so the ratio of the two says what the store's size costs, apart from
+    the minute it was measured in."""
+    embedder = BenchVectors()
+    with tempfile.TemporaryDirectory() as tmp, Memory(Path(tmp) / "empty.db", embedder=embedder) as mem:
+        times = []
+        for j in range(6):
+            records = [record(j * 1000 + i, size, rng) for i in range(1000)]
+            embedder.batch = clustered(rng, centres, 1000)
+            elapsed = timed(lambda: mem.save_perceptions(records))
+            if j:
+                times.append(elapsed)
+    return times
+
+
 def prepare(size: int, folder: Path, reindex: bool, url: str | None = None) -> dict[str, Any]:
     """Generate the store once (and its vector index); returns the generation and build figures."""
     if url is not None:
@@ -390,6 +411,10 @@ def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = 
         # The first batch after the recalls above finds the write path's pages out of SQLite's cache;
         # the WAL grows while the checkpoint thread is still copying when the next batch begins.
         figures["  bulk insert, each batch of 1,000 (ms)"] = ", ".join(f"{b * 1000:.0f}{n}" for b, n in zip(bulk, notes))
+        if url is None:
+            empty = empty_store_batches(rng, centres, size)
+            figures["  same batches into an empty store right after (records/s)"] = 5000 / sum(empty)
+            figures["  this store's batch time over the empty store's"] = (sum(bulk) / sum(empty),)
     figures["second process on the same store (MB)"] = run_child(path, "rss", qfile)
     t = time.perf_counter()
     stats = subprocess.run([sys.executable, "-m", "robotmem", "--url" if url else "--db", str(path), "stats"],

@@ -36,3 +36,27 @@ def test_agreement_counts_a_tie_with_the_kth_as_the_row_it_displaced():
     miss = exact[:2] + [{"id": 9, "similarity": 0.65}]
     assert abs(bench.agreement(expected, miss) - 2 / 3) < 1e-9
     assert bench.agreement(expected, exact[:1] + [{"id": 8, "similarity": None}]) == 1 / 3
+
+
+def test_the_empty_store_reference_times_five_batches_of_a_new_store(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench.tempfile, "TemporaryDirectory", lambda: _Keep(tmp_path))
+    centres = np.random.default_rng(0).standard_normal((bench.CENTRES, bench.DIM)).astype(np.float32)
+    times = bench.empty_store_batches(np.random.default_rng(1), centres, 100_000)
+    assert len(times) == 5 and all(t > 0 for t in times)
+    from robotmem import Memory
+
+    with Memory(tmp_path / "empty.db", embedder=bench.BenchVectors()) as mem:
+        assert mem.stats()["perceptions"] == 6000  # the unmeasured first batch and the five
+
+
+class _Keep:
+    """A TemporaryDirectory stand-in that keeps the folder, so the test can open the store."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return str(self.path)
+
+    def __exit__(self, *exc):
+        return False

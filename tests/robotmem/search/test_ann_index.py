@@ -119,6 +119,25 @@ def test_a_snapshot_is_searched_in_the_files_own_pages_not_copied(tmp_path: Path
     assert (_private_kb() - before) * 1024 < 0.25 * size
 
 
+def test_a_query_far_from_every_list_probes_the_lists_about_as_near_as_the_nearest(built: Path):
+    path, seq = newest_file(index_folder(built), "default", "test-given/32")
+    ann = ann_index.AnnIndex(path, seq, "default", "test-given/32", DIM)
+    base = 4
+    with Memory(built, embedder=GivenVectors()) as mem:
+        conn = mem._db.connection()
+        stored = np.frombuffer(conn.execute("SELECT vector FROM embeddings LIMIT 1").fetchone()[0], dtype=np.float32)
+    centroids = ann._view.quantizer.reconstruct_n(0, ann._view.nlist)
+    # Between every list at once: the mean direction of the centroids.
+    between = centroids.sum(axis=0) / np.linalg.norm(centroids.sum(axis=0))
+    for query in (stored, between.astype(np.float32)):
+        near = np.sort(centroids @ query)[::-1]
+        expected = min(4 * base, max(base, int(np.count_nonzero(near >= near[0] - ann_index.LIST_MARGIN))))
+        assert ann.lists_to_probe(query, base) == expected
+    assert ann.lists_to_probe(stored, base) == base  # a stored vector sits near its own list
+    assert ann.lists_to_probe(between.astype(np.float32), base) > base
+    assert ann.lists_to_probe(between.astype(np.float32), ann._view.nlist) == ann._view.nlist
+
+
 def test_the_first_probe_runs_beside_the_full_text_search_and_changes_nothing(built: Path, monkeypatch):
     threads: list[str] = []
     real_probe = ann_index.AnnIndex.probe

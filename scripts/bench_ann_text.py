@@ -28,16 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-import apsw
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_recall import NO_TEXT_MATCH, agreement  # noqa: E402
+from bench_recall import NO_TEXT_MATCH, agreement, exact_top, load_reference  # noqa: E402
 
 from robotmem import Memory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOOR = 0.2  # recall's default similarity floor
 
 ROBOTS = ["UR5 arm", "Franka Panda", "Kinova Gen3", "mobile base", "Spot quadruped", "humanoid", "quadrotor drone",
           "AGV", "lawn robot", "warehouse picker", "underwater ROV", "delta robot", "dual-arm robot", "rover"]
@@ -62,13 +60,6 @@ def sentence(rng: np.random.Generator) -> str:
                                          m=rng.uniform(0.1, 20), b=rng.uniform(5, 100))
     parts = [rng.choice(ROBOTS), rng.choice(ACTIONS), rng.choice(OBJECTS), rng.choice(PLACES), rng.choice(OUTCOMES)]
     return " ".join(map(str, parts)) + f"; {note}."
-
-
-def exact_top(ids: np.ndarray, matrix: np.ndarray, q: np.ndarray, k: int = 10) -> dict[int, float]:
-    scores = matrix @ q
-    top = np.argpartition(-scores, k)[:k]
-    top = top[scores[top] >= FLOOR]
-    return dict(zip(ids[top].tolist(), scores[top].tolist()))
 
 
 def main() -> None:
@@ -100,17 +91,12 @@ def run(mem: Memory, path: Path, texts: list[str], held: list[str], judged: list
     built = mem.rebuild_vector_indexes(force=True)
     print(f"index snapshot: {built} in {time.perf_counter() - started:.1f} s", flush=True)
     print(f"vector indexes: {mem.stats()['vector_indexes']}", flush=True)
-    reader = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    # The stored vectors themselves: the exact reference.
-    rows = reader.execute("SELECT memory_id, vector FROM embeddings ORDER BY memory_id").fetchall()
-    reader.close()
-    ids = np.array([r[0] for r in rows], dtype=np.int64)
-    matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    ref = load_reference(path)  # the stored vectors themselves: the exact reference
     for label, queries in (("held-out", held), ("judged set", judged)):
         vectors = mem.embedder.embed(queries)
         agree, tenth = [], []
         for q in vectors:
-            expected = exact_top(ids, matrix, q)
+            expected = exact_top(ref, q, None)
             if not expected:
                 continue
             hits = mem.recall(NO_TEXT_MATCH, n=10, query_vector=q, min_relevance=0, min_confidence=0)["results"]

@@ -370,8 +370,8 @@ class AnnIndex:
         """``nprobe``, or as many lists as have a centroid within LIST_MARGIN of the nearest one's cosine
         (at most LIST_WIDENING times ``nprobe``)."""
         widest = min(int(self._view.nlist), LIST_WIDENING * nprobe)
-        if widest <= nprobe:
-            return min(nprobe, int(self._view.nlist))
+        if widest <= nprobe:  # every list already
+            return widest
         # faiss scores one query against the centroids without BLAS (below its 20-query threshold).
         near, _ = self._view.quantizer.search(query[None, :], widest)
         return max(nprobe, int(np.count_nonzero(near[0] >= near[0][0] - LIST_MARGIN)))

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,7 @@ from .search.recall import RecallEngine
 from .search.request import build_request
 from .store.backend import Store, open_store
 from .store.memories import NewMemory
+from .store.pipeline import Later, PipelinedWrites
 from .store.rows import HIT_COLUMNS, row_to_record
 from .store.sqlite import SqliteStore
 from .store.tokens import memory_search_text
@@ -103,6 +105,7 @@ class Memory:
         self._leaf_columns = LeafColumns()
         self._access: dict[int, int] = {}
         self._access_lock = threading.Lock()
+        self._bulk_writers: weakref.WeakSet[BulkWriter] = weakref.WeakSet()
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -135,6 +138,8 @@ class Memory:
 
     def close(self) -> None:
         try:
+            for writer in list(self._bulk_writers):
+                writer.close()  # its last batch is stored before the connections go
             self._flush_access(force=True)
         finally:
             self._db.close()
@@ -229,10 +234,19 @@ class Memory:
         false for templated numeric records such as trajectory chunks, whose text the
         semantic model adds nothing to: they stay findable by full text, filters and space).
         """
+        return self._write_perceptions(self._prepare_perceptions(records))
+
+    def bulk_writer(self) -> BulkWriter:
+        """``save_perceptions`` for long loads (replays, imports): each batch commits on a worker
+        thread while the caller prepares the next one. See :class:`BulkWriter`."""
+        writer = BulkWriter(self, self._db.pipelined_writes())
+        self._bulk_writers.add(writer)
+        return writer
+
+    def _prepare_perceptions(self, records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if not isinstance(records, (list, tuple)):
             raise ValidationError("records must be a list of dicts", field="records")
-        prepared = [self._prepare_perception(r, field_prefix=f"records[{i}].") for i, r in enumerate(records)]
-        return self._write_perceptions(prepared)
+        return [self._prepare_perception(r, field_prefix=f"records[{i}].") for i, r in enumerate(records)]
 
     def _prepare_perception(self, raw: Any, *, field_prefix: str) -> dict[str, Any]:
         if not isinstance(raw, dict):
@@ -257,27 +271,37 @@ class Memory:
                                                                                   field_prefix + "embed")}
 
     def _write_perceptions(self, prepared: list[dict[str, Any]]) -> list[int]:
+        rows = self._perception_rows(prepared)
+        with self._db.write() as conn:
+            return self._insert_perceptions(conn, rows)
+
+    def _perception_rows(self, prepared: list[dict[str, Any]]) -> _PerceptionRows:
+        """Everything a batch writes that needs no transaction: rows, vectors, payload summaries."""
+        now = self.now()
+        items = [self._new_memory(
+            p["collection"], p["session_id"], "perception", p["ptype"], p["text"], p["context"], now,
+            p["occurred_at"] if p["occurred_at"] is not None else now, embed=p["embed"],
+            context_json=p["context_json"]) for p in prepared]
+        payloads = {i: (p["blob"], summarize_payload(decode_payload(p["blob"]), len(p["blob"])))
+                    for i, p in enumerate(prepared) if p["blob"] is not None}
         to_embed = [i for i, p in enumerate(prepared) if p["embed"]]
         embedded = self._embeddings.embed([prepared[i]["text"] for i in to_embed])
-        vector_of = {} if embedded is None else {i: row for row, i in enumerate(to_embed)}
-        now = self.now()
-        with self._db.write() as conn:
-            for session_id, collection in {(p["session_id"], p["collection"]) for p in prepared}:
-                self._check_session_open(conn, session_id, collection)
-            self._flush_access(conn=conn)
-            # One statement per kind of row for the whole batch (a round trip each on PostgreSQL).
-            ids = self._db.insert_memories(conn, [self._new_memory(
-                p["collection"], p["session_id"], "perception", p["ptype"], p["text"], p["context"], now,
-                p["occurred_at"] if p["occurred_at"] is not None else now, embed=p["embed"],
-                context_json=p["context_json"]) for p in prepared])
-            for memory_id, p in zip(ids, prepared):
-                if p["blob"] is not None:
-                    summary = summarize_payload(decode_payload(p["blob"]), len(p["blob"]))
-                    self._db.insert_payload(conn, memory_id, p["blob"], summary)
-            model_id = self._embeddings.model_id
-            if embedded is not None and model_id is not None:
-                self._db.put_embeddings(conn, [(ids[i], prepared[i]["collection"], model_id, embedded[row])
-                                               for i, row in vector_of.items()])
+        model_id = self._embeddings.model_id
+        vectors = [] if embedded is None or model_id is None else [
+            (i, model_id, embedded[row]) for row, i in enumerate(to_embed)]
+        return _PerceptionRows(items, payloads, vectors)
+
+    def _insert_perceptions(self, conn: Any, rows: _PerceptionRows, later: Later | None = None) -> list[int]:
+        for session_id, collection in {(m.session_id, m.collection) for m in rows.items}:
+            self._check_session_open(conn, session_id, collection)
+        self._flush_access(conn=conn)
+        # One statement per kind of row for the whole batch (a round trip each on PostgreSQL).
+        ids = self._db.insert_memories(conn, rows.items, later=later)
+        for i, (blob, summary) in rows.payloads.items():
+            self._db.insert_payload(conn, ids[i], blob, summary)
+        if rows.vectors:
+            self._db.put_embeddings(conn, [(ids[i], rows.items[i].collection, model_id, vector)
+                                           for i, model_id, vector in rows.vectors])
         return ids
 
     # -- recall ----------------------------------------------------------------------
@@ -637,3 +661,52 @@ class Memory:
                     for k, v in pending.items():
                         self._access[k] = self._access.get(k, 0) + v
 
+
+@dataclasses.dataclass(slots=True)
+class _PerceptionRows:
+    items: list[NewMemory]
+    #: record index -> (payload blob, its summary)
+    payloads: dict[int, tuple[bytes, dict[str, Any]]]
+    #: (record index, model id, vector)
+    vectors: list[tuple[int, str, Any]]
+
+
+class BulkWriter:
+    """Batches of perceptions for a long load, each committed while the caller prepares the next.
+
+    ``with mem.bulk_writer() as writer: writer.save_perceptions(batch)`` takes what
+    ``Memory.save_perceptions`` takes, checks it at once (a ValidationError names the record and
+    nothing of that batch is written) and returns the batch's ids. Each batch is one
+    transaction on a connection of the writer's own; its commit, and on SQLite its leaf and
+    full-text index statements, run on a worker thread while the caller's next batch is
+    validated and embedded (robotmem.store.pipeline). A batch is stored once the next call,
+    ``flush()`` or leaving the block returns; if its commit fails, that call raises
+    StorageError, nothing of the batch is stored, and no later batch is written. Other
+    threads see a batch once it is committed. Closing the Memory closes its writers first.
+    """
+
+    def __init__(self, memory: Memory, writes: PipelinedWrites) -> None:
+        self._memory = memory
+        self._writes = writes
+
+    def save_perceptions(self, records: Sequence[dict[str, Any]]) -> list[int]:
+        memory = self._memory
+        rows = memory._perception_rows(memory._prepare_perceptions(records))
+        with self._writes.batch() as (conn, later):
+            return memory._insert_perceptions(conn, rows, later)
+
+    def flush(self) -> None:
+        """Until every batch handed over is stored (raising a failed batch's StorageError)."""
+        self._writes.wait()
+
+    def close(self) -> None:
+        try:
+            self._writes.close()
+        finally:
+            self._memory._bulk_writers.discard(self)
+
+    def __enter__(self) -> BulkWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

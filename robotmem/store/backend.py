@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from ..config import is_postgres_url
+from .pipeline import Later, PipelinedWrites
 
 if TYPE_CHECKING:
     from .memories import NewMemory
@@ -38,6 +39,8 @@ class Store(Protocol):
     def read(self) -> AbstractContextManager[Any]: ...
     def write(self, *, wait: bool = True) -> AbstractContextManager[Any]: ...
     def run_write(self, body: Callable[[Any], T]) -> T: ...
+    def pipelined_writes(self) -> PipelinedWrites:
+        """Write transactions on a connection of their own, committed on a worker thread (bulk loads)."""
     def migrate(self) -> int: ...
     def close(self) -> None: ...
     def __enter__(self) -> Store: ...
@@ -50,8 +53,9 @@ class Store(Protocol):
 
     # memories
     def insert_memory(self, conn: Any, m: NewMemory) -> int | None: ...
-    def insert_memories(self, conn: Any, items: list[NewMemory]) -> list[int]:
-        """Many perceptions at once (facts go through insert_memory, which may find a duplicate)."""
+    def insert_memories(self, conn: Any, items: list[NewMemory], *, later: Later | None = None) -> list[int]:
+        """Many perceptions at once (facts go through insert_memory, which may find a duplicate).
+        ``later``: where to leave the statements that need no Python (robotmem.store.pipeline)."""
     def put_embeddings(self, conn: Any, rows: list[tuple[int, str, str, np.ndarray]], *,
                        bulk: bool = False) -> None:
         """Many (memory id, collection, model id, vector) at once; ``bulk``: part of a load whose

@@ -30,6 +30,7 @@ import apsw
 import sqlite_vec
 
 from ..errors import StorageError
+from .pipeline import PipelinedWrites, Transactions
 from .term_rank import register_term_rank
 
 __all__ = ["Database", "one_row", "scalar"]
@@ -157,8 +158,9 @@ class Database:
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
-        # id(connection) -> (connection, the finalizer that closes it when its thread ends)
-        self._all: dict[int, tuple[apsw.Connection, weakref.finalize[[apsw.Connection], threading.Thread]]] = {}
+        # id(connection) -> (connection, the finalizer that closes it when its thread, or its bulk
+        # writer, is gone)
+        self._all: dict[int, tuple[apsw.Connection, weakref.finalize[[apsw.Connection], Any]]] = {}
         self._lock = threading.Lock()
         self._closed = False
         # Neither the thread nor the hook refers to the Database: an unclosed one can still be
@@ -232,6 +234,17 @@ class Database:
         if conn.in_transaction:
             yield conn
             return
+        self._begin(conn, wait=wait)
+        try:
+            yield conn
+        except BaseException as exc:
+            _rollback(conn)
+            if isinstance(exc, apsw.Error):
+                raise _write_failed(exc) from exc
+            raise
+        _commit(conn)
+
+    def _begin(self, conn: apsw.Connection, *, wait: bool = True) -> None:
         try:
             if not wait:
                 conn.set_busy_timeout(0)
@@ -243,23 +256,25 @@ class Database:
         except apsw.Error as exc:
             raise StorageError(f"the memory store is busy or unwritable: {_describe(exc)}",
                                advice=_describe(exc)) from exc
-        try:
-            yield conn
-        except BaseException as exc:
-            try:
-                conn.execute("ROLLBACK")
-            except apsw.Error:  # pragma: no cover - rollback after a failed statement
-                log.exception("rollback failed")
-            if isinstance(exc, apsw.Error):
-                log.error("write failed: %s", exc)
-                raise StorageError(f"writing to the memory store failed: {_describe(exc)}",
-                                   advice=_describe(exc)) from exc
-            raise
-        try:
-            conn.execute("COMMIT")
-        except apsw.Error as exc:
-            raise StorageError(f"writing to the memory store failed: {_describe(exc)}",
-                               advice=_describe(exc)) from exc
+
+    def pipelined_writes(self) -> PipelinedWrites:
+        """Write transactions on a connection of their own that commit on a worker thread (bulk loads)."""
+        if self._closed:
+            raise StorageError("the memory store is closed")
+        conn = self._open()
+        writes = PipelinedWrites(conn, Transactions(begin=self._begin, commit=_commit, rollback=_rollback,
+                                                    failed=_write_failed, close=self._close_dedicated))
+        # Closed with the store if the writer is not closed first (or with the writer, when it is collected).
+        with self._lock:
+            self._all[id(conn)] = (conn, weakref.finalize(writes, self._retire, conn))
+        return writes
+
+    def _close_dedicated(self, conn: apsw.Connection) -> None:
+        with self._lock:
+            entry = self._all.pop(id(conn), None)
+        if entry is not None:
+            entry[1].detach()
+            conn.close()
 
     def close(self) -> None:
         self._closed = True
@@ -273,6 +288,28 @@ class Database:
             except apsw.Error:  # pragma: no cover
                 log.exception("closing a connection failed")
         self._local = threading.local()
+
+
+def _commit(conn: apsw.Connection) -> None:
+    try:
+        conn.execute("COMMIT")
+    except apsw.Error as exc:
+        raise _write_failed(exc) from exc
+
+
+def _rollback(conn: apsw.Connection) -> None:
+    """Roll back whatever is open (nothing after a failed COMMIT that SQLite rolled back itself)."""
+    if not conn.in_transaction:
+        return
+    try:
+        conn.execute("ROLLBACK")
+    except apsw.Error:  # pragma: no cover - rollback after a failed statement
+        log.exception("rollback failed")
+
+
+def _write_failed(exc: BaseException) -> StorageError:
+    detail = _describe(exc) if isinstance(exc, apsw.Error) else str(exc)
+    return StorageError(f"writing to the memory store failed: {detail}", advice=detail)
 
 
 def one_row(conn: apsw.Connection, query: str, params: Any = ()) -> tuple[Any, ...]:

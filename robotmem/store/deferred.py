@@ -18,6 +18,7 @@ the largest, which a new memory never has.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +28,7 @@ import apsw
 
 from .counts import DEFER_INSERT_COUNTS, EMBEDDING_KEYS, MEMORY_KEYS, UNMARKED_INSERT_COUNTS, add_counts_sql
 from .leaves import INSERT_LEAVES_RANGE, MARKER_ABSENT, UNMARKED_INSERT_LEAVES
+from .pipeline import Later
 
 __all__ = ["DEFER_FULL_TEXT", "DEFER_INSERT_COUNTS_AND_LOG", "UNMARKED_INSERT_TRIGGERS", "insert_deferring_indexes",
            "insert_new_embeddings"]
@@ -85,22 +87,33 @@ def _triggers_aside(conn: apsw.Connection) -> Iterator[None]:
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
 
 
-def insert_deferring_indexes(conn: apsw.Connection, insert: Callable[[], list[tuple[Any, ...]]]) -> list[int]:
+def insert_deferring_indexes(conn: apsw.Connection, insert: Callable[[], list[tuple[Any, ...]]],
+                             later: Later | None = None) -> list[int]:
     """Run ``insert`` (new memories; it returns their (id, collection, type, status), ids ascending)
     with the per-row leaf, full-text and count triggers off, then index every id it returned, one
-    statement each, and count the rows by what they returned. Call inside a write transaction."""
+    statement each, and count the rows by what they returned. Call inside a write transaction.
+    ``later``: the two index statements (no Python in them) are appended to it instead of run."""
     with _triggers_aside(conn):
         rows = insert()
     ids = [int(row[0]) for row in rows]
     if ids:
         # Ids only grow and the write lock is held: the range holds exactly the new rows.
-        conn.execute(INSERT_LEAVES_RANGE, (ids[0], ids[-1]))
-        conn.execute(_FULL_TEXT_RANGE, (ids[0], ids[-1]))
+        span = (ids[0], ids[-1])
+        index = [functools.partial(_run, statement, span) for statement in (INSERT_LEAVES_RANGE, _FULL_TEXT_RANGE)]
+        if later is None:
+            for statement in index:
+                statement(conn)
+        else:
+            later.extend(index)
         # Counted from the returned keys: grouping the new rows again read every one of them
         # (7 ms of a 1,000-row batch at 1,000,000 memories).
         counts = Counter(tuple(row[1:]) for row in rows)
         conn.executemany(_ADD_MEMORY_COUNTS, [(*key, n) for key, n in counts.items()])
     return ids
+
+
+def _run(statement: str, params: tuple[Any, ...], conn: apsw.Connection) -> None:
+    conn.execute(statement, params)
 
 
 def insert_new_embeddings(conn: apsw.Connection, values: list[tuple[Any, ...]]) -> None:

@@ -12,6 +12,7 @@ import numpy as np
 from ..context import canonical_json
 from .decay import effective_confidence_sql
 from .deferred import insert_deferring_indexes, insert_new_embeddings
+from .pipeline import Later
 from .points import index_new_points, index_points
 from .rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql
 
@@ -77,15 +78,17 @@ def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:
     return insert_memories(conn, [m])[0]
 
 
-def insert_memories(conn: apsw.Connection, items: list[NewMemory]) -> list[int]:
-    """Many rows in one statement (ids in order: RETURNING yields one per row), then all their points."""
+def insert_memories(conn: apsw.Connection, items: list[NewMemory], *, later: Later | None = None) -> list[int]:
+    """Many rows in one statement (ids in order: RETURNING yields one per row), then all their points.
+    ``later``: statements of the batch that need no Python are appended to it (robotmem.store.pipeline)."""
     if not items:
         return []
     values = [_values(m) for m in items]
     if len(items) == 1:
         ids = [int(row[0]) for row in conn.execute(_INSERT, values[0])]
     else:
-        ids = insert_deferring_indexes(conn, lambda: [tuple(row) for row in conn.executemany(_INSERT, values)])
+        ids = insert_deferring_indexes(conn, lambda: [tuple(row) for row in conn.executemany(_INSERT, values)],
+                                       later)
     index_new_points(conn, list(zip(ids, (m.context for m in items))))
     return ids
 

@@ -63,5 +63,26 @@ def acknowledged_writer(db: str) -> None:
             sys.stdout.flush()
 
 
+def bulk_acknowledged_writer(db: str) -> None:
+    """Bulk-write batches until killed; print a batch's ids and texts once the call after it returned
+    (a bulk writer's batch is stored when the next call returns)."""
+    rng = random.Random()
+    with Memory(db, embedder=None) as memory, memory.bulk_writer() as writer:
+        handed_over: list[tuple[int, str]] = []
+        i = 0
+        while True:
+            texts = [f"bulk kill test {i + k} {rng.random():.6f}" for k in range(rng.randint(1, 40))]
+            i += len(texts)
+            ids = writer.save_perceptions([{"description": text, "metadata": {"params": {"i": i}, "task": {
+                "name": f"batch {i}"}}, "data": [rng.random() for _ in range(32)]} for text in texts])
+            for acknowledged in handed_over:
+                sys.stdout.write(json.dumps(acknowledged) + "\n")
+            sys.stdout.flush()
+            handed_over = list(zip(ids, texts))
+
+
 if __name__ == "__main__":
-    acknowledged_writer(str(Path(sys.argv[1])))
+    if sys.argv[2:] == ["bulk"]:
+        bulk_acknowledged_writer(str(Path(sys.argv[1])))
+    else:
+        acknowledged_writer(str(Path(sys.argv[1])))

@@ -24,9 +24,9 @@ KILLS = 6
 START_TIMEOUT_S = 120.0
 
 
-def _start_writer(db: Path) -> subprocess.Popen[str]:
+def _start_writer(db: Path, *mode: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.Popen([sys.executable, str(HERE / "reliability_workers.py"), str(db)], env=env,
+    return subprocess.Popen([sys.executable, str(HERE / "reliability_workers.py"), str(db), *mode], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -74,6 +74,40 @@ def test_acknowledged_writes_survive_sigkill_at_random_points(tmp_path: Path) ->
         conn = apsw.Connection(str(db))
         try:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)], f"kill {kill}"
+        finally:
+            conn.close()
+    assert len(acknowledged) > KILLS
+
+
+def test_batches_a_bulk_writer_acknowledged_survive_sigkill_with_their_indexes(tmp_path: Path) -> None:
+    db = tmp_path / "bulk-killed.db"
+    Memory(db, embedder=None).close()
+    rng = random.Random(12)
+    acknowledged: list[tuple[int, str]] = []
+    for kill in range(KILLS):
+        writer = _start_writer(db, "bulk")
+        try:
+            acknowledged += _kill_at_random(writer, rng)
+        finally:
+            if writer.poll() is None:
+                writer.kill()
+                writer.wait(timeout=30)
+        with Memory(db, embedder=None) as memory:
+            for memory_id, text in acknowledged:
+                assert memory.get(memory_id)["content"] == text, f"kill {kill}: bulk write {memory_id} lost"
+        conn = apsw.Connection(str(db))
+        try:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)], f"kill {kill}"
+            # A batch's leaves and full text are written on the writer's worker thread, in the batch's
+            # transaction: after any kill every stored memory has both, and nothing else has either.
+            memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+            assert conn.execute("SELECT count(DISTINCT memory_id) FROM context_leaves").fetchone()[0] == memories
+            assert conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0] == memories
+            assert conn.execute("SELECT count(*) FROM payloads").fetchone()[0] == memories
+            assert conn.execute("SELECT count(*) FROM context_leaves WHERE memory_id NOT IN "
+                                "(SELECT id FROM memories)").fetchone()[0] == 0
+            assert conn.execute("SELECT count(*) FROM memories_fts WHERE rowid NOT IN "
+                                "(SELECT id FROM memories)").fetchone()[0] == 0
         finally:
             conn.close()
     assert len(acknowledged) > KILLS

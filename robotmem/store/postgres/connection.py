@@ -12,6 +12,7 @@ PostgreSQL never aborts. A deadlock or serialization failure is retried by
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -25,6 +26,7 @@ from psycopg import errors as pgerrors
 
 from ...config import redact_url
 from ...errors import StorageError
+from ..pipeline import PipelinedWrites, Transactions
 
 __all__ = ["PgConnection", "PgDatabase"]
 
@@ -182,6 +184,34 @@ class PgDatabase:
             if not wait:
                 active.execute("SET LOCAL lock_timeout = '50ms'")
             yield active
+
+    def pipelined_writes(self) -> PipelinedWrites:
+        """Write transactions on a connection of their own that commit on a worker thread (bulk loads)."""
+        if self._closed:
+            raise StorageError("the memory store is closed")
+        return PipelinedWrites(self._open(), Transactions(
+            begin=functools.partial(self._execute_or_fail, "BEGIN"),
+            commit=functools.partial(self._execute_or_fail, "COMMIT"), rollback=self._rollback_dedicated,
+            failed=self._write_failed, close=lambda conn: conn.raw.close()))
+
+    def _execute_or_fail(self, statement: str, conn: PgConnection) -> None:
+        try:
+            conn.raw.execute(statement)
+        except psycopg.Error as exc:
+            raise self._write_failed(exc) from exc
+
+    def _rollback_dedicated(self, conn: PgConnection) -> None:
+        if conn.in_transaction and not conn.raw.closed:
+            try:
+                conn.raw.execute("ROLLBACK")
+            except psycopg.Error:  # pragma: no cover - the connection broke with the statement
+                log.exception("rollback failed")
+
+    def _write_failed(self, exc: BaseException) -> StorageError:
+        if isinstance(exc, psycopg.OperationalError):
+            return StorageError(f"the PostgreSQL server at {self.location} is unreachable: {_first_line(exc)}")
+        detail = _describe(exc) if isinstance(exc, psycopg.Error) else str(exc)
+        return StorageError(f"writing to the memory store failed: {detail}")
 
     def run_write(self, body: Callable[[PgConnection], T]) -> T:
         """``body`` in a write transaction, re-run when PostgreSQL asks (deadlock, serialization)."""

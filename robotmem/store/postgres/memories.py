@@ -13,6 +13,7 @@ import numpy as np
 
 from ...context import canonical_json
 from ..memories import NewMemory, full_record
+from ..pipeline import Later
 from ..points import extract_points
 from ..rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS
 from .connection import PgConnection
@@ -62,8 +63,9 @@ def _values(m: NewMemory) -> tuple[Any, ...]:
             m.now, m.occurred_at, m.occurred_at, m.now, m.occurred_at, m.now, m.embed)
 
 
-def insert_memories(conn: PgConnection, items: list[NewMemory]) -> list[int]:
-    """Many perceptions in one pipelined statement; their points in another."""
+def insert_memories(conn: PgConnection, items: list[NewMemory], *, later: Later | None = None) -> list[int]:
+    """Many perceptions in one pipelined statement; their points in another. ``later`` is left
+    empty: every statement here binds its rows from Python."""
     if not items:
         return []
     ids = [int(r[0]) for r in conn.executemany_returning(_INSERT, [_values(m) for m in items])]

@@ -232,8 +232,21 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t
 
 
-def empty_store_batches(rng: np.random.Generator, centres: np.ndarray, size: int) -> list[float]:
-    """Seconds each of five batches of 1,000 takes into a new, empty store, after one unmeasured batch.
+def bulk_batches(mem: Memory, embedder: BenchVectors, batches: list[tuple[list[dict[str, Any]], np.ndarray]]
+                 ) -> float:
+    """Seconds to write the batches through one ``Memory.bulk_writer()``, its closing included
+    (the last batch's commit): each batch commits on the writer's worker while the next is prepared."""
+    t = time.perf_counter()
+    with mem.bulk_writer() as writer:
+        for records, vectors in batches:
+            embedder.batch = vectors
+            writer.save_perceptions(records)
+    return time.perf_counter() - t
+
+
+def empty_store_batches(rng: np.random.Generator, centres: np.ndarray, size: int) -> tuple[list[float], float]:
+    """Seconds each of five batches of 1,000 takes into a new, empty store through save_perceptions,
+    after one unmeasured batch; then seconds for five more through a bulk writer.
 
     Run right after the batches into the big store: this host's speed moves by half from one
     minute to the next, so the ratio of the two says what the store's size costs, apart from
@@ -247,7 +260,15 @@ def empty_store_batches(rng: np.random.Generator, centres: np.ndarray, size: int
             elapsed = timed(lambda: mem.save_perceptions(records))
             if j:
                 times.append(elapsed)
-    return times
+        pipelined = bulk_batches(mem, embedder, new_batches(rng, centres, 6000, size))
+    return times, pipelined
+
+
+def new_batches(rng: np.random.Generator, centres: np.ndarray, first: int, size: int
+                ) -> list[tuple[list[dict[str, Any]], np.ndarray]]:
+    """Five batches of 1,000 records from record number ``first``, each with its own vectors."""
+    return [([record(first + j * 1000 + i, size, rng) for i in range(1000)], clustered(rng, centres, 1000))
+            for j in range(5)]
 
 
 def prepare(size: int, folder: Path, reindex: bool, url: str | None = None) -> dict[str, Any]:
@@ -395,8 +416,7 @@ def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = 
         # Written before the clock starts: drawing a record's words costs 0.6 ms, more than inserting it.
         # Vectors drawn per batch, as the generator does: one draw for all five would store five
         # copies of each vector per run, and copies tie in every later run's exact top 10.
-        batches = [([record(size + j * 1000 + i, size, rng) for i in range(1000)], clustered(rng, centres, 1000))
-                   for j in range(5)]
+        batches = new_batches(rng, centres, size, size)
         bulk = []
         notes = []
         for records, vectors in batches:
@@ -411,10 +431,13 @@ def run(size: int, queries: int, folder: Path, reindex: bool, url: str | None = 
         # The first batch after the recalls above finds the write path's pages out of SQLite's cache;
         # the WAL grows while the checkpoint thread is still copying when the next batch begins.
         figures["  bulk insert, each batch of 1,000 (ms)"] = ", ".join(f"{b * 1000:.0f}{n}" for b, n in zip(bulk, notes))
+        pipelined = bulk_batches(mem, embedder, new_batches(rng, centres, size + 5000, size))
+        figures["bulk insert, Memory.bulk_writer() (records/s)"] = 5000 / pipelined
         if url is None:
-            empty = empty_store_batches(rng, centres, size)
+            empty, empty_pipelined = empty_store_batches(rng, centres, size)
             figures["  same batches into an empty store right after (records/s)"] = 5000 / sum(empty)
             figures["  this store's batch time over the empty store's"] = (sum(bulk) / sum(empty),)
+            figures["  bulk_writer() into the empty store (records/s)"] = 5000 / empty_pipelined
     figures["second process on the same store (MB)"] = run_child(path, "rss", qfile)
     t = time.perf_counter()
     stats = subprocess.run([sys.executable, "-m", "robotmem", "--url" if url else "--db", str(path), "stats"],

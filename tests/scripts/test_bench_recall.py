@@ -41,12 +41,14 @@ def test_agreement_counts_a_tie_with_the_kth_as_the_row_it_displaced():
 def test_the_empty_store_reference_times_five_batches_of_a_new_store(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.tempfile, "TemporaryDirectory", lambda: _Keep(tmp_path))
     centres = np.random.default_rng(0).standard_normal((bench.CENTRES, bench.DIM)).astype(np.float32)
-    times = bench.empty_store_batches(np.random.default_rng(1), centres, 100_000)
-    assert len(times) == 5 and all(t > 0 for t in times)
+    times, pipelined = bench.empty_store_batches(np.random.default_rng(1), centres, 100_000)
+    assert len(times) == 5 and all(t > 0 for t in times) and pipelined > 0
     from robotmem import Memory
 
     with Memory(tmp_path / "empty.db", embedder=bench.BenchVectors()) as mem:
-        assert mem.stats()["perceptions"] == 6000  # the unmeasured first batch and the five
+        # The unmeasured first batch, the five, and five more through the bulk writer, each with a vector.
+        assert mem.stats()["perceptions"] == 11_000
+        assert sum(mem.stats()["embeddings"].values()) == 11_000
 
 
 class _Keep:

@@ -137,12 +137,18 @@ class Memory:
         return float(self._clock())
 
     def close(self) -> None:
-        try:
-            for writer in list(self._bulk_writers):
+        failure: BaseException | None = None
+        for writer in list(self._bulk_writers):
+            try:
                 writer.close()  # its last batch is stored before the connections go
+            except BaseException as exc:  # the others still close; the first failure is raised below
+                failure = failure or exc
+        try:
             self._flush_access(force=True)
         finally:
             self._db.close()
+        if failure is not None:
+            raise failure
 
     def __enter__(self) -> Memory:
         return self

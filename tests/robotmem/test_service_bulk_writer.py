@@ -121,14 +121,35 @@ def test_closing_the_memory_stores_the_last_batch_of_an_open_writer(db_path: Any
         writer.save_perceptions(_records("default", 7, 1))
 
 
+def _refuse_poison(memory: Memory) -> None:
+    """A real statement of a batch's index step fails on the worker: the leaf index refuses a value."""
+    memory.store.connection().execute(  # type: ignore[attr-defined]
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON context_leaves WHEN new.value = 'poison' "
+        "BEGIN SELECT RAISE(ABORT, 'poisoned leaf'); END")
+
+
+@pytest.mark.sqlite_only
+def test_closing_the_memory_closes_every_writer_and_raises_the_failure(tmp_path: Path) -> None:
+    db = tmp_path / "two-writers.db"
+    memory = Memory(db, embedder=None)
+    _refuse_poison(memory)
+    failing, fine = memory.bulk_writer(), memory.bulk_writer()
+    poisoned = _records("default", 0, 2)
+    poisoned[0]["metadata"]["robot"]["id"] = "poison"
+    failing.save_perceptions(poisoned)
+    kept = fine.save_perceptions(_records("default", 10, 3))  # waits for the write lock, then is handed over
+    with pytest.raises(StorageError):
+        memory.close()
+    with Memory(db, embedder=None) as reopened:
+        assert reopened.stats()["memories"] == 3
+        assert [reopened.get(i)["content"] for i in kept] == [r["description"] for r in _records("default", 10, 3)]
+
+
 @pytest.mark.sqlite_only
 def test_a_batch_whose_index_statement_fails_is_reported_by_the_next_call_and_not_stored(tmp_path: Path) -> None:
     db = tmp_path / "poisoned.db"
     with Memory(db, embedder=None) as memory:
-        # A real statement of the batch's index step fails on the worker: the leaf index refuses a value.
-        memory.store.connection().execute(  # type: ignore[attr-defined]
-            "CREATE TRIGGER refuse_poison BEFORE INSERT ON context_leaves WHEN new.value = 'poison' "
-            "BEGIN SELECT RAISE(ABORT, 'poisoned leaf'); END")
+        _refuse_poison(memory)
         poisoned = _records("default", 10, 4)
         poisoned[2]["metadata"]["robot"]["id"] = "poison"
         with memory.bulk_writer() as writer:

@@ -687,8 +687,9 @@ class BulkWriter:
     full-text index statements, run on a worker thread while the caller's next batch is
     validated and embedded (robotmem.store.pipeline). A batch is stored once the next call,
     ``flush()`` or leaving the block returns; if its commit fails, that call raises
-    StorageError, nothing of the batch is stored, and no later batch is written. Other
-    threads see a batch once it is committed. Closing the Memory closes its writers first.
+    StorageError: nothing of the failed batch is stored (its ids may be given out again), and
+    the call writes nothing of its own batch. Other threads see a batch once it is committed.
+    Closing the Memory closes its writers first.
     """
 
     def __init__(self, memory: Memory, writes: PipelinedWrites) -> None:

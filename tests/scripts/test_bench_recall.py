@@ -62,3 +62,15 @@ class _Keep:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_generate_writes_every_record_once_in_order_with_its_vector(tmp_path):
+    centres = np.random.default_rng(0).standard_normal((bench.CENTRES, bench.DIM)).astype(np.float32)
+    rate = bench.generate(tmp_path / "gen.db", 3000, centres)
+    assert rate > 0
+    from robotmem import Memory
+
+    with Memory(tmp_path / "gen.db", embedder=bench.BenchVectors()) as mem:
+        assert mem.stats()["perceptions"] == 3000 and sum(mem.stats()["embeddings"].values()) == 3000
+        assert [mem.get(i)["content"].split(":")[0] for i in (1, 1001, 3000)] == [
+            "episode 0", "episode 1000", "episode 2999"]

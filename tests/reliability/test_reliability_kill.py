@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
@@ -54,13 +55,15 @@ def _kill_at_random(writer: subprocess.Popen[str], rng: random.Random) -> list[t
     return [tuple(json.loads(line)) for line in acknowledged if line.endswith("\n")]  # type: ignore[misc]
 
 
-def test_acknowledged_writes_survive_sigkill_at_random_points(tmp_path: Path) -> None:
-    db = tmp_path / "killed.db"
+def _kill_repeatedly(db: Path, seed: int, *mode: str,
+                     check: Callable[[apsw.Connection], None] | None = None) -> None:
+    """Start the writer, kill it at random, reopen: KILLS times on one file. After each kill every
+    acknowledged write must be there, the file must pass its integrity check, and ``check`` too."""
     Memory(db, embedder=None).close()
-    rng = random.Random(11)
+    rng = random.Random(seed)
     acknowledged: list[tuple[int, str]] = []
     for kill in range(KILLS):
-        writer = _start_writer(db)
+        writer = _start_writer(db, *mode)
         try:
             acknowledged += _kill_at_random(writer, rng)
         finally:
@@ -74,43 +77,32 @@ def test_acknowledged_writes_survive_sigkill_at_random_points(tmp_path: Path) ->
         conn = apsw.Connection(str(db))
         try:
             assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)], f"kill {kill}"
+            if check is not None:
+                check(conn)
         finally:
             conn.close()
     assert len(acknowledged) > KILLS
+
+
+def test_acknowledged_writes_survive_sigkill_at_random_points(tmp_path: Path) -> None:
+    _kill_repeatedly(tmp_path / "killed.db", 11)
+
+
+def _indexes_match_the_rows(conn: apsw.Connection) -> None:
+    """A bulk batch's leaves and full text are written on the writer's worker thread, in the batch's
+    transaction: every stored memory has both (and its payload), and nothing else has either."""
+    memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+    assert conn.execute("SELECT count(DISTINCT memory_id) FROM context_leaves").fetchone()[0] == memories
+    assert conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0] == memories
+    assert conn.execute("SELECT count(*) FROM payloads").fetchone()[0] == memories
+    assert conn.execute("SELECT count(*) FROM context_leaves WHERE memory_id NOT IN "
+                        "(SELECT id FROM memories)").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM memories_fts WHERE rowid NOT IN "
+                        "(SELECT id FROM memories)").fetchone()[0] == 0
 
 
 def test_batches_a_bulk_writer_acknowledged_survive_sigkill_with_their_indexes(tmp_path: Path) -> None:
-    db = tmp_path / "bulk-killed.db"
-    Memory(db, embedder=None).close()
-    rng = random.Random(12)
-    acknowledged: list[tuple[int, str]] = []
-    for kill in range(KILLS):
-        writer = _start_writer(db, "bulk")
-        try:
-            acknowledged += _kill_at_random(writer, rng)
-        finally:
-            if writer.poll() is None:
-                writer.kill()
-                writer.wait(timeout=30)
-        with Memory(db, embedder=None) as memory:
-            for memory_id, text in acknowledged:
-                assert memory.get(memory_id)["content"] == text, f"kill {kill}: bulk write {memory_id} lost"
-        conn = apsw.Connection(str(db))
-        try:
-            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)], f"kill {kill}"
-            # A batch's leaves and full text are written on the writer's worker thread, in the batch's
-            # transaction: after any kill every stored memory has both, and nothing else has either.
-            memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-            assert conn.execute("SELECT count(DISTINCT memory_id) FROM context_leaves").fetchone()[0] == memories
-            assert conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0] == memories
-            assert conn.execute("SELECT count(*) FROM payloads").fetchone()[0] == memories
-            assert conn.execute("SELECT count(*) FROM context_leaves WHERE memory_id NOT IN "
-                                "(SELECT id FROM memories)").fetchone()[0] == 0
-            assert conn.execute("SELECT count(*) FROM memories_fts WHERE rowid NOT IN "
-                                "(SELECT id FROM memories)").fetchone()[0] == 0
-        finally:
-            conn.close()
-    assert len(acknowledged) > KILLS
+    _kill_repeatedly(tmp_path / "bulk-killed.db", 12, "bulk", check=_indexes_match_the_rows)
 
 
 def test_an_io_error_under_the_server_is_reported_with_what_to_do_and_the_server_keeps_serving(

@@ -293,9 +293,8 @@ class Memory:
         to_embed = [i for i, p in enumerate(prepared) if p["embed"]]
         embedded = self._embeddings.embed([prepared[i]["text"] for i in to_embed])
         model_id = self._embeddings.model_id
-        vectors = [] if embedded is None or model_id is None else [
-            (i, model_id, embedded[row]) for row, i in enumerate(to_embed)]
-        return _PerceptionRows(items, payloads, vectors)
+        vectors = [] if embedded is None else [(i, embedded[row]) for row, i in enumerate(to_embed)]
+        return _PerceptionRows(items, payloads, model_id, vectors)
 
     def _insert_perceptions(self, conn: Any, rows: _PerceptionRows, later: Later | None = None) -> list[int]:
         for session_id, collection in {(m.session_id, m.collection) for m in rows.items}:
@@ -305,9 +304,9 @@ class Memory:
         ids = self._db.insert_memories(conn, rows.items, later=later)
         for i, (blob, summary) in rows.payloads.items():
             self._db.insert_payload(conn, ids[i], blob, summary)
-        if rows.vectors:
-            self._db.put_embeddings(conn, [(ids[i], rows.items[i].collection, model_id, vector)
-                                           for i, model_id, vector in rows.vectors])
+        if rows.vectors and rows.model_id is not None:
+            self._db.put_embeddings(conn, [(ids[i], rows.items[i].collection, rows.model_id, vector)
+                                           for i, vector in rows.vectors])
         return ids
 
     # -- recall ----------------------------------------------------------------------
@@ -673,8 +672,10 @@ class _PerceptionRows:
     items: list[NewMemory]
     #: record index -> (payload blob, its summary)
     payloads: dict[int, tuple[bytes, dict[str, Any]]]
-    #: (record index, model id, vector)
-    vectors: list[tuple[int, str, Any]]
+    #: the embedding model's id (None without one)
+    model_id: str | None
+    #: (record index, vector) of the records embedded
+    vectors: list[tuple[int, Any]]
 
 
 class BulkWriter:

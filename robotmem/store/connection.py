@@ -240,6 +240,7 @@ class Database:
         except BaseException as exc:
             _rollback(conn)
             if isinstance(exc, apsw.Error):
+                log.error("write failed: %s", exc)
                 raise _write_failed(exc) from exc
             raise
         _commit(conn)

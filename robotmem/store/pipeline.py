@@ -8,7 +8,7 @@ need the GIL (a thread waiting for it can lose 5 ms to each switch), so the rows
 go in on the caller's thread; only statements given as ``later`` move.
 
 One transaction per batch, on a connection of the writer's own: ``batch()`` first waits for the
-batch before it (raising its failure, after which nothing more is written), begins, and after the
+batch before it (raising its failure once, before the new batch begins), begins, and after the
 caller's block hands the ``later`` statements and the commit to the worker. A batch is stored when
 the next ``batch()``, ``wait()`` or ``close()`` returns without an error.
 """

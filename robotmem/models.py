@@ -36,7 +36,7 @@ DESCRIPTION_MAX_CHARS: Final = 2000
 RECALL_MAX_N: Final = 100
 #: recall leaves out hits whose relevance (0-1) is below this unless asked for less
 #: (chosen on the tuning splits of datasets/retrieval; docs/recall.md).
-DEFAULT_MIN_RELEVANCE: Final = 0.55
+DEFAULT_MIN_RELEVANCE: Final = 0.5
 COLLECTION_MAX_CHARS: Final = 64
 REASON_MAX_CHARS: Final = 500
 #: A context (learn, update, start_session) or perception metadata, as compact UTF-8 JSON.

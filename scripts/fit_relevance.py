@@ -1,22 +1,22 @@
 """Fit relevance's weights on the splits of the judged set it is given (default: tune only).
 
-For every tuning query it builds the candidates recall scores (the 50 nearest vectors and
-the 50 best BM25 matches), computes robotmem.search.relevance's signals for each and fits
-chooses the convex mix (meaning weight, its damping by the query's share of exact values,
+For every tuning query it builds the candidates recall scores (the 50 nearest vectors, the
+50 best BM25 matches and, for a filter that leaves fewer than NARROW_ROWS memories, all of
+them), computes robotmem.search.relevance's signals for each, chooses the convex mix (meaning weight, its damping by the query's share of exact values,
 coverage power, neutral cosine, confidence weight) with the best mean nDCG@5 over the
 categories by grid search, then calibrates it: a logistic regression of "judged relevant
 (grade >= 1)" on the mixed score, the query's best cosine (the highest trusted cosine
-among its candidates) and the request's narrowness (how few rows its filter leaves;
-Platt scaling with two more inputs). Paste the printed constants into
+among its candidates) and the request's narrowness (how few rows its filter leaves) times
+the mixed score (Platt scaling with two more inputs). Paste the printed constants into
 robotmem/search/relevance.py and robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py [--splits tune [held] [held2]] [--model multilingual-e5-small]
+    python scripts/fit_relevance.py [--splits tune [held] [held2] [held3]] [--model multilingual-e5-small]
 
 ``--model`` fits the constants of another embedding model (robotmem.search.relevance.RelevanceFit:
 each model's cosines have their own scale).
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held3``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``: ``held4``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_retrieval as bench
 
-from robotmem.search.relevance import fit_for, informative_tokens, match_features, narrowness, query_terms
+from robotmem.search.relevance import (NARROW_ROWS, fit_for, informative_tokens, match_features, narrowness,
+                                      query_terms)
 from robotmem.store.tokens import match_term
 
 POOL = 50
@@ -49,7 +50,9 @@ def candidates(conn: apsw.Connection, q: bench.Query, cos: dict[int, float], all
         match = " OR ".join(match_term(t) for t in tokens)
         keyword = [i for (i,) in conn.execute(
             "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank", (match,)) if i in allowed][:POOL]
-    return set(dense) | set(keyword)
+    # Recall ranks a filter that leaves fewer than NARROW_ROWS memories whole (every row is a candidate).
+    few = allowed if q.filter is not None and len(allowed) < NARROW_ROWS else set()
+    return set(dense) | set(keyword) | few
 
 
 def fit(x: np.ndarray, y: np.ndarray, l2: float = 1e-3, steps: int = 50) -> np.ndarray:
@@ -169,7 +172,8 @@ def main() -> None:
     allpairs = [p for ps in pairs.values() for p in ps]
     s = mix(np.stack([p.features for p in allpairs]), w, damping, power, neutral)
     y = np.array([p.grade >= 1 for p in allpairs], dtype=float)
-    b, a, best, narrow = fit(np.stack([s, best_cosines(pairs), [p.narrow for p in allpairs]], axis=1), y)
+    narrow_match = np.array([p.narrow for p in allpairs]) * s
+    b, a, best, narrow = fit(np.stack([s, best_cosines(pairs), narrow_match], axis=1), y)
     print(f"{len(y)} pairs, {int(y.sum())} relevant")
     print(f"MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {damping}, {power}, {neutral}")
     print(f"CONFIDENCE_WEIGHT = {c}")

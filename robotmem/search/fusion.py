@@ -21,10 +21,10 @@ import apsw
 
 from ..store.backend import dialect_of
 from . import sql
-from .relevance import (MatchFeatures, fit_for, match_features, match_score, narrowness, query_terms, relevance,
-                        trusted_cosine)
+from .relevance import (MatchFeatures, QueryTerms, fit_for, match_features, match_score, narrowness, query_terms,
+                        relevance, trusted_cosine)
 
-__all__ = ["CONFIDENCE_WEIGHT", "Fused", "fuse", "order_score"]
+__all__ = ["CONFIDENCE_WEIGHT", "Fused", "fuse", "fuse_more", "order_score"]
 
 #: The share of the ordering score that decayed confidence (recency x reinforcement) decides:
 #: enough to order near-ties, too little to lift a weaker match over a clearly better one
@@ -38,6 +38,10 @@ class Fused:
 
     match: dict[int, float] = field(default_factory=dict)
     relevance: dict[int, float] = field(default_factory=dict)
+    #: The candidates' highest trusted cosine and the request's narrowness: what relevance weighs
+    #: besides the pair itself, kept so that memories added to the answer later share the scale.
+    best: float = 0.0
+    narrow: float = 0.0
 
 
 def fuse(
@@ -47,9 +51,36 @@ def fuse(
     """Score every candidate with the query; the match dict is best first (ties in candidate order).
     ``model_id``: the model of the cosines in ``similarity``, whose fitted mix scores them;
     ``narrowed_to``: how many memories the request's filter or session left (None: not narrowed)."""
+    narrow = narrowness(narrowed_to)
     if not candidates:
-        return Fused()
-    terms = query_terms(conn, query, fit_for(model_id))
+        return Fused(narrow=narrow)
+    features = _features(conn, query_terms(conn, query, fit_for(model_id)), candidates, similarity)
+    if not features:
+        return Fused(narrow=narrow)
+    return _scored(features, max(trusted_cosine(f) for f in features.values()), narrow)
+
+
+def fuse_more(
+    conn: apsw.Connection, query: str, fused: Fused, more: list[int], similarity: dict[int, float] | None,
+    model_id: str | None = None,
+) -> Fused:
+    """``fused`` with memories that joined the answer after the candidates were scored (an exact
+    filter's other matches, memories without a spatial field) scored too, on the candidates' scale
+    (their best cosine, the request's narrowness): a memory carries the same relevance however it
+    came into the answer."""
+    extra = [memory_id for memory_id in more if memory_id not in fused.match]
+    if not extra:
+        return fused
+    features = _features(conn, query_terms(conn, query, fit_for(model_id)), extra, similarity)
+    added = _scored(features, fused.best, fused.narrow)
+    return Fused(match=dict(sorted({**fused.match, **added.match}.items(), key=lambda kv: -kv[1])),
+                 relevance={**fused.relevance, **added.relevance}, best=fused.best, narrow=fused.narrow)
+
+
+def _features(
+    conn: apsw.Connection, terms: QueryTerms, candidates: list[int], similarity: dict[int, float] | None,
+) -> dict[int, MatchFeatures]:
+    """Each candidate's signals with the query (candidates no longer stored are left out)."""
     q, p = (("SELECT m.id, m.search_text, m.content FROM memories m WHERE m.id = ANY(?)", [candidates])
             if dialect_of(conn) == "postgresql" else sql.texts_sql(json.dumps(candidates)))
     texts = {memory_id: (search_text, content) for memory_id, search_text, content in conn.execute(q, p)}
@@ -59,13 +90,15 @@ def fuse(
             search_text, content = texts[memory_id]
             cos = None if similarity is None else similarity.get(memory_id)
             features[memory_id] = match_features(terms, search_text, content, cos)
-    if not features:
-        return Fused()
-    best = max(trusted_cosine(f) for f in features.values())
-    narrow = narrowness(narrowed_to)
+    return features
+
+
+def _scored(features: dict[int, MatchFeatures], best: float, narrow: float) -> Fused:
+    """Match (best first; ties in candidate order) and relevance of every candidate."""
     match = {memory_id: match_score(f) for memory_id, f in features.items()}
     return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
-                 relevance={memory_id: relevance(f, best, narrow) for memory_id, f in features.items()})
+                 relevance={memory_id: relevance(f, best, narrow) for memory_id, f in features.items()},
+                 best=best, narrow=narrow)
 
 
 def order_score(match: float, confidence: float) -> float:

@@ -9,13 +9,12 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ..store.connection import scalar
 from ..store.decay import effective_confidence_sql
 from ..store.rows import hits_sql, row_to_record
 from . import sql
 from .ann_index import index_folder
 from .fulltext import fulltext_hits, plan_fulltext
-from .fusion import Fused, fuse, order_score
+from .fusion import Fused, fuse, fuse_more, order_score
 from .relevance import NARROW_ROWS, informative_tokens
 from .request import RecallRequest
 from .spatial import distance_key, nearest_sqlite
@@ -106,15 +105,34 @@ class RecallEngine:
         searched_text, text_ids = (self._text_hits(conn, req, now, pool, query is not None, chosen)
                                    if req.query else (False, []))
         side = self._vector_side(conn, req, now, query, text_ids, pool, source, chosen, early)
-        fused = Fused()
+        fused, similarity = Fused(), side.similarity
         if req.query:
-            rows = self._narrowed_to(conn, req, now, chosen if chosen is not None else side.candidates)
-            fused = fuse(conn, req.query, text_ids + side.ids, side.similarity if side.searched else None,
-                         _model(query), rows)
+            left = self._narrowed_rows(conn, req, now, chosen if chosen is not None else side.candidates)
+            # A filter or episode that leaves fewer memories than NARROW_ROWS is ranked whole: every
+            # memory it leaves is scored, not only those the two searches found.
+            few = [] if left is None or len(left) >= NARROW_ROWS else [int(m) for m in left]
+            similarity = self._with_similarities(conn, query, similarity, few)
+            fused = fuse(conn, req.query, text_ids + side.ids + few, similarity if query is not None else None,
+                         _model(query), _count(left))
         ranked, distances = self._order(conn, req, now, fused, side.candidates, source, near)
+        added = [m for m in ranked if m not in fused.match]
+        if req.query and added:
+            # Memories the answer took in besides the candidates (an exact filter's other matches,
+            # memories without the spatial field) carry the relevance of the same pair as a candidate.
+            similarity = self._with_similarities(conn, query, similarity, added)
+            fused = fuse_more(conn, req.query, fused, added, similarity if query is not None else None, _model(query))
         if req.spatial is None and req.query:
             ranked = self._best_by_score(conn, ranked[: max(pool, req.n)], fused.match, now, req.n)
-        return _Answer(ranked, fused, distances, side.similarity, searched_text)
+        return _Answer(ranked, fused, distances, similarity, searched_text)
+
+    def _with_similarities(
+        self, conn: Any, query: _QueryVector | None, similarity: dict[int, float], memory_ids: list[int],
+    ) -> dict[int, float]:
+        """``similarity`` with the cosines of ``memory_ids`` added (unchanged without a query vector)."""
+        missing = [m for m in memory_ids if m not in similarity]
+        if query is None or not missing:
+            return similarity
+        return {**similarity, **self._similarities(conn, missing, query.model_id, query.vector)}
 
     def _nearest_first(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: _QueryVector | None,
@@ -133,13 +151,13 @@ class RecallEngine:
         ids = [memory_id for memory_id, _ in rows]
         similarity: dict[int, float] = {}
         anchors: list[int] = []
-        known = chosen  # the filter's rows, when a search has them (else _narrowed_to counts them)
+        known = chosen  # the filter's rows, when a search has them (else _narrowed_rows reads them)
         if query is not None:
             side = self._vector_side(conn, req, now, query, ids, NEAREST_FIRST_ANCHORS, None, chosen)
             similarity, anchors = side.similarity, side.ids
             known = chosen if chosen is not None else side.candidates
         fused = fuse(conn, req.query, ids + anchors, similarity if query is not None else None, _model(query),
-                     self._narrowed_to(conn, req, now, known))
+                     _count(self._narrowed_rows(conn, req, now, known)))
         ranked, distances = _nearest_n(rows, fused.match, req.n)
         return _Answer(ranked, fused, distances, similarity, bool(informative_tokens(req.query)))
 
@@ -164,16 +182,16 @@ class RecallEngine:
 
     # -- the store-specific steps (robotmem.search.postgres overrides them) ----------------
 
-    def _narrowed_to(self, conn: Any, req: RecallRequest, now: float, known: np.ndarray | None) -> int | None:
-        """How many memories the request's filter or session leaves, counted up to NARROW_ROWS (relevance's
-        narrowness); ``known``: that set, when a search already computed it. None: neither narrows."""
+    def _narrowed_rows(self, conn: Any, req: RecallRequest, now: float, known: np.ndarray | None) -> np.ndarray | None:
+        """The memories the request's filter or session leaves, up to NARROW_ROWS of them (relevance's
+        narrowness); ``known``: all of them, when a search already computed the set. None: neither narrows."""
         if not req.needs_sql_candidates:
             return None
         if known is not None:
-            return len(known)
+            return known
         where, params = self._where(req, now)
-        return int(scalar(conn, f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?) AS narrowed",
-                          [*params, NARROW_ROWS]))
+        rows = conn.execute(f"SELECT m.id FROM memories m WHERE {where} LIMIT ?", [*params, NARROW_ROWS])
+        return np.fromiter((row[0] for row in rows), dtype=np.int64)
 
     def _where(self, req: RecallRequest, now: float) -> sql.Query:
         return sql.eligibility_sql(req, now, self._half_life_s)
@@ -249,9 +267,13 @@ class RecallEngine:
         hits = self._vectors.hits(conn, req, now, query.vector, query.model_id, k, chosen, filtered, early)
         similarity = dict(hits)
         missing = [m for m in text_ids if m not in similarity]
-        similarity.update(self._vectors.similarities(conn, missing, query.model_id, query.vector))
+        similarity.update(self._similarities(conn, missing, query.model_id, query.vector))
         return VectorSide(hits=hits, similarity=similarity, candidates=filtered[0] if filtered else None,
                            searched=True)
+
+    def _similarities(self, conn: Any, memory_ids: list[int], model_id: str, query: np.ndarray) -> dict[int, float]:
+        """Cosine of the query with the given memories (those outside the vector search's list)."""
+        return self._vectors.similarities(conn, memory_ids, model_id, query)
 
     # -- spatial ---------------------------------------------------------------------
 
@@ -286,6 +308,10 @@ def _nearest_n(
     rows come with extra ones so that ties at the cut are ordered by it too)."""
     rows = sorted(rows, key=lambda r: (distance_key(r[1]), -matches.get(r[0], 0.0)))[:n]
     return [memory_id for memory_id, _ in rows], dict(rows)
+
+
+def _count(rows: np.ndarray | None) -> int | None:
+    return None if rows is None else len(rows)
 
 
 def _model(query: _QueryVector | None) -> str | None:

@@ -36,9 +36,12 @@ NARROW_ROWS are left, else 0. A caller who narrows a store to a dozen memories o
 and asks "what went wrong when grasping" is asking about those memories: in the judged set
 such vague questions reach cosines of only 0.25-0.35 with their answers, and without the
 filter's evidence every answer of them sat below the default threshold. It is counted in rows,
-not as a share of the store, so that it means the same at 300 memories as at a million. It is
-calibrated by Platt scaling, ``relevance = sigmoid(a * match + c * best + d * narrowness + b)``
-(c < 0 < d). The mix is chosen for ranking
+not as a share of the store, so that it means the same at 300 memories as at a million. The
+pick is evidence in proportion to the match: it lifts a memory that relates to the question
+a little, never one that shares neither words nor meaning with it (a filter that leaves one
+memory does not make it an answer to any question). It is calibrated by Platt scaling,
+``relevance = sigmoid(a * match + c * best + d * narrowness * match + b)`` (c < 0 < d).
+The mix is chosen for ranking
 quality (nDCG@5 per category) and a, c, d, b by logistic regression, both on the tuning splits
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
 explains them. The constants belong to the embedding model whose cosines they weigh
@@ -100,7 +103,7 @@ class RelevanceFit:
     platt_a: float
     platt_best: float
     platt_b: float
-    #: The calibration's weight of the request's narrowness (``narrowness``).
+    #: The calibration's weight of the request's narrowness (``narrowness``) times the match.
     platt_narrow: float = 0.0
     #: The model was trained on many languages: its cosine is trusted for Chinese text too.
     multilingual: bool = False
@@ -109,8 +112,8 @@ class RelevanceFit:
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 34.32, -5.45, -6.41, platt_narrow=1.81)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 14.63, -4.21, -4.89, platt_narrow=1.69, multilingual=True,
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 26.79, -4.21, -5.76, platt_narrow=9.29)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 14.19, -4.71, -4.75, platt_narrow=9.58, multilingual=True,
                                 cosine_floor=0.75)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
 
@@ -310,7 +313,7 @@ def match_score(features: MatchFeatures) -> float:
 def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT, narrow: float = 0.0) -> float:
     """The probability that a memory answers the query (Platt scaling), given the highest
     trusted cosine among the query's candidates and the request's ``narrowness``."""
-    logit = fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_narrow * narrow + fit.platt_b
+    logit = fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_narrow * narrow * match + fit.platt_b
     return 1.0 / (1.0 + math.exp(-logit))
 
 

@@ -7,6 +7,7 @@ import pytest
 from robotmem.search.relevance import calibrated, fit_for, match_features, match_score, narrowness, query_terms
 from robotmem.store.backend import as_vector_bytes
 from robotmem import Memory, ValidationError
+from robotmem.models import DEFAULT_MIN_RELEVANCE
 
 
 def _ids(result: dict) -> list[int]:
@@ -143,7 +144,8 @@ def test_min_confidence_filters_on_decayed_confidence(mem: Memory, clock):
 def test_hybrid_recall_uses_vectors_and_says_so(hybrid_mem: Memory):
     slip = hybrid_mem.learn("the gripper slipped on the wet glass bottle")["memory_id"]
     hybrid_mem.learn("the battery charger LED blinks red")
-    result = hybrid_mem.recall("grasp failed on a slippery object")
+    # Found by meaning alone, below the default min_relevance (docs/recall.md): ask for every hit.
+    result = hybrid_mem.recall("grasp failed on a slippery object", min_relevance=0)
     assert result["mode"] == "hybrid" and _ids(result)[0] == slip
 
 
@@ -153,7 +155,7 @@ def test_vector_search_is_isolated_per_collection(hybrid_mem: Memory):
         {"description": f"routine log line {i} about the warehouse shelf", "collection": "big"} for i in range(300)
     ])
     small = hybrid_mem.learn("the gripper slipped on the wet glass bottle", collection="small")["memory_id"]
-    result = hybrid_mem.recall("grasp failed on a slippery object", collection="small")
+    result = hybrid_mem.recall("grasp failed on a slippery object", collection="small", min_relevance=0)
     assert _ids(result) == [small]
 
 
@@ -189,15 +191,28 @@ def test_a_filter_that_leaves_few_memories_is_evidence_that_they_are_asked_about
     assert target not in _ids(hybrid_mem.recall(question))
 
 
+def _with_pick(alone: float, mem: Memory, question: str, memory_id: int, rows: int) -> float:
+    """docs/recall.md: a pick of ``rows`` memories adds narrowness x match to the logit of ``alone``."""
+    logit = math.log(alone / (1 - alone)) + fit_for(None).platt_narrow * narrowness(rows) * bm25_match(
+        mem, question, memory_id)
+    return 1 / (1 + math.exp(-logit))
+
+
+def bm25_match(mem: Memory, question: str, memory_id: int) -> float:
+    """The pair's match without vectors, from its own words (docs/recall.md)."""
+    conn = mem.store.connection()
+    search_text, content = conn.execute("SELECT search_text, content FROM memories WHERE id = ?",
+                                        (memory_id,)).fetchone()
+    return match_score(match_features(query_terms(conn, question, fit_for(None)), search_text, content, None))
+
+
 @pytest.mark.parametrize("narrowing", [{"robot.id": "arm-2"}, {"robot.id": {"$ne": "arm-1"}}])
 def test_without_vectors_the_pick_counts_the_same(mem: Memory, narrowing):
-    """No model: no search computes the filter's rows, so recall counts them (up to NARROW_ROWS)."""
+    """No model: no search computes the filter's rows, so recall reads them (up to NARROW_ROWS)."""
     target = _narrow_store(mem)
     alone = _relevance_of(mem.recall("beaker broke", min_relevance=0, n=20), target)
     narrowed = _relevance_of(mem.recall("beaker broke", context_filter=narrowing, min_relevance=0), target)
-    fit = fit_for(None)
-    logit = math.log(alone / (1 - alone)) + fit.platt_narrow * narrowness(3)
-    assert narrowed == pytest.approx(1 / (1 + math.exp(-logit)), abs=2e-3)
+    assert narrowed == pytest.approx(_with_pick(alone, mem, "beaker broke", target, 3), abs=2e-3)
     assert narrowed > alone + 0.2
 
 
@@ -210,8 +225,39 @@ def test_an_episode_of_a_few_memories_counts_like_a_filter(mem: Memory):
     mem.learn("parked in bay 4", session_id=sid)
     alone = _relevance_of(mem.recall("beaker broke", min_relevance=0, n=20), target)
     in_episode = _relevance_of(mem.recall("beaker broke", session_id=sid, min_relevance=0), target)
-    logit = math.log(alone / (1 - alone)) + fit_for(None).platt_narrow * narrowness(3)
-    assert in_episode == pytest.approx(1 / (1 + math.exp(-logit)), abs=2e-3)
+    assert in_episode == pytest.approx(_with_pick(alone, mem, "beaker broke", target, 3), abs=2e-3)
+
+
+@pytest.mark.parametrize("fixture", ["mem", "hybrid_mem"])
+def test_a_pick_of_one_memory_does_not_make_it_an_answer_to_any_question(fixture: str, backend: str, request):
+    """The pick lifts what relates to the question; a lone memory sharing neither words nor meaning
+    with it stays far below the default min_relevance, with or without vectors."""
+    store: Memory = request.getfixturevalue(fixture)
+    store.save_perceptions([{"description": f"grasp red cube attempt {i}", "metadata": {"task": {"batch": i}}}
+                            for i in range(150)])
+    lone = store.learn("battery swapped at the dock", {"task": {"batch": -1}})["memory_id"]
+    result = store.recall("grasp red cube", context_filter={"task.batch": -1}, min_relevance=0)
+    assert _ids(result) == [lone]
+    assert result["results"][0]["relevance"] < DEFAULT_MIN_RELEVANCE / 10
+    assert _ids(store.recall("grasp red cube", context_filter={"task.batch": -1})) == []
+
+
+@pytest.mark.parametrize("narrowing", [{"robot.id": "arm-2"}, {"robot.id": {"$ne": "arm-1"}}, None])
+def test_min_relevance_cuts_every_answer_at_its_value(hybrid_mem: Memory, narrowing):
+    """Whatever the filter leaves, and however a memory came into the answer (found by a search,
+    or one of the few memories a filter leaves), ``min_relevance=t`` returns exactly the hits of
+    ``min_relevance=0`` whose relevance is at least t."""
+    _narrow_store(hybrid_mem)
+    for i in range(12):  # more arm-2 memories, some related to the question, most not
+        hybrid_mem.learn(f"arm-2 {['dropped the cup', 'charged at dock 3', 'gripper slipped on glass', 'idle'][i % 4]} "
+                         f"during shift {i}", {"robot": {"id": "arm-2"}})
+    question = "what went wrong when grasping glassware"
+    every = hybrid_mem.recall(question, context_filter=narrowing, min_relevance=0, n=100)["results"]
+    assert len(every) >= 15
+    for t in (0.001, 0.01, 0.05, 0.1, 0.2, 0.3, 0.55, 0.8):
+        cut = hybrid_mem.recall(question, context_filter=narrowing, min_relevance=t, n=100)["results"]
+        assert {h["id"] for h in cut} == {h["id"] for h in every if h["relevance"] >= t}, t
+        assert all(h["relevance"] >= t for h in cut)
 
 
 def test_a_filter_that_leaves_many_memories_changes_no_relevance(hybrid_mem: Memory):
@@ -322,9 +368,22 @@ def test_a_filter_match_comes_back_even_when_the_query_is_unrelated(mem: Memory)
     lone = mem.learn("battery swapped at the dock", {"task": {"batch": -1}})["memory_id"]
     result = mem.recall("grasp red cube", context_filter={"task.batch": -1}, min_relevance=0)
     assert _ids(result) == [lone] and result["results"][0]["score"] == 0
-    assert result["results"][0]["relevance"] == 0
+    # No word shared, no vectors: the relevance of a match of 0 (docs/recall.md), whatever the pick.
+    expected = calibrated(0.0, 0.0, fit_for(None), narrowness(1))
+    assert result["results"][0]["relevance"] == pytest.approx(expected, abs=1e-4)
     # By default an unrelated filter match is not an answer.
     assert _ids(mem.recall("grasp red cube", context_filter={"task.batch": -1})) == []
+
+
+def test_unrelated_filter_matches_beyond_a_pick_carry_their_own_relevance(mem: Memory):
+    """A filter that leaves many memories (no pick) pads a short answer with its newest matches; each
+    carries the relevance of its own pair, as it would as a candidate: here no word shared, none."""
+    mem.save_perceptions([{"description": f"battery swap {i} at dock", "metadata": {"robot": {"id": "amr-1"}}}
+                          for i in range(150)])
+    found = mem.learn("amr-1 grasped the red cube", {"robot": {"id": "amr-1"}})["memory_id"]
+    result = mem.recall("red cube", context_filter={"robot.id": "amr-1"}, min_relevance=0, n=5)["results"]
+    assert [h["id"] for h in result][0] == found and len(result) == 5
+    assert [h["relevance"] for h in result[1:]] == [pytest.approx(calibrated(0.0, 0.0, fit_for(None)), abs=1e-4)] * 4
 
 
 def test_memories_decayed_below_the_archive_floor_need_min_confidence_zero(mem: Memory, clock):
@@ -337,7 +396,7 @@ def test_memories_decayed_below_the_archive_floor_need_min_confidence_zero(mem: 
 def test_hybrid_hits_report_their_cosine_similarity(hybrid_mem: Memory):
     hybrid_mem.learn("the gripper slipped on the wet glass bottle")
     hybrid_mem.learn("the battery charger LED blinks red")
-    hits = hybrid_mem.recall("grasp failed on a slippery object", n=2)["results"]
+    hits = hybrid_mem.recall("grasp failed on a slippery object", n=2, min_relevance=0)["results"]
     assert hits[0]["similarity"] > 0.4
     assert all(h["similarity"] is None or h["similarity"] < hits[0]["similarity"] for h in hits[1:])
 

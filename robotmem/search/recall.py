@@ -174,7 +174,8 @@ class RecallEngine:
         ranked = [m for m in fused.match if fused.relevance[m] >= req.min_relevance]
         if len(ranked) < req.n and req.narrowed and req.min_relevance == 0:
             # An explicit filter is exact: asked for every hit (min_relevance 0), its matches
-            # come back even when they do not relate to the query (after every related one).
+            # come back even when neither search found them (a filter that leaves fewer than
+            # NARROW_ROWS memories is already ranked whole); each is scored in _searched.
             ranked += self._newest_matches(conn, req, now, req.n - len(ranked), ranked, candidates, source)
         return ranked, {}
 

@@ -24,12 +24,14 @@ from . import sql
 from .relevance import (MatchFeatures, QueryTerms, fit_for, match_features, match_score, narrowness, query_terms,
                         relevance, trusted_cosine)
 
-__all__ = ["CONFIDENCE_WEIGHT", "Fused", "fuse", "fuse_more", "order_score"]
+__all__ = ["CONFIDENCE_WEIGHT", "RELEVANCE_DIGITS", "Fused", "fuse", "fuse_more", "order_score"]
 
 #: The share of the ordering score that decayed confidence (recency x reinforcement) decides:
 #: enough to order near-ties, too little to lift a weaker match over a clearly better one
 #: (fitted with the mix by scripts/fit_relevance.py).
 CONFIDENCE_WEIGHT = 0.05
+#: Relevance is reported (and cut by min_relevance) to this many decimals.
+RELEVANCE_DIGITS = 4
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,10 @@ def _features(
 def _scored(features: dict[int, MatchFeatures], best: float, narrow: float) -> Fused:
     """Match (best first; ties in candidate order) and relevance of every candidate."""
     match = {memory_id: match_score(f) for memory_id, f in features.items()}
+    # Rounded as reported, so that min_relevance cuts at the figure the caller sees.
     return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
-                 relevance={memory_id: relevance(f, best, narrow) for memory_id, f in features.items()},
+                 relevance={memory_id: round(relevance(f, best, narrow), RELEVANCE_DIGITS)
+                            for memory_id, f in features.items()},
                  best=best, narrow=narrow)
 
 

@@ -337,7 +337,7 @@ def _score(
             record["score"] = record["confidence"]
         else:
             match = fused.match.get(record["id"])
-            record["relevance"] = round(fused.relevance.get(record["id"], 0.0), 4)
+            record["relevance"] = fused.relevance.get(record["id"], 0.0)
             record["score"] = round(order_score(match or 0.0, record["confidence"]), 6)
         if req.spatial is not None:
             record["distance"] = distances.get(record["id"])

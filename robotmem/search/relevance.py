@@ -67,6 +67,7 @@ from ..store.backend import dialect_of
 from ..store.connection import scalar
 from ..store.tokens import is_bare_number, query_tokens, token_parts
 from .count_cache import CountCache, store_stamp
+from .quantities import asked_dimensions, stated_dimensions
 
 __all__ = [
     "DEFAULT_MIN_RELEVANCE",
@@ -105,6 +106,8 @@ class RelevanceFit:
     platt_b: float
     #: The calibration's weight of the request's narrowness (``narrowness``) times the match.
     platt_narrow: float = 0.0
+    #: The calibration's weight of "asks for a kind of quantity the memory states none of" (0 or 1).
+    platt_quantity: float = 0.0
     #: The model was trained on many languages: its cosine is trusted for Chinese text too.
     multilingual: bool = False
     #: The cosine of unrelated sentences, about: ``meaning`` is the cosine rescaled from it to 1.
@@ -112,8 +115,9 @@ class RelevanceFit:
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 26.79, -4.21, -5.76, platt_narrow=9.29)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 14.19, -4.71, -4.75, platt_narrow=9.58, multilingual=True,
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 25.39, -5.04, -5.32, platt_narrow=11.49, platt_quantity=-3.26)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 18.65, -8.71, -4.10, platt_narrow=10.03, platt_quantity=-2.85,
+                                multilingual=True,
                                 cosine_floor=0.75)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
 
@@ -176,6 +180,8 @@ class QueryTerms:
     weights: tuple[float, ...]  # IDF x (2 for exact values): each token's share of the query's information
     cjk: float
     fit: RelevanceFit = ENGLISH_FIT
+    #: The kinds of quantity the query asks for (robotmem.search.quantities.asked_dimensions).
+    asked: frozenset[str] = frozenset()
 
     @cached_property
     def total(self) -> float:
@@ -210,13 +216,14 @@ def query_terms(conn: apsw.Connection, text: str, fit: RelevanceFit = ENGLISH_FI
     """The query's informative tokens with their IDF in the store's full-text index; ``fit``:
     the embedding model's (fit_for)."""
     tokens = informative_tokens(text)
+    asked = asked_dimensions(text)
     if not tokens:
-        return QueryTerms((), (), cjk_share(text), fit)
+        return QueryTerms((), (), cjk_share(text), fit, asked)
     df = document_frequencies(conn, tokens)
     # max(id) counts deleted rows too; it is an index lookup, where count(*) scans.
     n = max(1, int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")))
     weights = tuple(_idf(df.get(t, 0), n) * (_VALUE_WEIGHT if _DIGIT.search(t) else 1.0) for t in tokens)
-    return QueryTerms(tuple(tokens), weights, cjk_share(text), fit)
+    return QueryTerms(tuple(tokens), weights, cjk_share(text), fit, asked)
 
 
 def document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
@@ -267,6 +274,8 @@ class MatchFeatures:
     coverage: float
     meaning_weight: float = ENGLISH_FIT.meaning_weight  # the query's (QueryTerms.meaning_weight)
     fit: RelevanceFit = ENGLISH_FIT  # the embedding model's (QueryTerms.fit)
+    #: The query asks for a kind of quantity (a time, a weight, ...) the memory states no value of.
+    quantity_missing: bool = False
 
 
 def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None) -> MatchFeatures:
@@ -287,7 +296,9 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     else:
         meaning = max(0.0, (cosine - fit.cosine_floor) / (1.0 - fit.cosine_floor))
         trust = 1.0 if fit.multilingual else (1.0 - terms.cjk) * (1.0 - content_cjk)
-    return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit)
+    missing = bool(terms.asked) and not terms.asked & stated_dimensions(content)
+    return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit,
+                         quantity_missing=missing)
 
 
 def _held_weight(weight: float, anchors: tuple[int, ...], matched: list[bool]) -> float:
@@ -310,10 +321,13 @@ def match_score(features: MatchFeatures) -> float:
     return w * effective_meaning(features) + (1.0 - w) * math.pow(features.coverage, features.fit.coverage_power)
 
 
-def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT, narrow: float = 0.0) -> float:
+def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT, narrow: float = 0.0,
+               quantity_missing: bool = False) -> float:
     """The probability that a memory answers the query (Platt scaling), given the highest
-    trusted cosine among the query's candidates and the request's ``narrowness``."""
-    logit = fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_narrow * narrow * match + fit.platt_b
+    trusted cosine among the query's candidates, the request's ``narrowness`` and whether the
+    memory lacks the kind of quantity the query asks for."""
+    logit = (fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_narrow * narrow * match
+             + fit.platt_quantity * quantity_missing + fit.platt_b)
     return 1.0 / (1.0 + math.exp(-logit))
 
 
@@ -324,4 +338,4 @@ def trusted_cosine(features: MatchFeatures) -> float:
 def relevance(features: MatchFeatures, best_cosine: float, narrow: float = 0.0) -> float:
     """The calibrated relevance of one candidate, given the highest trusted cosine among its query's
     candidates and the request's ``narrowness``."""
-    return calibrated(match_score(features), best_cosine, features.fit, narrow)
+    return calibrated(match_score(features), best_cosine, features.fit, narrow, features.quantity_missing)

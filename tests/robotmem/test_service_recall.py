@@ -285,6 +285,30 @@ def calibrated_with(mem: Memory, question: str, memory_id: int, *, narrow: float
     return calibrated(match_score(features), best, fit, narrow)
 
 
+def test_a_memory_stating_no_value_of_the_kind_asked_for_is_less_relevant(hybrid_mem: Memory):
+    """"How often are the ropes replaced" asks for a time: the memory on the same ropes that states
+    none is weighed down by the calibration's quantity term (docs/recall.md), the one that does is not."""
+    stated = hybrid_mem.learn("Facade robot suspension ropes are replaced every 600 operating hours.")["memory_id"]
+    frayed = hybrid_mem.learn("The facade robot's suspension rope frayed at the parapet edge.")["memory_id"]
+    question = "how often are the facade robot's suspension ropes replaced"
+    hits = {h["id"]: h for h in hybrid_mem.recall(question, min_relevance=0)["results"]}
+    assert list(hits)[0] == stated
+    conn = hybrid_mem.store.connection()
+    fit = fit_for(hybrid_mem.embedder.model_id)
+    q = hybrid_mem.embedder.embed([question])[0]
+    vectors = {mid: np.frombuffer(as_vector_bytes(v), dtype=np.float32)
+               for mid, v in conn.execute("SELECT memory_id, vector FROM embeddings")}
+    best = max(float(v @ q) for v in vectors.values())
+    for memory_id, missing in ((stated, False), (frayed, True)):
+        search_text, content = conn.execute("SELECT search_text, content FROM memories WHERE id = ?",
+                                            (memory_id,)).fetchone()
+        features = match_features(query_terms(conn, question, fit), search_text, content, float(vectors[memory_id] @ q))
+        assert features.quantity_missing is missing
+        expected = calibrated(match_score(features), best, fit, 0.0, missing)
+        assert hits[memory_id]["relevance"] == pytest.approx(expected, abs=1e-3)
+    assert fit.platt_quantity < 0
+
+
 def test_filtered_vector_ranking_ranks_exactly_the_filtered_rows(hybrid_mem: Memory, backend: str):
     """A filter that leaves 30 rows ranks exactly those 30, like numpy over the same vectors."""
     records = [{"description": f"observation {i}: object {i % 7} moved {i % 11} cm on table {i % 3}",

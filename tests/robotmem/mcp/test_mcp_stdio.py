@@ -131,8 +131,9 @@ async def test_all_seven_tools_work_end_to_end_with_json_as_objects_and_as_strin
         )
         assert forgotten == {**forgotten, "memory_id": ids["grip"], "status": "forgotten"}
 
+        # Every hit (min_relevance 0): this checks what update and forget changed, not relevance.
         after = await call_ok(
-            session, "recall", {"query": "grip the cup mug", "collection": "kitchen", "n": 10}
+            session, "recall", {"query": "grip the cup mug", "collection": "kitchen", "n": 10, "min_relevance": 0}
         )
         contents = {hit["id"]: hit["content"] for hit in after["results"]}
         assert ids["grip"] not in contents

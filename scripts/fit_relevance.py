@@ -11,13 +11,13 @@ the mixed score, and whether the memory states no value of the kind of quantity 
 asks for (robotmem.search.quantities; Platt scaling with three more inputs). Paste the printed constants into
 robotmem/search/relevance.py and robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py [--splits tune [held] [held2] [held3] [held4]] [--model multilingual-e5-small]
+    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held5]] [--model multilingual-e5-small]
 
 ``--model`` fits the constants of another embedding model (robotmem.search.relevance.RelevanceFit:
 each model's cosines have their own scale).
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held5``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``: ``held6``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations

@@ -115,8 +115,8 @@ class RelevanceFit:
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 25.39, -5.04, -5.32, platt_narrow=11.49, platt_quantity=-3.26)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 18.65, -8.71, -4.10, platt_narrow=10.03, platt_quantity=-2.85,
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 24.22, -5.62, -4.99, platt_narrow=13.10, platt_quantity=-3.16)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 19.57, -9.89, -3.89, platt_narrow=11.15, platt_quantity=-1.70,
                                 multilingual=True,
                                 cosine_floor=0.75)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}

@@ -4,7 +4,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from robotmem.search.relevance import calibrated, fit_for, match_features, match_score, narrowness, query_terms
+from robotmem.search.relevance import (MatchFeatures, calibrated, fit_for, match_features, match_score, narrowness,
+                                      query_terms)
 from robotmem.store.backend import as_vector_bytes
 from robotmem import Memory, ValidationError
 from robotmem.models import DEFAULT_MIN_RELEVANCE
@@ -198,12 +199,26 @@ def _with_pick(alone: float, mem: Memory, question: str, memory_id: int, rows: i
     return 1 / (1 + math.exp(-logit))
 
 
-def bm25_match(mem: Memory, question: str, memory_id: int) -> float:
-    """The pair's match without vectors, from its own words (docs/recall.md)."""
+def pair_features(mem: Memory, question: str, memory_id: int, cosine: float | None) -> MatchFeatures:
+    """The pair's signals from the stored row (docs/recall.md), not from recall's output."""
     conn = mem.store.connection()
+    fit = fit_for(None if cosine is None else mem.embedder.model_id)
     search_text, content = conn.execute("SELECT search_text, content FROM memories WHERE id = ?",
                                         (memory_id,)).fetchone()
-    return match_score(match_features(query_terms(conn, question, fit_for(None)), search_text, content, None))
+    return match_features(query_terms(conn, question, fit), search_text, content, cosine)
+
+
+def stored_cosines(mem: Memory, question: str) -> dict[int, float]:
+    """Every stored vector's cosine with the question (SQLite stores float32 bytes, PostgreSQL a
+    pgvector value: both read as numpy here)."""
+    q = mem.embedder.embed([question])[0]
+    return {mid: float(np.frombuffer(as_vector_bytes(v), dtype=np.float32) @ q)
+            for mid, v in mem.store.connection().execute("SELECT memory_id, vector FROM embeddings")}
+
+
+def bm25_match(mem: Memory, question: str, memory_id: int) -> float:
+    """The pair's match without vectors, from its own words (docs/recall.md)."""
+    return match_score(pair_features(mem, question, memory_id, None))
 
 
 @pytest.mark.parametrize("narrowing", [{"robot.id": "arm-2"}, {"robot.id": {"$ne": "arm-1"}}])
@@ -270,19 +285,12 @@ def test_a_filter_that_leaves_many_memories_changes_no_relevance(hybrid_mem: Mem
 
 def calibrated_with(mem: Memory, question: str, memory_id: int, *, narrow: float) -> float:
     """The relevance formula of docs/recall.md, from the pair's own signals (not recall's output)."""
-    conn = mem.store.connection()
-    fit = fit_for(mem.embedder.model_id)
-    terms = query_terms(conn, question, fit)
-    search_text, content = conn.execute("SELECT search_text, content FROM memories WHERE id = ?",
-                                        (memory_id,)).fetchone()
-    vectors = {mid: np.frombuffer(as_vector_bytes(v), dtype=np.float32)
-               for mid, v in conn.execute("SELECT memory_id, vector FROM embeddings")}
-    q = mem.embedder.embed([question])[0]
-    arm2 = [mid for (mid,) in conn.execute("SELECT id FROM memories WHERE content LIKE 'arm-2%' OR id = ?",
-                                           (memory_id,))]
-    best = max(float(vectors[mid] @ q) for mid in arm2)
-    features = match_features(terms, search_text, content, float(vectors[memory_id] @ q))
-    return calibrated(match_score(features), best, fit, narrow)
+    cosines = stored_cosines(mem, question)
+    arm2 = [mid for (mid,) in mem.store.connection().execute(
+        "SELECT id FROM memories WHERE content LIKE 'arm-2%' OR id = ?", (memory_id,))]
+    best = max(cosines[mid] for mid in arm2)
+    features = pair_features(mem, question, memory_id, cosines[memory_id])
+    return calibrated(match_score(features), best, features.fit, narrow, features.quantity_missing)
 
 
 def test_a_memory_stating_no_value_of_the_kind_asked_for_is_less_relevant(hybrid_mem: Memory):
@@ -293,20 +301,14 @@ def test_a_memory_stating_no_value_of_the_kind_asked_for_is_less_relevant(hybrid
     question = "how often are the facade robot's suspension ropes replaced"
     hits = {h["id"]: h for h in hybrid_mem.recall(question, min_relevance=0)["results"]}
     assert list(hits)[0] == stated
-    conn = hybrid_mem.store.connection()
-    fit = fit_for(hybrid_mem.embedder.model_id)
-    q = hybrid_mem.embedder.embed([question])[0]
-    vectors = {mid: np.frombuffer(as_vector_bytes(v), dtype=np.float32)
-               for mid, v in conn.execute("SELECT memory_id, vector FROM embeddings")}
-    best = max(float(v @ q) for v in vectors.values())
+    cosines = stored_cosines(hybrid_mem, question)
+    best = max(cosines.values())
     for memory_id, missing in ((stated, False), (frayed, True)):
-        search_text, content = conn.execute("SELECT search_text, content FROM memories WHERE id = ?",
-                                            (memory_id,)).fetchone()
-        features = match_features(query_terms(conn, question, fit), search_text, content, float(vectors[memory_id] @ q))
+        features = pair_features(hybrid_mem, question, memory_id, cosines[memory_id])
         assert features.quantity_missing is missing
-        expected = calibrated(match_score(features), best, fit, 0.0, missing)
+        expected = calibrated(match_score(features), best, features.fit, 0.0, missing)
         assert hits[memory_id]["relevance"] == pytest.approx(expected, abs=1e-3)
-    assert fit.platt_quantity < 0
+    assert fit_for(hybrid_mem.embedder.model_id).platt_quantity < 0
 
 
 def test_filtered_vector_ranking_ranks_exactly_the_filtered_rows(hybrid_mem: Memory, backend: str):
@@ -319,12 +321,8 @@ def test_filtered_vector_ranking_ranks_exactly_the_filtered_rows(hybrid_mem: Mem
     got = _ids(result)
     wanted = {ids[i] for i in range(600) if i % 20 == 3}
     assert set(got) == wanted
-    conn = hybrid_mem.store.connection()
-    # SQLite stores float32 bytes, PostgreSQL a pgvector value: both read as numpy here.
-    vectors = {mid: np.frombuffer(as_vector_bytes(v), dtype=np.float32)
-               for mid, v in conn.execute("SELECT memory_id, vector FROM embeddings")}
-    q = hybrid_mem.embedder.embed([query])[0]
-    cos = {mid: float(vectors[mid] @ q) for mid in wanted}
+    cosines = stored_cosines(hybrid_mem, query)
+    cos = {mid: cosines[mid] for mid in wanted}
     best_by_vector = max(cos, key=cos.get)
     if backend == "sqlite":
         # Every row matches every query word, so the text side's order is ties broken by the

@@ -7,17 +7,19 @@ coverage power, neutral cosine, confidence weight) with the best mean nDCG@5 ove
 categories by grid search, then calibrates it: a logistic regression of "judged relevant
 (grade >= 1)" on the mixed score, the query's best cosine (the highest trusted cosine
 among its candidates) and the request's narrowness (how few rows its filter leaves) times
-the mixed score, and whether the memory states no value of the kind of quantity the query
-asks for (robotmem.search.quantities; Platt scaling with three more inputs). Paste the printed constants into
-robotmem/search/relevance.py and robotmem/search/fusion.py.
+the mixed score, whether the memory states no value of the kind of quantity the query
+asks for (robotmem.search.quantities), the share of the query's words it holds, and the
+query's CJK share alone and times the mixed score (Chinese queries' own line; Platt scaling
+with six more inputs). Paste the printed constants into robotmem/search/relevance.py and
+robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held5]] [--model multilingual-e5-small]
+    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held6]] [--model multilingual-e5-small]
 
 ``--model`` fits the constants of another embedding model (robotmem.search.relevance.RelevanceFit:
 each model's cosines have their own scale).
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held6``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``: ``held7``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class Pair:
     confidence: float
     narrow: float  # the request's narrowness (relevance.narrowness of the rows its filter leaves)
     quantity_missing: float = 0.0  # the query asks for a kind of quantity the memory states none of
+    word_coverage: float = 0.0  # the share of the query's word information the memory holds
+    query_cjk: float = 0.0  # the query's CJK share
 
 
 def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, list[Pair]]:
@@ -103,7 +107,8 @@ def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, l
                 f = match_features(terms, text_of[i], content_of[i], cos[i])
                 out[q.id].append(Pair(keys[i], q.judgements.get(keys[i], 0),
                                       np.array([f.meaning, f.trust, f.coverage, terms.value_share]),
-                                      0.8 * 2 ** (-ages[keys[i]] / 30), narrow, float(f.quantity_missing)))
+                                      0.8 * 2 ** (-ages[keys[i]] / 30), narrow, float(f.quantity_missing),
+                                      f.word_coverage, f.query_cjk))
         conn.close()
         mem.close()
     return out
@@ -176,12 +181,16 @@ def main() -> None:
     y = np.array([p.grade >= 1 for p in allpairs], dtype=float)
     narrow_match = np.array([p.narrow for p in allpairs]) * s
     quantity = np.array([p.quantity_missing for p in allpairs])
-    b, a, best, narrow, missing = fit(np.stack([s, best_cosines(pairs), narrow_match, quantity], axis=1), y)
+    words = np.array([p.word_coverage for p in allpairs])
+    cjk = np.array([p.query_cjk for p in allpairs])
+    b, a, best, narrow, missing, word, chinese, chinese_match = fit(
+        np.stack([s, best_cosines(pairs), narrow_match, quantity, words, cjk, cjk * s], axis=1), y)
     print(f"{len(y)} pairs, {int(y.sum())} relevant")
     print(f"MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {damping}, {power}, {neutral}")
     print(f"CONFIDENCE_WEIGHT = {c}")
     print(f"PLATT_A, PLATT_BEST, PLATT_B, PLATT_NARROW, PLATT_QUANTITY = {a:.2f}, {best:.2f}, {b:.2f}, {narrow:.2f}, "
           f"{missing:.2f}")
+    print(f"PLATT_WORDS, PLATT_CHINESE, PLATT_CHINESE_MATCH = {word:.2f}, {chinese:.2f}, {chinese_match:.2f}")
 
 
 if __name__ == "__main__":

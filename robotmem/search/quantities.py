@@ -51,7 +51,9 @@ _STATED = {dim: re.compile(rf"{_NUMBER}\s*(?:{units})(?![a-z])"
 
 #: Words that ask for a quantity of a dimension (English as whole words, Chinese as written).
 _CUES = {
-    "time": ["how long (?:does|did|do|until|before|after|to)", "interval", "duration", "lifetime", "life ?span",
+    # "How long" asks for a time ("how long the drawers stay unlocked", "how long to bake"), except
+    # in "how long is/are/was/were ...", which may ask for a length: that asks nothing.
+    "time": ["how long(?! (?:is|are|was|were)\\b)", "interval", "duration", "lifetime", "life ?span",
              "how often", "cycle time", "多久", "间隔", "寿命", "多长时间", "周期"],
     # Not "distance": robots complain about one ("the distance estimate is off") more than they ask for it.
     "length": ["how (?:high|deep|far|tall|wide)", "height", "depth", "width", "clearance",

@@ -39,8 +39,14 @@ filter's evidence every answer of them sat below the default threshold. It is co
 not as a share of the store, so that it means the same at 300 memories as at a million. The
 pick is evidence in proportion to the match: it lifts a memory that relates to the question
 a little, never one that shares neither words nor meaning with it (a filter that leaves one
-memory does not make it an answer to any question). It is calibrated by Platt scaling,
-``relevance = sigmoid(a * match + c * best + d * narrowness * match + b)`` (c < 0 < d).
+memory does not make it an answer to any question). Two more signals of the pair: whether
+the query asks for a kind of quantity the memory states none of (robotmem.search.quantities),
+and its *word coverage*, the share of the query's word information (not its values) the
+memory holds: a memory that holds "12.5 N" but not "beaker" shares a number, not a subject.
+A Chinese query gets its own calibration line (intercept and slope, in proportion to its CJK
+share): the English model cannot read it, so its match is words shared alone, on another
+scale. It is calibrated by Platt scaling, ``relevance = sigmoid(a * match + c * best + d *
+narrowness * match + q * missing + v * words + cjk * (h + k * match) + b)`` (c < 0 < d).
 The mix is chosen for ranking
 quality (nDCG@5 per category) and a, c, d, b by logistic regression, both on the tuning splits
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
@@ -108,6 +114,13 @@ class RelevanceFit:
     platt_narrow: float = 0.0
     #: The calibration's weight of "asks for a kind of quantity the memory states none of" (0 or 1).
     platt_quantity: float = 0.0
+    #: The calibration's weight of the memory's word coverage (MatchFeatures.word_coverage).
+    platt_words: float = 0.0
+    #: Chinese queries' own calibration line: added to the intercept and to the match's slope in
+    #: proportion to the query's CJK share (the English model cannot read them, so their match is
+    #: on another scale: words shared, not meaning).
+    platt_chinese: float = 0.0
+    platt_chinese_match: float = 0.0
     #: The model was trained on many languages: its cosine is trusted for Chinese text too.
     multilingual: bool = False
     #: The cosine of unrelated sentences, about: ``meaning`` is the cosine rescaled from it to 1.
@@ -115,8 +128,10 @@ class RelevanceFit:
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 24.22, -5.62, -4.99, platt_narrow=13.10, platt_quantity=-3.16)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 19.57, -9.89, -3.89, platt_narrow=11.15, platt_quantity=-1.70,
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 17.66, -8.58, -2.77, platt_narrow=13.00, platt_quantity=-3.47,
+                           platt_words=2.48, platt_chinese=-4.60, platt_chinese_match=20.05)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 15.59, -4.37, -5.71, platt_narrow=13.33, platt_quantity=-3.02,
+                                platt_words=4.63, platt_chinese=-8.24, platt_chinese_match=12.49,
                                 multilingual=True,
                                 cosine_floor=0.75)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
@@ -186,6 +201,11 @@ class QueryTerms:
     @cached_property
     def total(self) -> float:
         return sum(self.weights)
+
+    @cached_property
+    def word_total(self) -> float:
+        """The query's information held by words (tokens without a digit)."""
+        return sum(w for t, w in zip(self.tokens, self.weights) if not _DIGIT.search(t))
 
     @cached_property
     def value_share(self) -> float:
@@ -276,6 +296,11 @@ class MatchFeatures:
     fit: RelevanceFit = ENGLISH_FIT  # the embedding model's (QueryTerms.fit)
     #: The query asks for a kind of quantity (a time, a weight, ...) the memory states no value of.
     quantity_missing: bool = False
+    #: The share of the query's word information (its tokens without a digit) the memory holds; 0 for
+    #: a query of values alone.
+    word_coverage: float = 0.0
+    #: The query's CJK share (QueryTerms.cjk).
+    query_cjk: float = 0.0
 
 
 def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None) -> MatchFeatures:
@@ -290,6 +315,8 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     held = sum(_held_weight(w, anchors, matched) if bind else w
                for w, hit, anchors in zip(terms.weights, matched, terms.anchors) if hit)
     coverage = held / total if total > 0 else 0.0
+    words = sum(w for t, w, hit in zip(terms.tokens, terms.weights, matched) if hit and not _DIGIT.search(t))
+    word_coverage = words / terms.word_total if terms.word_total > 0 else 0.0
     fit = terms.fit
     if cosine is None:
         meaning, trust = 0.0, 0.0
@@ -298,7 +325,7 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
         trust = 1.0 if fit.multilingual else (1.0 - terms.cjk) * (1.0 - content_cjk)
     missing = bool(terms.asked) and not terms.asked & stated_dimensions(content)
     return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit,
-                         quantity_missing=missing)
+                         quantity_missing=missing, word_coverage=word_coverage, query_cjk=terms.cjk)
 
 
 def _held_weight(weight: float, anchors: tuple[int, ...], matched: list[bool]) -> float:
@@ -322,12 +349,14 @@ def match_score(features: MatchFeatures) -> float:
 
 
 def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT, narrow: float = 0.0,
-               quantity_missing: bool = False) -> float:
+               quantity_missing: bool = False, *, word_coverage: float = 0.0, query_cjk: float = 0.0) -> float:
     """The probability that a memory answers the query (Platt scaling), given the highest
-    trusted cosine among the query's candidates, the request's ``narrowness`` and whether the
-    memory lacks the kind of quantity the query asks for."""
+    trusted cosine among the query's candidates, the request's ``narrowness``, whether the
+    memory lacks the kind of quantity the query asks for, the share of the query's words it
+    holds and the query's CJK share."""
     logit = (fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_narrow * narrow * match
-             + fit.platt_quantity * quantity_missing + fit.platt_b)
+             + fit.platt_quantity * quantity_missing + fit.platt_words * word_coverage
+             + query_cjk * (fit.platt_chinese + fit.platt_chinese_match * match) + fit.platt_b)
     return 1.0 / (1.0 + math.exp(-logit))
 
 
@@ -338,4 +367,5 @@ def trusted_cosine(features: MatchFeatures) -> float:
 def relevance(features: MatchFeatures, best_cosine: float, narrow: float = 0.0) -> float:
     """The calibrated relevance of one candidate, given the highest trusted cosine among its query's
     candidates and the request's ``narrowness``."""
-    return calibrated(match_score(features), best_cosine, features.fit, narrow, features.quantity_missing)
+    return calibrated(match_score(features), best_cosine, features.fit, narrow, features.quantity_missing,
+                      word_coverage=features.word_coverage, query_cjk=features.query_cjk)

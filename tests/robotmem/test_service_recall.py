@@ -253,7 +253,9 @@ def test_a_pick_of_one_memory_does_not_make_it_an_answer_to_any_question(fixture
     lone = store.learn("battery swapped at the dock", {"task": {"batch": -1}})["memory_id"]
     result = store.recall("grasp red cube", context_filter={"task.batch": -1}, min_relevance=0)
     assert _ids(result) == [lone]
-    assert result["results"][0]["relevance"] < DEFAULT_MIN_RELEVANCE / 10
+    # The pick enters as narrow x match, and the match is 0: what is left is the calibration's
+    # floor for a pair with nothing in common (0.06 without vectors).
+    assert result["results"][0]["relevance"] < DEFAULT_MIN_RELEVANCE / 5
     assert _ids(store.recall("grasp red cube", context_filter={"task.batch": -1})) == []
 
 
@@ -290,7 +292,8 @@ def calibrated_with(mem: Memory, question: str, memory_id: int, *, narrow: float
         "SELECT id FROM memories WHERE content LIKE 'arm-2%' OR id = ?", (memory_id,))]
     best = max(cosines[mid] for mid in arm2)
     features = pair_features(mem, question, memory_id, cosines[memory_id])
-    return calibrated(match_score(features), best, features.fit, narrow, features.quantity_missing)
+    return calibrated(match_score(features), best, features.fit, narrow, features.quantity_missing,
+                      word_coverage=features.word_coverage, query_cjk=features.query_cjk)
 
 
 def test_a_memory_stating_no_value_of_the_kind_asked_for_is_less_relevant(hybrid_mem: Memory):
@@ -306,7 +309,8 @@ def test_a_memory_stating_no_value_of_the_kind_asked_for_is_less_relevant(hybrid
     for memory_id, missing in ((stated, False), (frayed, True)):
         features = pair_features(hybrid_mem, question, memory_id, cosines[memory_id])
         assert features.quantity_missing is missing
-        expected = calibrated(match_score(features), best, features.fit, 0.0, missing)
+        expected = calibrated(match_score(features), best, features.fit, 0.0, missing,
+                              word_coverage=features.word_coverage)
         assert hits[memory_id]["relevance"] == pytest.approx(expected, abs=1e-3)
     assert fit_for(hybrid_mem.embedder.model_id).platt_quantity < 0
 
@@ -431,3 +435,44 @@ def test_an_identifier_only_in_the_context_is_found_by_exact_query(mem: Memory):
     assert updated["status"] == "updated"
     assert part["memory_id"] not in _ids(mem.recall("RG2-FT-0417", min_relevance=0))
     assert _ids(mem.recall("X-9"))[0] == part["memory_id"]
+
+
+def test_word_coverage_is_the_share_of_the_query_words_a_memory_holds(mem: Memory):
+    """"beaker 12.5N": one word and one value, so a memory's word coverage is 1 with "beaker" and 0
+    without, whatever their IDF; a memory holding only the value is weighed down against one
+    holding both (docs/recall.md's formula, with no vectors: best cosine 0)."""
+    both = mem.learn("beaker gripped at 12.5N")["memory_id"]
+    value_only = mem.learn("tote lifted at 12.5N")["memory_id"]
+    word_only = mem.learn("beaker slipped out of the fingers")["memory_id"]
+    question = "beaker 12.5N"
+    hits = {h["id"]: h["relevance"] for h in mem.recall(question, min_relevance=0)["results"]}
+    for memory_id, share in ((both, 1.0), (value_only, 0.0), (word_only, 1.0)):
+        features = pair_features(mem, question, memory_id, None)
+        assert features.word_coverage == share
+        expected = calibrated(match_score(features), 0.0, features.fit, 0.0, features.quantity_missing,
+                              word_coverage=share)
+        assert hits[memory_id] == pytest.approx(expected, abs=1e-4)
+    assert hits[value_only] < hits[both]
+    assert fit_for(None).platt_words > 0
+
+
+def test_a_chinese_question_is_calibrated_on_its_own_line(mem: Memory):
+    """The English model cannot read Chinese, so a Chinese question's match is its shared words
+    alone: the calibration gives it its own intercept and slope, in proportion to the question's
+    CJK share (docs/recall.md)."""
+    answer = mem.learn("机械臂抓取玻璃烧杯时打滑，夹持力太小")["memory_id"]
+    other = mem.learn("无人机在大风中悬停不稳")["memory_id"]
+    question = "烧杯打滑"
+    hits = {h["id"]: h["relevance"] for h in mem.recall(question, min_relevance=0)["results"]}
+    assert answer in hits
+    for memory_id in (answer, other):
+        features = pair_features(mem, question, memory_id, None)
+        assert features.query_cjk == 1.0
+        expected = calibrated(match_score(features), 0.0, features.fit, 0.0, features.quantity_missing,
+                              word_coverage=features.word_coverage, query_cjk=1.0)
+        if memory_id in hits:
+            assert hits[memory_id] == pytest.approx(expected, abs=1e-4)
+    fit = fit_for(None)
+    # Same match, English and Chinese: the Chinese line is steeper and starts lower.
+    assert fit.platt_chinese < 0 < fit.platt_chinese_match
+    assert hits[answer] > calibrated(0.0, 0.0, fit, query_cjk=1.0)

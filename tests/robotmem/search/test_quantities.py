@@ -15,6 +15,8 @@ from robotmem.search.quantities import asked_dimensions, stated_dimensions
     ("tank capacity of the sprayer", {"volume"}),
     ("ammonia concentration in the poultry house", {"concentration"}),
     ("how high can the fork lift a pallet", {"length"}),
+    ("how long the archive robot takes to bring a box", {"time"}),
+    ("how long must the germ-killing lamp shine at each spot", {"time"}),
     ("紫外线消毒要照多久", {"time"}),
     ("冷库叉车货叉的最大起升高度", {"length"}),
 ])
@@ -29,6 +31,8 @@ def test_a_question_asking_for_a_quantity_names_its_kind(question: str, asked: s
     "cloudy water, the lights lit up the floating specks",  # "cloudy" is not "loud"
     "四足机器人读压力表",                   # reading a pressure gauge is not asking for a pressure
     "gripper slipped on the wet glass bottle",
+    "how long is the tether",             # a time or a length: asks for neither
+    "how long to bake bread at 180 °C for 20 minutes",  # states the time it asks about
     "",
 ])
 def test_a_question_that_asks_for_no_quantity_names_none(question: str):

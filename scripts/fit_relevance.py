@@ -13,13 +13,13 @@ query's CJK share alone and times the mixed score (Chinese queries' own line; Pl
 with six more inputs). Paste the printed constants into robotmem/search/relevance.py and
 robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held6]] [--model multilingual-e5-small]
+    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held7]] [--model multilingual-e5-small]
 
 ``--model`` fits the constants of another embedding model (robotmem.search.relevance.RelevanceFit:
 each model's cosines have their own scale).
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held7``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``: ``held8``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, l
         conn = apsw.Connection(str(mem.path), flags=apsw.SQLITE_OPEN_READONLY)
         text_of = dict(conn.execute("SELECT id, search_text FROM memories"))
         content_of = dict(conn.execute("SELECT id, content FROM memories"))
+        context_of = dict(conn.execute("SELECT id, json(context) FROM memories"))
         ids = sorted(keys)
         matrix = mem.embedder.embed([content_of[i] for i in ids])
         for q in queries:
@@ -104,7 +105,7 @@ def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, l
             narrow = narrowness(len(allowed) if q.filter is not None else None)
             out[q.id] = []
             for i in candidates(conn, q, cos, allowed):
-                f = match_features(terms, text_of[i], content_of[i], cos[i])
+                f = match_features(terms, text_of[i], content_of[i], cos[i], context_of[i])
                 out[q.id].append(Pair(keys[i], q.judgements.get(keys[i], 0),
                                       np.array([f.meaning, f.trust, f.coverage, terms.value_share]),
                                       0.8 * 2 ** (-ages[keys[i]] / 30), narrow, float(f.quantity_missing),

@@ -83,15 +83,15 @@ def _features(
     conn: apsw.Connection, terms: QueryTerms, candidates: list[int], similarity: dict[int, float] | None,
 ) -> dict[int, MatchFeatures]:
     """Each candidate's signals with the query (candidates no longer stored are left out)."""
-    q, p = (("SELECT m.id, m.search_text, m.content FROM memories m WHERE m.id = ANY(?)", [candidates])
-            if dialect_of(conn) == "postgresql" else sql.texts_sql(json.dumps(candidates)))
-    texts = {memory_id: (search_text, content) for memory_id, search_text, content in conn.execute(q, p)}
+    q, p = (("SELECT m.id, m.search_text, m.content, m.context::text FROM memories m WHERE m.id = ANY(?)",
+              [candidates]) if dialect_of(conn) == "postgresql" else sql.texts_sql(json.dumps(candidates)))
+    texts = {memory_id: (search_text, content, context) for memory_id, search_text, content, context in conn.execute(q, p)}
     features: dict[int, MatchFeatures] = {}
     for memory_id in candidates:
         if memory_id in texts and memory_id not in features:
-            search_text, content = texts[memory_id]
+            search_text, content, context = texts[memory_id]
             cos = None if similarity is None else similarity.get(memory_id)
-            features[memory_id] = match_features(terms, search_text, content, cos)
+            features[memory_id] = match_features(terms, search_text, content, cos, context)
     return features
 
 

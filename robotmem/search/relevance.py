@@ -58,6 +58,7 @@ sentences at cosine 0.75-0.85, so its ``meaning`` is the cosine rescaled from a 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -71,9 +72,10 @@ from ..embeddings.multilingual import MULTILINGUAL_MODEL
 from ..models import DEFAULT_MIN_RELEVANCE
 from ..store.backend import dialect_of
 from ..store.connection import scalar
-from ..store.tokens import is_bare_number, query_tokens, token_parts
+from ..store.tokens import identifier_key_words, is_bare_number, query_tokens, token_parts
 from .count_cache import CountCache, store_stamp
 from .quantities import asked_dimensions, stated_dimensions
+from .stems import is_stemmable, word_stem
 
 __all__ = [
     "DEFAULT_MIN_RELEVANCE",
@@ -128,10 +130,10 @@ class RelevanceFit:
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 17.66, -8.58, -2.77, platt_narrow=13.00, platt_quantity=-3.47,
-                           platt_words=2.48, platt_chinese=-4.60, platt_chinese_match=20.05)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 15.59, -4.37, -5.71, platt_narrow=13.33, platt_quantity=-3.02,
-                                platt_words=4.63, platt_chinese=-8.24, platt_chinese_match=12.49,
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 17.45, -9.73, -2.31, platt_narrow=12.00, platt_quantity=-3.63,
+                           platt_words=2.46, platt_chinese=-5.09, platt_chinese_match=21.52)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 15.67, -5.87, -5.26, platt_narrow=13.19, platt_quantity=-3.24,
+                                platt_words=4.62, platt_chinese=-8.31, platt_chinese_match=13.57,
                                 multilingual=True,
                                 cosine_floor=0.75)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
@@ -227,6 +229,11 @@ class QueryTerms:
             if bare[i] else () for i in range(len(self.tokens)))
 
     @cached_property
+    def stems(self) -> tuple[str | None, ...]:
+        """Each English word's stem (robotmem.search.stems); None for values, identifiers, CJK."""
+        return tuple(word_stem(t) if is_stemmable(t) else None for t in self.tokens)
+
+    @cached_property
     def parts(self) -> tuple[tuple[str, ...], ...]:
         """Each token's parts (robotmem.store.tokens.token_parts)."""
         return tuple(tuple(token_parts(t)) for t in self.tokens)
@@ -303,10 +310,14 @@ class MatchFeatures:
     query_cjk: float = 0.0
 
 
-def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None) -> MatchFeatures:
-    """The signals of one (query, memory) pair; ``cosine`` is None without vectors."""
+def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None,
+                   context: str | None = None) -> MatchFeatures:
+    """The signals of one (query, memory) pair; ``cosine`` is None without vectors; ``context``: the
+    memory's context as JSON text (None: not read)."""
     doc = set(search_text.split())
     matched = [_contains(t, parts, doc) for t, parts in zip(terms.tokens, terms.parts)]
+    if terms.value_share > 0 and any(stem is not None and not hit for stem, hit in zip(terms.stems, matched)):
+        matched = _named_beside_values(terms, doc, context, matched)
     total = terms.total
     content_cjk = cjk_share(content)
     # A unit or parameter name can only be found in the query's own language ("firmware" is not in
@@ -326,6 +337,18 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     missing = bool(terms.asked) and not terms.asked & stated_dimensions(content)
     return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit,
                          quantity_missing=missing, word_coverage=word_coverage, query_cjk=terms.cjk)
+
+
+def _named_beside_values(terms: QueryTerms, doc: set[str], context: str | None, matched: list[bool]) -> list[bool]:
+    """Beside an exact value the query's words name its parameter or part, and a memory names it
+    in another form ("cap dressing every 200 welds", "dresses its caps every 200 welds") or as the
+    context key that holds the value ("firmware 9.4.3", ``{"software": {"firmware": "9.4.3"}}``).
+    Without a value, stems would only let more near-topic memories share a paraphrase's words
+    (docs/recall.md, ninth pass)."""
+    words = doc | identifier_key_words(json.loads(context)) if context else doc
+    stems = {word_stem(t) for t in words if is_stemmable(t)}
+    return [hit or (stem is not None and (token in words or stem in stems))
+            for token, stem, hit in zip(terms.tokens, terms.stems, matched)]
 
 
 def _held_weight(weight: float, anchors: tuple[int, ...], matched: list[bool]) -> float:

@@ -80,8 +80,9 @@ def recent_sql(
 
 
 def texts_sql(memory_ids_json: str) -> Query:
-    """The indexed tokens and the text of a few memories (relevance reads them)."""
+    """The indexed tokens, the text and the context (JSON text) of a few memories (relevance reads them)."""
     return (
-        "SELECT m.id, m.search_text, m.content FROM json_each(?) AS j CROSS JOIN memories m ON m.id = j.value",
+        "SELECT m.id, m.search_text, m.content, json(m.context) FROM json_each(?) AS j "
+        "CROSS JOIN memories m ON m.id = j.value",
         [memory_ids_json],
     )

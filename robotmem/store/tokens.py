@@ -17,8 +17,8 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["FTS_TOKENIZE", "fts_match_expression", "index_tokens", "is_bare_number", "memory_search_text",
-           "query_tokens", "token_parts"]
+__all__ = ["FTS_TOKENIZE", "fts_match_expression", "identifier_key_words", "index_tokens", "is_bare_number",
+           "memory_search_text", "query_tokens", "token_parts"]
 
 #: FTS5 tokenizer spec: every character our tokens may contain is a token character,
 #: so FTS5 splits only on the spaces we put between tokens.
@@ -179,7 +179,7 @@ def _collect_identifiers(values: Iterable[Any], found: list[str]) -> bool:
         if kind in _NOT_TEXT:
             continue
         if isinstance(value, str):
-            if len(value) <= IDENTIFIER_MAX_CHARS and _DIGIT_RE.search(value):
+            if _is_identifier(value):
                 found.append(value)
                 if len(found) >= IDENTIFIER_MAX_LEAVES:
                     return False
@@ -190,6 +190,29 @@ def _collect_identifiers(values: Iterable[Any], found: list[str]) -> bool:
 
 
 _NOT_TEXT = frozenset((int, float, bool, type(None)))
+
+
+def _is_identifier(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= IDENTIFIER_MAX_CHARS and _DIGIT_RE.search(value) is not None
+
+
+def identifier_key_words(context: dict[str, Any] | None) -> set[str]:
+    """The index tokens (and their parts) of the keys that hold a context's identifiers:
+    ``{"software": {"firmware": "9.4.3"}}`` -> {"firmware"}. Relevance counts them beside an
+    exact value: the full-text index holds "9.4.3" (memory_search_text), not that it is a firmware."""
+    words: set[str] = set()
+    stack: list[tuple[str, Any]] = list(context.items()) if context else []
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend(value.items())
+        elif isinstance(value, list):
+            stack.extend((key, item) for item in value)
+        elif _is_identifier(value):
+            for token in _leaf_tokens(key):
+                words.add(token)
+                words.update(token_parts(token))
+    return words
 
 
 def memory_search_text(content: str, context: dict[str, Any] | None) -> str:

@@ -6,7 +6,7 @@ import pytest
 
 from robotmem.search.relevance import (MatchFeatures, calibrated, fit_for, match_features, match_score, narrowness,
                                       query_terms)
-from robotmem.store.backend import as_vector_bytes
+from robotmem.store.backend import as_vector_bytes, dialect_of
 from robotmem import Memory, ValidationError
 from robotmem.models import DEFAULT_MIN_RELEVANCE
 
@@ -203,9 +203,10 @@ def pair_features(mem: Memory, question: str, memory_id: int, cosine: float | No
     """The pair's signals from the stored row (docs/recall.md), not from recall's output."""
     conn = mem.store.connection()
     fit = fit_for(None if cosine is None else mem.embedder.model_id)
-    search_text, content = conn.execute("SELECT search_text, content FROM memories WHERE id = ?",
-                                        (memory_id,)).fetchone()
-    return match_features(query_terms(conn, question, fit), search_text, content, cosine)
+    search_text, content, context = conn.execute(
+        f"SELECT search_text, content, {'context::text' if dialect_of(conn) == 'postgresql' else 'json(context)'} "
+        "FROM memories WHERE id = ?", (memory_id,)).fetchone()
+    return match_features(query_terms(conn, question, fit), search_text, content, cosine, context)
 
 
 def stored_cosines(mem: Memory, question: str) -> dict[int, float]:
@@ -476,3 +477,25 @@ def test_a_chinese_question_is_calibrated_on_its_own_line(mem: Memory):
     # Same match, English and Chinese: the Chinese line is steeper and starts lower.
     assert fit.platt_chinese < 0 < fit.platt_chinese_match
     assert hits[answer] > calibrated(0.0, 0.0, fit, query_cjk=1.0)
+
+
+def test_beside_an_exact_value_a_word_counts_in_another_form_or_as_the_key_holding_the_value(mem: Memory):
+    """"cap dressing every 200 welds": the memory that "dresses its caps every 200 welds" answers it,
+    not the one with the query's very words and 350. "controller firmware 9.4.3": the memory whose
+    context holds firmware 9.4.3 answers it, not the one whose text says "controller firmware 5.12.1"."""
+    answer = mem.learn("The spot-welding robot dresses its electrode caps every 200 welds.")["memory_id"]
+    near = mem.learn("With the cap dressing stretched to every 350 welds, the caps mushroomed.")["memory_id"]
+    assert _ids(mem.recall("cap dressing every 200 welds", min_relevance=0))[:2] == [answer, near]
+    synced = mem.learn("After the controller update the camera arm's timecode drifted a frame every 10 minutes.",
+                       {"software": {"firmware": "9.4.3"}})["memory_id"]
+    other = mem.learn("UR5e controller firmware 5.12.1 raised a protective stop on fast wrist rotations.",
+                      {"software": {"firmware": "5.12.1"}})["memory_id"]
+    assert _ids(mem.recall("controller firmware 9.4.3", min_relevance=0))[:2] == [synced, other]
+    assert pair_features(mem, "controller firmware 9.4.3", synced, None).word_coverage == 1.0
+
+
+def test_without_a_value_a_word_counts_only_as_written(mem: Memory):
+    """Stems beside values only: a question in words shares only its own word forms with a memory."""
+    written = mem.learn("the caps were dressed")["memory_id"]
+    assert pair_features(mem, "dressing caps", written, None).word_coverage < 1.0
+    assert pair_features(mem, "dressing caps 200", written, None).word_coverage == 1.0

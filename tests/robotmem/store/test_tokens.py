@@ -54,3 +54,15 @@ def test_search_text_does_not_repeat_what_the_content_already_says():
     assert memory_search_text(text, {"part": "MD-220-L", "firmware": "3.2.1"}) == index_tokens(text)
     assert memory_search_text(text, None) == index_tokens(text)
     assert memory_search_text(text, {"note": "x" * 80 + "7"}) == index_tokens(text)  # long strings are prose
+
+
+def test_identifier_key_words_are_the_keys_holding_identifiers_with_their_parts():
+    from robotmem.store.tokens import identifier_key_words
+
+    context = {"hardware": {"serial_number": "SN-88213", "part": "RG2-FT-0417"}, "robot": {"type": "arm", "model": "ur5e"},
+               "software": {"firmware": "3.2.1"}, "params": {"grip_force": 12.5}, "tags": ["SN-1", "wet"],
+               "note": "x" * 80 + "7"}
+    # the key of a list's identifiers is the list's; a number, a plain word or prose names nothing
+    assert identifier_key_words(context) == {"serial_number", "serial", "number", "part", "model", "firmware", "tags"}
+    assert identifier_key_words({"robot": {"type": "arm"}, "params": {"grip_force": 12.5}}) == set()
+    assert identifier_key_words(None) == set() == identifier_key_words({})

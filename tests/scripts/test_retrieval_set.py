@@ -1,6 +1,6 @@
 """The judged retrieval set (datasets/retrieval/) is well formed, and the scripts keep its splits apart.
 
-Nothing here ranks a memory against a query: the held7 split must stay unseen until it is
+Nothing here ranks a memory against a query: the held8 split must stay unseen until it is
 scored once, to report. These checks read the files, parse the filters with robotmem's own
 parser, evaluate them with the plain-Python reference evaluator, and call the scripts'
 split handling.
@@ -37,6 +37,7 @@ WRITTEN = {
     "held5": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
     "held6": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
     "held7": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
+    "held8": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
 }
 
 
@@ -96,9 +97,9 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
     assert {q.split for q in fit_relevance.fitting_queries(parser, ["tune"])} == {"tune"}
     both = fit_relevance.fitting_queries(parser, ["tune", "held"])
     assert Counter(q.split for q in both) == Counter(q["split"] for q in QUERIES if q["split"] in ("tune", "held"))
-    seven = fit_relevance.fitting_queries(parser, ["tune", "held", "held2", "held3", "held4", "held5", "held6"])
-    assert {q.split for q in seven} == {"tune", "held", "held2", "held3", "held4", "held5", "held6"}
-    for bad in (["held7"], ["tune", "held7"], ["all"]):
+    eight = fit_relevance.fitting_queries(parser, ["tune", "held", "held2", "held3", "held4", "held5", "held6", "held7"])
+    assert {q.split for q in eight} == {"tune", "held", "held2", "held3", "held4", "held5", "held6", "held7"}
+    for bad in (["held8"], ["tune", "held8"], ["all"]):
         with pytest.raises(SystemExit):
             fit_relevance.fitting_queries(parser, bad)
         assert "--splits" in capsys.readouterr().err
@@ -107,4 +108,4 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
 def test_bench_loads_each_split_apart_and_refuses_an_unknown_one():
     assert sum(len(bench.load_queries(s)) for s in bench.SPLITS) == len(bench.load_queries("all")) == len(QUERIES)
     with pytest.raises(ValueError, match="split"):
-        bench.load_queries("held8")
+        bench.load_queries("held9")

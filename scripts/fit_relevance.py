@@ -13,13 +13,14 @@ query's CJK share alone and times the mixed score (Chinese queries' own line; Pl
 with six more inputs). Paste the printed constants into robotmem/search/relevance.py and
 robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held7]] [--model multilingual-e5-small]
+    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held8]] [--model multilingual-e5-small]
 
 ``--model`` fits the constants of another embedding model (robotmem.search.relevance.RelevanceFit:
-each model's cosines have their own scale).
+each model's cosines have their own scale); ``--model none`` those of recall without vectors (no
+model installed, or a recall given no query vector), whose match is the words shared alone.
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held8``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``: ``held9``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations
@@ -82,15 +83,22 @@ class Pair:
     query_cjk: float = 0.0  # the query's CJK share
 
 
+#: ``--model none``: recall without cosines (no model installed, a recall given no vector).
+NO_VECTORS = "none"
+
+
 def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, list[Pair]]:
+    """Every tuning query's candidate pairs with their signals; ``model`` NO_VECTORS: as recall without
+    vectors sees them (keyword candidates only, no cosine)."""
+    vectors = model != NO_VECTORS
     ages = {json.loads(line)["key"]: json.loads(line)["age_days"]
             for line in (bench.DATA / "memories.jsonl").read_text().splitlines()}
     out: dict[str, list[Pair]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         clock = bench.Clock()
-        mem, keys = bench.build_store(Path(tmp) / "fit.db", clock, "auto", model)
+        mem, keys = bench.build_store(Path(tmp) / "fit.db", clock, "auto", model if vectors else None)
         assert mem.embedder is not None
-        fit = fit_for(mem.embedder.model_id)  # trust: whether the model reads Chinese
+        fit = fit_for(mem.embedder.model_id if vectors else None)  # trust: whether the model reads Chinese
         conn = apsw.Connection(str(mem.path), flags=apsw.SQLITE_OPEN_READONLY)
         text_of = dict(conn.execute("SELECT id, search_text FROM memories"))
         content_of = dict(conn.execute("SELECT id, content FROM memories"))
@@ -99,13 +107,13 @@ def collect(queries: list[bench.Query], model: str | None = None) -> dict[str, l
         matrix = mem.embedder.embed([content_of[i] for i in ids])
         for q in queries:
             qv = mem.embedder.embed([q.text])[0]
-            cos = dict(zip(ids, (matrix @ qv).tolist()))
+            cos = dict(zip(ids, (matrix @ qv).tolist() if vectors else [-1.0] * len(ids)))
             terms = query_terms(conn, q.text, fit)
             allowed = bench.eligible(mem, keys, q)
             narrow = narrowness(len(allowed) if q.filter is not None else None)
             out[q.id] = []
             for i in candidates(conn, q, cos, allowed):
-                f = match_features(terms, text_of[i], content_of[i], cos[i], context_of[i])
+                f = match_features(terms, text_of[i], content_of[i], cos[i] if vectors else None, context_of[i])
                 out[q.id].append(Pair(keys[i], q.judgements.get(keys[i], 0),
                                       np.array([f.meaning, f.trust, f.coverage, terms.value_share]),
                                       0.8 * 2 ** (-ages[keys[i]] / 30), narrow, float(f.quantity_missing),
@@ -165,7 +173,8 @@ def main() -> None:
                         help="use this mix instead of the grid's best (and fit the calibration for it)")
     parser.add_argument("--splits", nargs="+", default=["tune"], metavar="SPLIT",
                         help=f"the splits to fit on, out of {', '.join(FITTABLE)} (default: tune)")
-    parser.add_argument("--model", help="the embedding_model to fit for (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--model", help="the embedding_model to fit for (default: all-MiniLM-L6-v2), or "
+                                         f"{NO_VECTORS!r}: recall without vectors")
     args = parser.parse_args()
     queries = fitting_queries(parser, args.splits)
     pairs = collect(queries, args.model)

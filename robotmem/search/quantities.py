@@ -6,8 +6,8 @@ answer. Bi-encoder cosines put such near-topic memories as high as real answers,
 relevance also asks whether a memory states a quantity of the kind asked for (question
 answer-type matching, as in classic question answering). Hand-written because no offline
 library classifies the answer type of English and Chinese questions; the lexicon covers
-what robots measure (time, length, mass, volume, speed, sound, temperature, pressure,
-concentration) and errs towards asking nothing: a question that states a value of the
+what robots measure (time, length, mass, volume, speed, force, sound, temperature, pressure,
+concentration, frequency, rates such as seeds per second) and errs towards asking nothing: a question that states a value of the
 kind itself ("fry oil at 175 °C") asks for none.
 """
 
@@ -48,6 +48,10 @@ _NUMBER = r"[-+±]?\d+(?:[.,]\d+)?"
 _STATED = {dim: re.compile(rf"{_NUMBER}\s*(?:{units})(?![a-z])"
                            + (rf"|{_NUMBER}\s+(?:[a-z-]+\s+)?(?:{_WORD_UNITS[dim]})\b" if dim in _WORD_UNITS else ""),
                            re.IGNORECASE) for dim, units in _UNITS.items()}
+# A rate: so many per unit of time ("40 picks a minute", "3,000 seeds/s", "每小时 120 盘").
+_STATED["rate"] = re.compile(
+    rf"{_NUMBER}\s*(?:[a-z-]+\s*){{0,2}}(?:per\s|an?\s|/)\s*(?:s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|shifts?)\b"
+    r"|每(?:小时|分钟|秒|天)[^\d]{0,6}\d|\d[\d,.]*\s*\S{0,4}/(?:小时|分钟|秒|天)", re.IGNORECASE)
 
 #: Words that ask for a quantity of a dimension (English as whole words, Chinese as written).
 _CUES = {
@@ -56,11 +60,17 @@ _CUES = {
     "time": ["how long(?! (?:is|are|was|were)\\b)", "interval", "duration", "lifetime", "life ?span",
              "how often", "cycle time", "多久", "间隔", "寿命", "多长时间", "周期"],
     # Not "distance": robots complain about one ("the distance estimate is off") more than they ask for it.
-    "length": ["how (?:high|deep|far|tall|wide)", "height", "depth", "width", "clearance",
-               "高度", "深度", "距离", "宽度", "多高", "多远"],
-    "mass": ["how heavy", "weight", "weighs", "mass", "重量", "多重"],
+    "length": ["how (?:high|deep|far|tall|wide)", "highest", "deepest", "farthest", "furthest", "tallest",
+               "height", "depth", "width", "clearance", "高度", "深度", "距离", "宽度", "多高", "多远"],
+    "mass": ["how heavy", "heaviest", "weight", "weighs?", "mass", "payload", "重量", "多重", "载重"],
     "volume": ["capacity", "volume of", "tank size", "容量", "容积", "用水量"],
-    "speed": ["how fast", "speed", "velocity", "速度", "多快"],
+    "speed": ["how fast", "fastest", "speed", "velocity", "速度", "多快"],
+    # Not a bare "force": "the hold-down force was too low" is a complaint, not a question.
+    "force": ["(?:how much|what|which|maximum|max|minimum|rated) force", "tension", "thrust", "拉力", "张力", "推力"],
+    "frequency": ["frequency", "频率"],
+    # Narrow on purpose: "after an hour the battery died" asks for no rate.
+    "rate": [r"how (?:many|much)\b.{0,60}\b(?:per|an?|each|every) (?:second|minute|hour|day|shift)", "throughput",
+             "每(?:小时|分钟|秒|天).{0,6}多少", "多少.{0,6}每(?:小时|分钟|秒|天)"],
     "sound": ["noise", "loud", "loudness", "sound level", "decibels?", "噪音", "噪声", "分贝"],
     "temperature": ["temperature", "how hot", "how cold", "温度"],
     "pressure": ["pressure", "压力(?!表)", "气压"],

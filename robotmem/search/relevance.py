@@ -81,6 +81,7 @@ __all__ = [
     "DEFAULT_MIN_RELEVANCE",
     "STOPWORDS",
     "MatchFeatures",
+    "KEYWORD_FIT",
     "NARROW_ROWS",
     "QueryTerms",
     "RelevanceFit",
@@ -130,12 +131,16 @@ class RelevanceFit:
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 17.45, -9.73, -2.31, platt_narrow=12.00, platt_quantity=-3.63,
-                           platt_words=2.46, platt_chinese=-5.09, platt_chinese_match=21.52)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 15.67, -5.87, -5.26, platt_narrow=13.19, platt_quantity=-3.24,
-                                platt_words=4.62, platt_chinese=-8.31, platt_chinese_match=13.57,
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 18.24, -10.61, -2.07, platt_narrow=11.49, platt_quantity=-3.97,
+                           platt_words=2.38, platt_chinese=-5.54, platt_chinese_match=22.92)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 16.24, -6.59, -5.12, platt_narrow=13.66, platt_quantity=-3.61,
+                                platt_words=4.60, platt_chinese=-9.04, platt_chinese_match=15.30,
                                 multilingual=True,
                                 cosine_floor=0.75)
+# Recall without cosines (no model installed, a recall given no query vector): the match is the words
+# shared alone, and no best cosine says how high the model's cosines sit for the query.
+KEYWORD_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 13.63, 0.0, -4.50, platt_narrow=20.29, platt_quantity=-3.17,
+                           platt_words=2.07, platt_chinese=-2.78, platt_chinese_match=25.91)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
 
 
@@ -153,8 +158,11 @@ def narrowness(rows: int | None) -> float:
 
 
 def fit_for(model_id: str | None) -> RelevanceFit:
-    """The fit for vectors of ``model_id`` (``family/numerics``); the English model's for any other."""
-    return _FITS.get((model_id or "").split("/")[0], ENGLISH_FIT)
+    """The fit for vectors of ``model_id`` (``family/numerics``), the English model's for any other
+    model, KEYWORD_FIT for None (no cosines)."""
+    if model_id is None:
+        return KEYWORD_FIT
+    return _FITS.get(model_id.split("/")[0], ENGLISH_FIT)
 
 #: Words that say nothing about which memory is meant, whatever the size of the store.
 #: Dropped from the keyword query (and from coverage) unless the query has nothing else.

@@ -254,9 +254,19 @@ def test_a_pick_of_one_memory_does_not_make_it_an_answer_to_any_question(fixture
     lone = store.learn("battery swapped at the dock", {"task": {"batch": -1}})["memory_id"]
     result = store.recall("grasp red cube", context_filter={"task.batch": -1}, min_relevance=0)
     assert _ids(result) == [lone]
-    # The pick enters as narrow x match, and the match is 0: what is left is the calibration's
-    # floor for a pair with nothing in common (0.06 without vectors).
-    assert result["results"][0]["relevance"] < DEFAULT_MIN_RELEVANCE / 5
+    # The pick enters as narrow x match: it adds (almost) nothing to a pair with (almost) nothing in
+    # common, whose relevance is the calibration's floor for such a pair.
+    cosine = stored_cosines(store, "grasp red cube")[lone] if store.embedder is not None else None
+    features = pair_features(store, "grasp red cube", lone, cosine)
+    best = 0.0 if cosine is None else max(0.0, cosine)
+
+    def with_pick(narrow: float) -> float:
+        return calibrated(match_score(features), best, features.fit, narrow, features.quantity_missing,
+                          word_coverage=features.word_coverage, query_cjk=features.query_cjk)
+
+    assert result["results"][0]["relevance"] == pytest.approx(with_pick(narrowness(1)), abs=1e-3)
+    assert with_pick(narrowness(1)) - with_pick(0.0) < 0.05
+    assert result["results"][0]["relevance"] < DEFAULT_MIN_RELEVANCE / 2
     assert _ids(store.recall("grasp red cube", context_filter={"task.batch": -1})) == []
 
 

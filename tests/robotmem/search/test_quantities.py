@@ -17,6 +17,13 @@ from robotmem.search.quantities import asked_dimensions, stated_dimensions
     ("how high can the fork lift a pallet", {"length"}),
     ("how long the archive robot takes to bring a box", {"time"}),
     ("how long must the germ-killing lamp shine at each spot", {"time"}),
+    ("highest the pruning robot can climb", {"length"}),
+    ("heaviest pane the glass robot is rated to lift", {"mass"}),
+    ("contact wire tension measured by the inspection car", {"force"}),
+    ("what force does the gripper need for wet bottles", {"force"}),
+    ("radar frequency of the runway FOD system", {"frequency"}),
+    ("how many seeds per second the optical sorter handles", {"rate"}),
+    ("跨运车每小时要烧多少升柴油", {"rate"}),
     ("紫外线消毒要照多久", {"time"}),
     ("冷库叉车货叉的最大起升高度", {"length"}),
 ])
@@ -32,6 +39,8 @@ def test_a_question_asking_for_a_quantity_names_its_kind(question: str, asked: s
     "四足机器人读压力表",                   # reading a pressure gauge is not asking for a pressure
     "gripper slipped on the wet glass bottle",
     "how long is the tether",             # a time or a length: asks for neither
+    "the hold-down force was too low",     # a complaint about a force, not a question for one
+    "after an hour the battery died",      # an hour is not a rate
     "how long to bake bread at 180 °C for 20 minutes",  # states the time it asks about
     "",
 ])
@@ -50,6 +59,10 @@ def test_a_question_that_asks_for_no_quantity_names_none(question: str):
     ("grip_force=12.5N", "force"),
     ("货叉起升高度 5.5 米", "length"),
     ("消毒照射 15 分钟", "time"),
+    ("the sorter rejected 40 seeds a second", "rate"),
+    ("3,000 seeds/s through the ejector bank", "rate"),
+    ("每小时 120 盘", "rate"),
+    ("the FOD radar runs at 76 GHz", "frequency"),
 ])
 def test_a_number_with_its_unit_states_its_kind(text: str, kind: str):
     assert kind in stated_dimensions(text)
@@ -59,6 +72,7 @@ def test_a_number_with_its_unit_states_its_kind(text: str, kind: str):
     "the suspension rope frayed at the parapet edge and was replaced",
     "firmware 3.2.1 fixed it",           # a version is no quantity
     "robot 7 stopped at dock B",
+    "after an hour the battery died",     # a time without a number: no value stated
 ])
 def test_text_without_a_measured_value_states_no_kind(text: str):
     assert stated_dimensions(text) == frozenset()

@@ -45,6 +45,20 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, d
         yield mem, keys
 
 
+@pytest.fixture(scope="module")
+def judged_without_vectors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, dict[int, str]]]:
+    """The same set in a store without a model: recall by words alone, calibrated by KEYWORD_FIT."""
+    now = [1_800_000_000.0]
+    with Memory(tmp_path_factory.mktemp("keywords") / "m.db", clock=lambda: now[0], embedder=None) as mem:
+        keys: dict[int, str] = {}
+        start = now[0]
+        for row in _rows("memories.jsonl"):
+            now[0] = start - row["age_days"] * DAY
+            keys[mem.learn(row["text"], context=row["context"])["memory_id"]] = row["key"]
+        now[0] = start
+        yield mem, keys
+
+
 def _hits(judged: tuple[Memory, dict[int, str]], qid: str, **kwargs: Any) -> list[tuple[str, float]]:
     mem, keys = judged
     result = mem.recall(QUERIES[qid]["text"], n=10, **kwargs)
@@ -127,3 +141,16 @@ def test_min_relevance_outside_zero_to_one_is_refused_naming_the_field(judged, b
     with pytest.raises(ValidationError) as err:
         mem.recall("grip force", min_relevance=bad)
     assert err.value.field == "min_relevance"
+
+
+@pytest.mark.parametrize("qid", [q for q in QUERY_IDS if q.startswith("n")])
+def test_without_vectors_a_query_without_an_answer_returns_nothing_by_default(judged_without_vectors, qid: str):
+    """No best cosine to say how high the model's cosines sit: the calibration of words alone
+    (KEYWORD_FIT), not the English model's, whose intercept assumes one."""
+    assert _hits(judged_without_vectors, qid) == []
+
+
+@pytest.mark.parametrize("qid", ["e01", "e03", "e05", "e11", "c02", "c10"])
+def test_without_vectors_exact_and_chinese_answers_come_first_above_the_default(judged_without_vectors, qid: str):
+    hits = _hits(judged_without_vectors, qid)
+    assert hits and QUERIES[qid]["judgements"].get(hits[0][0], 0) == 2

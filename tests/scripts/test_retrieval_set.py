@@ -1,6 +1,6 @@
 """The judged retrieval set (datasets/retrieval/) is well formed, and the scripts keep its splits apart.
 
-Nothing here ranks a memory against a query: the held8 split must stay unseen until it is
+Nothing here ranks a memory against a query: the held9 split must stay unseen until it is
 scored once, to report. These checks read the files, parse the filters with robotmem's own
 parser, evaluate them with the plain-Python reference evaluator, and call the scripts'
 split handling.
@@ -38,6 +38,7 @@ WRITTEN = {
     "held6": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
     "held7": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
     "held8": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
+    "held9": {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10},
 }
 
 
@@ -56,6 +57,13 @@ def test_memory_keys_are_unique_and_rows_complete():
         assert set(m) == {"key", "text", "context", "age_days"}, m["key"]
         assert m["text"].strip() and isinstance(m["context"]["robot"]["type"], str), m["key"]
         assert isinstance(m["age_days"], (int, float)) and m["age_days"] >= 0, m["key"]
+
+
+def test_every_memory_can_be_learned_as_written():
+    # learn refuses a longer insight; the benchmark learns every memory's text as it is.
+    from robotmem.validation import INSIGHT_MAX_CHARS
+
+    assert [m["key"] for m in MEMORIES if len(m["text"]) > INSIGHT_MAX_CHARS] == []
 
 
 def test_query_ids_are_unique_and_splits_known():
@@ -97,9 +105,9 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
     assert {q.split for q in fit_relevance.fitting_queries(parser, ["tune"])} == {"tune"}
     both = fit_relevance.fitting_queries(parser, ["tune", "held"])
     assert Counter(q.split for q in both) == Counter(q["split"] for q in QUERIES if q["split"] in ("tune", "held"))
-    eight = fit_relevance.fitting_queries(parser, ["tune", "held", "held2", "held3", "held4", "held5", "held6", "held7"])
-    assert {q.split for q in eight} == {"tune", "held", "held2", "held3", "held4", "held5", "held6", "held7"}
-    for bad in (["held8"], ["tune", "held8"], ["all"]):
+    tuning = ["tune", "held", "held2", "held3", "held4", "held5", "held6", "held7", "held8"]
+    assert {q.split for q in fit_relevance.fitting_queries(parser, tuning)} == set(tuning)
+    for bad in (["held9"], ["tune", "held9"], ["all"]):
         with pytest.raises(SystemExit):
             fit_relevance.fitting_queries(parser, bad)
         assert "--splits" in capsys.readouterr().err
@@ -108,4 +116,4 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
 def test_bench_loads_each_split_apart_and_refuses_an_unknown_one():
     assert sum(len(bench.load_queries(s)) for s in bench.SPLITS) == len(bench.load_queries("all")) == len(QUERIES)
     with pytest.raises(ValueError, match="split"):
-        bench.load_queries("held9")
+        bench.load_queries("held10")

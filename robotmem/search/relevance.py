@@ -128,19 +128,25 @@ class RelevanceFit:
     multilingual: bool = False
     #: The cosine of unrelated sentences, about: ``meaning`` is the cosine rescaled from it to 1.
     cosine_floor: float = 0.0
+    #: The best cosine is weighed up to this (the 95th percentile of the tuning queries' best): above
+    #: it, where the fit has almost no data, a memory's own cosine counts upwards again (a restatement
+    #: of the question at cosine 0.9 is an answer, however high its cosine sits).
+    best_cap: float = 1.0
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 18.24, -10.61, -2.07, platt_narrow=11.49, platt_quantity=-3.97,
-                           platt_words=2.38, platt_chinese=-5.54, platt_chinese_match=22.92)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 16.24, -6.59, -5.12, platt_narrow=13.66, platt_quantity=-3.61,
-                                platt_words=4.60, platt_chinese=-9.04, platt_chinese_match=15.30,
+# platt_best is tied to minus the meaning weight times platt_a (scripts/fit_relevance.py): the best
+# candidate of a question without values keeps its relevance as its cosine rises, and gains above best_cap.
+ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 18.09, -0.50 * 18.09, -2.79, platt_narrow=12.10, platt_quantity=-4.42,
+                           platt_words=2.32, platt_chinese=-4.92, platt_chinese_match=24.10, best_cap=0.66)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 15.03, -0.70 * 15.03, -3.29, platt_narrow=12.23, platt_quantity=-3.39,
+                                platt_words=4.76, platt_chinese=-8.54, platt_chinese_match=17.19, best_cap=0.78,
                                 multilingual=True,
                                 cosine_floor=0.75)
 # Recall without cosines (no model installed, a recall given no query vector): the match is the words
 # shared alone, and no best cosine says how high the model's cosines sit for the query.
-KEYWORD_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 13.63, 0.0, -4.50, platt_narrow=20.29, platt_quantity=-3.17,
-                           platt_words=2.07, platt_chinese=-2.78, platt_chinese_match=25.91)
+KEYWORD_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 13.48, 0.0, -4.54, platt_narrow=20.28, platt_quantity=-3.14,
+                           platt_words=2.11, platt_chinese=-2.82, platt_chinese_match=26.49)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
 
 
@@ -385,7 +391,7 @@ def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT
     trusted cosine among the query's candidates, the request's ``narrowness``, whether the
     memory lacks the kind of quantity the query asks for, the share of the query's words it
     holds and the query's CJK share."""
-    logit = (fit.platt_a * match + fit.platt_best * best_cosine + fit.platt_narrow * narrow * match
+    logit = (fit.platt_a * match + fit.platt_best * min(best_cosine, fit.best_cap) + fit.platt_narrow * narrow * match
              + fit.platt_quantity * quantity_missing + fit.platt_words * word_coverage
              + query_cjk * (fit.platt_chinese + fit.platt_chinese_match * match) + fit.platt_b)
     return 1.0 / (1.0 + math.exp(-logit))

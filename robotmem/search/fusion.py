@@ -44,6 +44,9 @@ class Fused:
     #: besides the pair itself, kept so that memories added to the answer later share the scale.
     best: float = 0.0
     narrow: float = 0.0
+    #: The query's terms (IDF weights, asked quantities), read once for the candidates and reused for
+    #: memories added later; None when no candidate was scored.
+    terms: QueryTerms | None = None
 
 
 def fuse(
@@ -56,10 +59,11 @@ def fuse(
     narrow = narrowness(narrowed_to)
     if not candidates:
         return Fused(narrow=narrow)
-    features = _features(conn, query_terms(conn, query, fit_for(model_id)), candidates, similarity)
+    terms = query_terms(conn, query, fit_for(model_id))
+    features = _features(conn, terms, candidates, similarity)
     if not features:
-        return Fused(narrow=narrow)
-    return _scored(features, max(trusted_cosine(f) for f in features.values()), narrow)
+        return Fused(narrow=narrow, terms=terms)
+    return _scored(features, max(trusted_cosine(f) for f in features.values()), narrow, terms)
 
 
 def fuse_more(
@@ -73,10 +77,10 @@ def fuse_more(
     extra = [memory_id for memory_id in more if memory_id not in fused.match]
     if not extra:
         return fused
-    features = _features(conn, query_terms(conn, query, fit_for(model_id)), extra, similarity)
-    added = _scored(features, fused.best, fused.narrow)
+    terms = fused.terms if fused.terms is not None else query_terms(conn, query, fit_for(model_id))
+    added = _scored(_features(conn, terms, extra, similarity), fused.best, fused.narrow, terms)
     return Fused(match=dict(sorted({**fused.match, **added.match}.items(), key=lambda kv: -kv[1])),
-                 relevance={**fused.relevance, **added.relevance}, best=fused.best, narrow=fused.narrow)
+                 relevance={**fused.relevance, **added.relevance}, best=fused.best, narrow=fused.narrow, terms=terms)
 
 
 def _features(
@@ -100,14 +104,14 @@ def _features(
     return features
 
 
-def _scored(features: dict[int, MatchFeatures], best: float, narrow: float) -> Fused:
+def _scored(features: dict[int, MatchFeatures], best: float, narrow: float, terms: QueryTerms) -> Fused:
     """Match (best first; ties in candidate order) and relevance of every candidate."""
     match = {memory_id: match_score(f) for memory_id, f in features.items()}
     # Rounded as reported, so that min_relevance cuts at the figure the caller sees.
     return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
                  relevance={memory_id: round(relevance(f, best, narrow), RELEVANCE_DIGITS)
                             for memory_id, f in features.items()},
-                 best=best, narrow=narrow)
+                 best=best, narrow=narrow, terms=terms)
 
 
 def order_score(match: float, confidence: float) -> float:

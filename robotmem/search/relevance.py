@@ -45,8 +45,10 @@ and its *word coverage*, the share of the query's word information (not its valu
 memory holds: a memory that holds "12.5 N" but not "beaker" shares a number, not a subject.
 A Chinese query gets its own calibration line (intercept and slope, in proportion to its CJK
 share): the English model cannot read it, so its match is words shared alone, on another
-scale. It is calibrated by Platt scaling, ``relevance = sigmoid(a * match + c * best + d *
-narrowness * match + q * missing + v * words + cjk * (h + k * match) + b)`` (c < 0 < d).
+scale. It is calibrated by Platt scaling, ``relevance = sigmoid(a * match + c * min(best, cap)
++ d * narrowness * match + q * missing + v * words + cjk * (h + k * match) + b)``, with c tied
+to -a times the meaning weight (the best candidate does not lose relevance as its cosine rises)
+and cap the 95th percentile of the tuning queries' best cosine (``RelevanceFit.best_cap``).
 The mix is chosen for ranking
 quality (nDCG@5 per category) and a, c, d, b by logistic regression, both on the tuning splits
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from robotmem.search.relevance import (MatchFeatures, calibrated, fit_for, match_features, match_score, narrowness,
-                                      query_terms)
+                                      query_terms, relevance)
 from robotmem.store.backend import as_vector_bytes, dialect_of
 from robotmem import Memory, ValidationError
 from robotmem.models import DEFAULT_MIN_RELEVANCE
@@ -261,8 +261,7 @@ def test_a_pick_of_one_memory_does_not_make_it_an_answer_to_any_question(fixture
     best = 0.0 if cosine is None else max(0.0, cosine)
 
     def with_pick(narrow: float) -> float:
-        return calibrated(match_score(features), best, features.fit, narrow, features.quantity_missing,
-                          word_coverage=features.word_coverage, query_cjk=features.query_cjk)
+        return relevance(features, best, narrow)
 
     assert result["results"][0]["relevance"] == pytest.approx(with_pick(narrowness(1)), abs=1e-3)
     assert with_pick(narrowness(1)) - with_pick(0.0) < 0.05
@@ -302,9 +301,7 @@ def calibrated_with(mem: Memory, question: str, memory_id: int, *, narrow: float
     arm2 = [mid for (mid,) in mem.store.connection().execute(
         "SELECT id FROM memories WHERE content LIKE 'arm-2%' OR id = ?", (memory_id,))]
     best = max(cosines[mid] for mid in arm2)
-    features = pair_features(mem, question, memory_id, cosines[memory_id])
-    return calibrated(match_score(features), best, features.fit, narrow, features.quantity_missing,
-                      word_coverage=features.word_coverage, query_cjk=features.query_cjk)
+    return relevance(pair_features(mem, question, memory_id, cosines[memory_id]), best, narrow)
 
 
 def test_a_memory_stating_no_value_of_the_kind_asked_for_is_less_relevant(hybrid_mem: Memory):

@@ -2,15 +2,16 @@
 
 For every tuning query it builds the candidates recall scores (the 50 nearest vectors, the
 50 best BM25 matches and, for a filter that leaves fewer than NARROW_ROWS memories, all of
-them), computes robotmem.search.relevance's signals for each, chooses the convex mix (meaning weight, its damping by the query's share of exact values,
-coverage power, neutral cosine, confidence weight) with the best mean nDCG@5 over the
-categories by grid search, then calibrates it: a logistic regression of "judged relevant
-(grade >= 1)" on the mixed score less the meaning weight times the query's best cosine (the
-highest trusted cosine among its candidates, weighed up to its 95th percentile over the
-queries), the request's narrowness (how few rows its filter leaves) times the mixed score, whether the memory states no value of the kind of quantity the query
-asks for (robotmem.search.quantities), the share of the query's words it holds, and the
-query's CJK share alone and times the mixed score (Chinese queries' own line; Platt scaling
-with six more inputs). Paste the printed constants into robotmem/search/relevance.py and
+them), computes robotmem.search.relevance's signals for each, chooses the convex mix
+(meaning weight, its damping by the query's share of exact values, coverage power, neutral
+cosine, confidence weight) with the best mean nDCG@5 over the categories by grid search,
+then calibrates it: a logistic regression of "judged relevant (grade >= 1)" on the mixed
+score less the meaning weight times the query's best cosine (the highest trusted cosine
+among its candidates, weighed up to its 95th percentile over the queries), the request's
+narrowness (how few rows its filter leaves) times the mixed score, whether the memory
+states no value of the kind of quantity the query asks for (robotmem.search.quantities),
+the share of the query's words it holds, and the query's CJK share alone and times the
+mixed score (Chinese queries' own line; Platt scaling with six more inputs). Paste the printed constants into robotmem/search/relevance.py and
 robotmem/search/fusion.py.
 
     python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held8]] [--model multilingual-e5-small]

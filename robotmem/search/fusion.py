@@ -44,6 +44,8 @@ class Fused:
     #: besides the pair itself, kept so that memories added to the answer later share the scale.
     best: float = 0.0
     narrow: float = 0.0
+    #: How many memories the request's filter or session left (None: not narrowed).
+    narrowed_to: int | None = None
     #: The query's terms (IDF weights, asked quantities), read once for the candidates and reused for
     #: memories added later; None when no candidate was scored.
     terms: QueryTerms | None = None
@@ -58,12 +60,12 @@ def fuse(
     ``narrowed_to``: how many memories the request's filter or session left (None: not narrowed)."""
     narrow = narrowness(narrowed_to)
     if not candidates:
-        return Fused(narrow=narrow)
-    terms = query_terms(conn, query, fit_for(model_id))
+        return Fused(narrow=narrow, narrowed_to=narrowed_to)
+    terms = query_terms(conn, query, fit_for(model_id), narrowed_to)
     features = _features(conn, terms, candidates, similarity)
     if not features:
-        return Fused(narrow=narrow, terms=terms)
-    return _scored(features, max(trusted_cosine(f) for f in features.values()), narrow, terms)
+        return Fused(narrow=narrow, narrowed_to=narrowed_to, terms=terms)
+    return _scored(features, max(trusted_cosine(f) for f in features.values()), narrow, narrowed_to, terms)
 
 
 def fuse_more(
@@ -77,10 +79,11 @@ def fuse_more(
     extra = [memory_id for memory_id in more if memory_id not in fused.match]
     if not extra:
         return fused
-    terms = fused.terms if fused.terms is not None else query_terms(conn, query, fit_for(model_id))
-    added = _scored(_features(conn, terms, extra, similarity), fused.best, fused.narrow, terms)
+    terms = fused.terms if fused.terms is not None else query_terms(conn, query, fit_for(model_id), fused.narrowed_to)
+    added = _scored(_features(conn, terms, extra, similarity), fused.best, fused.narrow, fused.narrowed_to, terms)
     return Fused(match=dict(sorted({**fused.match, **added.match}.items(), key=lambda kv: -kv[1])),
-                 relevance={**fused.relevance, **added.relevance}, best=fused.best, narrow=fused.narrow, terms=terms)
+                 relevance={**fused.relevance, **added.relevance}, best=fused.best, narrow=fused.narrow,
+                 narrowed_to=fused.narrowed_to, terms=terms)
 
 
 def _features(
@@ -104,14 +107,15 @@ def _features(
     return features
 
 
-def _scored(features: dict[int, MatchFeatures], best: float, narrow: float, terms: QueryTerms) -> Fused:
+def _scored(features: dict[int, MatchFeatures], best: float, narrow: float, narrowed_to: int | None,
+            terms: QueryTerms) -> Fused:
     """Match (best first; ties in candidate order) and relevance of every candidate."""
     match = {memory_id: match_score(f) for memory_id, f in features.items()}
     # Rounded as reported, so that min_relevance cuts at the figure the caller sees.
     return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
                  relevance={memory_id: round(relevance(f, best, narrow), RELEVANCE_DIGITS)
                             for memory_id, f in features.items()},
-                 best=best, narrow=narrow, terms=terms)
+                 best=best, narrow=narrow, narrowed_to=narrowed_to, terms=terms)
 
 
 def order_score(match: float, confidence: float) -> float:

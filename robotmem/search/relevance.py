@@ -18,7 +18,9 @@ same pair scores the same in every answer and an empty answer is possible):
   no English word finds its unit).
 
 The signals are mixed convexly, ``match = w * meaning' + (1 - w) * coverage ** p``
-(coverage squared so that one shared word out of five says little), where
+(coverage squared so that one shared word out of five says little; where the request ranks
+among NARROW_ROWS memories or more, a question without values counts coverage below a floor as
+none: one word of a long question is what many unrelated memories share), where
 ``meaning' = trust * cosine + (1 - trust) * NEUTRAL_COSINE * coverage``: where the model
 cannot judge (a Chinese query or memory, a store without vectors) the memory is taken to
 mean as much as a typical answer, in proportion to the words it shares, instead of the
@@ -45,10 +47,12 @@ and its *word coverage*, the share of the query's word information (not its valu
 memory holds: a memory that holds "12.5 N" but not "beaker" shares a number, not a subject.
 A Chinese query gets its own calibration line (intercept and slope, in proportion to its CJK
 share): the English model cannot read it, so its match is words shared alone, on another
-scale. It is calibrated by Platt scaling, ``relevance = sigmoid(a * match + c * min(best, cap)
-+ d * narrowness * match + q * missing + v * words + cjk * (h + k * match) + b)``, with c tied
-to -a times the meaning weight (the best candidate does not lose relevance as its cosine rises)
-and cap the 95th percentile of the tuning queries' best cosine (``RelevanceFit.best_cap``).
+scale. It is calibrated by Platt scaling, ``relevance = sigmoid(a * (match - w * min(best, cap)
++ w * max(0, cosine - cap)) + d * narrowness * match + q * missing + v * words + cjk * (h + k *
+match) + u * value share + b)``: the best cosine tied to minus the query's meaning weight w times the match's
+weight (the best candidate does not lose relevance as its cosine rises), cap the 95th
+percentile of the tuning queries' best cosine (``RelevanceFit.best_cap``), above which, where
+the fit has no data, the memory's own cosine counts twice (a restatement is an answer).
 The mix is chosen for ranking
 quality (nDCG@5 per category) and a, c, d, b by logistic regression, both on the tuning splits
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
@@ -89,6 +93,7 @@ __all__ = [
     "RelevanceFit",
     "calibrated",
     "cjk_share",
+    "counted_coverage",
     "document_frequencies",
     "effective_meaning",
     "fit_for",
@@ -112,8 +117,9 @@ class RelevanceFit:
     value_damping: float
     coverage_power: float
     neutral_cosine: float
+    #: The calibration's weight of the match less the query's meaning weight times its best cosine
+    #: (``calibrated``): the best cosine's own weight is tied to minus the meaning weight times this.
     platt_a: float
-    platt_best: float
     platt_b: float
     #: The calibration's weight of the request's narrowness (``narrowness``) times the match.
     platt_narrow: float = 0.0
@@ -126,29 +132,38 @@ class RelevanceFit:
     #: on another scale: words shared, not meaning).
     platt_chinese: float = 0.0
     platt_chinese_match: float = 0.0
+    #: The calibration's weight of the query's share of exact values (QueryTerms.value_share): a
+    #: question of values and one of words have their own base rates.
+    platt_values: float = 0.0
     #: The model was trained on many languages: its cosine is trusted for Chinese text too.
     multilingual: bool = False
     #: The cosine of unrelated sentences, about: ``meaning`` is the cosine rescaled from it to 1.
     cosine_floor: float = 0.0
     #: The best cosine is weighed up to this (the 95th percentile of the tuning queries' best): above
-    #: it, where the fit has almost no data, a memory's own cosine counts upwards again (a restatement
-    #: of the question at cosine 0.9 is an answer, however high its cosine sits).
+    #: it, where the fit has almost no data, a memory's own cosine counts twice (a restatement of the
+    #: question at cosine 0.9 is an answer, whether or not it shares the question's words).
     best_cap: float = 1.0
+    #: In a request that ranks among NARROW_ROWS memories or more, a question without exact values
+    #: counts coverage below this as none (rescaled so that full coverage stays 1): one shared word of a
+    #: long question is what many unrelated memories have, and it let such memories pass an answer
+    #: found by meaning alone; among a few memories (a narrow filter, a small store), and beside a
+    #: value, one shared word is evidence and counts in full.
+    coverage_floor: float = 0.0
 
 
 # The English model's: also used for vectors of any other model (stand-ins in tests and benchmarks).
-# platt_best is tied to minus the meaning weight times platt_a (scripts/fit_relevance.py): the best
-# candidate of a question without values keeps its relevance as its cosine rises, and gains above best_cap.
-ENGLISH_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 18.09, -0.50 * 18.09, -2.79, platt_narrow=12.10, platt_quantity=-4.42,
-                           platt_words=2.32, platt_chinese=-4.92, platt_chinese_match=24.10, best_cap=0.66)
-MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 15.03, -0.70 * 15.03, -3.29, platt_narrow=12.23, platt_quantity=-3.39,
-                                platt_words=4.76, platt_chinese=-8.54, platt_chinese_match=17.19, best_cap=0.78,
+ENGLISH_FIT = RelevanceFit(0.50, 1.0, 2.0, 0.2, 18.17, -2.70, platt_narrow=11.40, platt_quantity=-4.70,
+                           platt_words=2.55, platt_chinese=-4.66, platt_chinese_match=34.57, platt_values=-3.87,
+                           best_cap=0.67, coverage_floor=0.15)
+MULTILINGUAL_FIT = RelevanceFit(0.70, 1.0, 2.0, 0.2, 17.71, -3.09, platt_narrow=12.44, platt_quantity=-3.24,
+                                platt_words=3.39, platt_chinese=-8.95, platt_chinese_match=18.60, platt_values=-3.60,
+                                best_cap=0.78,
                                 multilingual=True,
                                 cosine_floor=0.75)
 # Recall without cosines (no model installed, a recall given no query vector): the match is the words
 # shared alone, and no best cosine says how high the model's cosines sit for the query.
-KEYWORD_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 13.48, 0.0, -4.54, platt_narrow=20.28, platt_quantity=-3.14,
-                           platt_words=2.11, platt_chinese=-2.82, platt_chinese_match=26.49)
+KEYWORD_FIT = RelevanceFit(0.50, 0.5, 2.0, 0.2, 13.16, -4.50, platt_narrow=21.45, platt_quantity=-3.67,
+                           platt_words=3.15, platt_chinese=-3.09, platt_chinese_match=26.43, platt_values=-1.75)
 _FITS = {MODEL_NAME: ENGLISH_FIT, MULTILINGUAL_MODEL: MULTILINGUAL_FIT}
 
 
@@ -215,6 +230,9 @@ class QueryTerms:
     fit: RelevanceFit = ENGLISH_FIT
     #: The kinds of quantity the query asks for (robotmem.search.quantities.asked_dimensions).
     asked: frozenset[str] = frozenset()
+    #: The request ranks among NARROW_ROWS memories or more (its filter's or session's rows, else the
+    #: store's): there one shared word of a long question is what many unrelated memories have.
+    wide: bool = True
 
     @cached_property
     def total(self) -> float:
@@ -230,6 +248,12 @@ class QueryTerms:
         """The share of the query's information held by exact values (tokens with a digit)."""
         total = self.total
         return sum(w for t, w in zip(self.tokens, self.weights) if _DIGIT.search(t)) / total if total > 0 else 0.0
+
+    @cached_property
+    def coverage_floor(self) -> float:
+        """Coverage below this counts as none (RelevanceFit.coverage_floor): only in a wide request,
+        for a question without exact values."""
+        return self.fit.coverage_floor if self.wide and self.value_share == 0 else 0.0
 
     @cached_property
     def meaning_weight(self) -> float:
@@ -255,18 +279,21 @@ class QueryTerms:
         return tuple(tuple(token_parts(t)) for t in self.tokens)
 
 
-def query_terms(conn: apsw.Connection, text: str, fit: RelevanceFit = ENGLISH_FIT) -> QueryTerms:
+def query_terms(conn: apsw.Connection, text: str, fit: RelevanceFit = ENGLISH_FIT,
+                narrowed_to: int | None = None) -> QueryTerms:
     """The query's informative tokens with their IDF in the store's full-text index; ``fit``:
-    the embedding model's (fit_for)."""
+    the embedding model's (fit_for); ``narrowed_to``: how many memories the request's filter or
+    session left (None: not narrowed, the store's memories compete)."""
     tokens = informative_tokens(text)
     asked = asked_dimensions(text)
-    if not tokens:
-        return QueryTerms((), (), cjk_share(text), fit, asked)
-    df = document_frequencies(conn, tokens)
     # max(id) counts deleted rows too; it is an index lookup, where count(*) scans.
     n = max(1, int(scalar(conn, "SELECT coalesce(max(id), 0) FROM memories")))
+    wide = (n if narrowed_to is None else narrowed_to) >= NARROW_ROWS
+    if not tokens:
+        return QueryTerms((), (), cjk_share(text), fit, asked, wide)
+    df = document_frequencies(conn, tokens)
     weights = tuple(_idf(df.get(t, 0), n) * (_VALUE_WEIGHT if _DIGIT.search(t) else 1.0) for t in tokens)
-    return QueryTerms(tuple(tokens), weights, cjk_share(text), fit, asked)
+    return QueryTerms(tuple(tokens), weights, cjk_share(text), fit, asked, wide)
 
 
 def document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
@@ -324,6 +351,10 @@ class MatchFeatures:
     word_coverage: float = 0.0
     #: The query's CJK share (QueryTerms.cjk).
     query_cjk: float = 0.0
+    #: Coverage below this counts as none (QueryTerms.coverage_floor).
+    coverage_floor: float = 0.0
+    #: The share of the query's information held by exact values (QueryTerms.value_share).
+    query_value_share: float = 0.0
 
 
 def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None,
@@ -352,7 +383,8 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
         trust = 1.0 if fit.multilingual else (1.0 - terms.cjk) * (1.0 - content_cjk)
     missing = bool(terms.asked) and not terms.asked & stated_dimensions(content)
     return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit,
-                         quantity_missing=missing, word_coverage=word_coverage, query_cjk=terms.cjk)
+                         quantity_missing=missing, word_coverage=word_coverage, query_cjk=terms.cjk,
+                         coverage_floor=terms.coverage_floor, query_value_share=terms.value_share)
 
 
 def _named_beside_values(terms: QueryTerms, doc: set[str], context: str | None, matched: list[bool]) -> list[bool]:
@@ -381,21 +413,43 @@ def effective_meaning(features: MatchFeatures) -> float:
     return features.trust * features.meaning + (1.0 - features.trust) * neutral * features.coverage
 
 
+def counted_coverage(features: MatchFeatures) -> float:
+    """Coverage as the mix counts it: below the query's floor as none, rescaled so that full
+    coverage stays 1 (RelevanceFit.coverage_floor)."""
+    floor = features.coverage_floor
+    if floor <= 0.0:
+        return features.coverage
+    return max(0.0, features.coverage - floor) / (1.0 - floor)
+
+
 def match_score(features: MatchFeatures) -> float:
     """The convex mix of the signals that ranks hits (before calibration)."""
     w = features.meaning_weight
-    return w * effective_meaning(features) + (1.0 - w) * math.pow(features.coverage, features.fit.coverage_power)
+    coverage = counted_coverage(features)
+    return w * effective_meaning(features) + (1.0 - w) * math.pow(coverage, features.fit.coverage_power)
 
 
 def calibrated(match: float, best_cosine: float, fit: RelevanceFit = ENGLISH_FIT, narrow: float = 0.0,
-               quantity_missing: bool = False, *, word_coverage: float = 0.0, query_cjk: float = 0.0) -> float:
+               quantity_missing: bool = False, *, word_coverage: float = 0.0, query_cjk: float = 0.0,
+               meaning_weight: float | None = None, cosine: float = 0.0, value_share: float = 0.0) -> float:
     """The probability that a memory answers the query (Platt scaling), given the highest
     trusted cosine among the query's candidates, the request's ``narrowness``, whether the
     memory lacks the kind of quantity the query asks for, the share of the query's words it
-    holds and the query's CJK share."""
-    logit = (fit.platt_a * match + fit.platt_best * min(best_cosine, fit.best_cap) + fit.platt_narrow * narrow * match
+    holds, the query's CJK share, its meaning weight (QueryTerms.meaning_weight; None: the
+    fit's, a question without values), the memory's own trusted cosine and the query's share of
+    exact values.
+
+    The best cosine is weighed at minus the meaning weight times the match's weight: the match
+    holds the cosine at that weight, so the best candidate keeps its relevance as its cosine
+    rises. Above ``best_cap``, where the fit has no data, a memory's cosine counts twice (once in
+    the match, once here): MiniLM puts a restatement in other words at 0.85-0.95, and it is an
+    answer whether or not it shares the question's words."""
+    w = fit.meaning_weight if meaning_weight is None else meaning_weight
+    beyond = max(0.0, cosine - fit.best_cap)
+    logit = (fit.platt_a * (match - w * min(best_cosine, fit.best_cap) + w * beyond) + fit.platt_narrow * narrow * match
              + fit.platt_quantity * quantity_missing + fit.platt_words * word_coverage
-             + query_cjk * (fit.platt_chinese + fit.platt_chinese_match * match) + fit.platt_b)
+             + query_cjk * (fit.platt_chinese + fit.platt_chinese_match * match) + fit.platt_values * value_share
+             + fit.platt_b)
     return 1.0 / (1.0 + math.exp(-logit))
 
 
@@ -407,4 +461,6 @@ def relevance(features: MatchFeatures, best_cosine: float, narrow: float = 0.0) 
     """The calibrated relevance of one candidate, given the highest trusted cosine among its query's
     candidates and the request's ``narrowness``."""
     return calibrated(match_score(features), best_cosine, features.fit, narrow, features.quantity_missing,
-                      word_coverage=features.word_coverage, query_cjk=features.query_cjk)
+                      word_coverage=features.word_coverage, query_cjk=features.query_cjk,
+                      meaning_weight=features.meaning_weight, cosine=trusted_cosine(features),
+                      value_share=features.query_value_share)

@@ -318,7 +318,8 @@ def test_a_memory_stating_no_value_of_the_kind_asked_for_is_less_relevant(hybrid
         features = pair_features(hybrid_mem, question, memory_id, cosines[memory_id])
         assert features.quantity_missing is missing
         expected = calibrated(match_score(features), best, features.fit, 0.0, missing,
-                              word_coverage=features.word_coverage)
+                              word_coverage=features.word_coverage, meaning_weight=features.meaning_weight,
+                              cosine=cosines[memory_id], value_share=features.query_value_share)
         assert hits[memory_id]["relevance"] == pytest.approx(expected, abs=1e-3)
     assert fit_for(hybrid_mem.embedder.model_id).platt_quantity < 0
 
@@ -458,7 +459,7 @@ def test_word_coverage_is_the_share_of_the_query_words_a_memory_holds(mem: Memor
         features = pair_features(mem, question, memory_id, None)
         assert features.word_coverage == share
         expected = calibrated(match_score(features), 0.0, features.fit, 0.0, features.quantity_missing,
-                              word_coverage=share)
+                              word_coverage=share, value_share=features.query_value_share)
         assert hits[memory_id] == pytest.approx(expected, abs=1e-4)
     assert hits[value_only] < hits[both]
     assert fit_for(None).platt_words > 0

@@ -29,6 +29,9 @@ def _rows(name: str) -> list[dict[str, Any]]:
 
 
 QUERIES = {q["id"]: q for q in _rows("queries.jsonl") if q["id"] in QUERY_IDS}
+#: Paraphrases whose answer shares no word with the question, while a near-topic memory at almost the
+#: same cosine shares one (p16: "lift"; p7-02: "shed").
+ONE_WORD_TRAPS = {q["id"]: q for q in _rows("queries.jsonl") if q["id"] in ("p16", "p7-02")}
 
 
 def _judged_store(path: Path, embedder: str | None) -> Iterator[tuple[Memory, dict[int, str]]]:
@@ -117,6 +120,16 @@ def test_a_query_without_an_answer_returns_nothing_by_default(judged, qid: str):
     assert _hits(judged, qid) == []
     weak = _hits(judged, qid, min_relevance=0)
     assert weak and all(r < DEFAULT_MIN_RELEVANCE for _, r in weak)
+
+
+@pytest.mark.parametrize("qid", sorted(ONE_WORD_TRAPS))
+def test_one_shared_word_of_a_long_question_does_not_outrank_the_answer_by_meaning(judged, qid: str):
+    """In a recall no filter narrows, coverage below the floor counts as none (docs/recall.md): the
+    answer found by meaning alone comes first, not the memory that shares a word of the question."""
+    mem, keys = judged
+    query = ONE_WORD_TRAPS[qid]
+    first = mem.recall(query["text"], n=5, min_relevance=0)["results"][0]
+    assert query["judgements"].get(keys[first["id"]], 0) == 2, f"{qid}: first hit {keys[first['id']]}"
 
 
 def test_min_relevance_cuts_at_the_given_value(judged):

@@ -291,8 +291,9 @@ def prepare(size: int, folder: Path, reindex: bool, url: str | None = None) -> d
     figures: dict[str, Any] = {}
     centres = np.random.default_rng(0).standard_normal((CENTRES, DIM)).astype(np.float32)
     path = folder / f"bench{size}.db"
-    if path.exists() and stored_rows(path) > size * (1 + GROWTH):
-        print(f"{path} has grown to {stored_rows(path):,} memories; writing it again", flush=True)
+    rows = stored_rows(path) if path.exists() else 0
+    if rows > size * (1 + GROWTH):
+        print(f"{path} has grown to {rows:,} memories; writing it again", flush=True)
         remove_store(path)
     if not path.exists():
         print(f"generating {path} ...", flush=True)

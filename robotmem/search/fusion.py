@@ -40,11 +40,10 @@ class Fused:
 
     match: dict[int, float] = field(default_factory=dict)
     relevance: dict[int, float] = field(default_factory=dict)
-    #: The candidates' highest trusted cosine and the request's narrowness: what relevance weighs
-    #: besides the pair itself, kept so that memories added to the answer later share the scale.
+    #: The candidates' highest trusted cosine and how many memories the request's filter or session
+    #: left (None: not narrowed): what relevance weighs besides the pair itself, kept so that
+    #: memories added to the answer later share the scale.
     best: float = 0.0
-    narrow: float = 0.0
-    #: How many memories the request's filter or session left (None: not narrowed).
     narrowed_to: int | None = None
     #: The query's terms (IDF weights, asked quantities), read once for the candidates and reused for
     #: memories added later; None when no candidate was scored.
@@ -58,14 +57,13 @@ def fuse(
     """Score every candidate with the query; the match dict is best first (ties in candidate order).
     ``model_id``: the model of the cosines in ``similarity``, whose fitted mix scores them;
     ``narrowed_to``: how many memories the request's filter or session left (None: not narrowed)."""
-    narrow = narrowness(narrowed_to)
     if not candidates:
-        return Fused(narrow=narrow, narrowed_to=narrowed_to)
+        return Fused(narrowed_to=narrowed_to)
     terms = query_terms(conn, query, fit_for(model_id), narrowed_to)
     features = _features(conn, terms, candidates, similarity)
     if not features:
-        return Fused(narrow=narrow, narrowed_to=narrowed_to, terms=terms)
-    return _scored(features, max(trusted_cosine(f) for f in features.values()), narrow, narrowed_to, terms)
+        return Fused(narrowed_to=narrowed_to, terms=terms)
+    return _scored(features, max(trusted_cosine(f) for f in features.values()), narrowed_to, terms)
 
 
 def fuse_more(
@@ -80,10 +78,10 @@ def fuse_more(
     if not extra:
         return fused
     terms = fused.terms if fused.terms is not None else query_terms(conn, query, fit_for(model_id), fused.narrowed_to)
-    added = _scored(_features(conn, terms, extra, similarity), fused.best, fused.narrow, fused.narrowed_to, terms)
+    added = _scored(_features(conn, terms, extra, similarity), fused.best, fused.narrowed_to, terms)
     return Fused(match=dict(sorted({**fused.match, **added.match}.items(), key=lambda kv: -kv[1])),
-                 relevance={**fused.relevance, **added.relevance}, best=fused.best, narrow=fused.narrow,
-                 narrowed_to=fused.narrowed_to, terms=terms)
+                 relevance={**fused.relevance, **added.relevance}, best=fused.best, narrowed_to=fused.narrowed_to,
+                 terms=terms)
 
 
 def _features(
@@ -107,15 +105,15 @@ def _features(
     return features
 
 
-def _scored(features: dict[int, MatchFeatures], best: float, narrow: float, narrowed_to: int | None,
-            terms: QueryTerms) -> Fused:
+def _scored(features: dict[int, MatchFeatures], best: float, narrowed_to: int | None, terms: QueryTerms) -> Fused:
     """Match (best first; ties in candidate order) and relevance of every candidate."""
     match = {memory_id: match_score(f) for memory_id, f in features.items()}
+    narrow = narrowness(narrowed_to)
     # Rounded as reported, so that min_relevance cuts at the figure the caller sees.
     return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
                  relevance={memory_id: round(relevance(f, best, narrow), RELEVANCE_DIGITS)
                             for memory_id, f in features.items()},
-                 best=best, narrow=narrow, narrowed_to=narrowed_to, terms=terms)
+                 best=best, narrowed_to=narrowed_to, terms=terms)
 
 
 def order_score(match: float, confidence: float) -> float:

@@ -54,7 +54,7 @@ weight (the best candidate does not lose relevance as its cosine rises), cap the
 percentile of the tuning queries' best cosine (``RelevanceFit.best_cap``), above which, where
 the fit has no data, the memory's own cosine counts twice (a restatement is an answer).
 The mix is chosen for ranking
-quality (nDCG@5 per category) and a, c, d, b by logistic regression, both on the tuning splits
+quality (nDCG@5 per category) and the calibration's weights by logistic regression, both on the tuning splits
 of the judged set in datasets/retrieval (scripts/fit_relevance.py); docs/recall.md
 explains them. The constants belong to the embedding model whose cosines they weigh
 (``RelevanceFit``, chosen by ``fit_for(model_id)``): multilingual-e5-small puts unrelated

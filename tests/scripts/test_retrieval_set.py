@@ -1,6 +1,6 @@
 """The judged retrieval set (datasets/retrieval/) is well formed, and the scripts keep its splits apart.
 
-Nothing here ranks a memory against a query: the held14 split must stay unseen until it is
+Nothing here ranks a memory against a query: the held15 split must stay unseen until it is
 scored once, to report. These checks read the files, parse the filters with robotmem's own
 parser, evaluate them with the plain-Python reference evaluator, and call the scripts'
 split handling.
@@ -28,7 +28,7 @@ import fit_relevance
 from filter_reference import matches
 
 #: The category counts each split was written with (datasets/retrieval/README.md): the first two
-#: with five filtered queries, the later ones with six, held12 to held14 larger (one query decided a
+#: with five filtered queries, the later ones with six, held12 to held15 larger (one query decided a
 #: category of nine).
 FIRST = {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 5, "no_answer": 10}
 LATER = {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10}
@@ -37,7 +37,7 @@ WRITTEN = {
     "tune": FIRST,
     "held": FIRST,
     **dict.fromkeys(("held2", "held3", "held4", "held5", "held6", "held7", "held8", "held9", "held10", "held11"), LATER),
-    **dict.fromkeys(("held12", "held13", "held14"), LARGER),
+    **dict.fromkeys(("held12", "held13", "held14", "held15"), LARGER),
 }
 
 
@@ -105,9 +105,9 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
     both = fit_relevance.fitting_queries(parser, ["tune", "held"])
     assert Counter(q.split for q in both) == Counter(q["split"] for q in QUERIES if q["split"] in ("tune", "held"))
     tuning = ["tune", "held", "held2", "held3", "held4", "held5", "held6", "held7", "held8", "held9", "held10", "held11",
-              "held12", "held13"]
+              "held12", "held13", "held14"]
     assert {q.split for q in fit_relevance.fitting_queries(parser, tuning)} == set(tuning)
-    for bad in (["held14"], ["tune", "held14"], ["all"]):
+    for bad in (["held15"], ["tune", "held15"], ["all"]):
         with pytest.raises(SystemExit):
             fit_relevance.fitting_queries(parser, bad)
         assert "--splits" in capsys.readouterr().err
@@ -116,4 +116,4 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
 def test_bench_loads_each_split_apart_and_refuses_an_unknown_one():
     assert sum(len(bench.load_queries(s)) for s in bench.SPLITS) == len(bench.load_queries("all")) == len(QUERIES)
     with pytest.raises(ValueError, match="split"):
-        bench.load_queries("held15")
+        bench.load_queries("held16")

@@ -48,10 +48,11 @@ DATA = Path(__file__).resolve().parent.parent / "datasets" / "retrieval"
 CATEGORIES = ("paraphrase", "exact", "chinese", "filtered", "no_answer")
 METHODS = ("hybrid", "dense", "bm25")
 SPLITS = ("tune", "held", "held2", "held3", "held4", "held5", "held6", "held7", "held8", "held9", "held10", "held11",
-          "held12", "held13", "held14",
-          "held15")
+          "held12", "held13", "held14", "held15")
 #: Splits nothing may be fitted or tuned on (scripts/fit_relevance.py refuses them).
 REPORT_ONLY = ("held15",)
+#: The splits a choice may be made on.
+TUNING = tuple(s for s in SPLITS if s not in REPORT_ONLY)
 DAY = 86400.0
 T0 = 1_780_000_000.0
 K = 5
@@ -259,8 +260,8 @@ def report(scores: Scores, queries: list[Query], split: str, elapsed: float) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=(*SPLITS, "all"), default="all",
-                        help="which part of the set: tune and held to held14 (tuning data), "
-                             "held15 (scored once, to report), or all (each reported separately)")
+                        help=f"which part of the set: {TUNING[0]} to {TUNING[-1]} (tuning data), "
+                             f"{', '.join(REPORT_ONLY)} (scored once, to report), or all (each reported separately)")
     parser.add_argument("--embedder", default="auto", help="embedder name passed to Memory (default: auto)")
     parser.add_argument("--model", help="the embedding_model to score (default: the configuration's, all-MiniLM-L6-v2)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")

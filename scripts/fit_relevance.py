@@ -45,7 +45,6 @@ from robotmem.search.relevance import (NARROW_ROWS, fit_for, informative_tokens,
 from robotmem.store.tokens import match_term
 
 POOL = 50
-FITTABLE = tuple(s for s in bench.SPLITS if s not in bench.REPORT_ONLY)
 
 
 def candidates(conn: apsw.Connection, q: bench.Query, cos: dict[int, float], allowed: set[int]) -> set[int]:
@@ -194,8 +193,8 @@ def fitting_queries(parser: argparse.ArgumentParser, splits: list[str]) -> list[
     for split in splits:
         if split in bench.REPORT_ONLY:
             parser.error(f"--splits: {split} is scored once, to report; nothing is ever fitted on it")
-        if split not in FITTABLE:
-            parser.error(f"--splits: {split!r} is not one of {', '.join(FITTABLE)}")
+        if split not in bench.TUNING:
+            parser.error(f"--splits: {split!r} is not one of {', '.join(bench.TUNING)}")
     return [q for split in dict.fromkeys(splits) for q in bench.load_queries(split)]
 
 
@@ -205,7 +204,7 @@ def main() -> None:
                         metavar=("MEANING", "DAMPING", "POWER", "NEUTRAL", "FLOOR", "CONFIDENCE"),
                         help="use this mix instead of the grid's best (and fit the calibration for it)")
     parser.add_argument("--splits", nargs="+", default=["tune"], metavar="SPLIT",
-                        help=f"the splits to fit on, out of {', '.join(FITTABLE)} (default: tune)")
+                        help=f"the splits to fit on, out of {', '.join(bench.TUNING)} (default: tune)")
     parser.add_argument("--model", help="the embedding_model to fit for (default: all-MiniLM-L6-v2), or "
                                          f"{NO_VECTORS!r}: recall without vectors")
     args = parser.parse_args()

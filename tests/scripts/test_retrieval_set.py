@@ -1,7 +1,7 @@
 """The judged retrieval set (datasets/retrieval/) is well formed, and the scripts keep its splits apart.
 
-Nothing here ranks a memory against a query: the held15 split must stay unseen until it is
-scored once, to report. These checks read the files, parse the filters with robotmem's own
+Nothing here ranks a memory against a query: the report-only splits (held15 to held17) must stay
+unseen until they are scored, to report. These checks read the files, parse the filters with robotmem's own
 parser, evaluate them with the plain-Python reference evaluator, and call the scripts'
 split handling.
 """
@@ -28,7 +28,7 @@ import fit_relevance
 from filter_reference import matches
 
 #: The category counts each split was written with (datasets/retrieval/README.md): the first two
-#: with five filtered queries, the later ones with six, held12 to held15 larger (one query decided a
+#: with five filtered queries, the later ones with six, held12 to held17 larger (one query decided a
 #: category of nine).
 FIRST = {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 5, "no_answer": 10}
 LATER = {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer": 10}
@@ -37,7 +37,7 @@ WRITTEN = {
     "tune": FIRST,
     "held": FIRST,
     **dict.fromkeys(("held2", "held3", "held4", "held5", "held6", "held7", "held8", "held9", "held10", "held11"), LATER),
-    **dict.fromkeys(("held12", "held13", "held14", "held15"), LARGER),
+    **dict.fromkeys(("held12", "held13", "held14", "held15", "held16", "held17"), LARGER),
 }
 
 
@@ -104,9 +104,10 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
     assert {q.split for q in fit_relevance.fitting_queries(parser, ["tune"])} == {"tune"}
     both = fit_relevance.fitting_queries(parser, ["tune", "held"])
     assert Counter(q.split for q in both) == Counter(q["split"] for q in QUERIES if q["split"] in ("tune", "held"))
-    tuning = [split for split in WRITTEN if split != "held15"]
+    report_only = ["held15", "held16", "held17"]
+    tuning = [split for split in WRITTEN if split not in report_only]
     assert {q.split for q in fit_relevance.fitting_queries(parser, tuning)} == set(tuning)
-    for bad in (["held15"], ["tune", "held15"], ["all"]):
+    for bad in (["held15"], ["held17"], ["tune", "held16"], ["all"]):
         with pytest.raises(SystemExit):
             fit_relevance.fitting_queries(parser, bad)
         assert "--splits" in capsys.readouterr().err
@@ -115,4 +116,4 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
 def test_bench_loads_each_split_apart_and_refuses_an_unknown_one():
     assert sum(len(bench.load_queries(s)) for s in bench.SPLITS) == len(bench.load_queries("all")) == len(QUERIES)
     with pytest.raises(ValueError, match="split"):
-        bench.load_queries("held16")
+        bench.load_queries("held18")

@@ -22,7 +22,7 @@ each model's cosines have their own scale); ``--model none`` those of recall wit
 model installed, or a recall given no query vector), whose match is the words shared alone.
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held15`` to ``held18``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``: ``held15`` to ``held19``), which are scored once, never fitted on.
 """
 
 from __future__ import annotations

@@ -261,7 +261,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=(*SPLITS, "all"), default="all",
                         help=f"which part of the set: {TUNING[0]} to {TUNING[-1]} (tuning data), "
-                             f"{', '.join(REPORT_ONLY)} (scored once, to report), or all (each reported separately)")
+                             f"{', '.join(REPORT_ONLY)} (scored to report, never fitted on), or all (each reported separately)")
     parser.add_argument("--embedder", default="auto", help="embedder name passed to Memory (default: auto)")
     parser.add_argument("--model", help="the embedding_model to score (default: the configuration's, all-MiniLM-L6-v2)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")

@@ -22,7 +22,7 @@ each model's cosines have their own scale); ``--model none`` those of recall wit
 model installed, or a recall given no query vector), whose match is the words shared alone.
 
 It fits on exactly the splits named (default ``tune``) and refuses the report-only ones
-(``bench_retrieval.REPORT_ONLY``: ``held15`` to ``held19``), which are scored once, never fitted on.
+(``bench_retrieval.REPORT_ONLY``), which are scored to report, never fitted on.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def fitting_queries(parser: argparse.ArgumentParser, splits: list[str]) -> list[
     """The queries of the named splits; a report-only or unknown split is an error naming --splits."""
     for split in splits:
         if split in bench.REPORT_ONLY:
-            parser.error(f"--splits: {split} is scored once, to report; nothing is ever fitted on it")
+            parser.error(f"--splits: {split} is scored to report; nothing is ever fitted on it")
         if split not in bench.TUNING:
             parser.error(f"--splits: {split!r} is not one of {', '.join(bench.TUNING)}")
     return [q for split in dict.fromkeys(splits) for q in bench.load_queries(split)]

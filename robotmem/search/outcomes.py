@@ -35,7 +35,6 @@ from typing import Any
 from ..store.backend import dialect_of
 from .leaf_columns import LeafColumns
 from .outcome_request import OutcomeRequest, Row
-from .outcomes_postgres import postgres_rows
 from .outcomes_sqlite import sqlite_rows
 
 __all__ = ["compute_outcome_stats", "wilson_interval"]
@@ -168,6 +167,9 @@ def compute_outcome_stats(conn: Any, req: OutcomeRequest, *, plan: str = "index"
     ``columns`` (SQLite, index plan): the caller's cached leaf columns to count from.
     """
     if dialect_of(conn) == "postgresql":
+        # Imported here: it loads psycopg, which only the [postgres] extra installs.
+        from .outcomes_postgres import postgres_rows
+
         rows = postgres_rows(conn, req)
     else:
         rows = sqlite_rows(conn, req, use_index=plan == "index", columns=columns)

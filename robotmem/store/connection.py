@@ -136,17 +136,33 @@ class _Checkpointer:
             thread.join()
 
 
-def _open_connection(path: Path, busy_timeout_ms: int) -> apsw.Connection:
+#: A check of a file before any pragma changes it (SqliteStore's: that it is a memory store).
+FileCheck = Callable[[apsw.Connection, Path], None]
+
+
+def _open_connection(path: Path, busy_timeout_ms: int, check: FileCheck | None = None) -> apsw.Connection:
     try:
         conn = apsw.Connection(str(path))
+    except apsw.Error as exc:
+        raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+    try:
         conn.set_busy_timeout(busy_timeout_ms)
+        # SQLite opens any file lazily: read its header first, so that a file that is not a
+        # database or is cut short fails here with SQLite's own reason (not later, in the FTS5
+        # registration, as "NoFTS5"), and check it before a pragma changes another application's file.
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        if check is not None:
+            check(conn, path)
         conn.enable_load_extension(True)
         conn.load_extension(sqlite_vec.loadable_path())
         conn.enable_load_extension(False)
         register_term_rank(conn)
         for pragma in (*_PRAGMAS, f"PRAGMA journal_size_limit={WAL_KEEP_BYTES}"):
             conn.execute(pragma).fetchall()
-    except apsw.Error as exc:
+    except (apsw.Error, StorageError) as exc:
+        conn.close()
+        if isinstance(exc, StorageError):
+            raise
         raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
     return conn
 
@@ -154,9 +170,10 @@ def _open_connection(path: Path, busy_timeout_ms: int) -> apsw.Connection:
 class Database:
     """Hands each thread its own connection to one SQLite file."""
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000, check_file: FileCheck | None = None) -> None:
         self.path = path
         self._busy_timeout_ms = busy_timeout_ms
+        self._check_file = check_file
         self._local = threading.local()
         # id(connection) -> (connection, the finalizer that closes it when its thread, or its bulk
         # writer, is gone)
@@ -165,7 +182,7 @@ class Database:
         self._closed = False
         # Neither the thread nor the hook refers to the Database: an unclosed one can still be
         # collected, and then stops its thread.
-        self._checkpointer = _Checkpointer(functools.partial(_open_connection, path, busy_timeout_ms))
+        self._checkpointer = _Checkpointer(functools.partial(_open_connection, path, busy_timeout_ms, check_file))
         weakref.finalize(self, self._checkpointer.stop)
         if str(path) != ":memory:":
             try:
@@ -202,7 +219,7 @@ class Database:
             return len(self._all)
 
     def _open(self) -> apsw.Connection:
-        conn = _open_connection(self.path, self._busy_timeout_ms)
+        conn = _open_connection(self.path, self._busy_timeout_ms, self._check_file)
         conn.set_wal_hook(self._checkpointer.after_commit)  # replaces SQLite's checkpoint inside the commit
         return conn
 

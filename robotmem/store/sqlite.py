@@ -6,6 +6,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
@@ -28,8 +29,24 @@ log = logging.getLogger(__name__)
 MIGRATION_WAIT_S = 900.0
 
 
+def refuse_foreign(conn: apsw.Connection, path: Path) -> None:
+    """Another application's SQLite file is not turned into a memory store: a wrong path would
+    otherwise get robotmem's tables, its user_version and WAL mode written into it."""
+    tables = {name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")}
+    ours = int(scalar(conn, "PRAGMA user_version")) > 0 and {"memories", "sessions"} <= tables
+    if tables and not ours:
+        shown = ", ".join(sorted(tables)[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StorageError(f"cannot open the memory store at {path}: the file is not a robotmem database "
+                           f"(it holds tables robotmem did not create: {shown}); check the path",
+                           advice="the file is not a robotmem database; check the path")
+
+
 class SqliteStore(Database):
     kind = "sqlite"
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000) -> None:
+        super().__init__(path, busy_timeout_ms=busy_timeout_ms, check_file=refuse_foreign)
 
     @property
     def location(self) -> str:

@@ -7,6 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import apsw
 import pytest
 
 from robotmem import Memory
@@ -58,3 +59,38 @@ def test_an_io_error_says_so_and_what_to_do(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300,
                          cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert "an I/O error occurred" in out.stdout and "check the disk" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_file_that_is_not_a_database_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\n")
+    with pytest.raises(StorageError) as err:
+        Memory(path, embedder=None)
+    assert "not a robotmem database" in err.value.message and "check the path" in err.value.message
+    assert path.read_text() == "hello\n"
+
+
+def test_a_store_cut_short_says_it_is_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "cut.db"
+    with Memory(path, embedder=None) as mem:
+        for i in range(300):
+            mem.learn(f"the cup number {i} is on shelf {i % 7} of the kitchen")
+    with open(path, "r+b") as f:
+        f.truncate(20_000)
+    with pytest.raises(StorageError) as err:
+        Memory(path, embedder=None).recall("cup")
+    assert "corrupt" in err.value.message and "backup" in err.value.message
+
+
+def test_another_applications_database_is_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users VALUES (1, 'ada');"
+                 "PRAGMA user_version = 3")
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(StorageError) as err:
+        Memory(path, embedder=None)
+    assert "not a robotmem database" in err.value.message and "users" in err.value.message
+    assert path.read_bytes() == before  # no tables, no user_version, no WAL mode written into it
+    assert not Path(f"{path}-wal").exists()

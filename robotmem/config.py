@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -81,6 +82,19 @@ class Config:
     param_rel_tolerance: float = 0.05
     param_abs_tolerance: float = 1e-6
 
+    def __post_init__(self) -> None:
+        for name, (low, high, low_open) in _RANGES.items():
+            value = getattr(self, name)
+            below = value <= low if low_open else value < low
+            if not math.isfinite(value) or below or value > high:
+                raise ConfigError(f"config option {name!r} (ROBOTMEM_{name.upper()}) must be "
+                                  f"{_describe_range(low, high, low_open)}, got {value!r}")
+        if not self.archive_floor < self.initial_confidence <= self.max_confidence:
+            raise ConfigError(
+                "config options must keep archive_floor < initial_confidence <= max_confidence (got "
+                f"{self.archive_floor}, {self.initial_confidence}, {self.max_confidence}): a new memory "
+                "below the floor would be archived at once")
+
     @property
     def database(self) -> Path:
         return self.db_path if self.db_path is not None else self.home / "memory.db"
@@ -126,6 +140,30 @@ class Config:
         values.update(explicit)
         values["home"] = home
         return cls(**{k: _coerce(names[k], k, v) for k, v in values.items()})
+
+
+#: Each numeric option's range: (low, high, whether low itself is refused). A negative half-life
+#: made confidence grow without bound, and zero divided by zero.
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "max_payload_bytes": (0, math.inf, True),
+    "busy_timeout_ms": (0, math.inf, False),
+    "half_life_days": (0, math.inf, True),
+    "archive_floor": (0, 1, False),
+    "initial_confidence": (0, 1, True),
+    "max_confidence": (0, 1, True),
+    "reinforce_step": (0, 1, False),
+    # Above 1 a merge threshold is never reached: merging is off (what a bulk import wants).
+    "merge_cosine": (0, math.inf, False),
+    "merge_text_similarity": (0, math.inf, False),
+    "param_rel_tolerance": (0, math.inf, False),
+    "param_abs_tolerance": (0, math.inf, False),
+}
+
+
+def _describe_range(low: float, high: float, low_open: bool) -> str:
+    if high == math.inf:
+        return f"{'above' if low_open else 'at least'} {low:g}"
+    return f"{'above' if low_open else 'at least'} {low:g} and at most {high:g}"
 
 
 def _read_file(path: Path, names: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,3 +32,34 @@ def test_unparseable_environment_value_names_the_option(monkeypatch: pytest.Monk
     monkeypatch.setenv("ROBOTMEM_MAX_PAYLOAD_BYTES", "lots")
     with pytest.raises(ConfigError, match="max_payload_bytes"):
         Config.load()
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("ROBOTMEM_HALF_LIFE_DAYS", "-3"),  # confidence grew without bound (8.06 after 10 days)
+    ("ROBOTMEM_HALF_LIFE_DAYS", "0"),  # divided by zero: every memory dropped out of recall
+    ("ROBOTMEM_HALF_LIFE_DAYS", "nan"),
+    ("ROBOTMEM_ARCHIVE_FLOOR", "5"),
+    ("ROBOTMEM_INITIAL_CONFIDENCE", "7"),
+    ("ROBOTMEM_MAX_CONFIDENCE", "0"),
+    ("ROBOTMEM_REINFORCE_STEP", "-0.1"),
+    ("ROBOTMEM_MAX_PAYLOAD_BYTES", "0"),
+    ("ROBOTMEM_BUSY_TIMEOUT_MS", "-1"),
+    ("ROBOTMEM_PARAM_REL_TOLERANCE", "inf"),
+])
+def test_an_out_of_range_value_names_the_option_and_its_range(variable: str, value: str,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(variable, value)
+    option = variable.removeprefix("ROBOTMEM_").lower()
+    with pytest.raises(ConfigError, match=f"'{option}' \\({variable}\\) must be"):
+        Config.load()
+
+
+def test_a_new_memory_cannot_start_below_the_archive_floor() -> None:
+    with pytest.raises(ConfigError, match="archive_floor < initial_confidence <= max_confidence"):
+        Config.load(archive_floor=0.9)
+    with pytest.raises(ConfigError, match="archive_floor < initial_confidence <= max_confidence"):
+        Config.load(initial_confidence=0.995)
+
+
+def test_a_merge_threshold_above_one_switches_merging_off_and_is_allowed() -> None:
+    assert Config.load(merge_cosine=1.5, merge_text_similarity=1.5).merge_cosine == 1.5

@@ -13,6 +13,7 @@ __all__ = [
     "DESCRIPTION_MIN_CHARS",
     "INSIGHT_MAX_CHARS",
     "JSON_MAX_DEPTH",
+    "DOT_PATH_MAX_CHARS",
     "JSON_TEXT_MAX_CHARS",
     "MEMORY_TYPES",
     "PERCEPTION_TYPES",
@@ -48,3 +49,6 @@ CONTEXT_MAX_BYTES: Final = 64 * 1024
 JSON_TEXT_MAX_CHARS: Final = 32 * 1024 * 1024
 #: Deeper JSON is refused before parsing (Python's parser would hit its recursion limit).
 JSON_MAX_DEPTH: Final = 64
+#: A dot path (a filter key, group_by, spatial_sort.field): far longer than any context key
+#: path, short enough that an answer echoing it stays small.
+DOT_PATH_MAX_CHARS: Final = 1024

@@ -14,6 +14,7 @@ import msgpack
 import numpy as np
 
 from .errors import ValidationError
+from .models import JSON_MAX_DEPTH
 
 __all__ = ["decode_payload", "encode_payload", "summarize_payload", "to_json_safe"]
 
@@ -53,17 +54,26 @@ def _all_numbers(items: list[Any]) -> bool:
     return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in items)
 
 
-def _prepare(value: Any) -> Any:
+def _prepare(value: Any, depth: int = 0) -> Any:
+    # Depth is checked here, on the value itself: a Python caller, or the MCP SDK (which parses
+    # a JSON string argument before robotmem sees it), can hand over nesting that JSON text
+    # would have been refused for, and deeper nesting would exhaust Python's recursion limit.
     if isinstance(value, np.ndarray):
         return value
+    if isinstance(value, (dict, list, tuple)) and depth >= JSON_MAX_DEPTH:
+        raise _TooDeep
     if isinstance(value, dict):
-        return {str(k): _prepare(v) for k, v in value.items()}
+        return {str(k): _prepare(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         array = _as_array(list(value))
-        return array if array is not None else [_prepare(v) for v in value]
+        return array if array is not None else [_prepare(v, depth + 1) for v in value]
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+class _TooDeep(Exception):
+    pass
 
 
 def _default(obj: Any) -> Any:
@@ -92,6 +102,8 @@ def encode_payload(data: Any, *, max_bytes: int, field: str = "data") -> bytes:
     """msgpack bytes of ``data``; numeric lists become typed arrays. Enforces the size limit."""
     try:
         blob: bytes = msgpack.packb(_prepare(data), default=_default, use_bin_type=True)
+    except _TooDeep:
+        raise ValidationError(f"{field} is nested more than {JSON_MAX_DEPTH} levels deep", field=field) from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValidationError(f"{field} cannot be stored: {exc}", field=field) from exc
     if len(blob) > max_bytes:

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
-from pydantic import Field, WithJsonSchema
+from pydantic import Field, StrictFloat, StrictInt, WithJsonSchema
 
 from ..models import DEFAULT_MIN_RELEVANCE
 from .boundary import ok_result, result_for_exception
@@ -125,7 +125,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         ] = None,
         min_relevance: Annotated[
             float | None,
-            Field(description=f"Leave out hits less relevant than this, 0-1 (default {DEFAULT_MIN_RELEVANCE}); "
+            Field(strict=True, description=f"Leave out hits less relevant than this, 0-1 (default {DEFAULT_MIN_RELEVANCE}); "
                   "0 returns every candidate. A query with no answer returns no results."),
         ] = None,
     ) -> Annotated[CallToolResult, RecallOutput]:
@@ -260,7 +260,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         ] = None,
         k: Annotated[int | None, Field(strict=True, description="With spatial_sort: the k nearest, e.g. 50.")] = None,
         bins: Annotated[
-            int | list[float] | None,
+            StrictInt | list[StrictFloat] | None,
             Field(description="Bin numeric values: a count of equal bins, e.g. 5, or edges, e.g. [0, 0.5, 1]."),
         ] = None,
         success_threshold: Annotated[

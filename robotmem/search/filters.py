@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Union
 
 from ..errors import ValidationError, brief
+from ..models import DOT_PATH_MAX_CHARS
 from .filter_index import LeafSet, alternatives
 
 __all__ = ["MAX_FILTER_COMPARISONS", "MAX_FILTER_DEPTH", "OPERATORS", "CompiledFilter", "FilterGroup", "FilterLeaf", "compile_filter", "compile_for", "json_path",
@@ -87,6 +88,9 @@ def _sqlite_path(parts: tuple[str, ...]) -> str:
 def _path_parts(dot_path: Any, field: str) -> tuple[str, ...]:
     if not isinstance(dot_path, str) or not dot_path or dot_path.startswith("$"):
         raise ValidationError(f"{field}: {brief(dot_path)} is not a dot path such as 'task.success'", field=field)
+    if len(dot_path) > DOT_PATH_MAX_CHARS:
+        raise ValidationError(f"{field}: a dot path of {len(dot_path)} characters; the limit is {DOT_PATH_MAX_CHARS}",
+                              field=field)
     parts = tuple(dot_path.split("."))
     if any(part == "" for part in parts):
         raise ValidationError(f"{field}: {brief(dot_path)} has an empty segment", field=field)

@@ -40,6 +40,10 @@ async def session(server: tuple[ClientSession, Path]) -> ClientSession:
     return server[0]
 
 
+def _nested_text(levels: int) -> str:
+    return '{"k": ' * levels + "1" + "}" * levels
+
+
 BAD_CALLS: list[tuple[str, str, dict[str, Any], str, str]] = [
     # (case id, tool, arguments, expected code, expected field)
     ("empty insight", "learn", {"insight": ""}, "validation_error", "insight"),
@@ -75,6 +79,16 @@ BAD_CALLS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("missing session_id", "end_session", {}, "validation_error", "session_id"),
     ("misspelt parameter", "recall", {"query": "cup", "limit": 3}, "validation_error", "limit"),
     ("unknown session", "end_session", {"session_id": "ses_0123456789ab"}, "not_found", "session_id"),
+    ("numeric string for min_relevance", "recall", {"query": "cup", "min_relevance": "0.5"}, "validation_error", "min_relevance"),
+    ("boolean for min_relevance", "recall", {"query": "cup", "min_relevance": True}, "validation_error", "min_relevance"),
+    ("numeric string for bins", "outcome_stats", {"group_by": "params.f", "bins": "5"}, "validation_error", "bins"),
+    # The SDK parses a JSON string argument before robotmem sees it: depth is checked on the value.
+    ("data nested 100 levels, as JSON text", "save_perception", {"description": "deep probe", "data": _nested_text(100)}, "validation_error", "data"),
+    ("data nested 600 levels, as JSON text", "save_perception", {"description": "deep probe", "data": _nested_text(600)}, "validation_error", "data"),
+    ("data nested 100 levels, as an object", "save_perception", {"description": "deep probe", "data": json.loads(_nested_text(100))}, "validation_error", "data"),
+    ("1 MiB group_by", "outcome_stats", {"group_by": "a" * (1 << 20)}, "validation_error", "group_by"),
+    ("5,000-character filter key", "recall", {"query": "cup", "context_filter": {"a" * 5000: 1}}, "validation_error", "context_filter"),
+    ("5,000-character spatial field", "recall", {"query": "", "spatial_sort": {"field": "a" * 5000, "target": [0, 0]}}, "validation_error", "spatial_sort.field"),
 ]  # fmt: skip
 
 

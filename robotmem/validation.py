@@ -29,10 +29,21 @@ _COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 
 
+def unicode_text(value: str, field: str) -> str:
+    """``value`` unchanged if it is valid Unicode. A lone surrogate is what bytes that are not
+    UTF-8 become on a command line (os.fsdecode's surrogateescape), or what a JSON ``\\ud800``
+    gives; the store keeps UTF-8, so it is refused here, once for every edge, before
+    hashing or SQL can fail on it."""
+    if not value.isascii() and not _encodable(value):
+        raise ValidationError(f"{field} is not valid Unicode text (bytes that are not UTF-8, or a lone surrogate)",
+                              field=field)
+    return value
+
+
 def text(value: Any, field: str, *, min_len: int = 1, max_len: int) -> str:
     if not isinstance(value, str):
         raise ValidationError(f"{field} must be a string, got {type(value).__name__}", field=field)
-    stripped = value.strip()
+    stripped = unicode_text(value, field).strip()
     if len(stripped) < min_len:
         what = "must not be empty" if min_len == 1 else f"must be at least {min_len} characters"
         raise ValidationError(f"{field} {what}", field=field)

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
+from .. import validation
 from ..errors import ValidationError, brief
 from ..models import DOT_PATH_MAX_CHARS
 from .filter_index import LeafSet, alternatives
@@ -91,6 +92,7 @@ def _path_parts(dot_path: Any, field: str) -> tuple[str, ...]:
     if len(dot_path) > DOT_PATH_MAX_CHARS:
         raise ValidationError(f"{field}: a dot path of {len(dot_path)} characters; the limit is {DOT_PATH_MAX_CHARS}",
                               field=field)
+    validation.unicode_text(dot_path, field)
     parts = tuple(dot_path.split("."))
     if any(part == "" for part in parts):
         raise ValidationError(f"{field}: {brief(dot_path)} has an empty segment", field=field)

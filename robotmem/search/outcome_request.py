@@ -83,7 +83,7 @@ def _query_tokens(query: Any) -> tuple[str, ...]:
         raise ValidationError(f"query must be a string, got {type(query).__name__}", field="query")
     if len(query) > 2000:
         raise ValidationError("query is longer than 2000 characters", field="query")
-    if not query.strip():
+    if not validation.unicode_text(query, "query").strip():
         return ()
     tokens = query_tokens(query)
     if not tokens:

@@ -118,6 +118,7 @@ def build_request(
         raise ValidationError(f"query must be a string, got {type(query).__name__}", field="query")
     if len(query) > 2000:
         raise ValidationError("query is longer than 2000 characters", field="query")
+    validation.unicode_text(query, "query")
     spec = validation.json_object(context_filter, "context_filter")
     # compile_for: SQLite's filter carries its leaf-index candidate sets (selective filters read an index).
     compiled = compile_for(spec, dialect) if spec else None

@@ -28,6 +28,13 @@ CALLS = [
     ("export", lambda m, tmp: m.export(tmp), "path"),
     ("import_", lambda m, tmp: m.import_(tmp / "nope.jsonl"), "path"),
     ("reindex", lambda m, tmp: m.reindex(batch_size=0), "batch_size"),
+    # "\udcff": how a command line's byte 0xff (not UTF-8) arrives; the store keeps UTF-8.
+    ("learn", lambda m, tmp: m.learn("\udcff\udcfe bad bytes"), "insight"),
+    ("save_perception", lambda m, tmp: m.save_perception("gripper camera \ud800 frame"), "description"),
+    ("forget", lambda m, tmp: m.forget(1, "\udcff"), "reason"),
+    ("recall", lambda m, tmp: m.recall("grip \udcff"), "query"),
+    ("outcome_stats", lambda m, tmp: m.outcome_stats("params.\udcff"), "group_by"),
+    ("outcome_stats", lambda m, tmp: m.outcome_stats("params.f", query="grip \udcff"), "query"),
 ]
 
 
@@ -36,6 +43,14 @@ def test_bad_input_is_a_validation_error_naming_the_field(hybrid_mem: Memory, tm
     with pytest.raises(ValidationError) as info:
         call(hybrid_mem, tmp_path)
     assert info.value.field == field
+
+
+def test_an_update_with_undecodable_bytes_names_new_content(mem: Memory):
+    memory_id = mem.learn("the gripper slipped on the wet bottle")["memory_id"]
+    with pytest.raises(ValidationError) as info:
+        mem.update(memory_id, "\udcff\udcfe bad bytes")
+    assert info.value.field == "new_content"
+    assert mem.get(memory_id)["content"] == "the gripper slipped on the wet bottle"
 
 
 def test_an_import_record_missing_fields_names_the_line(mem: Memory, tmp_path: Path):

@@ -1,0 +1,60 @@
+"""Bad input on the command line: one line naming the field, a non-zero exit, no traceback, nothing lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from robotmem import Memory
+from robotmem.cli.main import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _one_error_line(err: str, field: str) -> None:
+    assert err.startswith(f"error ({field}): ") and err.count("\n") == 1, err
+
+
+# os.fsdecode turns argv bytes that are not UTF-8 into lone surrogates: b"\xff" arrives as "\udcff".
+BAD = os.fsdecode(b"\xff\xfe bad bytes")
+
+
+@pytest.mark.parametrize("argv, field", [
+    (("learn", BAD), "insight"),
+    (("recall", BAD), "query"),
+    (("outcomes", "params.f", "--query", BAD), "query"),
+])
+def test_undecodable_free_text_is_a_one_line_error(capsys, robotmem_home: Path, argv: tuple[str, ...], field: str):
+    Memory(robotmem_home / "memory.db", embedder=None).close()
+    code, out, err = run(capsys, *argv)
+    assert code == 1 and out == ""
+    _one_error_line(err, field)
+
+
+def test_undecodable_update_and_reason_keep_the_memory(capsys, robotmem_home: Path):
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        memory_id = str(mem.learn("the gripper slipped on the wet bottle")["memory_id"])
+    code, _, err = run(capsys, "update", memory_id, BAD)
+    assert code == 1
+    _one_error_line(err, "new_content")
+    code, _, err = run(capsys, "forget", memory_id, "--reason", BAD)
+    assert code == 1
+    _one_error_line(err, "reason")
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        kept = mem.get(int(memory_id))
+    assert (kept["content"], kept["status"]) == ("the gripper slipped on the wet bottle", "active")
+
+
+def test_undecodable_bytes_in_a_real_argv_are_named(robotmem_home: Path):
+    proc = subprocess.run([sys.executable, "-m", "robotmem.cli.main", "learn", b"\xff\xfe bad bytes"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error (insight): ") and "Traceback" not in proc.stderr

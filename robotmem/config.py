@@ -185,7 +185,7 @@ def _read_file(path: Path, names: Mapping[str, Any]) -> dict[str, Any]:
 def _coerce(f: Any, name: str, value: Any) -> Any:
     default = f.default if f.default is not dataclasses.MISSING else None
     if name in ("home", "db_path", "models_dir"):
-        return Path(value).expanduser()
+        return _utf8_path(Path(value).expanduser(), name)
     if name in ("token", "url"):
         return str(value) if value != "" else None
     try:
@@ -198,3 +198,15 @@ def _coerce(f: Any, name: str, value: Any) -> Any:
         return str(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"config option {name!r}: cannot use {value!r}") from exc
+
+
+def _utf8_path(path: Path, name: str) -> Path:
+    """``path``, if its name is UTF-8. A name of other bytes (a Python str holding lone
+    surrogates) cannot reach SQLite: apsw encodes file names as strict UTF-8."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(path).decode("ascii", "backslashreplace")
+        raise ConfigError(f"the path {raw} is not valid UTF-8; robotmem's files need UTF-8 path names",
+                          field=name) from None
+    return path

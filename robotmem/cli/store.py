@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotFoundError
+from ..errors import ConfigError, NotFoundError
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -14,11 +14,21 @@ if TYPE_CHECKING:
 __all__ = ["load_config", "open_existing", "open_memory"]
 
 
+#: Config settings the common options set, by option (so an error names what the user typed).
+_OPTION_OF_SETTING = {"home": "--home", "db_path": "--db"}
+
+
 def load_config(args: argparse.Namespace) -> Config:
     from ..config import Config
 
-    return Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None),
-                       url=getattr(args, "store_url", None))
+    try:
+        return Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None),
+                           url=getattr(args, "store_url", None))
+    except ConfigError as exc:
+        option = _OPTION_OF_SETTING.get(exc.field or "")
+        if option is None or getattr(args, option.lstrip("-"), None) is None:
+            raise  # not from an option given on this command line (the environment, config.json)
+        raise ConfigError(exc.message, field=option) from exc
 
 
 def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:

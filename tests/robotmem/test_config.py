@@ -63,3 +63,11 @@ def test_a_new_memory_cannot_start_below_the_archive_floor() -> None:
 
 def test_a_merge_threshold_above_one_switches_merging_off_and_is_allowed() -> None:
     assert Config.load(merge_cosine=1.5, merge_text_similarity=1.5).merge_cosine == 1.5
+
+
+@pytest.mark.parametrize("setting", ["home", "db_path", "models_dir"])
+def test_a_path_that_is_not_utf8_is_a_config_error_naming_the_setting(tmp_path: Path, setting: str):
+    # os.fsdecode(b"\xff.db"): how such a name arrives from argv or the environment.
+    with pytest.raises(ConfigError, match=r"\\xff") as info:
+        Config.load(**{setting: str(tmp_path / "\udcff.db")})
+    assert info.value.field == setting

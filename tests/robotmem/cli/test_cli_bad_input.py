@@ -58,3 +58,11 @@ def test_undecodable_bytes_in_a_real_argv_are_named(robotmem_home: Path):
                           capture_output=True, text=True)
     assert proc.returncode == 1
     assert proc.stderr.startswith("error (insight): ") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("option", ["--db", "--home"])
+def test_a_store_path_that_is_not_utf8_names_the_option_and_creates_nothing(capsys, tmp_path: Path, option: str):
+    code, out, err = run(capsys, option, str(tmp_path / "bad" / os.fsdecode(b"\xff.db")), "learn", "hello there")
+    assert code == 1 and out == ""
+    _one_error_line(err, option)
+    assert "\\xff" in err and not (tmp_path / "bad").exists()

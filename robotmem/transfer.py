@@ -41,9 +41,9 @@ def as_path(value: Any) -> Path:
     return Path(value).expanduser()
 
 
-def _opened(path: Path, mode: str) -> IO[str]:
+def _opened(path: Path, mode: str, errors: str = "strict") -> IO[str]:
     try:
-        return path.open(mode, encoding="utf-8")
+        return path.open(mode, encoding="utf-8", errors=errors)
     except OSError as exc:
         raise ValidationError(f"cannot open {path}: {exc.strerror or exc}", field="path") from exc
 
@@ -75,12 +75,14 @@ def _read_lines(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
     """Every record of the file, checked; any bad line refuses the whole import, naming it."""
     records: list[dict[str, Any]] = []
     problems: list[str] = []
-    with _opened(path, "r") as src:
+    # surrogateescape: bytes that are not UTF-8 are read (as lone surrogates) instead of raising
+    # in the middle of the loop, so _utf8 reports their line like any other bad line.
+    with _opened(path, "r", errors="surrogateescape") as src:
         for number, line in enumerate(src, 1):
             if not line.strip():
                 continue
             try:
-                record = _check_line(line, limits)
+                record = _check_line(_utf8(line), limits)
             except ValidationError as exc:
                 problems.append(f"line {number}: {exc.message}")
                 continue
@@ -94,6 +96,16 @@ def _read_lines(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
     if not records or records[0].get("format") != _FORMAT:
         raise ValidationError(f"{path} is not a {_FORMAT} file", field="path")
     return records
+
+
+def _utf8(line: str) -> str:
+    """The line, if it was UTF-8; surrogateescape decoded each other byte as U+DC80..U+DCFF."""
+    if line.isascii():
+        return line
+    at = next((i for i, ch in enumerate(line) if "\udc80" <= ch <= "\udcff"), None)
+    if at is None:
+        return line
+    raise ValidationError(f"not UTF-8 text: byte 0x{ord(line[at]) - 0xDC00:02x} at character {at + 1}")
 
 
 def _check_line(line: str, limits: ImportLimits) -> dict[str, Any]:

@@ -61,6 +61,19 @@ def test_an_import_record_missing_fields_names_the_line(mem: Memory, tmp_path: P
         mem.import_(dump)
 
 
+def test_an_import_line_that_is_not_utf8_is_a_bad_line_and_nothing_is_imported(mem: Memory, tmp_path: Path):
+    mem.learn("the gripper slipped on the wet bottle")
+    dump = tmp_path / "mixed.jsonl"
+    mem.export(dump)
+    with dump.open("ab") as out:
+        out.write(b'{"kind": "memory", "content": "caf\xe9"}\n')
+    lines = len(dump.read_bytes().splitlines())
+    with Memory(tmp_path / "other.db", embedder=None) as other:
+        with pytest.raises(ValidationError, match=rf"mixed.jsonl: nothing imported.*line {lines}: not UTF-8.*0xe9"):
+            other.import_(dump)
+        assert other.stats()["memories"] == 0
+
+
 @pytest.mark.parametrize("kwargs, field", [({"path": 123}, "path"), ({"embedder": "foo"}, "embedder"),
                                            ({"embedder": 5}, "embedder"), ({"clock": "x"}, "clock")])
 def test_bad_constructor_arguments_are_validation_errors(tmp_path: Path, kwargs, field):

@@ -66,3 +66,12 @@ def test_a_store_path_that_is_not_utf8_names_the_option_and_creates_nothing(caps
     assert code == 1 and out == ""
     _one_error_line(err, option)
     assert "\\xff" in err and not (tmp_path / "bad").exists()
+
+
+def test_importing_a_binary_file_names_the_file_and_line(capsys, tmp_path: Path, robotmem_home: Path):
+    dump = tmp_path / "bin.jsonl"
+    dump.write_bytes(b"\xff\xfe\n")
+    code, out, err = run(capsys, "import", str(dump))
+    assert code == 1 and out == ""
+    _one_error_line(err, "path")
+    assert "bin.jsonl" in err and "line 1: not UTF-8" in err

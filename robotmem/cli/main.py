@@ -13,6 +13,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -76,7 +77,37 @@ def _report(exc: RobotMemError, as_json: bool) -> None:
         print(f"error{field}: {exc.message}", file=sys.stderr)
 
 
+#: Exit status when the reader of stdout went away (``robotmem session show ID | head -1``):
+#: 128 + SIGPIPE, what a shell reports for a tool the closed pipe's signal stopped, so a
+#: script under ``set -o pipefail`` can tell output that was cut short from a failed command (1).
+EXIT_STDOUT_CLOSED = 128 + 13  # SIGPIPE is 13 (signal.SIGPIPE does not exist on Windows)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a reader that went away shows here too, not in the flush at exit
+    except BrokenPipeError:
+        return _stdout_closed()
+    return code
+
+
+def _stdout_closed() -> int:
+    """Stop quietly, as Unix tools do when their reader closes the pipe.
+
+    As the Python docs advise (signal module, "Note on SIGPIPE"): stdout is pointed at
+    /dev/null, so that the interpreter's own flush at exit writes nowhere instead of printing
+    a second BrokenPipeError.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (replaced in-process): nothing to redirect
+        pass
+    return EXIT_STDOUT_CLOSED
+
+
+def _run(argv: Sequence[str] | None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(words)
     args = parser.parse_args(words)

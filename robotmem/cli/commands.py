@@ -19,6 +19,8 @@ __all__ = ["near_target", "register"]
 def near_target(args: argparse.Namespace) -> dict[str, Any] | None:
     """``--near FIELD X Y [Z]`` (and ``--max-distance``) as a spatial_sort."""
     if not args.near:
+        if args.max_distance is not None:  # a radius around nothing: dropping it would widen the answer unasked
+            raise ValidationError("--max-distance needs --near FIELD X Y [Z] to measure from", field="--max-distance")
         return None
     field, *xyz = args.near
     try:

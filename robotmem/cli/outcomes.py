@@ -35,9 +35,10 @@ def cmd_outcomes(args: argparse.Namespace) -> Any:
 
     if args.bins is not None and args.edges:
         raise ValidationError("give --bins or --edges, not both", field="--edges")
+    spatial = near_target(args)  # checked before the store is looked for, as recall does
     with open_existing(args) as mem:
         result = mem.outcome_stats(
-            args.group_by, query=args.query, context_filter=args.filter, spatial_sort=near_target(args), k=args.k,
+            args.group_by, query=args.query, context_filter=args.filter, spatial_sort=spatial, k=args.k,
             bins=args.edges or args.bins, success_threshold=args.success_threshold, since=args.since,
             until=args.until,
         )

@@ -75,3 +75,12 @@ def test_importing_a_binary_file_names_the_file_and_line(capsys, tmp_path: Path,
     assert code == 1 and out == ""
     _one_error_line(err, "path")
     assert "bin.jsonl" in err and "line 1: not UTF-8" in err
+
+
+@pytest.mark.parametrize("argv", [("recall", "grip"), ("outcomes", "params.f")])
+def test_max_distance_without_near_is_an_error(capsys, robotmem_home: Path, argv: tuple[str, ...]):
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        mem.learn("grip the cup with 5 N", context={"params": {"f": 5}, "spatial": {"p": [0, 0]}})
+    code, out, err = run(capsys, *argv, "--max-distance", "0.2")
+    assert code == 1 and out == ""
+    _one_error_line(err, "--max-distance")

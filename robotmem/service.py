@@ -340,6 +340,9 @@ class Memory:
             spatial_sort=spatial_sort, since=since, until=until, min_relevance=min_relevance,
             dialect=self._db.kind,
         )
+        if req.session_id is not None:
+            # An unknown id is a typo to report (not_found), not an episode that remembers nothing.
+            self.get_session(req.session_id)
         if 0 < req.min_confidence < self.config.archive_floor:
             # Below the archive floor a memory is as good as archived, swept or not yet.
             req = dataclasses.replace(req, min_confidence=self.config.archive_floor)

@@ -7,7 +7,7 @@ import pytest
 from robotmem.search.relevance import (MatchFeatures, calibrated, fit_for, match_features, match_score, narrowness,
                                       query_terms, relevance)
 from robotmem.store.backend import as_vector_bytes, dialect_of
-from robotmem import Memory, ValidationError
+from robotmem import Memory, NotFoundError, ValidationError
 from robotmem.models import DEFAULT_MIN_RELEVANCE
 
 
@@ -131,6 +131,14 @@ def test_session_id_restricts_recall_to_one_episode(mem: Memory):
     a = mem.learn("valve sticks", session_id=s1)["memory_id"]
     mem.learn("valve sticks again", session_id=s2)
     assert _ids(mem.recall("valve", session_id=s1)) == [a]
+
+
+def test_an_unknown_session_id_is_not_found_not_an_empty_answer(mem: Memory):
+    # A mistyped id in a control loop must not read as "this episode remembers nothing".
+    mem.learn("valve sticks", session_id=mem.start_session()["session_id"])
+    with pytest.raises(NotFoundError) as info:
+        mem.recall("valve", session_id="ses_doesnotexist")
+    assert info.value.field == "session_id"
 
 
 def test_min_confidence_filters_on_decayed_confidence(mem: Memory, clock):

@@ -84,3 +84,11 @@ def test_max_distance_without_near_is_an_error(capsys, robotmem_home: Path, argv
     code, out, err = run(capsys, *argv, "--max-distance", "0.2")
     assert code == 1 and out == ""
     _one_error_line(err, "--max-distance")
+
+
+def test_recall_of_an_unknown_session_is_not_found(capsys, robotmem_home: Path):
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        mem.learn("grip the cup with 5 N")
+    code, out, err = run(capsys, "recall", "grip", "--session", "ses_doesnotexist")
+    assert code == 1 and out == ""
+    _one_error_line(err, "session_id")

@@ -89,6 +89,7 @@ BAD_CALLS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("1 MiB group_by", "outcome_stats", {"group_by": "a" * (1 << 20)}, "validation_error", "group_by"),
     ("5,000-character filter key", "recall", {"query": "cup", "context_filter": {"a" * 5000: 1}}, "validation_error", "context_filter"),
     ("5,000-character spatial field", "recall", {"query": "", "spatial_sort": {"field": "a" * 5000, "target": [0, 0]}}, "validation_error", "spatial_sort.field"),
+    ("unknown session recall", "recall", {"query": "cup", "session_id": "ses_doesnotexist"}, "not_found", "session_id"),
 ]  # fmt: skip
 
 

@@ -1,17 +1,24 @@
 """Printing results: JSON for machines (--json), plain lines for people, progress on terminals.
 
 Human output never shows raw JSON or Python reprs: nested values are flattened into
-``key.sub: value`` lines, None reads ``-``, lists of plain values are comma-separated.
+``key.sub: value`` lines, None reads ``-``, lists of plain values are comma-separated,
+robotmem's own times (epoch seconds) read as UTC times.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-__all__ = ["emit", "format_bytes", "format_value", "human_lines", "progress_bar", "truncate"]
+__all__ = ["TIME_KEYS", "emit", "format_bytes", "format_time", "format_value", "human_lines", "progress_bar",
+           "truncate"]
+
+#: The time fields (epoch seconds) of robotmem's own records and sessions.
+TIME_KEYS = frozenset({"created_at", "occurred_at", "updated_at", "reinforced_at", "forgotten_at", "first_seen",
+                       "last_seen", "started_at", "ended_at"})
 
 Renderer = Callable[[Any], Iterator[str]]
 
@@ -38,12 +45,23 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+def format_time(seconds: float | None) -> str:
+    """Epoch seconds as a UTC time people read (``2026-12-05 11:19:37``); ``-`` for None."""
+    if seconds is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+
+
 def human_lines(value: Any, prefix: str = "") -> Iterator[str]:
     """``key: value`` lines; nested mappings become dotted keys, lists of records numbered ones."""
     if isinstance(value, dict):
         if not value and prefix:
             yield f"{prefix}: -"
         for key, item in value.items():
+            # Top level only: a memory's own times; keys inside its context are the user's to name.
+            if not prefix and key in TIME_KEYS and isinstance(item, (int, float)) and not isinstance(item, bool):
+                yield f"{key}: {format_time(item)} UTC"
+                continue
             yield from human_lines(item, f"{prefix}.{key}" if prefix else str(key))
     elif isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
         for index, item in enumerate(value, 1):

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Iterator
 from typing import Any
 
-from .output import format_value, truncate
+from .output import format_time, format_value, truncate
 
 __all__ = ["episode_table", "timeline_lines"]
 
@@ -16,12 +15,6 @@ __all__ = ["episode_table", "timeline_lines"]
 PAUSE_FACTOR = 5.0
 MIN_PAUSE_S = 2.0
 CONTENT_WIDTH = 100
-
-
-def _clock(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
 
 
 def _duration(seconds: float | None) -> str:
@@ -65,7 +58,7 @@ def episode_table(sessions: list[dict[str, Any]]) -> Iterator[str]:
         if duration is None and ended is not None and started is not None:
             duration = ended - started
         rows.append((s["session_id"], _context_value(s, "robot", "id"), _context_value(s, "task", "name"),
-                     _clock(started), _duration(duration), _outcome(s), _counts(s)))
+                     format_time(started), _duration(duration), _outcome(s), _counts(s)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         yield "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
@@ -100,7 +93,7 @@ def timeline_lines(timeline: dict[str, Any], width: int = CONTENT_WIDTH) -> Iter
            f"task {_context_value(session, 'task', 'name')}  collection {session.get('collection', '-')}")
     times = [float(r["occurred_at"]) for r in records if r.get("occurred_at") is not None]
     origin = min(times) if times else session.get("started_at")
-    yield f"started {_clock(origin)} UTC, {len(records)} records, outcome {_outcome(session)}"
+    yield f"started {format_time(origin)} UTC, {len(records)} records, outcome {_outcome(session)}"
     yield f"{'time':>10}  {'type':<15} content"
     yield f"{'+0.0 s':>10}  {'start':<15} episode started"
     pause = max(MIN_PAUSE_S, PAUSE_FACTOR * _typical_step(sorted(times)))

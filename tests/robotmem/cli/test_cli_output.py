@@ -89,3 +89,16 @@ def test_ending_a_session_prints_its_summary_in_lines(capsys, robotmem_home: Pat
     run(capsys, "learn", "dock 3 charger contacts are dirty", "--session", sid)
     code, out, _ = run(capsys, "session", "end", sid, "--score", "0.5")
     assert code == 0 and f"session_id: {sid}" in out and not RAW.search(out)
+
+
+def test_memory_get_and_session_start_print_times_as_utc(capsys, robotmem_home: Path):
+    with Memory(embedder=None, clock=lambda: 1_800_000_000.0) as mem:
+        mem.learn("the left pad is worn", context={"task": {"created_at": 5}})
+    code, out, _ = run(capsys, "memory", "get", "1")
+    lines = out.splitlines()
+    assert code == 0
+    for key in ("created_at", "occurred_at", "first_seen", "last_seen", "updated_at", "reinforced_at"):
+        assert f"{key}: 2027-01-15 08:00:00 UTC" in lines
+    assert "context.task.created_at: 5" in lines  # a context's keys are the user's, not robotmem's times
+    code, out, _ = run(capsys, "session", "start")
+    assert code == 0 and re.search(r"^started_at: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", out, re.MULTILINE), out

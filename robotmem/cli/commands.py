@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..models import DEFAULT_MIN_RELEVANCE
-from .output import format_bytes, human_lines, progress_bar, truncate
+from .output import emit, format_bytes, human_lines, progress_bar, truncate
 from .store import open_existing, open_memory
 
 __all__ = ["near_target", "register"]
@@ -80,7 +80,15 @@ def cmd_update(args: argparse.Namespace) -> Any:
 
 def cmd_get(args: argparse.Namespace) -> Any:
     with open_existing(args) as mem:
-        return mem.get_data(args.memory_id) if args.data else mem.get(args.memory_id)
+        if not args.data:
+            return mem.get(args.memory_id)
+        data = mem.get_data(args.memory_id)
+    if data is not None:
+        return data
+    # main() prints nothing for None, which is not JSON: --json gets null (what get_data returns), people a sentence.
+    emit(None, args.json, lambda _: iter([f"memory {args.memory_id} has no data payload "
+                                          "(only perceptions saved with data have one)"]))
+    return 0
 
 
 def cmd_stats(args: argparse.Namespace) -> Any:

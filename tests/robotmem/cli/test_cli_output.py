@@ -102,3 +102,12 @@ def test_memory_get_and_session_start_print_times_as_utc(capsys, robotmem_home: 
     assert "context.task.created_at: 5" in lines  # a context's keys are the user's, not robotmem's times
     code, out, _ = run(capsys, "session", "start")
     assert code == 0 and re.search(r"^started_at: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$", out, re.MULTILINE), out
+
+
+def test_the_data_of_a_memory_without_a_payload_is_null_or_a_sentence(capsys, robotmem_home: Path):
+    with Memory(embedder=None) as mem:
+        mem.learn("the left pad is worn")
+    code, out, _ = run(capsys, "--json", "memory", "get", "1", "--data")
+    assert code == 0 and json.loads(out) is None
+    code, out, _ = run(capsys, "memory", "get", "1", "--data")
+    assert code == 0 and out == "memory 1 has no data payload (only perceptions saved with data have one)\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,8 +156,9 @@ def render_reindex(result: dict[str, Any]) -> Iterator[str]:
 def cmd_demo(args: argparse.Namespace) -> Any:
     from .demo import run_demo
 
+    # --json: the result is the whole answer; the narration would be chatter on stderr, so it goes nowhere.
     with open_memory(args) as mem:
-        result = run_demo(mem, sys.stderr if args.json else sys.stdout)
+        result = run_demo(mem, io.StringIO() if args.json else sys.stdout)
     return result if args.json else None  # people already read the narration
 
 

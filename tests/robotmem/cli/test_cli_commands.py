@@ -36,6 +36,15 @@ def test_a_second_demo_adds_nothing(capsys, robotmem_home: Path):
     assert (again["facts"], again["perceptions"], again["sessions"]) == (first["facts"], first["perceptions"], 1)
 
 
+def test_demo_with_json_prints_only_json_first_time_and_again(capsys, robotmem_home: Path):
+    code, out, err = run(capsys, "--json", "demo")
+    # The first run may build the embedding model, whose progress lines go to stderr; no narration does.
+    assert code == 0 and json.loads(out)["session"]["memories"] == 3
+    assert "learn #" not in err and "recall" not in err
+    code, out, err = run(capsys, "--json", "demo")
+    assert code == 0 and json.loads(out)["recall"]["results"] and err == ""
+
+
 def test_reindex_embeds_what_is_missing_and_all_with_all(capsys, robotmem_home: Path):
     run(capsys, "learn", "the gripper slipped on the wet glass bottle")
     run(capsys, "learn", "the charger LED blinks red")

@@ -334,15 +334,14 @@ class Memory:
         ``query_vector``: the query's embedding when the caller already has it (the active
         model's dimension, finite); the query text is still used for full text.
         """
+        # With a session: its collection (an unknown id is a typo to report, not_found, not an
+        # episode that remembers nothing; another collection named with it is an error, as in learn).
         req = build_request(
-            query=query, collection=validation.collection(collection, self.collection), n=n,
+            query=query, collection=self._collection_for(collection, session_id), n=n,
             min_confidence=min_confidence, session_id=session_id, context_filter=context_filter,
             spatial_sort=spatial_sort, since=since, until=until, min_relevance=min_relevance,
             dialect=self._db.kind,
         )
-        if req.session_id is not None:
-            # An unknown id is a typo to report (not_found), not an episode that remembers nothing.
-            self.get_session(req.session_id)
         if 0 < req.min_confidence < self.config.archive_floor:
             # Below the archive floor a memory is as good as archived, swept or not yet.
             req = dataclasses.replace(req, min_confidence=self.config.archive_floor)

@@ -141,6 +141,15 @@ def test_an_unknown_session_id_is_not_found_not_an_empty_answer(mem: Memory):
     assert info.value.field == "session_id"
 
 
+def test_recall_of_a_session_searches_its_collection(mem: Memory):
+    sid = mem.start_session(collection="kitchen")["session_id"]
+    mid = mem.learn("valve sticks when cold", session_id=sid)["memory_id"]
+    assert _ids(mem.recall("valve", session_id=sid)) == [mid]  # not the default collection's nothing
+    with pytest.raises(ValidationError) as info:
+        mem.recall("valve", session_id=sid, collection="garage")
+    assert info.value.field == "collection"
+
+
 def test_min_confidence_filters_on_decayed_confidence(mem: Memory, clock):
     mid = mem.learn("wheel encoder glitch")["memory_id"]
     assert _ids(mem.recall("encoder")) == [mid]

@@ -121,7 +121,14 @@ class SessionEmbedder:
         self._loaded()
 
     def warm_in_background(self) -> threading.Thread:
-        """Load on a daemon thread so a server can start serving at once; failures are logged."""
+        """Load on a daemon thread so a server can start serving at once; failures are logged.
+
+        The state is "loading" from the moment this returns, not only once the thread has
+        taken the load lock: a recall that does not wait for the model (``wait=False``)
+        arriving in between would otherwise see "unloaded", load the model itself and block.
+        """
+        if self._runtime is None and self._failure is None:
+            self._loading = True
 
         def load_quietly() -> None:
             try:

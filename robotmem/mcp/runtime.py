@@ -2,8 +2,9 @@
 
 ``initialize`` must answer at once even on a cold start, so the lifespan does not wait
 for anything slow: it starts opening the store on a worker thread and returns. Tool calls
-await the store being open; only then is the embedding model warmed up, also on a worker
-thread, so the first ``recall`` does not pay for loading it. Every ``Memory`` call runs on
+await the store being open; the embedding model starts loading on a thread of its own
+before they are let in, so a ``recall`` that comes while it loads answers from full text
+(``bm25_only``) instead of loading it itself; ``learn`` waits for it. Every ``Memory`` call runs on
 a worker thread (``anyio.to_thread``) so one slow SQLite or ONNX call never stalls the
 event loop and the other requests it is serving.
 """
@@ -11,6 +12,7 @@ event loop and the other requests it is serving.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -125,31 +127,49 @@ class MemoryRuntime:
 
     async def _open_and_warm(self, opened: _Opened) -> None:
         try:
-            memory = opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
+            try:
+                memory = opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
+            except Exception as exc:  # tool calls retry and report it; the server keeps answering
+                opened.error = exc
+                self.store = "failed"
+                log.error("cannot open the memory store at %s", self.config.store_label, exc_info=exc)
+                return
             self.store = "ready"
             log.info("memory store open at %s", self.config.store_label)
-        except Exception as exc:  # tool calls retry and report it; the server keeps answering
-            opened.error = exc
-            self.store = "failed"
-            log.error("cannot open the memory store at %s", self.config.store_label, exc_info=exc)
-            return
+            # Before tool calls are let in (``done``): a recall must find the model loading,
+            # not unloaded, or it would load the model itself and keep its caller waiting.
+            load = self._start_loading(memory)
         finally:
             opened.done.set()
-        await self._warm_up(memory)
+        if load is not None:
+            await self._warm_up(memory, load)
 
-    async def _warm_up(self, memory: Memory) -> None:
+    @staticmethod
+    def _start_loading(memory: Memory) -> Callable[[], object] | None:
+        """Start loading the embedding model; returns what waits for the load to end."""
         embedder = memory.embedder
         if embedder is None:
-            return
-        # Prefer the embedder's own loader; any Embedder can at least embed one text.
-        load = getattr(embedder, "warm", None) or (lambda: embedder.embed(["warm-up"]))
+            return None
+        background = getattr(embedder, "warm_in_background", None)
+        if background is not None:  # robotmem's ONNX embedders: "loading" as soon as this returns
+            loader: threading.Thread = background()
+            return loader.join
+        # Any other Embedder loads on its first call; it can at least embed one text.
+        return getattr(embedder, "warm", None) or (lambda: embedder.embed(["warm-up"]))
+
+    @staticmethod
+    async def _warm_up(memory: Memory, load: Callable[[], object]) -> None:
+        embedder = memory.embedder
         try:
             await anyio.to_thread.run_sync(load, abandon_on_cancel=True)
         except RobotMemError as exc:
             log.warning("embedding model unavailable, recall uses BM25 only: %s", exc.message)
+            return
         except Exception:
             log.exception("embedding model failed to load, recall uses BM25 only")
-        else:
+            return
+        # A background loader logs its own failure (once per process) and leaves it in its state.
+        if getattr(embedder, "state", "ready") == "ready":
             log.info("embedding model ready (%s)", getattr(embedder, "model_id", "?"))
 
     @staticmethod

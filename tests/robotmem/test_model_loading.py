@@ -1,7 +1,6 @@
 """Recall answers from full text while a server is still loading the model in the background."""
 
 import fcntl
-import threading
 from pathlib import Path
 
 from robotmem import Memory
@@ -21,13 +20,7 @@ def test_recall_does_not_wait_for_a_model_loading_in_the_background(tmp_path: Pa
         with Memory(tmp_path / "m.db", clock=clock, embedder=None) as text_only:
             mid = text_only.learn("the gripper slipped on the wet glass bottle")["memory_id"]
         loader = embedder.warm_in_background()
-        seen_loading = threading.Event()
-        for _ in range(1000):  # a hang guard: the loader sets the state before it blocks on the lock
-            if embedder.state == "loading":
-                seen_loading.set()
-                break
-            threading.Event().wait(0.01)
-        assert seen_loading.is_set()
+        assert embedder.state == "loading"  # from the moment warm_in_background returns
         with Memory(tmp_path / "m.db", clock=clock, embedder=embedder) as mem:
             result = mem.recall("gripper slipped")
             assert result["mode"] == "bm25_only" and result["results"][0]["id"] == mid

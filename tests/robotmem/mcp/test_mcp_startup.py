@@ -17,9 +17,12 @@ import anyio
 import pytest
 from mcp_client_helpers import TOOL_NAMES, call_error, call_ok, read_json_resource, stdio_session
 
+from robotmem import Memory
+from robotmem.config import Config
 from robotmem.embeddings.cache import cached_model_path
 from robotmem.embeddings.source import locate_model_source
 from robotmem.mcp.boundary import STORAGE_MESSAGE
+from robotmem.mcp.runtime import MemoryRuntime
 
 pytestmark = pytest.mark.anyio
 
@@ -73,8 +76,8 @@ async def test_initialize_and_other_calls_answer_while_the_model_is_still_loadin
                     assert ended["status"] == "ended"
                     assert (await read_json_resource(session, "robotmem://stats"))["sessions"] == 1
                     status = await read_json_resource(session, "robotmem://status")
-                    # "unloaded" only if the loader threads were not scheduled yet: never "ready".
-                    assert status["store"] == "ready" and status["embeddings"] in ("unloaded", "loading")
+                    # The load starts before any call gets the store, so never "unloaded".
+                    assert status["store"] == "ready" and status["embeddings"] == "loading"
                     assert learned == {}, "learn cannot finish before the model exists"
                     lock.release()  # let the build go ahead; learn then completes
 
@@ -118,3 +121,44 @@ async def test_once_the_store_is_usable_again_calls_succeed_without_a_restart(
         learned = await call_ok(session, "learn", {"insight": "second try"})
         assert learned["status"] == "created"
         assert (await read_json_resource(session, "robotmem://status"))["store"] == "ready"
+
+
+async def test_the_model_is_loading_before_any_tool_call_can_reach_the_store(
+    robotmem_home: Path, tmp_path: Path
+) -> None:
+    # In process, so the embedder's state can be read the moment a tool call would get the
+    # store: a recall arriving then must find the model "loading" (and answer from full
+    # text), never "unloaded" (it would load the model itself and block the control loop).
+    models = tmp_path / "empty-model-cache"
+    lock = ModelBuildLock(models)
+    lock.acquire()
+    try:
+        runtime = MemoryRuntime(Config.load(home=robotmem_home, models_dir=models))
+        async with runtime.lifespan():
+            memory = await runtime.memory()
+            assert memory.embedder is not None
+            assert getattr(memory.embedder, "state") == "loading"
+            assert memory.recall("anything at all")["mode"] == "bm25_only"
+            lock.release()
+    finally:
+        lock.release()
+
+
+async def test_the_first_recall_after_initialize_answers_from_full_text_while_the_model_builds(
+    robotmem_home: Path, tmp_path: Path
+) -> None:
+    with Memory(robotmem_home / "memory.db", embedder=None) as text_only:
+        stored = text_only.learn("the wet glass bottle slipped at grip force 5 N")["memory_id"]
+    models = tmp_path / "empty-model-cache"
+    lock = ModelBuildLock(models)
+    lock.acquire()
+    try:
+        async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_MODELS_DIR=str(models)) as session:
+            # The build cannot finish while the lock is held: an answer now is one that did not wait.
+            with anyio.fail_after(MODEL_BUILD_TIMEOUT_S):  # a hang guard, not a speed assertion
+                found = await call_ok(session, "recall", {"query": "wet glass bottle slipped"})
+            assert found["mode"] == "bm25_only" and [hit["id"] for hit in found["results"]] == [stored]
+            assert not lock.model_file.exists()
+            lock.release()
+    finally:
+        lock.release()

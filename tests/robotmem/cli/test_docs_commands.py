@@ -130,7 +130,8 @@ def test_the_block_parser_reads_tags_markers_and_skips_pip(tmp_path: Path):
 
 
 def github_slug(heading: str) -> str:
-    text = re.sub(r"[`*_]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower())
+    # GitHub keeps underscores (`min_relevance` -> min_relevance); backticks and stars go
+    text = re.sub(r"[`*]|\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip().lower())
     return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
@@ -176,3 +177,4 @@ def test_the_slug_rules_match_github():
     assert github_slug("Precision: fp32 (default) and int8") == "precision-fp32-default-and-int8"
     assert github_slug("MCP server") == "mcp-server"
     assert github_slug("`robotmem ui`") == "robotmem-ui"
+    assert github_slug("Choosing `min_relevance`") == "choosing-min_relevance"

@@ -33,8 +33,15 @@ def render_end(summary: dict[str, Any]) -> Iterator[str]:
 
 
 def cmd_list(args: argparse.Namespace) -> Any:
+    from ..view import episode_span  # loads numpy: only when listing, not to build the parser
+
     with open_existing(args) as mem:
-        return mem.list_sessions(collection=args.collection, status=args.status, limit=args.limit)
+        sessions = mem.list_sessions(collection=args.collection, status=args.status, limit=args.limit)
+        # When the episode happened (a replayed one: its recorded time), as session show and
+        # the web view say, not when it was stored and how long storing took.
+        return [dict(s, **dict(zip(("start", "duration_s"),
+                                   episode_span(s, mem.session_timeline(s["session_id"])["memories"]))))
+                for s in sessions]
 
 
 def cmd_show(args: argparse.Namespace) -> Any:

@@ -52,13 +52,9 @@ def episode_table(sessions: list[dict[str, Any]]) -> Iterator[str]:
         yield "no episodes"
         return
     rows = [("id", "robot", "task", "start (UTC)", "duration", "outcome", "counts")]
-    for s in sessions:
-        ended, started = s.get("ended_at"), s.get("started_at")
-        duration = (s.get("summary") or {}).get("duration_s")
-        if duration is None and ended is not None and started is not None:
-            duration = ended - started
+    for s in sessions:  # start and duration_s: robotmem.view.episode_span (cmd_list adds them)
         rows.append((s["session_id"], _context_value(s, "robot", "id"), _context_value(s, "task", "name"),
-                     format_time(started), _duration(duration), _outcome(s), _counts(s)))
+                     format_time(s["start"]), _duration(s["duration_s"]), _outcome(s), _counts(s)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         yield "  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
@@ -88,12 +84,15 @@ def timeline_lines(timeline: dict[str, Any], width: int = CONTENT_WIDTH) -> Iter
     Long content is cut to ``width`` characters; recorded gaps and long pauses between
     records get lines of their own, the episode's start and end are marked.
     """
+    from ..view import episode_span  # loads numpy: only when showing, not to build the parser
+
     session, records = timeline["session"], timeline["memories"]
     yield (f"episode {session['session_id']}  robot {_context_value(session, 'robot', 'id')}  "
            f"task {_context_value(session, 'task', 'name')}  collection {session.get('collection', '-')}")
     times = [float(r["occurred_at"]) for r in records if r.get("occurred_at") is not None]
-    origin = min(times) if times else session.get("started_at")
-    yield f"started {format_time(origin)} UTC, {len(records)} records, outcome {_outcome(session)}"
+    start, _duration_s = episode_span(session, records)  # the start session list and the web view show
+    origin = min([start, *times])  # offsets count from it; a record stamped before the start stays at +0
+    yield f"started {format_time(start)} UTC, {len(records)} records, outcome {_outcome(session)}"
     yield f"{'time':>10}  {'type':<15} content"
     yield f"{'+0.0 s':>10}  {'start':<15} episode started"
     pause = max(MIN_PAUSE_S, PAUSE_FACTOR * _typical_step(sorted(times)))

@@ -10,7 +10,7 @@ from .series import episode_series
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["episode_detail", "episode_row", "episode_rows"]
+__all__ = ["episode_detail", "episode_row", "episode_rows", "episode_span"]
 
 #: A list of every episode a long-lived robot ever ran is not what a person reads first.
 MAX_ROWS = 500
@@ -39,6 +39,14 @@ def _recorded_span(session: dict[str, Any], summary: dict[str, Any] | None) -> t
     return start, (float(ended) - float(session["started_at"])) if ended is not None else None
 
 
+def episode_span(session: dict[str, Any], memories: list[dict[str, Any]]) -> tuple[float, float | None]:
+    """An episode's start (epoch seconds) and duration (None while open), from its session and
+    its memories (``session_timeline``): when it happened, not when it was stored. The one
+    definition the web view, ``session list`` and ``session show`` share, so a replayed
+    episode has the same start and duration in all three."""
+    return _recorded_span(session, _summary_memory(memories))
+
+
 def _outcome(session: dict[str, Any]) -> tuple[float | None, bool | None]:
     score = session.get("outcome_score")
     success = ((session.get("context") or {}).get("task") or {}).get("success")
@@ -51,7 +59,7 @@ def episode_row(session: dict[str, Any], memories: list[dict[str, Any]]) -> dict
     context = session.get("context") or {}
     summary = _summary_memory(memories)
     spatial = ((summary or {}).get("context") or {}).get("spatial") or {}
-    start, duration = _recorded_span(session, summary)
+    start, duration = episode_span(session, memories)
     score, success = _outcome(session)
     task = context.get("task") or {}
     facts = sum(1 for m in memories if m.get("type") == "fact" and m.get("status") == "active")

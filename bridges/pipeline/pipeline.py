@@ -97,9 +97,13 @@ class Pipeline:
         note_key_for: Callable[[int], str] | None = None,
         background_writes: bool = False,
         write_retry: RetryPolicy | None = None,
+        stored_until_ns: int | None = None,
     ) -> None:
         """``session_id_for(start_ns)`` gives deterministic session ids (replay); an id that
         already exists as an ended session is skipped, an open one is rewritten from scratch.
+        ``stored_until_ns`` (replay): the source's episodes already stored reach this message
+        time, so an episode whose id is not stored but that starts earlier counts as stored
+        too (the same data cut with other options; docs/replay.md, Idempotency).
         ``note_key_for(t_ns)`` keys a note that arrives outside any episode (replay): it is
         stored once with ``source.note_key`` and skipped when a later run finds it stored.
         ``background_writes`` writes (and embeds) on a worker thread in batches (replay; see
@@ -117,6 +121,7 @@ class Pipeline:
         )
         self._session_id_for = session_id_for
         self._note_key_for = note_key_for
+        self._stored_until_ns = stored_until_ns
         self._source_meta = {"url": source} if "://" in source else {"file": source}
         self._handlers: dict[tuple[str, str], _Handler] = {}
         self._robot_pose = RobotPoseTracker(config.pose_max_age_s)
@@ -330,6 +335,9 @@ class Pipeline:
         if episode is not None and episode.skipping:
             handler.stats.already_stored += 1
             return
+        if episode is None and self._stored_until_ns is not None and msg.t_ns < self._stored_until_ns:
+            self.writer.skip_note(msg.topic, insight)  # other options put it in a stored episode
+            return
         context.setdefault("source", {}).update({"topic": msg.topic, **self._source_meta})
         if self.robot_id:
             context.setdefault("robot", {}).setdefault("id", self.robot_id)
@@ -447,6 +455,9 @@ class Pipeline:
         if session_id is None and self._session_id_for is not None:
             session_id = self._session_id_for(action.t_ns)
         status = self.writer.session_status(session_id) if session_id is not None else None
+        if status is None and self._stored_until_ns is not None and action.t_ns < self._stored_until_ns:
+            status = "ended"  # its data is stored under another episode's id: skipped, not written twice
+            self.stats.episodes_stored_by_other_options += 1
         if status == "open":
             self.writer.forget_session_records(session_id or "")
             self.stats.episodes_rewritten += 1

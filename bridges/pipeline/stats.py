@@ -50,6 +50,9 @@ class PipelineStats:
     episodes_ended: int = 0
     #: episodes found already complete in the store (replay ran before): nothing written
     episodes_skipped: int = 0
+    #: of the skipped, those stored by a replay of the same recording with other options
+    #: (another episode split, topics or config): the same data under other episode ids
+    episodes_stored_by_other_options: int = 0
     #: episodes a crashed run left open: their records were forgotten and rewritten
     episodes_rewritten: int = 0
     #: of the episodes started, those written into a session someone else owns (and ends)

@@ -268,6 +268,13 @@ class RecordWriter:
                                         occurred_at),
                       [(topic, insight)])
 
+    def skip_note(self, topic: str, insight: str) -> None:
+        """A note outside any episode that is stored already, inside an episode of a replay of the
+        same recording with other options (the pipeline's ``stored_until_ns``)."""
+        self.stats.topic(topic).already_stored += 1
+        if self.dry_run:
+            self.plan.append({"action": "skip_note", "topic": topic, "insight": insight, "reason": "already stored"})
+
     def _note_stored(self, once_key: str, collection: str) -> bool:
         """Whether a note keyed ``once_key`` is stored (an exact filter, not a search)."""
         if self.memory is None:

@@ -1,18 +1,17 @@
 """Offline replay: recordings -> the shared pipeline -> robotmem, as fast as the data allows.
 
-Idempotent: each episode's session id is ``rpl_<hash16>_<start_ns>`` where ``hash16``
-comes from the recording's content (and the collection) and ``start_ns`` is the episode's
-first message time. Replaying the same file again finds every episode already ended and
-writes nothing. A note outside any episode is keyed ``<prefix>_note_<t_ns>`` (its message
-time) in ``source.note_key`` and skipped when already stored. An episode a crashed run left
-open has its records forgotten and is written again from scratch (see docs/replay.md).
+Idempotent: replaying a recording again stores nothing new, whatever options it was first
+replayed with. The rule (session ids ``rpl_<hash16>_<start_ns>``, episodes stored under
+other options, notes outside episodes, episodes a crashed run left open) is stated once, in
+docs/replay.md, "Idempotency"; ``stored_until_ns`` and the pipeline's session checks apply it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from robotmem import Memory
 
 __all__ = ["RecordingResult", "ReplayInterrupted", "ReplayOptions", "replay_paths", "replay_recording",
-           "select_topics"]
+           "select_topics", "stored_session_ids", "stored_until_ns"]
 
 #: a topic asked for with --topics that no rule covers is stored as JSON at this rate
 REQUESTED_TOPIC_SAMPLE_S = 1.0
@@ -126,13 +125,46 @@ def select_topics(
     return config, selected, missing
 
 
+def stored_session_ids(memory: Memory | None, collection: str) -> list[str]:
+    """Every session id of ``collection`` (read once per run: the store has no prefix lookup)."""
+    if memory is None:
+        return []
+    return [s["session_id"] for s in memory.list_sessions(collection=collection, limit=sys.maxsize)]
+
+
+def stored_until_ns(memory: Memory | None, prefix: str, session_ids: Sequence[str]) -> int | None:
+    """The latest message time the recording's stored episodes (ids ``<prefix>_<start_ns>``)
+    cover, from their records' ``episode.t_end_ns`` and their starts; None when none is stored."""
+    if memory is None:
+        return None
+    reach: int | None = None
+    for session_id in session_ids:
+        start = session_id.removeprefix(prefix + "_")
+        if start == session_id or not start.isdigit():
+            continue
+        timeline = memory.session_timeline(session_id)
+        contexts = [timeline["session"].get("context") or {}] + [m.get("context") or {} for m in timeline["memories"]]
+        times = [int(start)] + [value for context in contexts for key in ("t_start_ns", "t_end_ns")
+                                if isinstance(episode := context.get("episode"), dict)
+                                and isinstance(value := episode.get(key), int)]
+        reach = max(times) if reach is None else max(reach, *times)
+    return reach
+
+
 def replay_recording(
-    memory: Memory | None, path: Path, config: BridgeConfig, options: ReplayOptions, progress: Progress | None = None
+    memory: Memory | None, path: Path, config: BridgeConfig, options: ReplayOptions, progress: Progress | None = None,
+    stored_sessions: Sequence[str] | None = None,
 ) -> RecordingResult:
-    """Replay one recording (a .bag, a .mcap or a ROS 2 bag folder) into ``memory``."""
+    """Replay one recording (a .bag, a .mcap or a ROS 2 bag folder) into ``memory``.
+
+    ``stored_sessions``: the collection's session ids before the run (``stored_session_ids``;
+    listed here when not given)."""
     started = time.perf_counter()
     prefix = session_id_prefix(content_digest(path), options.collection)
     policy = parse_episode_split(options.episode_split)
+    if stored_sessions is None:
+        stored_sessions = stored_session_ids(memory, options.collection)
+    stored_until = stored_until_ns(memory, prefix, stored_sessions)
     with open_reader(path, options.ros_distro, config.max_episode_s) as reader:
         file_topics = reader.topics()
         run_config, selected, missing = select_topics(config, file_topics, options.topics, policy)
@@ -140,7 +172,7 @@ def replay_recording(
             memory, run_config, collection=options.collection, robot_id=options.robot_id, episode_policy=policy,
             source=str(path.resolve()), dry_run=options.dry_run, session_id_for=lambda start_ns: f"{prefix}_{start_ns}",
             note_key_for=lambda t_ns: f"{prefix}_note_{t_ns}",
-            background_writes=True,
+            background_writes=True, stored_until_ns=stored_until,
         )
         counts = [file_topics[t].count for t in selected]
         total = None if any(c is None for c in counts) else sum(c or 0 for c in counts)
@@ -191,10 +223,13 @@ def replay_paths(
     refuses is not a failure of the recording: it is counted as ``rejected`` (writer.py).
     """
     results: list[RecordingResult] = []
-    for recording in find_recordings(paths):
+    recordings = find_recordings(paths)
+    # Before this run: episodes it writes itself are found by their ids (a recording twice in the folder).
+    stored = stored_session_ids(memory, options.collection)
+    for recording in recordings:
         progress = progress_for(recording) if progress_for is not None else None
         try:
-            results.append(replay_recording(memory, recording, config, options, progress))
+            results.append(replay_recording(memory, recording, config, options, progress, stored))
         except ReplayInterrupted as interrupted:
             interrupted.results = results + interrupted.results
             raise

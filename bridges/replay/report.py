@@ -66,6 +66,9 @@ def summary_table(result: RecordingResult) -> list[str]:
         f"  episodes: {stats.episodes_started - stats.episodes_rewritten} new, {stats.episodes_skipped} already stored, "
         f"{stats.episodes_rewritten} rewritten (left open by an interrupted run); records written: {stats.records_written}"
     )
+    if stats.episodes_stored_by_other_options:
+        lines.append(f"  {stats.episodes_stored_by_other_options} already stored by a replay of this recording with "
+                     "other options (episode split, topics, config); to import it differently, use another collection")
     return lines
 
 

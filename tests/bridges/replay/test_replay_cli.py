@@ -212,3 +212,55 @@ def test_an_unreadable_file_in_a_folder_is_skipped_and_the_others_are_replayed(
     assert code == 1
     assert "a_broken.mcap" in err and "(skipped)" in err
     assert "b_arm" in out and _table_row(out, "/joint_states")[3] == "600"
+
+
+def test_a_recording_replayed_before_with_other_options_is_not_stored_again(
+    run_cli: RunCli, datasets: Path, robotmem_home: Path
+) -> None:
+    # The README: its first command replays nav_demo with markers; `robotmem replay datasets/`
+    # (the default split) then cut the same messages into one other episode and stored them twice.
+    code, _, err = run_cli("replay", str(datasets / "nav_demo.mcap"), *SPLIT, "--robot-id", "demo-bot")
+    assert code == 0, err
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        errands = sorted(s["session_id"] for s in mem.list_sessions())
+    code, out, err = run_cli("replay", str(datasets))
+    assert code == 0, err
+    nav = out[out.index("nav_demo.mcap"):]
+    assert "episodes: 0 new, 1 already stored" in nav and "records written: 0" in nav
+    assert "1 already stored by a replay of this recording with other options" in nav
+    arm = out[out.index("arm_push_ros2"):out.index("nav_demo.mcap")]
+    assert "episodes: 1 new" in arm
+    nav_prefix = session_id_prefix(content_digest(datasets / "nav_demo.mcap"), "default")
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        assert sorted(s["session_id"] for s in mem.list_sessions() if s["session_id"].startswith(nav_prefix)) == errands
+        cups = mem.recall("where is the cup")["results"]
+        assert [hit["content"] for hit in cups] == ["The cup is on the kitchen counter next to the window"]
+
+    # The other way round, and into another collection (where it is stored anew).
+    code, out, _ = run_cli("--home", str(robotmem_home / "other"), "replay", str(datasets / "nav_demo.mcap"))
+    assert code == 0 and "episodes: 1 new" in out
+    code, out, _ = run_cli("--home", str(robotmem_home / "other"), "replay", str(datasets / "nav_demo.mcap"), *SPLIT)
+    assert code == 0 and "episodes: 0 new, 2 already stored" in out and "records written: 0" in out
+    code, out, _ = run_cli("--home", str(robotmem_home / "other"), "--collection", "lab",
+                           "replay", str(datasets / "nav_demo.mcap"), *SPLIT)
+    assert code == 0 and "episodes: 2 new, 0 already stored" in out
+
+
+def test_a_run_stopped_between_episodes_continues_with_the_next_one(
+    run_cli: RunCli, datasets: Path, robotmem_home: Path
+) -> None:
+    recording = datasets / "nav_demo.mcap"
+    prefix = session_id_prefix(content_digest(recording), "default")
+    with Memory(robotmem_home / "memory.db") as mem:  # stopped after the first errand ended, before the second
+        stopped = Pipeline(mem, BridgeConfig(), collection="default", robot_id=None, episode_policy=TopicEpisodes(),
+                           source=str(recording.resolve()), session_id_for=lambda t: f"{prefix}_{t}")
+        with open_reader(recording) as reader:
+            for msg in reader.iter_messages():
+                if msg.t_ns >= 1735689625_000000000:  # the second errand starts at 25.1 s
+                    break
+                stopped.feed(msg)
+        stopped.flush()
+        assert [s["status"] for s in mem.list_sessions()] == ["ended"]
+    code, out, _ = run_cli("replay", str(recording), *SPLIT)
+    assert code == 0 and "episodes: 1 new, 1 already stored, 0 rewritten" in out
+    assert "other options" not in out

@@ -61,3 +61,19 @@ def test_a_dry_run_after_a_replay_says_the_note_is_already_stored(tmp_path: Path
         (dry,) = replay_paths(mem, [path], BridgeConfig(),
                               ReplayOptions(episode_split="topic:/robotmem/episode", dry_run=True))
     assert [step["action"] for step in dry.plan if "insight" in step] == ["skip_note"]
+
+
+def test_a_note_a_replay_with_other_options_stored_in_its_episode_is_not_stored_again(
+        tmp_path: Path, make_datasets: ModuleType) -> None:
+    path = tmp_path / "dock_note.mcap"
+    _recording(make_datasets, path)
+    with Memory(tmp_path / "memory.db", embedder=None) as mem:
+        (whole,) = replay_paths(mem, [path], BridgeConfig(), ReplayOptions())  # one episode: the note is in it
+        assert whole.stats.topics["/robotmem/learn"].records == 1
+        before = mem.stats()
+        # With markers the note is outside every episode, and the episode is another cut of stored data.
+        (again,) = replay_paths(mem, [path], BridgeConfig(), ReplayOptions(episode_split="topic:/robotmem/episode"))
+        notes = again.stats.topics["/robotmem/learn"]
+        assert (notes.records, notes.already_stored) == (0, 1)
+        assert (again.stats.records_written, again.stats.episodes_stored_by_other_options) == (0, 1)
+        assert mem.stats() == before

@@ -10,6 +10,8 @@ only then lets the build go ahead.
 from __future__ import annotations
 
 import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,6 +36,7 @@ class ModelBuildLock:
     """The lock the embedder must take to build the fp32 model into ``models_dir``."""
 
     def __init__(self, models_dir: Path) -> None:
+        self.models_dir = models_dir
         self.model_file = cached_model_path(locate_model_source(), models_dir, "fp32")
         self._path = self.model_file.with_name(self.model_file.name + ".lock")
         self._handle: IO[bytes] | None = None
@@ -50,15 +53,23 @@ class ModelBuildLock:
             self._handle = None
 
 
+@contextmanager
+def model_build_held(tmp_path: Path) -> Iterator[ModelBuildLock]:
+    """An empty model cache whose build lock the test holds until it releases it (or ends)."""
+    lock = ModelBuildLock(tmp_path / "empty-model-cache")
+    lock.acquire()
+    try:
+        yield lock
+    finally:
+        lock.release()
+
+
 async def test_initialize_and_other_calls_answer_while_the_model_is_still_loading(
     robotmem_home: Path, tmp_path: Path
 ) -> None:
-    models = tmp_path / "empty-model-cache"
-    lock = ModelBuildLock(models)
-    lock.acquire()
-    try:
+    with model_build_held(tmp_path) as lock:
         async with stdio_session(
-            robotmem_home, tmp_path / "server.log", ROBOTMEM_MODELS_DIR=str(models)
+            robotmem_home, tmp_path / "server.log", ROBOTMEM_MODELS_DIR=str(lock.models_dir)
         ) as session:
             # initialize has returned (stdio_session awaited it) and the model is not built.
             assert not lock.model_file.exists()
@@ -86,8 +97,6 @@ async def test_initialize_and_other_calls_answer_while_the_model_is_still_loadin
             assert (await read_json_resource(session, "robotmem://status"))["embeddings"] == "ready"
             found = await call_ok(session, "recall", {"query": "waiting for the embedding model"})
             assert found["mode"] == "hybrid" and found["results"][0]["id"] == learned["memory_id"]
-    finally:
-        lock.release()
 
 
 async def test_an_unreadable_store_gives_storage_errors_without_internals_and_the_server_keeps_answering(
@@ -129,19 +138,14 @@ async def test_the_model_is_loading_before_any_tool_call_can_reach_the_store(
     # In process, so the embedder's state can be read the moment a tool call would get the
     # store: a recall arriving then must find the model "loading" (and answer from full
     # text), never "unloaded" (it would load the model itself and block the control loop).
-    models = tmp_path / "empty-model-cache"
-    lock = ModelBuildLock(models)
-    lock.acquire()
-    try:
-        runtime = MemoryRuntime(Config.load(home=robotmem_home, models_dir=models))
+    with model_build_held(tmp_path) as lock:
+        runtime = MemoryRuntime(Config.load(home=robotmem_home, models_dir=lock.models_dir))
         async with runtime.lifespan():
             memory = await runtime.memory()
             assert memory.embedder is not None
             assert getattr(memory.embedder, "state") == "loading"
             assert memory.recall("anything at all")["mode"] == "bm25_only"
             lock.release()
-    finally:
-        lock.release()
 
 
 async def test_the_first_recall_after_initialize_answers_from_full_text_while_the_model_builds(
@@ -149,16 +153,11 @@ async def test_the_first_recall_after_initialize_answers_from_full_text_while_th
 ) -> None:
     with Memory(robotmem_home / "memory.db", embedder=None) as text_only:
         stored = text_only.learn("the wet glass bottle slipped at grip force 5 N")["memory_id"]
-    models = tmp_path / "empty-model-cache"
-    lock = ModelBuildLock(models)
-    lock.acquire()
-    try:
-        async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_MODELS_DIR=str(models)) as session:
+    with model_build_held(tmp_path) as lock:
+        async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_MODELS_DIR=str(lock.models_dir)) as session:
             # The build cannot finish while the lock is held: an answer now is one that did not wait.
             with anyio.fail_after(MODEL_BUILD_TIMEOUT_S):  # a hang guard, not a speed assertion
                 found = await call_ok(session, "recall", {"query": "wet glass bottle slipped"})
             assert found["mode"] == "bm25_only" and [hit["id"] for hit in found["results"]] == [stored]
             assert not lock.model_file.exists()
             lock.release()
-    finally:
-        lock.release()

@@ -52,6 +52,26 @@ def test_a_missing_database_is_a_storage_error(postgres_server_url: str):
     assert "no_such_database" in info.value.message and "does not exist" in info.value.message
 
 
+def _libpq_setting(db: PgDatabase, keyword: str) -> str | None:
+    option = next(o for o in db.connection().raw.pgconn.info if o.keyword == keyword.encode())
+    return None if option.val is None else option.val.decode()
+
+
+def test_connections_notice_a_network_partition_unless_the_url_says_otherwise(postgres_url: str):
+    # Without these a write sent into a partition waits for the kernel's TCP timeouts (~15 min).
+    db = PgDatabase(postgres_url)
+    try:
+        assert _libpq_setting(db, "tcp_user_timeout") == "30000"
+        assert (_libpq_setting(db, "keepalives"), _libpq_setting(db, "keepalives_idle")) == ("1", "10")
+    finally:
+        db.close()
+    own = PgDatabase(postgres_url + ("&" if "?" in postgres_url else "?") + "tcp_user_timeout=5000")
+    try:
+        assert _libpq_setting(own, "tcp_user_timeout") == "5000"  # the URL's own setting wins
+    finally:
+        own.close()
+
+
 def test_a_url_that_is_not_postgresql_is_a_validation_error():
     with pytest.raises(ValidationError) as info:
         Memory(url="mysql://localhost/x", embedder=None)

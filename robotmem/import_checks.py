@@ -4,7 +4,8 @@ An export file is input like any other: a hand-edited or hostile line must not g
 the store (a ``reinforced_at`` of "yesterday" or an 8-float vector used to break recall
 for a whole collection). Each check returns the record with every field it will write
 checked, and derived fields (search tokens, content hash, payload summary) recomputed
-rather than trusted.
+rather than trusted (the file's content hash is kept only when it is one of the hashes
+recomputed from the record; see ``_learned_hash``).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
         "content": content,
         "search_text": memory_search_text(content, context),
         "context": context,
-        "content_hash": content_hash(content, context),
+        "content_hash": _learned_hash(content, context, r["session_id"], r["content_hash"]),
         "protected": _flag(r["protected"], "protected"),
         "confidence": validation.unit_interval(r["confidence"], "confidence"),
         "evidence_count": _count(r["evidence_count"], "evidence_count"),
@@ -126,6 +127,33 @@ def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
     checked["payload"], checked["payload_summary"] = _payload(r.get("payload"), limits)
     checked["embedding"] = _embedding(r.get("embedding"), limits)
     return checked
+
+
+def _learned_hash(content: str, context: dict[str, Any], session_id: Any, claimed: Any) -> str:
+    """The hash ``learn`` gave this memory: of its text and the context *as the caller wrote it*.
+
+    ``end_session`` adds ``episode.outcome`` to the context of its session's memories and
+    keeps their hash (consolidation/writes.py ``attach_outcome``), so the exported context
+    is not what was hashed. Hashing it as it is gave an imported fact a hash no store had:
+    importing an export into its own store (or twice after a learn) stored every ended
+    session's memories again, and a later ``learn`` of the fact made a second live copy.
+    The caller's context cannot be recovered exactly (no ``episode`` key and an empty one
+    both end as ``{"episode": {"outcome": s}}``), so the file's hash is taken only when it is
+    the hash of this text with one of the contexts end_session could have started from;
+    anything else (a hand-edited or forged hash) is replaced by the hash of the context as
+    it is, as before. Either way the hash belongs to this text: it cannot make a later
+    ``learn`` of another text a duplicate of this memory.
+    """
+    contexts = [context]
+    episode = context.get("episode")
+    if session_id is not None and isinstance(episode, dict) and "outcome" in episode:
+        others = {k: v for k, v in context.items() if k != "episode"}
+        rest = {k: v for k, v in episode.items() if k != "outcome"}
+        contexts.append({**others, "episode": rest})
+        if not rest:
+            contexts.append(others)
+    hashes = [content_hash(content, c) for c in contexts]
+    return claimed if claimed in hashes else hashes[0]
 
 
 def _ids(value: Any) -> list[int]:

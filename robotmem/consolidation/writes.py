@@ -26,7 +26,8 @@ def attach_outcome(conn: apsw.Connection, session_id: str, score: float, now: fl
     A context whose ``episode`` key holds something other than an object is left alone
     (its owner chose that key). Memories that already carry the score are not touched,
     so running this again changes nothing. The content hash is kept: it identifies what
-    the caller wrote, so a later ``learn`` of the same text and context is still a duplicate.
+    the caller wrote, so a later ``learn`` of the same text and context is still a duplicate
+    (import checks an exported hash against the context without this, import_checks.py).
     """
     if dialect_of(conn) == "postgresql":
         conn.execute(

@@ -8,7 +8,8 @@ from robotmem import Memory
 
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53),
                          st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20))
-contexts = st.dictionaries(st.sampled_from(["params", "task", "robot", "spatial", "misc"]),
+# "episode" too: end_session adds episode.outcome to it, which import must see through.
+contexts = st.dictionaries(st.sampled_from(["params", "task", "robot", "spatial", "misc", "episode"]),
                            st.dictionaries(st.text(min_size=1, max_size=8), json_scalars, max_size=3), max_size=4)
 payloads = st.one_of(
     st.none(),
@@ -30,25 +31,75 @@ def _snapshot(mem: Memory) -> list[dict]:
     return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
 
 
+texts = st.text(min_size=5, max_size=40).filter(lambda s: len(s.strip()) >= 5)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(items=st.lists(st.tuples(st.text(min_size=5, max_size=40).filter(lambda s: len(s.strip()) >= 5),
-                                contexts, payloads), min_size=1, max_size=8))
-def test_export_then_import_round_trips_everything(tmp_path_factory, items):
+@given(items=st.lists(st.tuples(texts, contexts, payloads), min_size=1, max_size=8),
+       facts=st.lists(st.tuples(texts, contexts), max_size=6))
+def test_export_then_import_round_trips_everything(tmp_path_factory, items, facts):
     tmp = tmp_path_factory.mktemp("rt")
     with Memory(tmp / "a.db", embedder=None) as source:
         sid = source.start_session(context={"task": {"name": "rt"}})["session_id"]
         for text, ctx, data in items:
             source.save_perception(text, "procedural", data=data, metadata=ctx, session_id=sid)
+        for text, ctx in facts:
+            source.learn(text, ctx, session_id=sid)
         source.end_session(sid, 0.5)
         before = _snapshot(source)
-        source.export(tmp / "dump.jsonl")
-    with Memory(tmp / "b.db", embedder=None) as target:
-        counts = target.import_(tmp / "dump.jsonl")
-        assert counts["memories"] == len(items)
-        assert _snapshot(target) == before
-        assert target.get_session(sid)["outcome_score"] == 0.5
-        again = target.import_(tmp / "dump.jsonl")
-        assert again["memories"] == 0 and again["skipped"] == len(items)
+        exported = source.export(tmp / "dump.jsonl")["memories"]
+        # Into the store it came from: everything is already there.
+        assert source.import_(tmp / "dump.jsonl")["memories"] == 0
+        assert _snapshot(source) == before
+        with Memory(tmp / "b.db", embedder=None) as target:
+            counts = target.import_(tmp / "dump.jsonl")
+            assert counts["memories"] == exported
+            assert _snapshot(target) == before
+            assert target.get_session(sid)["outcome_score"] == 0.5
+            again = target.import_(tmp / "dump.jsonl")
+            assert again["memories"] == 0 and again["skipped"] == exported
+            # An imported fact is the fact learn stored: learning it again answers as the source does.
+            assert [target.learn(text, ctx)["status"] for text, ctx in facts] == \
+                [source.learn(text, ctx)["status"] for text, ctx in facts]
+
+
+def _episode(mem: Memory, score: float = 0.9) -> list[int]:
+    """Facts and a perception of an ended, scored session: end_session added episode.outcome to each."""
+    sid = mem.start_session()["session_id"]
+    ids = [mem.learn("the left door sticks", session_id=sid)["memory_id"],
+           mem.learn("the right door is locked", {"episode": {}}, session_id=sid)["memory_id"],
+           mem.learn("the drawer opens halfway", {"episode": {"try": 2}}, session_id=sid)["memory_id"],
+           mem.learn("the shelf is wobbly", {"episode": {"outcome": score}}, session_id=sid)["memory_id"],
+           mem.save_perception("door handle camera frame", "visual", session_id=sid)["memory_id"]]
+    mem.end_session(sid, score)
+    assert all(mem.get(i)["context"]["episode"]["outcome"] == score for i in ids)
+    return ids
+
+
+def _live_facts(mem: Memory, text: str) -> list[str]:
+    hits = mem.recall(text, n=100, min_relevance=0, min_confidence=0)["results"]
+    return [h["content"] for h in hits if h["content"] == text]
+
+
+def test_an_export_imported_into_its_own_store_adds_nothing(tmp_path: Path, mem: Memory):
+    ids = _episode(mem)
+    mem.export(tmp_path / "e.jsonl")
+    for _ in range(2):
+        counts = mem.import_(tmp_path / "e.jsonl")
+        assert (counts["memories"], counts["skipped"]) == (0, len(ids))
+    assert _live_facts(mem, "the left door sticks") == ["the left door sticks"]
+
+
+def test_an_imported_fact_is_a_duplicate_of_a_later_learn(tmp_path: Path, mem: Memory):
+    with Memory(tmp_path / "source.db", embedder=None) as source:
+        _episode(source)
+        source.export(tmp_path / "e.jsonl")
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 5
+    assert mem.learn("the left door sticks")["status"] == "duplicate"
+    assert mem.learn("the right door is locked", {"episode": {}})["status"] == "duplicate"
+    assert mem.learn("the drawer opens halfway", {"episode": {"try": 2}})["status"] == "duplicate"
+    assert mem.learn("the shelf is wobbly", {"episode": {"outcome": 0.9}})["status"] == "duplicate"
+    assert _live_facts(mem, "the left door sticks") == ["the left door sticks"]
 
 
 def test_import_keeps_vectors_and_status(tmp_path: Path, hybrid_mem: Memory):

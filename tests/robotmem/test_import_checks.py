@@ -1,0 +1,45 @@
+"""check_memory's content hash: the file's is kept only when it is one learn could have given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from robotmem.context import content_hash
+from robotmem.import_checks import ImportLimits, check_memory
+
+_LIMITS = ImportLimits(max_payload_bytes=1 << 20, model_id=None, dim=None)
+_TEXT = "the left door sticks"
+
+
+def _record(context: dict[str, Any], claimed: str, session_id: str | None = "ses_1") -> dict[str, Any]:
+    return {"id": 1, "collection": "default", "session_id": session_id, "type": "fact", "perception_type": None,
+            "content": _TEXT, "context": context, "content_hash": claimed, "protected": 0, "confidence": 0.5,
+            "evidence_count": 1, "status": "active", "superseded_by": None, "absorbed": [], "forgotten_at": None,
+            "forget_reason": None, "access_count": 0, "last_accessed": None, "reinforced_at": 1.0,
+            "first_seen": 1.0, "last_seen": 1.0, "created_at": 1.0, "occurred_at": 1.0, "updated_at": 1.0}
+
+
+@pytest.mark.parametrize("learned", [{}, {"episode": {}}, {"episode": {"try": 2}, "task": {"name": "open"}},
+                                     {"episode": {"outcome": 0.9}}])
+def test_the_hash_of_the_context_before_end_session_is_kept(learned: dict[str, Any]):
+    ended = {**learned, "episode": {**learned.get("episode", {}), "outcome": 0.9}}
+    claimed = content_hash(_TEXT, learned)
+    assert check_memory(_record(ended, claimed), _LIMITS)["content_hash"] == claimed
+
+
+@pytest.mark.parametrize("claimed", [
+    content_hash("the right door sticks", {}),  # another text: a later learn of it must not hit this memory
+    content_hash(_TEXT, {"episode": {"outcome": 0.5}}),  # a context end_session cannot have started from
+    "not a hash",
+])
+def test_any_other_hash_is_replaced_by_the_hash_of_the_context_as_it_is(claimed: str):
+    ended = {"episode": {"outcome": 0.9}}
+    assert check_memory(_record(ended, claimed), _LIMITS)["content_hash"] == content_hash(_TEXT, ended)
+
+
+def test_without_a_session_end_session_added_nothing():
+    context = {"episode": {"outcome": 0.9}}
+    checked = check_memory(_record(context, content_hash(_TEXT, {}), session_id=None), _LIMITS)
+    assert checked["content_hash"] == content_hash(_TEXT, context)

@@ -145,14 +145,11 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
         memories = [r for r in records if r["kind"] == "memory"]
         for r in memories:
             _check_session_known(conn, r, sessions)
-            existing = conn.execute(
-                "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND created_at = ? AND content = ?",
-                (r["collection"], r["content_hash"], r["created_at"], r["content"]),
-            ).fetchone()
-            new_id = None if existing else db.insert_row(conn, r)
+            existing = _stored_as(db, conn, r)
+            new_id = None if existing is not None else db.insert_row(conn, r)
             if new_id is None:
-                # Already here, or (PostgreSQL's unique rule) a live copy of the same fact is.
-                id_map[r["id"]] = existing[0] if existing else _live_copy(db, conn, r)
+                # PostgreSQL's unique rule refused a live copy another writer stored since the check.
+                id_map[r["id"]] = existing if existing is not None else _live_copy(db, conn, r)
                 counts["skipped"] += 1
                 continue
             id_map[r["id"]] = new_id
@@ -176,6 +173,22 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     db.build_vector_indexes()
     counts["embedded"] = _embed_missing(db, embeddings, to_embed)
     return counts
+
+
+def _stored_as(db: Store, conn: Any, r: dict[str, Any]) -> int | None:
+    """The memory this record already is: the same record (imported before, or the store it
+    was exported from), or for a live fact the live copy of that fact. ``learn`` keeps one
+    live copy per text and context and PostgreSQL's unique index refuses a second, so an
+    import into SQLite keeps one too instead of adding a copy ``learn`` would never make."""
+    row = conn.execute(
+        "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND created_at = ? AND content = ?",
+        (r["collection"], r["content_hash"], r["created_at"], r["content"]),
+    ).fetchone()
+    if row is not None:
+        return int(row[0])
+    if r["type"] == "fact" and r["status"] in ("active", "archived"):
+        return db.find_duplicate(conn, r["collection"], r["content_hash"])
+    return None
 
 
 def _live_copy(db: Store, conn: Any, r: dict[str, Any]) -> int:

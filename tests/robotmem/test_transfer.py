@@ -115,3 +115,15 @@ def test_import_keeps_vectors_and_status(tmp_path: Path, hybrid_mem: Memory):
         assert result["mode"] == "hybrid"
         assert [h["content"] for h in result["results"]] == [hybrid_mem.get(keep)["content"]]
         assert copy.stats()["collections"]["default"]["by_status"] == {"active": 1, "forgotten": 1}
+
+
+def test_an_imported_fact_learned_here_too_is_not_stored_twice(tmp_path: Path, mem: Memory, clock):
+    with Memory(tmp_path / "source.db", embedder=None) as source:
+        source.learn("the left door sticks")
+        source.export(tmp_path / "e.jsonl")
+    clock.advance(60)  # learned here separately: another created_at, the same fact
+    here = mem.learn("the left door sticks")["memory_id"]
+    counts = mem.import_(tmp_path / "e.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (0, 1)
+    assert _live_facts(mem, "the left door sticks") == ["the left door sticks"]
+    assert mem.learn("the left door sticks")["memory_id"] == here

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from . import memories, sessions
 from .connection import PgConnection, PgDatabase
-from .migrations import migrate
+from .migrations import SCHEMA_VERSION, migrate, schema_version
 
 __all__ = ["PgStore"]
 
@@ -32,8 +32,13 @@ class PgStore(PgDatabase):
         super().__init__(url, connect_timeout_s=connect_timeout_s, on_connect=_register_vector)
 
     def migrate(self) -> int:
+        """Bring the schema up to date. An up-to-date store is only read (as SQLite's): a read
+        replica or a read-only role, where any write transaction fails, can open it."""
+        with self.read() as conn:
+            if schema_version(conn) == SCHEMA_VERSION:
+                return SCHEMA_VERSION
         version = self.run_write(migrate)
-        _register_vector(self.connection())
+        _register_vector(self.connection())  # the extension may be new: register its type now
         return version
 
     def __enter__(self) -> PgStore:

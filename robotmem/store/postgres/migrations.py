@@ -20,7 +20,7 @@ from ...errors import StorageError
 from ..tokens import memory_search_text
 from .sql import tsvector_literal
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
 
 _LOCK_KEY = 0x726D656D  # "rmem": serialises concurrent migrations
 
@@ -161,11 +161,11 @@ _NO_VECTOR = (
 )
 
 
-def migrate(conn: Any) -> int:
-    """Bring the schema to SCHEMA_VERSION (inside the caller's transaction); returns the version."""
-    conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
-    _ensure_vector(conn)
-    conn.execute("CREATE TABLE IF NOT EXISTS robotmem_schema (version integer NOT NULL)")
+def schema_version(conn: Any) -> int:
+    """The store's schema version (0: no robotmem tables yet), read without writing anything, so
+    a read replica or a role that may only read can tell that its store is up to date."""
+    if conn.execute("SELECT to_regclass('robotmem_schema')").fetchone()[0] is None:
+        return 0
     row = conn.execute("SELECT max(version) FROM robotmem_schema").fetchone()
     current = int(row[0]) if row and row[0] is not None else 0
     if current > SCHEMA_VERSION:
@@ -173,6 +173,15 @@ def migrate(conn: Any) -> int:
             f"the memory store has schema version {current}, newer than this robotmem ({SCHEMA_VERSION}); "
             "upgrade robotmem"
         )
+    return current
+
+
+def migrate(conn: Any) -> int:
+    """Bring the schema to SCHEMA_VERSION (inside the caller's write transaction); returns the version."""
+    conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
+    _ensure_vector(conn)
+    conn.execute("CREATE TABLE IF NOT EXISTS robotmem_schema (version integer NOT NULL)")
+    current = schema_version(conn)  # again under the lock: another process may have migrated meanwhile
     for version, step in MIGRATIONS:
         if version > current:
             if callable(step):

@@ -133,6 +133,37 @@ def test_a_migration_into_a_database_without_pgvector_stops_before_writing_and_l
     assert json.loads(capsys.readouterr().out)["memories"] == 5
 
 
+@pytest.fixture(params=["select_only", "read_only_transactions"])
+def read_only_url(request: pytest.FixtureRequest, postgres_url: str) -> Iterator[str]:
+    """The store of ``postgres_url`` through a role that may read but not write: one granted only
+    USAGE and SELECT, or (as on a hot-standby replica) one whose every transaction is read-only."""
+    role = "robotmem_" + request.param
+    with _admin(postgres_url) as admin:
+        schema = admin.execute("SELECT current_schema()").fetchone()[0]
+        admin.execute(f"DROP ROLE IF EXISTS {role}")
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        # On the tables the test's store creates next, as an administrator sets up a reader.
+        granted = "SELECT" if request.param == "select_only" else "ALL"
+        admin.execute(f"ALTER DEFAULT PRIVILEGES IN SCHEMA {schema} GRANT {granted} ON TABLES TO {role}")
+        if request.param == "read_only_transactions":
+            admin.execute(f"ALTER ROLE {role} SET default_transaction_read_only = on")
+    yield _with_db(postgres_url, urlsplit(postgres_url).path.lstrip("/"), role)
+    with _admin(postgres_url) as admin:
+        admin.execute(f"DROP OWNED BY {role}")
+        admin.execute(f"DROP ROLE {role}")
+
+
+def test_a_read_only_role_recalls_and_reads_stats_of_an_up_to_date_store(postgres_url: str, read_only_url: str):
+    with Memory(postgres_url, embedder=None) as mem:
+        mid = mem.learn("the left door sticks")["memory_id"]
+    # Opening used to run the migration in a write transaction (CREATE TABLE IF NOT EXISTS
+    # robotmem_schema), which a read-only role or a replica refuses even when nothing is due.
+    with Memory(read_only_url, embedder=None) as replica:
+        assert [h["id"] for h in replica.recall("left door")["results"]] == [mid]
+        assert replica.stats()["memories"] == 1
+
+
 def test_a_server_that_stops_gives_storage_errors_and_the_store_reconnects_when_it_is_back(own_server):
     import pgserver
 

@@ -667,6 +667,11 @@ class Memory:
                 with self._access_lock:
                     for k, v in pending.items():
                         self._access[k] = self._access.get(k, 0) + v
+            if conn is not None:
+                # Inside the caller's write: on PostgreSQL the failed statement aborted the whole
+                # transaction, and the write would fail on its own next statement with "current
+                # transaction is aborted" instead of the cause (a read-only store, say).
+                raise
 
 
 @dataclasses.dataclass(slots=True)

@@ -162,6 +162,9 @@ def test_a_read_only_role_recalls_and_reads_stats_of_an_up_to_date_store(postgre
     with Memory(read_only_url, embedder=None) as replica:
         assert [h["id"] for h in replica.recall("left door")["results"]] == [mid]
         assert replica.stats()["memories"] == 1
+        with pytest.raises(StorageError) as info:  # the cause, not "current transaction is aborted"
+            replica.learn("the right door sticks")  # (the recall's access count is written first)
+        assert "read-only transaction" in info.value.message or "permission denied" in info.value.message
 
 
 def test_a_server_that_stops_gives_storage_errors_and_the_store_reconnects_when_it_is_back(own_server):

@@ -8,7 +8,8 @@ A client always gets one of two shapes back:
   ``{"error": {"code", "field", "message"}}`` (again mirrored as text).
 
 Storage failures and crashes are logged here with their cause; the client sees a message
-that names no internals (no paths, SQL or tracebacks).
+that names no internals (no paths, SQL or tracebacks). A storage failure is logged as one
+line, a crash with its traceback.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ..errors import RobotMemError, StorageError
 __all__ = [
     "STORAGE_MESSAGE",
     "error_result",
+    "log_storage_failure",
     "ok_result",
     "result_for_argument_errors",
     "result_for_exception",
@@ -53,10 +55,18 @@ def error_result(code: str, message: str, field: str | None = None) -> CallToolR
     )
 
 
+def log_storage_failure(what: str, exc: StorageError) -> None:
+    """One line with the cause, no traceback: a StorageError is an expected, explained failure
+    (its message says what happened and what to do), and during an outage every call fails
+    alike; a traceback each (273 for 136 calls in one outage) buried the log. Only a crash
+    (``internal_error``) needs its traceback."""
+    log.error("%s: storage failure: %s", what, exc.message)
+
+
 def result_for_exception(tool: str, exc: BaseException) -> CallToolResult:
     """Translate anything a tool body raised into the wire error shape."""
     if isinstance(exc, StorageError):
-        log.error("tool %s: storage failure", tool, exc_info=exc)
+        log_storage_failure(f"tool {tool}", exc)
         # The advice (disk full, read-only, I/O error and what to do) names no paths or SQL.
         message = STORAGE_MESSAGE if exc.advice is None else f"the memory store could not complete the request: {exc.advice}"
         return error_result(StorageError.code, message)

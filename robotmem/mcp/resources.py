@@ -12,7 +12,6 @@ Errors follow the MCP resource conventions: an unknown session is "resource not 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +19,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from ..errors import NotFoundError, RobotMemError, StorageError
-from .boundary import STORAGE_MESSAGE
+from .boundary import STORAGE_MESSAGE, log_storage_failure
 from .runtime import MemoryRuntime
 
 if TYPE_CHECKING:
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["register_resources"]
 
-log = logging.getLogger("robotmem.mcp")
 _JSON = "application/json"
 
 
@@ -63,7 +61,7 @@ def register_resources(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         except NotFoundError as exc:
             raise ResourceNotFoundError(exc.message) from exc
         except StorageError as exc:
-            log.error("resource %s: storage failure", what, exc_info=exc)
+            log_storage_failure(f"resource {what}", exc)
             raise ResourceError(STORAGE_MESSAGE) from exc
         except RobotMemError as exc:
             raise ResourceError(f"{exc.code}: {exc.message}") from exc

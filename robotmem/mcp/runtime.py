@@ -21,7 +21,8 @@ import anyio
 import anyio.to_thread
 
 from ..config import Config
-from ..errors import RobotMemError
+from ..errors import RobotMemError, StorageError
+from .boundary import log_storage_failure
 
 if TYPE_CHECKING:  # imported late at run time: the core loads heavy modules
     from ..service import Memory
@@ -132,7 +133,10 @@ class MemoryRuntime:
             except Exception as exc:  # tool calls retry and report it; the server keeps answering
                 opened.error = exc
                 self.store = "failed"
-                log.error("cannot open the memory store at %s", self.config.store_label, exc_info=exc)
+                if isinstance(exc, StorageError):
+                    log_storage_failure(f"opening the memory store at {self.config.store_label}", exc)
+                else:
+                    log.error("cannot open the memory store at %s", self.config.store_label, exc_info=exc)
                 return
             self.store = "ready"
             log.info("memory store open at %s", self.config.store_label)

@@ -64,6 +64,21 @@ def test_storage_error_message_names_no_internals(caplog: pytest.LogCaptureFixtu
     assert secret in caplog.text, "the server log keeps the cause"
 
 
+def test_a_storage_failure_is_logged_as_one_line_with_its_cause(caplog: pytest.LogCaptureFixture) -> None:
+    try:
+        try:
+            raise OSError("Connection refused")
+        except OSError as cause:
+            raise StorageError("cannot connect to PostgreSQL at postgresql://db/robots: Connection refused") from cause
+    except StorageError as exc:
+        with caplog.at_level(logging.DEBUG, logger="robotmem.mcp"):
+            result_for_exception("learn", exc)
+    assert [(r.levelno, r.getMessage(), r.exc_info) for r in caplog.records] == [
+        (logging.ERROR, "tool learn: storage failure: cannot connect to PostgreSQL at postgresql://db/robots: "
+         "Connection refused", None)]
+    assert "Traceback" not in caplog.text
+
+
 def test_unexpected_exception_is_internal_error_with_traceback_only_in_the_log(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

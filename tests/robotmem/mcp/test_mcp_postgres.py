@@ -18,7 +18,8 @@ async def test_the_server_answers_with_storage_errors_while_postgresql_is_down_a
     import pgserver
 
     server, pgdata = own_server
-    async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_URL=server.get_uri(),
+    log = tmp_path / "server.log"
+    async with stdio_session(robotmem_home, log, ROBOTMEM_URL=server.get_uri(),
                              ROBOTMEM_EMBEDDINGS="off") as session:
         first = await call_ok(session, "learn", {"insight": "the dock door opens at 7"})
         server.cleanup()  # PostgreSQL stops under the running MCP server
@@ -26,6 +27,10 @@ async def test_the_server_answers_with_storage_errors_while_postgresql_is_down_a
         assert error["code"] == "storage_error"  # the details go to the server log, not the client
         error = await call_error(session, "learn", {"insight": "learned while the database is down"})
         assert error["code"] == "storage_error"
+        # An expected, explained failure: one line per call with its cause, no traceback.
+        failures = [line for line in log.read_text(encoding="utf-8").splitlines() if "storage failure" in line]
+        assert len(failures) == 2 and all("PostgreSQL" in line for line in failures), failures
+        assert "Traceback" not in log.read_text(encoding="utf-8")
         back = pgserver.get_server(pgdata, cleanup_mode="stop")
         try:
             found = await call_ok(session, "recall", {"query": "dock door"})

@@ -116,7 +116,11 @@ async def test_an_unreadable_store_gives_storage_errors_without_internals_and_th
         assert {tool.name for tool in (await session.list_tools()).tools} == TOOL_NAMES
         status = await read_json_resource(session, "robotmem://status")
         assert status["store"] == "failed"
-    assert str(database) in log.read_text(encoding="utf-8"), "the cause is in the server log"
+    text = log.read_text(encoding="utf-8")
+    assert str(database) in text, "the cause is in the server log"
+    # Opening and each of the two failed calls: one line each, no traceback (an expected failure).
+    assert len([line for line in text.splitlines() if "storage failure" in line]) == 3
+    assert "Traceback" not in text
 
 
 async def test_once_the_store_is_usable_again_calls_succeed_without_a_restart(

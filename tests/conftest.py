@@ -36,7 +36,8 @@ def robotmem_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path / "robotmem-home"
     home.mkdir()
     monkeypatch.setenv("ROBOTMEM_HOME", str(home))
-    for var in ("ROBOTMEM_DB_PATH", "ROBOTMEM_TOKEN", "ROBOTMEM_COLLECTION", "ROBOTMEM_EMBEDDINGS"):
+    # ROBOTMEM_URL too: a developer's exported fleet database must never receive test writes.
+    for var in ("ROBOTMEM_DB_PATH", "ROBOTMEM_URL", "ROBOTMEM_TOKEN", "ROBOTMEM_COLLECTION", "ROBOTMEM_EMBEDDINGS"):
         monkeypatch.delenv(var, raising=False)
     return home
 

@@ -3,7 +3,9 @@
 Precedence, highest first: explicit arguments, ``ROBOTMEM_*`` environment
 variables, ``$ROBOTMEM_HOME/config.json``, built-in defaults. ``ROBOTMEM_HOME``
 itself comes from the argument or the environment (a config file cannot move
-the directory it lives in) and defaults to ``~/.robotmem``.
+the directory it lives in) and defaults to ``~/.robotmem``. ``db_path`` and ``url``
+both say where the store is, so an explicit ``db_path`` also sets aside a ``url``
+that was not given explicitly.
 """
 
 from __future__ import annotations
@@ -130,6 +132,10 @@ class Config:
         if is_postgres_url(explicit.get("db_path")):
             # ``--db postgresql://...`` names the database, as --url does.
             explicit["url"] = explicit.pop("db_path")
+        # An explicit file names the store: ROBOTMEM_URL exported for the fleet (or a url in
+        # config.json) must not send `--db small.db` or Memory("x.db") to the fleet database.
+        # An explicit url still wins over an explicit file.
+        file_named = "db_path" in explicit and "url" not in explicit
         home = Path(explicit["home"]).expanduser() if "home" in explicit else default_home(env)
         values: dict[str, Any] = {}
         values.update(_read_file(home / "config.json", names))
@@ -138,6 +144,8 @@ class Config:
             if raw is not None and name != "home":
                 values[name] = raw
         values.update(explicit)
+        if file_named:
+            values.pop("url", None)
         values["home"] = home
         return cls(**{k: _coerce(names[k], k, v) for k, v in values.items()})
 

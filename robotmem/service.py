@@ -83,10 +83,9 @@ class Memory:
         if config is None:
             config = Config.load(db_path=path, url=url)
         elif path is not None or url is not None:
+            # As Config.load does: a path alone sets aside the config's url.
             config = dataclasses.replace(config, db_path=Path(path).expanduser() if path is not None
                                          else config.db_path, url=url)
-        if path is not None and url is None:
-            config = dataclasses.replace(config, url=None)  # an explicit file wins over ROBOTMEM_URL
         self.config = config
         self.collection = validation.collection(collection, config.collection)
         self._clock: Clock = clock if clock is not None else time.time

@@ -14,8 +14,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ..config import Config
 from ..errors import RobotMemError
+from .store import load_config
 
 __all__ = ["add_serve_arguments", "main", "register", "serve_command"]
 
@@ -55,12 +55,7 @@ def serve_command(args: argparse.Namespace) -> int:
 
     configure_logging()
     try:
-        config = Config.load(
-            home=getattr(args, "home", None),
-            db_path=getattr(args, "db", None),
-            url=getattr(args, "store_url", None),
-            collection=getattr(args, "collection", None),
-        )
+        config = load_config(args)
         if args.transport == "stdio":
             run_stdio(config)
         else:

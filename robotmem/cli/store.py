@@ -1,4 +1,7 @@
-"""Opening the store a command names (--home / --db / --collection, the environment, defaults)."""
+"""Opening the store a command names (--home / --db / --url / --collection, the environment, defaults).
+
+Every command, ``serve`` and ``ui`` included, builds its Config here.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ def load_config(args: argparse.Namespace) -> Config:
 
     try:
         return Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None),
-                           url=getattr(args, "store_url", None))
+                           url=getattr(args, "store_url", None), collection=getattr(args, "collection", None))
     except ConfigError as exc:
         option = _OPTION_OF_SETTING.get(exc.field or "")
         if option is None or getattr(args, option.lstrip("-"), None) is None:
@@ -36,8 +39,7 @@ def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:
     from ..service import Memory
 
     config = load_config(args)
-    return Memory(config.store_location, collection=getattr(args, "collection", None) or config.collection,
-                  embedder=embedder, config=config)
+    return Memory(config.store_location, collection=config.collection, embedder=embedder, config=config)
 
 
 def open_existing(args: argparse.Namespace, *, embedder: Any = None) -> Memory:

@@ -23,13 +23,13 @@ def register(subparsers: Any) -> None:
 
 
 def ui_command(args: argparse.Namespace) -> int:
-    from ..config import Config
     from ..service import Memory
     from ..view import store_map
     from ..web.serve import run_ui
+    from .store import load_config
 
-    config = Config.load(home=args.home, db_path=args.db)
-    collection = getattr(args, "collection", None) or config.collection
+    config = load_config(args)
+    collection = config.collection
     with Memory(config.store_location, collection=collection, config=config) as mem:
         if args.map:
             stored = store_map(mem, args.map, collection=collection)

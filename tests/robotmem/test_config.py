@@ -71,3 +71,21 @@ def test_a_path_that_is_not_utf8_is_a_config_error_naming_the_setting(tmp_path: 
     with pytest.raises(ConfigError, match=r"\\xff") as info:
         Config.load(**{setting: str(tmp_path / "\udcff.db")})
     assert info.value.field == setting
+
+
+FLEET_URL = "postgresql://fleet@db.lab/fleet"
+
+
+@pytest.mark.parametrize("where", ["environment", "config.json"])
+def test_an_explicit_file_wins_over_a_url_that_was_not_given_explicitly(
+        robotmem_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    if where == "environment":
+        monkeypatch.setenv("ROBOTMEM_URL", FLEET_URL)
+    else:
+        (robotmem_home / "config.json").write_text(json.dumps({"url": FLEET_URL}))
+    assert Config.load().store_location == FLEET_URL  # nothing explicit: the fleet database
+    small = tmp_path / "small.db"
+    config = Config.load(db_path=small)
+    assert config.url is None and config.store_location == small
+    other = "postgresql://other@db.lab/other"  # an explicit url still wins over an explicit file
+    assert Config.load(db_path=small, url=other).store_location == other

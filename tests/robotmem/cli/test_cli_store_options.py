@@ -53,3 +53,62 @@ def test_an_option_after_the_verb_wins_over_the_environment_but_not_over_absence
     assert (other / "memory.db").is_file() and not (robotmem_home / "memory.db").exists()
     code, out, _ = run(capsys, "--home", str(other), "stats", "--json")  # root value kept by the verb
     assert code == 0 and json.loads(out)["facts"] == 1
+
+
+#: Nothing listens on port 1: a command that used this URL would fail with a storage error.
+DEAD_FLEET_URL = "postgresql://fleet:secret@127.0.0.1:1/fleet"
+
+
+def test_db_wins_over_robotmem_url_for_a_write(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROBOTMEM_URL", DEAD_FLEET_URL)
+    db = tmp_path / "x.db"
+    code, _, err = run(capsys, "--db", str(db), "--json", "learn", "explicit file memory")
+    assert code == 0, err
+    code, out, _ = run(capsys, "--db", str(db), "--json", "stats")
+    assert code == 0 and json.loads(out)["facts"] == 1 and json.loads(out)["path"] == str(db)
+
+
+def test_db_wins_over_robotmem_url_as_the_source_of_migrate(capsys, tmp_path: Path, postgres_url: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from robotmem import Memory
+
+    with Memory(url=postgres_url, embedder=None) as fleet:
+        for i in range(3):
+            fleet.learn(f"fleet fact {i}")
+    small = tmp_path / "small.db"
+    with Memory(small, embedder=None) as mem:
+        mem.learn("the only memory of the small store")
+    monkeypatch.setenv("ROBOTMEM_URL", postgres_url)
+    target = tmp_path / "copy.db"
+    code, out, err = run(capsys, "--db", str(small), "--json", "migrate", "--to", str(target), "--no-progress")
+    assert code == 0, err
+    assert json.loads(out)["total"] == 1 and json.loads(out)["source"] == str(small)
+    with Memory(target, embedder=None) as copy:
+        assert copy.stats()["facts"] == 1 and copy.get(1)["content"] == "the only memory of the small store"
+
+
+def test_serve_builds_its_config_as_every_command_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import robotmem.mcp.transports as transports
+
+    seen = []
+    monkeypatch.setattr(transports, "configure_logging", lambda: None)  # keeps pytest's log capture
+    monkeypatch.setattr(transports, "run_stdio", seen.append)
+    monkeypatch.setenv("ROBOTMEM_URL", DEAD_FLEET_URL)
+    db = tmp_path / "x.db"
+    assert main(["--db", str(db), "--collection", "lab", "serve"]) == 0
+    assert main(["serve"]) == 0
+    assert [(c.store_location, c.collection) for c in seen] == [(db, "lab"), (DEAD_FLEET_URL, "default")]
+
+
+def test_ui_opens_the_store_of_db_and_url(capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import robotmem.web.serve as web
+
+    seen = []
+    monkeypatch.setattr(web, "run_ui", lambda mem, **kwargs: seen.append((mem.location, mem.collection)))
+    db = tmp_path / "x.db"
+    monkeypatch.setenv("ROBOTMEM_URL", DEAD_FLEET_URL)
+    assert run(capsys, "--db", str(db), "--collection", "lab", "ui")[0] == 0
+    assert seen == [(str(db), "lab")]
+    monkeypatch.delenv("ROBOTMEM_URL")
+    code, _, err = run(capsys, "--url", DEAD_FLEET_URL, "ui")  # --url was not read by ui at all
+    assert code == 1 and "cannot connect to PostgreSQL at postgresql://fleet:***@127.0.0.1:1/fleet" in err

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from .errors import ConfigError
 
@@ -32,13 +32,58 @@ def is_postgres_url(value: object) -> bool:
     return isinstance(value, str) and value.split("://", 1)[0] in ("postgresql", "postgres")
 
 
+#: libpq's connection parameters that hold a secret ("Parameter Key Words" in the PostgreSQL
+#: manual; oauth_client_secret since PostgreSQL 18). libpq takes any of them from a URL's query
+#: string, so ``?password=...`` is as secret as ``user:password@``.
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword", "oauth_client_secret"})
+
+
+def _secret_spans(url: str) -> list[tuple[int, int]]:
+    """Where ``url`` holds secrets, as sorted, disjoint (start, end) offsets, found the way libpq
+    parses a URI rather than by ``urlsplit`` (which raises on an unclosed ``[`` and ends the
+    password at a ``?`` or ``#`` that libpq keeps in it). Never raises: it runs while reporting errors."""
+    begin = url.find("://")
+    if begin < 0:
+        return []
+    begin += 3
+    spans: list[tuple[int, int]] = []
+    # The user info ends at an @ before the first /; taking the last such @ covers libpq's
+    # reading (the first one) and any other.
+    slash = url.find("/", begin)
+    at = url.rfind("@", begin, len(url) if slash < 0 else slash)
+    after_user = begin
+    if at >= 0:
+        colon = url.find(":", begin, at)
+        if colon >= 0:
+            spans.append((colon + 1, at))
+        after_user = at + 1
+    # The query starts at the first ? after the user info (libpq); also read it from the first ?
+    # of all, so that ``//host?password=a@b`` (an @ libpq would take for the user's) stays hidden.
+    for query in {url.find("?", after_user), url.find("?", begin)} - {-1}:
+        position = query + 1
+        for item in url[query + 1:].split("&"):
+            name, equals, _ = item.partition("=")
+            # libpq percent-decodes parameter names too: ?pass%77ord=... is a password.
+            if equals and unquote(name).strip().lower() in _SECRET_PARAMETERS:
+                spans.append((position + len(name) + 1, position + len(item)))
+            position += len(item) + 1
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password (for messages, logs and ``stats``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(":" + parts.password + "@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    """The URL with every secret (the password of ``user:password@``, the value of ``password``,
+    ``sslpassword`` ... in the query string) shown as ``***``: for messages, logs and ``stats``.
+    Never raises, also on a URL that cannot be parsed."""
+    shown = url
+    for start, end in reversed(_secret_spans(url)):
+        shown = shown[:start] + "***" + shown[end:]
+    return shown
 
 
 def default_home(environ: Mapping[str, str] | None = None) -> Path:

@@ -1,9 +1,13 @@
 import json
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robotmem import Config, ConfigError
+from robotmem.config import redact_url
 
 
 def test_defaults_put_the_store_in_robotmem_home(robotmem_home: Path):
@@ -89,3 +93,55 @@ def test_an_explicit_file_wins_over_a_url_that_was_not_given_explicitly(
     assert config.url is None and config.store_location == small
     other = "postgresql://other@db.lab/other"  # an explicit url still wins over an explicit file
     assert Config.load(db_path=small, url=other).store_location == other
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://admin2@127.0.0.1:55432/fleet?password=SuperPW9", "postgresql://admin2@127.0.0.1:55432/fleet?password=***"),
+    ("postgresql://u:Super%40PW9@db.lab/fleet", "postgresql://u:***@db.lab/fleet"),
+    # libpq decodes parameter names too, and takes ? and # into the password of user:password@
+    ("postgresql://u@db.lab/fleet?pass%77ord=SuperPW9", "postgresql://u@db.lab/fleet?pass%77ord=***"),
+    ("postgresql://u:Super?PW#9@db.lab/fleet", "postgresql://u:***@db.lab/fleet"),
+    ("postgresql://u@db.lab/fleet?password=Super#PW9", "postgresql://u@db.lab/fleet?password=***"),
+    ("postgres://u@h/db?sslmode=require&sslpassword=k%26ey&application_name=r7",
+     "postgres://u@h/db?sslmode=require&sslpassword=***&application_name=r7"),
+    ("postgresql://u@h/db?oauth_client_secret=SuperPW9&PASSWORD=SuperPW9", "postgresql://u@h/db?oauth_client_secret=***&PASSWORD=***"),
+    ("postgresql://u:pw@h1:5432,h2:5433/db?target_session_attrs=read-write",
+     "postgresql://u:***@h1:5432,h2:5433/db?target_session_attrs=read-write"),
+    ("postgresql://db.lab?password=Super@PW9", "postgresql://db.lab?password=***"),  # libpq: user db.lab?password=Super
+    ("postgresql://u:SuperPW9@[::1/db", "postgresql://u:***@[::1/db"),  # unparseable: still redacted, no ValueError
+    ("postgresql://robotmem@db.lab/robotmem?host=/run/pg&sslmode=require", "postgresql://robotmem@db.lab/robotmem?host=/run/pg&sslmode=require"),
+])
+def test_redact_url_hides_every_secret_libpq_reads(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
+
+
+_PASSWORD_NAMES = st.sampled_from(["password", "sslpassword", "pass%77ord", "%73slpassword"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(secret=st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=30),
+       name=_PASSWORD_NAMES,
+       where=st.sampled_from(["userinfo", "query"]))
+def test_redact_url_leaves_exactly_the_secret_out_as_libpq_parses_it(secret: str, name: str, where: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    encoded = quote(secret, safe="")
+    if where == "userinfo":
+        url = f"postgresql://robot:{encoded}@db.lab:5432/fleet?application_name=r7&connect_timeout=3"
+    else:
+        url = f"postgresql://robot@db.lab:5432/fleet?application_name=r7&{name}={encoded}&connect_timeout=3"
+    parsed = conninfo_to_dict(url)
+    key = "password" if where == "userinfo" else unquote(name)
+    assert parsed[key] == secret
+    assert conninfo_to_dict(redact_url(url)) == {**parsed, key: "***"}
+
+
+@settings(max_examples=200, deadline=None)
+@given(secret=st.text(st.characters(blacklist_categories=("Cs", "Cc", "Z"), blacklist_characters="@/%"), min_size=1,
+                      max_size=30))
+def test_redact_url_hides_a_password_typed_without_percent_encoding(secret: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    url = f"postgresql://robot:{secret}@db.lab/fleet"
+    assert conninfo_to_dict(url)["password"] == secret  # libpq's reading: up to the @
+    assert redact_url(url) == "postgresql://robot:***@db.lab/fleet"

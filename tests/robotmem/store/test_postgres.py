@@ -12,7 +12,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -86,6 +86,53 @@ def test_a_wrong_password_is_a_storage_error(postgres_server_url: str, password_
         Memory(url=bad, embedder=None)
     assert "password authentication failed" in info.value.message and "wrong" not in info.value.message
     Memory(url=good, embedder=None).close()
+
+
+def _with_query_password(url: str, database: str, user: str, password: str, name: str = "password") -> str:
+    """The same server, another database, the password given in the query string."""
+    parts = urlsplit(_with_db(url, database, user))
+    query = "&".join(q for q in (parts.query, f"{name}={quote(password, safe='')}") if q)
+    return parts._replace(query=query).geturl()
+
+
+@pytest.mark.parametrize("name", ["password", "pass%77ord"])
+def test_a_password_in_the_query_string_is_shown_nowhere(postgres_server_url: str, tmp_path: Path,
+                                                         password_role: tuple[str, str, str], name: str,
+                                                         capsys: pytest.CaptureFixture[str]):
+    from robotmem.cli.main import main
+
+    user, password, database = password_role
+    url = _with_query_password(postgres_server_url, database, user, password, name)
+    with Memory(url=url, embedder=None) as mem:
+        mem.learn("the dock door sticks")
+        shown = [mem.location, mem.stats()["path"]]
+    assert main(["--url", url, "stats"]) == 0
+    shown.append(capsys.readouterr().out)
+    copy = tmp_path / "copy.db"
+    assert main(["--url", url, "migrate", "--to", str(copy), "--no-progress"]) == 0  # source line
+    shown.append(capsys.readouterr().out)
+    wrong = _with_query_password(postgres_server_url, database, user, "wrong-" + password, name)
+    assert main(["--url", wrong, "stats"]) == 1  # the connection error
+    shown.append(capsys.readouterr().err)
+    with pytest.raises(StorageError) as info:
+        Memory(url=wrong, embedder=None)
+    shown.append(info.value.message)
+    assert "password authentication failed" in shown[-1]
+    assert f"{name}=***" in shown[0] and all(password not in text for text in shown), shown
+
+
+def test_migrate_shows_its_target_without_the_password(postgres_url: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]):
+    from robotmem.cli.main import main
+
+    source = tmp_path / "robot.db"
+    with Memory(source, embedder=None) as mem:
+        mem.learn("the dock door sticks")
+    # pgserver trusts local logins: the password is ignored, and must still not be printed.
+    target = postgres_url + "&sslpassword=SuperPW9&password=SuperPW9"
+    assert main(["--db", str(source), "migrate", "--to", target, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "target: " in out and "SuperPW9" not in out and "sslpassword=***&password=***" in out
 
 
 def _database_without_vector(server_url: str) -> str:

@@ -14,15 +14,16 @@ import dataclasses
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from .errors import ConfigError
+from .errors import ConfigError, RobotMemError, brief
 
-__all__ = ["Config", "default_home", "is_postgres_url", "redact_url"]
+__all__ = ["Config", "check_postgres_url", "default_home", "is_postgres_url", "redact_url"]
 
 _ENV_PREFIX = "ROBOTMEM_"
 
@@ -86,6 +87,48 @@ def redact_url(url: str) -> str:
     return shown
 
 
+def _without_secrets(text: str, url: str) -> str:
+    """``text`` (a libpq message about ``url``) without ``url``'s secrets: libpq quotes the whole
+    URI or the token it could not decode, which may be the password."""
+    text = text.replace(url, redact_url(url))
+    secrets = {url[start:end] for start, end in _secret_spans(url)}
+    secrets |= {unquote(secret) for secret in secrets}
+    secrets.discard("")
+
+    def scrub(match: re.Match[str]) -> str:
+        quoted = match.group(0)
+        for secret in sorted(secrets, key=len, reverse=True):
+            quoted = quoted.replace(secret, "***")
+        return quoted
+
+    return re.sub(r'"[^"]*"', scrub, text)
+
+
+def check_postgres_url(url: object, *, field: str = "url", error: type[RobotMemError] = ConfigError) -> None:
+    """Raise ``error`` (naming ``field``) unless ``url`` is a PostgreSQL URL libpq can parse.
+
+    Checked before anything connects: psycopg's own parse errors quote the URL, password
+    included, and a URL that cannot be parsed must fail as a configuration error, not later
+    as a ValueError or a storage error."""
+    if not is_postgres_url(url):
+        got = redact_url(url) if isinstance(url, str) else type(url).__name__
+        raise error(f"{field} must be a PostgreSQL URL such as postgresql://user@host/db, got {brief(got)}",
+                    field=field)
+    assert isinstance(url, str)  # is_postgres_url said so
+    try:
+        from psycopg import Error as PsycopgError
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:  # the store says how to install the driver when it opens
+        return
+    try:
+        conninfo_to_dict(url)
+    except PsycopgError as exc:
+        lines = str(exc).strip().splitlines()
+        reason = _without_secrets(lines[0] if lines else "", url)
+        # from None: the psycopg error, shown as the cause in a traceback, quotes the password.
+        raise error(f"{field} {redact_url(url)} is not a valid PostgreSQL URL: {reason}", field=field) from None
+
+
 def default_home(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     raw = env.get("ROBOTMEM_HOME")
@@ -136,6 +179,8 @@ class Config:
             if not math.isfinite(value) or below or value > high:
                 raise ConfigError(f"config option {name!r} (ROBOTMEM_{name.upper()}) must be "
                                   f"{_describe_range(low, high, low_open)}, got {value!r}")
+        if self.url is not None:
+            check_postgres_url(self.url)
         if not self.archive_floor < self.initial_confidence <= self.max_confidence:
             raise ConfigError(
                 "config options must keep archive_floor < initial_confidence <= max_confidence (got "

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import validation
-from .config import Config, is_postgres_url
+from .config import Config, check_postgres_url, is_postgres_url
 from .context import canonical_json, content_hash, content_hash_json, parse_context, parse_context_json
 from .embeddings.base import Embedder
 from .errors import ConflictError, NotFoundError, ValidationError
@@ -76,8 +76,8 @@ class Memory:
             path, url = None, str(path)
         if path is not None and not isinstance(path, (str, Path)):
             raise ValidationError(f"path must be a file path, got {type(path).__name__}", field="path")
-        if url is not None and not is_postgres_url(url):
-            raise ValidationError("url must be a PostgreSQL URL such as postgresql://user@host/db", field="url")
+        if url is not None:
+            check_postgres_url(url, error=ValidationError)
         if clock is not None and not callable(clock):
             raise ValidationError("clock must be a callable returning epoch seconds", field="clock")
         if config is None:

@@ -24,6 +24,7 @@ def register(subparsers: Any) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> Any:
+    from ..config import check_postgres_url, is_postgres_url
     from ..errors import ValidationError
     from ..store.backend import open_store
     from ..store.copy import copy_store
@@ -33,6 +34,8 @@ def cmd_migrate(args: argparse.Namespace) -> Any:
     if args.migrate_batch < 1:
         raise ValidationError("--batch must be at least 1", field="batch")
     config = load_config(args)
+    if is_postgres_url(args.migrate_to):  # named as --to, and before the source is opened
+        check_postgres_url(args.migrate_to, field="to", error=ValidationError)
     source = open_store(config.store_location)
     try:
         source.migrate()

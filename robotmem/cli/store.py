@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 __all__ = ["load_config", "open_existing", "open_memory"]
 
 
-#: Config settings the common options set, by option (so an error names what the user typed).
-_OPTION_OF_SETTING = {"home": "--home", "db_path": "--db"}
+#: Config settings the common options set: (option, argparse dest), so an error names what the user typed.
+_OPTION_OF_SETTING = {"home": ("--home", "home"), "db_path": ("--db", "db"), "url": ("--url", "store_url")}
 
 
 def load_config(args: argparse.Namespace) -> Config:
@@ -28,8 +28,8 @@ def load_config(args: argparse.Namespace) -> Config:
         return Config.load(home=getattr(args, "home", None), db_path=getattr(args, "db", None),
                            url=getattr(args, "store_url", None), collection=getattr(args, "collection", None))
     except ConfigError as exc:
-        option = _OPTION_OF_SETTING.get(exc.field or "")
-        if option is None or getattr(args, option.lstrip("-"), None) is None:
+        option, dest = _OPTION_OF_SETTING.get(exc.field or "", (None, ""))
+        if option is None or getattr(args, dest, None) is None:
             raise  # not from an option given on this command line (the environment, config.json)
         raise ConfigError(exc.message, field=option) from exc
 

@@ -145,3 +145,24 @@ def test_redact_url_hides_a_password_typed_without_percent_encoding(secret: str)
     url = f"postgresql://robot:{secret}@db.lab/fleet"
     assert conninfo_to_dict(url)["password"] == secret  # libpq's reading: up to the @
     assert redact_url(url) == "postgresql://robot:***@db.lab/fleet"
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://u:SuperPW9@[::1/db",  # was an uncaught ValueError "Invalid IPv6 URL"
+    "postgresql://u:Super%zzPW9@db.lab/fleet",  # libpq quotes the token it cannot decode
+    "postgresql://u@db.lab/fleet?password=Super%zzPW9",
+    "postgresql://u@db.lab/fleet?password=SuperPW9&bogus",
+    "postgresql://u:Super%00PW9@db.lab/fleet",
+])
+def test_a_url_that_cannot_be_parsed_is_a_config_error_naming_url_without_the_password(url: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Config.load(url=url)
+    assert info.value.field == "url" and "is not a valid PostgreSQL URL" in info.value.message
+    assert "PW9" not in info.value.message and info.value.__suppress_context__
+
+
+def test_robotmem_url_that_is_not_postgresql_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ROBOTMEM_URL", "mysql://u:SuperPW9@db.lab/fleet")
+    with pytest.raises(ConfigError, match="must be a PostgreSQL URL") as info:
+        Config.load()
+    assert info.value.field == "url" and "SuperPW9" not in info.value.message

@@ -25,7 +25,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ...config import redact_url
+from ...config import check_postgres_url, redact_url
 from ...errors import StorageError
 from ..pipeline import PipelinedWrites, Transactions
 
@@ -128,6 +128,7 @@ class PgDatabase:
 
     def __init__(self, url: str, *, connect_timeout_s: int = 5, on_connect: Callable[[PgConnection], None]
                  | None = None) -> None:
+        check_postgres_url(url)  # also when opened without a Config (migrate --to, tooling)
         self.url = url
         self.location = redact_url(url)
         self._timeout = connect_timeout_s

@@ -112,3 +112,24 @@ def test_ui_opens_the_store_of_db_and_url(capsys, tmp_path: Path, monkeypatch: p
     monkeypatch.delenv("ROBOTMEM_URL")
     code, _, err = run(capsys, "--url", DEAD_FLEET_URL, "ui")  # --url was not read by ui at all
     assert code == 1 and "cannot connect to PostgreSQL at postgresql://fleet:***@127.0.0.1:1/fleet" in err
+
+
+def test_a_url_that_cannot_be_parsed_is_an_error_naming_the_option(capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = "postgresql://u:SuperPW9@[::1/db"  # was a traceback: ValueError "Invalid IPv6 URL"
+    code, out, err = run(capsys, "--url", bad, "stats")
+    assert (code, out) == (1, "") and err.startswith("error (--url): url postgresql://u:***@[::1/db is not a valid")
+    monkeypatch.setenv("ROBOTMEM_URL", bad)
+    code, _, err = run(capsys, "--json", "stats")
+    error = json.loads(err)["error"]
+    assert code == 1 and error["field"] == "url" and "SuperPW9" not in err
+
+
+def test_migrate_to_a_url_that_cannot_be_parsed_is_refused_before_anything_opens(capsys, tmp_path: Path) -> None:
+    from robotmem import Memory
+
+    source = tmp_path / "robot.db"
+    with Memory(source, embedder=None) as mem:
+        mem.learn("the dock door sticks")
+    code, _, err = run(capsys, "--db", str(source), "migrate", "--to", "postgresql://u:Super%zzPW9@db.lab/fleet")
+    assert code == 1 and err.startswith("error (to): to postgresql://u:***@db.lab/fleet is not a valid PostgreSQL URL")
+    assert "PW9" not in err

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from robotmem import Memory, StorageError, ValidationError
+from robotmem import ConfigError, Memory, StorageError, ValidationError
 from robotmem.search.filters import parse_filter, to_postgres
 from robotmem.store.postgres.connection import PgDatabase
 
@@ -133,6 +133,16 @@ def test_migrate_shows_its_target_without_the_password(postgres_url: str, tmp_pa
     assert main(["--db", str(source), "migrate", "--to", target, "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "target: " in out and "SuperPW9" not in out and "sslpassword=***&password=***" in out
+
+
+@pytest.mark.parametrize("url", ["postgresql://u:SuperPW9@[::1/db", "postgresql://u:Super%zzPW9@db.lab/fleet"])
+def test_a_url_that_cannot_be_parsed_is_a_validation_error_naming_url(url: str):
+    with pytest.raises(ValidationError) as info:  # was an uncaught ValueError "Invalid IPv6 URL"
+        Memory(url=url, embedder=None)
+    assert info.value.field == "url" and "PW9" not in info.value.message
+    with pytest.raises(ConfigError) as opened:  # the store checks a URL that came without a Config too
+        PgDatabase(url)
+    assert opened.value.field == "url" and "PW9" not in opened.value.message
 
 
 def _database_without_vector(server_url: str) -> str:

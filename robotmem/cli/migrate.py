@@ -29,11 +29,14 @@ def cmd_migrate(args: argparse.Namespace) -> Any:
     from ..store.backend import open_store
     from ..store.copy import copy_store
     from .output import progress_bar
-    from .store import load_config
+    from .store import load_config, require_existing
 
     if args.migrate_batch < 1:
         raise ValidationError("--batch must be at least 1", field="batch")
     config = load_config(args)
+    # Both ends are checked before either is opened: opening a missing source file would create
+    # it, and the target would get robotmem's tables for a copy of nothing.
+    require_existing(args, config)
     if is_postgres_url(args.migrate_to):  # named as --to, and before the source is opened
         check_postgres_url(args.migrate_to, field="to", error=ValidationError)
     source = open_store(config.store_location)

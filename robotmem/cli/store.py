@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..config import Config
     from ..service import Memory
 
-__all__ = ["load_config", "open_existing", "open_memory"]
+__all__ = ["load_config", "open_existing", "open_memory", "require_existing"]
 
 
 #: Config settings the common options set: (option, argparse dest), so an error names what the user typed.
@@ -42,12 +42,16 @@ def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:
     return Memory(config.store_location, collection=config.collection, embedder=embedder, config=config)
 
 
-def open_existing(args: argparse.Namespace, *, embedder: Any = None) -> Memory:
-    """The store named on the command line; a missing one is an error, never an empty new file."""
-    config = load_config(args)
+def require_existing(args: argparse.Namespace, config: Config) -> None:
+    """Refuse a SQLite store that does not exist (opening it would create an empty file)."""
     if config.url is None and not config.database.is_file():
         where = "--db" if getattr(args, "db", None) else "--home"
         raise NotFoundError(
             f"no memory store at {config.database}; `robotmem demo` writes a demo episode there, "
             f"or point {where} at an existing store", field=where)
+
+
+def open_existing(args: argparse.Namespace, *, embedder: Any = None) -> Memory:
+    """The store named on the command line; a missing one is an error, never an empty new file."""
+    require_existing(args, load_config(args))
     return open_memory(args, embedder=embedder)

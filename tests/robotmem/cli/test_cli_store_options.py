@@ -124,6 +124,19 @@ def test_a_url_that_cannot_be_parsed_is_an_error_naming_the_option(capsys, monke
     assert code == 1 and error["field"] == "url" and "SuperPW9" not in err
 
 
+def test_migrate_from_a_missing_file_says_so_and_creates_nothing_at_either_end(
+        capsys, tmp_path: Path, postgres_url: str) -> None:
+    import psycopg
+
+    typo = tmp_path / "typo-memroy.db"
+    for target in (postgres_url, str(tmp_path / "copy.db")):
+        code, out, err = run(capsys, "--db", str(typo), "migrate", "--to", target, "--no-progress")
+        assert code == 1 and out == "" and "no memory store at" in err and str(typo) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["robotmem-home"]  # no typo file, no copy.db
+    with psycopg.connect(postgres_url) as conn:  # no tables set up in the target either
+        assert conn.execute("SELECT to_regclass('memories')").fetchone()[0] is None
+
+
 def test_migrate_to_a_url_that_cannot_be_parsed_is_refused_before_anything_opens(capsys, tmp_path: Path) -> None:
     from robotmem import Memory
 

@@ -228,7 +228,7 @@ class Memory:
              "metadata": metadata, "collection": collection, "session_id": session_id,
              "occurred_at": occurred_at}, field_prefix=""
         )
-        (memory_id,) = self._write_perceptions([record])
+        (memory_id,) = self._write_perceptions([record], single=True)
         return {"memory_id": memory_id, "status": "created", "payload_bytes": len(record["blob"] or b"")}
 
     def save_perceptions(self, records: Sequence[dict[str, Any]]) -> list[int]:
@@ -275,10 +275,10 @@ class Memory:
                 "session_id": session_id, "occurred_at": occurred, "embed": _flag(raw.get("embed", True),
                                                                                   field_prefix + "embed")}
 
-    def _write_perceptions(self, prepared: list[dict[str, Any]]) -> list[int]:
+    def _write_perceptions(self, prepared: list[dict[str, Any]], *, single: bool = False) -> list[int]:
         rows = self._perception_rows(prepared)
         with self._db.write() as conn:
-            return self._insert_perceptions(conn, rows)
+            return self._insert_perceptions(conn, rows, single=single)
 
     def _perception_rows(self, prepared: list[dict[str, Any]]) -> _PerceptionRows:
         """Everything a batch writes that needs no transaction: rows, vectors, payload summaries."""
@@ -295,7 +295,11 @@ class Memory:
         vectors = [] if embedded is None else [(i, embedded[row]) for row, i in enumerate(to_embed)]
         return _PerceptionRows(items, payloads, model_id, vectors)
 
-    def _insert_perceptions(self, conn: Any, rows: _PerceptionRows, later: Later | None = None) -> list[int]:
+    def _insert_perceptions(self, conn: Any, rows: _PerceptionRows, later: Later | None = None, *,
+                            single: bool = False) -> list[int]:
+        """``single``: one save_perception, a single write like learn (its vector goes through
+        put_embedding, which builds an HNSW index a bulk load left unbuilt; a batch of
+        save_perceptions, of any size, leaves it to the end of the load or reindex)."""
         for session_id, collection in {(m.session_id, m.collection) for m in rows.items}:
             self._check_session_open(conn, session_id, collection)
         self._flush_access(conn=conn)
@@ -304,8 +308,11 @@ class Memory:
         for i, (blob, summary) in rows.payloads.items():
             self._db.insert_payload(conn, ids[i], blob, summary)
         if rows.vectors and rows.model_id is not None:
-            self._db.put_embeddings(conn, [(ids[i], rows.items[i].collection, rows.model_id, vector)
-                                           for i, vector in rows.vectors])
+            vectors = [(ids[i], rows.items[i].collection, rows.model_id, vector) for i, vector in rows.vectors]
+            if single:
+                self._db.put_embedding(conn, *vectors[0])
+            else:
+                self._db.put_embeddings(conn, vectors)
         return ids
 
     # -- recall ----------------------------------------------------------------------

@@ -127,7 +127,8 @@ def ensure_vector_index(conn: PgConnection, collection: str, model_id: str, dim:
     while it is left to be built: pgvector updates HNSW row by row (scripts/bench_pg_bulk.py, one
     run: 69 records/s with the index maintained, 236 records/s loading then building it), so a
     bulk load into a pair without an index leaves it unbuilt, and so do later batches; the next
-    single write (a ``learn``), ``robotmem reindex`` or the end of ``robotmem migrate`` builds it."""
+    single write (``learn``, ``update``, one ``save_perception``: put_embedding), ``robotmem reindex``
+    or the end of ``robotmem migrate`` builds it."""
     key = (collection, model_id)
     if key in conn.indexed:
         return

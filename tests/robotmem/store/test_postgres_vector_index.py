@@ -74,11 +74,16 @@ def test_stats_says_whether_each_hnsw_index_is_built_or_being_built(postgres_url
         assert mem.stats(collection="elsewhere")["vector_indexes"] == []
 
 
-def test_the_next_single_write_builds_a_deferred_index(postgres_url: str):
+@pytest.mark.parametrize("write", ["learn", "save_perception"])
+def test_the_next_single_write_builds_a_deferred_index(postgres_url: str, write: str):
     with Memory(postgres_url, embedder=GivenVectors(), collection="dock") as mem:
-        mem.save_perceptions(_perceptions("dock", BULK_ROWS))
-        assert _indexes(postgres_url) == {}
-        mem.learn("c4 the dock light is dim")
+        mem.save_perceptions(_perceptions("dock", BULK_ROWS + 20))
+        mem.save_perceptions(_perceptions("dock", 1))  # a later batch, however small, leaves it
+        assert _indexes(postgres_url) == {} and _ready(postgres_url) == {("dock", MODEL): False}
+        if write == "learn":
+            mem.learn("c4 the dock light is dim")
+        else:  # was left unbuilt: save_perception wrote its vector as a batch of one
+            mem.save_perception("c4 the dock light is dim")
     assert _ready(postgres_url) == {("dock", MODEL): True}
     assert list(_indexes(postgres_url)) == [index_name("dock", MODEL)]
 

@@ -13,7 +13,7 @@ import fcntl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, get_args
 
 import anyio
 import pytest
@@ -22,6 +22,7 @@ from mcp_client_helpers import TOOL_NAMES, call_error, call_ok, read_json_resour
 from robotmem import Memory
 from robotmem.config import Config
 from robotmem.embeddings.cache import cached_model_path
+from robotmem.embeddings.onnx_embedder import LoadState
 from robotmem.embeddings.source import locate_model_source
 from robotmem.mcp.boundary import STORAGE_MESSAGE
 from robotmem.mcp.runtime import MemoryRuntime
@@ -115,12 +116,20 @@ async def test_an_unreadable_store_gives_storage_errors_without_internals_and_th
         assert bad["code"] == "validation_error"
         assert {tool.name for tool in (await session.list_tools()).tools} == TOOL_NAMES
         status = await read_json_resource(session, "robotmem://status")
-        assert status["store"] == "failed"
+        assert status["store"] == "failed" and status["embeddings"] == "unavailable"
     text = log.read_text(encoding="utf-8")
     assert str(database) in text, "the cause is in the server log"
     # Opening and each of the two failed calls: one line each, no traceback (an expected failure).
     assert len([line for line in text.splitlines() if "storage failure" in line]) == 3
     assert "Traceback" not in text
+
+
+def test_docs_mcp_md_lists_every_embeddings_status() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    row = next(line for line in doc.splitlines() if line.startswith("| `robotmem://status`"))
+    # MemoryRuntime.status: its own four, and the ONNX embedder's load states
+    for value in ("pending", "unavailable", "off", "unknown", *get_args(LoadState)):
+        assert f'"{value}"' in row, value
 
 
 async def test_once_the_store_is_usable_again_calls_succeed_without_a_restart(

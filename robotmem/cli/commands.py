@@ -105,6 +105,14 @@ def render_stats(stats: dict[str, Any]) -> Iterator[str]:
     yield f"embedding model: {stats['embedding_model'] or 'none (full-text recall only)'}"
     vectors = ", ".join(f"{count} {model}" for model, count in stats["embeddings"].items())
     yield f"vectors: {vectors or 'none'}"
+    active = stats["embedding_model"]
+    others = [model for model in stats["embeddings"] if active is not None and model != active]
+    if others:
+        # Recall compares only the active model's vectors: a server of a fleet configured with
+        # another embedding_model writes memories this one finds by full text only (docs/fleet.md).
+        yield (f"warning: recall with {active} does not compare the vectors of {', '.join(others)} (those memories "
+               "are found by full text only); give every server of this store the same embedding_model, "
+               "or `robotmem reindex --replace-other-models`")
     for index in stats.get("vector_indexes", []):
         yield _snapshot_line(index)
     for name, entry in stats["collections"].items():

@@ -169,3 +169,20 @@ def test_a_built_in_command_skips_looking_for_plugins_but_help_lists_them():
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["False", "True"]
+
+
+def test_stats_warns_when_the_store_holds_vectors_recall_does_not_compare(capsys, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "search"))
+    from given_vectors import GivenVectors
+
+    db = tmp_path / "fleet.db"
+    assert run(capsys, "--db", str(db), "learn", "the charger LED blinks red")[0] == 0
+    code, out, _ = run(capsys, "--db", str(db), "stats")
+    assert code == 0 and "warning" not in out  # one model: nothing to say
+    with Memory(db, embedder=GivenVectors()) as other_server:  # a server configured with another model
+        other_server.learn("the dock door sticks")
+    code, out, _ = run(capsys, "--db", str(db), "stats")
+    assert code == 0
+    assert (f"warning: recall with all-MiniLM-L6-v2/fp32 does not compare the vectors of {GivenVectors.model_id} "
+            "(those memories are found by full text only)") in out

@@ -88,6 +88,31 @@ def test_a_wrong_password_is_a_storage_error(postgres_server_url: str, password_
     Memory(url=good, embedder=None).close()
 
 
+@pytest.mark.parametrize("source", ["PGPASSWORD", "PGPASSFILE"])
+def test_a_password_from_pgpassword_or_pgpass_opens_the_store(postgres_server_url: str, tmp_path: Path,
+                                                              password_role: tuple[str, str, str], source: str,
+                                                              monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]):
+    """docs/fleet.md keeps passwords off the command line: libpq (under psycopg) reads them here."""
+    from robotmem.cli.main import main
+
+    user, password, database = password_role
+    url = _with_db(postgres_server_url, database, user)  # no password in it
+    with pytest.raises(StorageError):
+        Memory(url=url, embedder=None)  # the role must give one
+    if source == "PGPASSWORD":
+        monkeypatch.setenv("PGPASSWORD", password)
+    else:  # ~/.pgpass, here at the path PGPASSFILE names; libpq ignores it unless only the owner can read it
+        passfile = tmp_path / "pgpass"
+        passfile.write_text(f"*:*:{database}:{user}:{password}\n")
+        passfile.chmod(0o600)
+        monkeypatch.setenv("PGPASSFILE", str(passfile))
+    with Memory(url=url, embedder=None) as mem:
+        assert mem.learn(f"the dock door sticks (password from {source})")["status"] == "created"
+    assert main(["--url", url, "--json", "recall", f"password from {source}"]) == 0
+    assert json.loads(capsys.readouterr().out)["count"] == 1
+
+
 def _with_query_password(url: str, database: str, user: str, password: str, name: str = "password") -> str:
     """The same server, another database, the password given in the query string."""
     parts = urlsplit(_with_db(url, database, user))

@@ -81,3 +81,22 @@ def test_update_replaces_content_and_context_and_refuses_forgotten(mem: Memory):
     with pytest.raises(ValidationError) as info:
         mem.update(mid, "")
     assert info.value.field == "new_content"
+
+
+def test_robot_id_of_the_session_alone_does_not_keep_two_robots_facts_apart(mem: Memory):
+    """What docs/fleet.md tells a fleet: robot.id goes in each memory's own context."""
+    r1, r2 = (mem.start_session(context={"robot": {"id": r}})["session_id"] for r in ("r1", "r2"))
+    first = mem.learn("the dock door sticks when wet", session_id=r1)
+    assert mem.learn("the dock door sticks when wet", session_id=r2) == {**first, "status": "duplicate"}
+    assert mem.get(first["memory_id"])["context"] == {}  # not copied from the session
+    near = mem.learn("The dock door sticks when wet!", session_id=r2)["memory_id"]
+    mem.end_session(r1)
+    assert mem.end_session(r2)["reinforced"] == 1 and mem.get(near)["status"] == "superseded"
+    assert mem.recall("dock door", context_filter={"robot.id": "r2"})["count"] == 0
+    # Named in each memory's context, the two robots' equal facts stay two memories.
+    r3, r4 = (mem.start_session(context={"robot": {"id": r}})["session_id"] for r in ("r3", "r4"))
+    ids = {mem.learn("the lift is slow", context={"robot": {"id": r}}, session_id=s)["memory_id"]
+           for r, s in (("r3", r3), ("r4", r4))}
+    for sid in (r3, r4):
+        mem.end_session(sid)
+    assert len(ids) == 2 and {mem.get(i)["status"] for i in ids} == {"active"}

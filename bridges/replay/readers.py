@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,15 +45,38 @@ from bridges.replay.distros import DEFAULT_ROS_DISTRO, ROS_DISTROS
 
 log = logging.getLogger("bridges.replay")
 
-__all__ = ["DEFAULT_ROS_DISTRO", "ROS_DISTROS", "McapFileReader", "RecordingError", "RecordingReader",
+__all__ = ["DEFAULT_ROS_DISTRO", "ROS_DISTROS", "McapFileReader", "RecordingDamaged", "RecordingError", "RecordingReader",
            "RosbagsReader", "TopicInfo", "distro_typestore", "open_reader"]
 
 #: a stamp further than this from its log time is not believed (replay passes max_episode_s)
 DEFAULT_STAMP_LIMIT_S = 1800.0
+#: (connection or channel, log time, payload) as the reading libraries give them
+_Raw = tuple[Any, int, bytes]
 
 
 class RecordingError(Exception):
     """A recording cannot be opened or decoded (names the file)."""
+
+
+class RecordingDamaged(RecordingError):
+    """A recording that opened cannot be read on: a damaged chunk or record part-way through.
+
+    ``messages`` were read before the damage; ``log_ns`` is the log time of the last of them."""
+
+    def __init__(self, text: str, messages: int, log_ns: int | None) -> None:
+        super().__init__(text)
+        self.messages = messages
+        self.log_ns = log_ns
+
+
+def _utc(t_ns: int) -> str:
+    return datetime.fromtimestamp(t_ns / 1e9, tz=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _reason(exc: BaseException) -> str:
+    """The library's words, or its exception's name when it gives none (mcap's EndOfFile())."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True)
@@ -117,6 +141,28 @@ class _ReaderBase:
             self.stamps_replaced[topic] = self.stamps_replaced.get(topic, 0) + 1
             return RosMessage(topic, msgtype, log_ns, data)
         return RosMessage(topic, msgtype, stamp, data)
+
+    def _read_on(self, records: Iterator[_Raw]) -> Iterator[_Raw]:
+        """The reading library's (item, log time, payload) records; a failure part-way through
+        becomes RecordingDamaged, naming how far the file was read.
+
+        Anything the library raises while reading on is the file's fault (a zeroed chunk: rosbags'
+        ReaderError, zstandard's ZstdError, a struct.error from a cut record, ...): the libraries
+        share no exception type, so every Exception is taken. The caller keeps what was read
+        before (docs/replay.md: the damaged recording's earlier episodes are stored and ended)."""
+        count, last_ns = 0, None
+        while True:
+            try:
+                item = next(records)
+            except StopIteration:
+                return
+            except Exception as exc:  # noqa: BLE001 - see above
+                where = "before its first message" if last_ns is None else (
+                    f"after {count} messages (the last logged at {_utc(last_ns)})")
+                raise RecordingDamaged(f"{self.path}: damaged, reading stopped {where}: {_reason(exc)}",
+                                       count, last_ns) from exc
+            count, last_ns = count + 1, item[1]
+            yield item
 
     def _undecodable(self, topic: str, log_ns: int, exc: Exception) -> None:
         """A corrupt payload costs one message, not the whole recording."""
@@ -186,7 +232,8 @@ class RosbagsReader(_ReaderBase):
             return
         decode = self._decode
         msgtypes = {id(c): normalize_msgtype(c.msgtype) for c in connections}
-        for connection, log_ns, raw in self._reader.messages(connections, start=start_time, stop=end_time):
+        for connection, log_ns, raw in self._read_on(self._reader.messages(connections, start=start_time,
+                                                                           stop=end_time)):
             try:
                 data = to_plain(decode(raw, connection.msgtype))
             except Exception as exc:  # noqa: BLE001 - rosbags raises several types for corrupt payloads
@@ -252,7 +299,7 @@ class McapFileReader(_ReaderBase):
         wanted = None if topics is None else list(topics)
         if wanted is not None and not wanted:
             return
-        for channel, log_time, raw in self._raw_messages(wanted, start_time, end_time):
+        for channel, log_time, raw in self._read_on(self._raw_messages(wanted, start_time, end_time)):
             decode = self._decoders.get(channel.id, _MISSING)
             if decode is _MISSING:
                 decode = self._decoders[channel.id] = self._decoder_for(self._schema(channel), channel)

@@ -27,7 +27,7 @@ from bridges.pipeline.episodes import EpisodePolicy
 from robotmem.errors import RobotMemError
 
 from .discovery import content_digest, find_recordings, session_id_prefix
-from .readers import DEFAULT_ROS_DISTRO, RecordingError, TopicInfo, open_reader
+from .readers import DEFAULT_ROS_DISTRO, RecordingDamaged, RecordingError, TopicInfo, open_reader
 
 if TYPE_CHECKING:
     from robotmem import Memory
@@ -195,6 +195,11 @@ def replay_recording(
                 if progress is not None and done % PROGRESS_EVERY == 0:
                     progress(done, total)
             stats = pipeline.close()
+        except RecordingDamaged as exc:
+            # Replaying it again would stop at the same byte, so an episode left open would stay
+            # open for ever: what was read before the damage is stored and its episode ended.
+            stats = pipeline.close()
+            raise RecordingDamaged(f"{exc}; {_kept(stats, options.dry_run)}", exc.messages, exc.log_ns) from exc
         except KeyboardInterrupt as exc:
             pipeline.abandon()  # the open episode stays open: the next run rewrites it whole
             raise ReplayInterrupted([result(pipeline.stats, complete=False)]) from exc
@@ -205,6 +210,17 @@ def replay_recording(
     if progress is not None:
         progress(done, total if total is not None else done)
     return finished
+
+
+def _kept(stats: PipelineStats, dry_run: bool) -> str:
+    """What a damaged recording's replay kept of the part before the damage (its error line says it)."""
+    if not stats.episodes_ended and not stats.episodes_skipped:
+        return "nothing before the damage was stored"
+    verb = "would be" if dry_run else "were"
+    stored = (f"{stats.records_written} records of the messages before the damage {verb} stored and "
+              f"{stats.episodes_ended} episode(s) ended" if stats.episodes_ended else "")
+    skipped = f"{stats.episodes_skipped} episode(s) before the damage already stored" if stats.episodes_skipped else ""
+    return "; ".join(part for part in (stored, skipped) if part)
 
 
 def replay_paths(

@@ -5,9 +5,22 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["bbox", "path_length", "rdp_mask", "representative_point", "yaw_from_quaternions"]
+__all__ = ["MAX_COORDINATE_M", "bbox", "check_position", "path_length", "rdp_mask", "representative_point", "yaw_from_quaternions"]
 
 FloatArray = NDArray[np.float64]
+
+#: The largest coordinate (metres, on any axis) a pose or a transform may have; beyond it the
+#: message is malformed (docs/replay.md, "Malformed messages"). Far enough for UTM (northing up to
+#: 1e7 m) and ECEF frames, 2.5 times the geostationary orbit; while points stay within it, squared
+#: distances between them (motion checks, path lengths) stay far from float overflow: a stored
+#: x = 1e308 made the next valid message's motion check raise OverflowError.
+MAX_COORDINATE_M = 1e8
+
+
+def check_position(x: float, y: float, z: float) -> None:
+    """ValueError unless every coordinate is finite and within ``MAX_COORDINATE_M``."""
+    if not (abs(x) <= MAX_COORDINATE_M and abs(y) <= MAX_COORDINATE_M and abs(z) <= MAX_COORDINATE_M):  # NaN too
+        raise ValueError(f"position ({x:g}, {y:g}, {z:g}) is not finite or beyond {MAX_COORDINATE_M:g} m")
 
 
 def yaw_from_quaternions(qx: FloatArray, qy: FloatArray, qz: FloatArray, qw: FloatArray) -> FloatArray:

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from ..config import BridgeConfig, TopicRule
 from ..gaps import Gap
-from ..geometry import bbox, rdp_mask, representative_point, yaw_from_quaternions
+from ..geometry import bbox, check_position, rdp_mask, representative_point, yaw_from_quaternions
 from ..messages import RosMessage
 from ..tracks import PathVerdict, TrackPiece, TrackSplitter, judge_tracks, pieces_of
 from .base import ChunkedConverter, EpisodeContext, Record, base_metadata
@@ -97,8 +97,9 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         x, y, z = float(position["x"]), float(position["y"]), float(position["z"])
         qx, qy = float(orientation["x"]), float(orientation["y"])
         qz, qw = float(orientation["z"]), float(orientation["w"])
-        if not math.isfinite(x + y + z + qx + qy + qz + qw):
-            raise ValueError("pose has a non-finite position or orientation")
+        check_position(x, y, z)
+        if not math.isfinite(qx + qy + qz + qw):
+            raise ValueError("pose has a non-finite orientation")
         return x, y, z, qx, qy, qz, qw, frame
 
     def feed(self, msg: RosMessage) -> bool:

@@ -16,10 +16,10 @@ the chain, at the message's time (a recording's log time: TFMessage has no heade
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..config import BridgeConfig, TopicRule
+from ..geometry import check_position
 from ..messages import RosMessage
 from .pose import PoseTrajectoryConverter
 
@@ -30,6 +30,8 @@ DEFAULT_FRAME_PAIRS = (("map", "base_link"), ("map", "base_footprint"), ("odom",
 
 Transform = tuple[tuple[float, float, float], tuple[float, float, float, float]]  # translation, (x, y, z, w)
 _MAX_CHAIN = 64
+#: tf2's QUATERNION_NORMALIZATION_TOLERANCE (buffer_core.cpp): | |q|^2 - 1 | must be below it
+_QUATERNION_NORM_TOLERANCE = 10e-3
 
 
 def compose(a: Transform, b: Transform) -> Transform:
@@ -50,8 +52,12 @@ def _transform(entry: dict[str, Any]) -> tuple[str, str, Transform]:
     t, r = entry["transform"]["translation"], entry["transform"]["rotation"]
     value = ((float(t["x"]), float(t["y"]), float(t["z"])),
              (float(r["x"]), float(r["y"]), float(r["z"]), float(r["w"])))
-    if not all(math.isfinite(v) for part in value for v in part):
-        raise ValueError("transform has a non-finite value")
+    check_position(*value[0])
+    norm_sq = sum(v * v for v in value[1])
+    # tf2's BufferCore refuses such a transform (TF_DENORMALIZED_QUATERNION) and so does this:
+    # composing a chain through it would scale every translation after it (to overflow for 1e308).
+    if not abs(norm_sq - 1.0) < _QUATERNION_NORM_TOLERANCE:  # NaN too
+        raise ValueError(f"transform rotation is not a unit quaternion (|q|^2 = {norm_sq:g})")
     return _frame(entry["header"]["frame_id"]), _frame(entry["child_frame_id"]), value
 
 

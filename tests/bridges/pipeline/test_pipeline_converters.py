@@ -7,10 +7,11 @@ import math
 import struct
 import zlib
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
-from pipeline_helpers import T0, S, by_topic, joints
+from pipeline_helpers import T0, S, by_topic, joints, pose_stamped
 
 from bridges.pipeline import BridgeConfig, Pipeline, RosMessage, TopicRule
 from bridges.pipeline.converters.image import thumbnail
@@ -204,3 +205,48 @@ def test_json_perception_stores_small_messages_and_only_field_names_of_big_ones(
     assert mem.get_data(small["id"]) == {"percentage": 0.8, "voltage": None, "blob": "<2 bytes>"}
     assert mem.get_data(big["id"])["truncated"] is True
     assert small["content"].startswith("sensor_msgs/msg/BatteryState on /battery: ")
+
+
+def _tf(t_ns: int, x: float, rotation: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)) -> RosMessage:
+    qx, qy, qz, qw = rotation
+    link = {"header": {"stamp": {"sec": t_ns // S, "nanosec": t_ns % S}, "frame_id": "odom"},
+            "child_frame_id": "base_link",
+            "transform": {"translation": {"x": x, "y": 0.0, "z": 0.0},
+                          "rotation": {"x": qx, "y": qy, "z": qz, "w": qw}}}
+    return RosMessage("/tf", "tf2_msgs/msg/TFMessage", t_ns, {"transforms": [link]})
+
+
+@pytest.mark.parametrize("absurd", [1e308, -1e308, 1e9])
+def test_an_absurd_finite_position_is_malformed_and_no_valid_message_after_it_is_lost(
+        mem: Memory, make_pipeline: MakePipeline, absurd: float) -> None:
+    # The audit's stream: 15 PoseStamped on /pose, the 6th at x = 1e308. The next valid pose
+    # raised OverflowError (x ** 2) in the motion check and was lost with it.
+    pipeline = make_pipeline()
+    sent = [pose_stamped(T0 + i * S // 10, absurd if i == 5 else 0.1 * i, 0.0) for i in range(15)]
+    for msg in sent:
+        pipeline.feed(msg)
+    stats = pipeline.close()
+    valid = [m for m in sent if abs(m.data["pose"]["position"]["x"]) < 1e6]
+    assert stats.topics["/pose"].malformed == 1 and stats.topics["/pose"].messages == 15
+    (chunk,) = by_topic(mem, _session(mem), "/pose")
+    assert mem.get_data(chunk["id"])["raw_points"] == len(valid) == 14
+    expected = sum(abs(b.data["pose"]["position"]["x"] - a.data["pose"]["position"]["x"])
+                   for a, b in zip(valid, valid[1:]))
+    assert chunk["spatial"]["path_length_m"] == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("bad", [{"x": 1e308}, {"rotation": (1e308, 0.0, 0.0, 1.0)}, {"rotation": (0.0, 0.0, 0.0, 0.0)}])
+def test_a_transform_with_an_absurd_translation_or_a_denormalised_rotation_is_malformed(
+        mem: Memory, make_pipeline: MakePipeline, bad: dict[str, Any]) -> None:
+    # tf2 refuses a rotation whose |q|^2 is more than 0.01 from 1; composing through one scaled
+    # the translations after it (to overflow for 1e308).
+    pipeline = make_pipeline()
+    sent = [_tf(T0 + i * S // 10, 0.1 * i) for i in range(15)]
+    sent[5] = _tf(T0 + 5 * S // 10, **{"x": 0.5, **bad})
+    for msg in sent:
+        pipeline.feed(msg)
+    stats = pipeline.close()
+    assert stats.topics["/tf"].malformed == 1
+    (chunk,) = by_topic(mem, _session(mem), "/tf")
+    assert mem.get_data(chunk["id"])["raw_points"] == 14
+    assert chunk["spatial"]["path_length_m"] == pytest.approx(1.4)

@@ -82,6 +82,9 @@ class EpisodePolicy:
 
     #: topic whose messages are episode markers (None: the policy uses none)
     marker_topic: str | None = None
+    #: whether a note (/robotmem/learn) outside an episode opens one: only where the whole
+    #: source is one episode (file); elsewhere it is stored without a session (docs/bridge.md)
+    notes_open_episodes = False
 
     def __init__(
         self, *, idle_gap_s: float | None = None, max_episode_s: float | None = None, opens_on_data: bool = True
@@ -105,6 +108,8 @@ class EpisodePolicy:
 
 class FileEpisodes(EpisodePolicy):
     """One episode per source (file); long recordings are split at ``max_episode_s``."""
+
+    notes_open_episodes = True
 
     def __init__(self, *, max_episode_s: float | None = None) -> None:
         super().__init__(max_episode_s=max_episode_s)

@@ -127,6 +127,8 @@ class Pipeline:
         self._robot_pose = RobotPoseTracker(config.pose_max_age_s)
         self._episode: _Episode | None = None
         self._idle = False  # the last episode ended for lack of motion: wait for motion
+        #: the message time the last ended episode reached: nothing before it opens an episode
+        self._ended_until_ns: int | None = None
         max_s = episode_policy.max_episode_s if episode_policy.max_episode_s is not None else config.max_episode_s
         self._max_ns = int(max_s * 1e9) if max_s else 0
         self._idle_ns = int(episode_policy.idle_gap_s * 1e9) if episode_policy.idle_gap_s else 0
@@ -309,7 +311,7 @@ class Pipeline:
         """No episode is open: does this message start one?"""
         converter = handler.converter
         assert converter is not None
-        if not self.policy.opens_on_data:
+        if not self.policy.opens_on_data or self._late(msg.t_ns):
             handler.stats.outside_episode += 1
             return False
         try:  # a malformed message must not open an (empty) episode: validate first
@@ -323,13 +325,19 @@ class Pipeline:
         self._start(StartEpisode(msg.t_ns))
         return True
 
+    def _late(self, t_ns: int) -> bool:
+        """Stamped before the end of the episode that ended last (a throttled camera frame that
+        arrives after an ``end`` marker): it must not open an episode that starts before the
+        previous one ended (docs/bridge.md, "Episodes")."""
+        return self._ended_until_ns is not None and t_ns <= self._ended_until_ns
+
     def _on_learn(self, msg: RosMessage, handler: _Handler) -> None:
         try:
             insight, context = _parse_learn(msg.data)
         except _MALFORMED as exc:
             self._log_malformed(msg, handler, exc)
             return
-        if self._episode is None and self.policy.opens_on_data and not self._idle:
+        if self._episode is None and self.policy.notes_open_episodes and not self._late(msg.t_ns):
             self._start(StartEpisode(msg.t_ns))  # a note belongs to the episode its recording is in
         episode = self._episode
         if episode is not None and episode.skipping:
@@ -476,6 +484,7 @@ class Pipeline:
         self._episode = None
         if episode.skipping:
             return
+        self._ended_until_ns = max(action.t_ns, episode.last_ns)
         summaries = [s for h in self._converters() if h.converter is not None
                      for s in [h.converter.episode_summary()] if s is not None]
         summary = episode_summary_record(

@@ -43,6 +43,13 @@ def joints(t_ns: int, positions: list[float], names: list[str] | None = None, to
     return RosMessage(topic, "sensor_msgs/msg/JointState", t_ns, data)
 
 
+def image(t_ns: int) -> RosMessage:
+    """A 4x4 rgb8 camera frame."""
+    data = {"header": {"stamp": stamp(t_ns), "frame_id": "camera"}, "height": 4, "width": 4, "encoding": "rgb8",
+            "is_bigendian": 0, "step": 12, "data": bytes(48)}
+    return RosMessage("/camera/image_raw", "sensor_msgs/msg/Image", t_ns, data)
+
+
 def text(t_ns: int, topic: str, value: str) -> RosMessage:
     return RosMessage(topic, "std_msgs/msg/String", t_ns, {"data": value})
 

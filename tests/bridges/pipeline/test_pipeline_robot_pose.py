@@ -4,16 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipeline_helpers import T0, S, joints, odom, stamp
+from pipeline_helpers import T0, S, image, joints, odom, stamp
 
 from bridges.pipeline import BridgeConfig, Pipeline, RosMessage
 from robotmem import Memory
-
-
-def _image(t_ns: int) -> RosMessage:
-    data = {"header": {"stamp": stamp(t_ns), "frame_id": "camera"}, "height": 4, "width": 4, "encoding": "rgb8",
-            "is_bigendian": 0, "step": 12, "data": bytes(48)}
-    return RosMessage("/camera/image_raw", "sensor_msgs/msg/Image", t_ns, data)
 
 
 def _scan(t_ns: int) -> RosMessage:
@@ -29,7 +23,7 @@ def _drive_with_sensors(pipeline: Pipeline, seconds: int) -> None:
         t_ns = T0 + tenth * S // 10
         pipeline.feed(odom(t_ns, tenth / 10, 2.0))
         if tenth % 10 == 5:
-            pipeline.feed(_image(t_ns))
+            pipeline.feed(image(t_ns))
             pipeline.feed(_scan(t_ns))
             pipeline.feed(joints(t_ns, [0.1 * tenth, 0.0]))
 
@@ -66,8 +60,8 @@ def test_scans_and_joint_chunks_carry_the_latest_pose(make_pipeline: Callable[..
 def test_without_a_recent_pose_a_frame_gets_no_position(make_pipeline: Callable[..., Pipeline], mem: Memory) -> None:
     pipeline = make_pipeline(config=BridgeConfig(pose_max_age_s=2.0))
     pipeline.feed(odom(T0, 1.0, 1.0))
-    pipeline.feed(_image(T0 + 1 * S))   # 1 s after the pose: located
-    pipeline.feed(_image(T0 + 5 * S))   # 5 s after the last pose: not located
+    pipeline.feed(image(T0 + 1 * S))   # 1 s after the pose: located
+    pipeline.feed(image(T0 + 5 * S))   # 5 s after the last pose: not located
     pipeline.close()
     found = mem.recall("", collection="test", n=5, min_confidence=0,
                        context_filter={"source.topic": "/camera/image_raw"})["results"]

@@ -14,14 +14,16 @@ from ..models import DEFAULT_MIN_RELEVANCE
 from .output import emit, format_bytes, human_lines, progress_bar, truncate
 from .store import open_existing, open_memory
 
-__all__ = ["near_target", "register"]
+__all__ = ["add_near_options", "near_target", "register"]
 
 
 def near_target(args: argparse.Namespace) -> dict[str, Any] | None:
-    """``--near FIELD X Y [Z]`` (and ``--max-distance``) as a spatial_sort."""
+    """``--near FIELD X Y [Z]`` (with ``--max-distance`` and ``--frame``) as a spatial_sort."""
     if not args.near:
-        if args.max_distance is not None:  # a radius around nothing: dropping it would widen the answer unasked
-            raise ValidationError("--max-distance needs --near FIELD X Y [Z] to measure from", field="--max-distance")
+        # A radius or a frame around nothing: dropping it would widen the answer unasked.
+        for option, value in (("--max-distance", args.max_distance), ("--frame", args.frame)):
+            if value is not None:
+                raise ValidationError(f"{option} needs --near FIELD X Y [Z] to measure from", field=option)
         return None
     field, *xyz = args.near
     try:
@@ -31,7 +33,19 @@ def near_target(args: argparse.Namespace) -> dict[str, Any] | None:
     spatial: dict[str, Any] = {"field": field, "target": target}
     if args.max_distance is not None:
         spatial["max_distance"] = args.max_distance
+    if args.frame is not None:
+        spatial["frame"] = args.frame
     return spatial
+
+
+def add_near_options(parser: argparse.ArgumentParser, near_help: str) -> None:
+    """--near, --max-distance and --frame: recall and outcomes take the same three."""
+    parser.add_argument("--near", nargs="+", metavar=("FIELD", "X"), help=near_help)
+    parser.add_argument("--max-distance", type=float, metavar="M", help="with --near: only within this distance")
+    parser.add_argument("--frame", metavar="NAME",
+                        help="with --near: compare only points in this frame (the frame key beside FIELD, "
+                             "spatial.frame for spatial.position); points in another frame rank last "
+                             "(recall) or are left out (with --max-distance, and by outcomes)")
 
 
 def cmd_recall(args: argparse.Namespace) -> Any:
@@ -189,8 +203,7 @@ def _add_recall(sub: Any) -> None:
     p = _command(sub, "recall", cmd_recall, "Recall the most relevant memories.", render_recall)
     p.add_argument("query", nargs="?", default="", help="what to look for (empty: filters and --near only)")
     p.add_argument("--filter", metavar="JSON", help='context filter, e.g. \'{"task.success": true}\'')
-    p.add_argument("--near", nargs="+", metavar=("FIELD", "X"), help="nearest first: FIELD X Y [Z]")
-    p.add_argument("--max-distance", type=float, metavar="M", help="with --near: only within this distance")
+    add_near_options(p, "nearest first: FIELD X Y [Z]")
     p.add_argument("-n", type=int, default=5, help="how many results (default 5)")
     p.add_argument("--min-confidence", type=float, default=0.3, metavar="C",
                    help="skip memories whose decayed confidence is below C (default 0.3)")

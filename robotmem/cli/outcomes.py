@@ -7,7 +7,7 @@ import sys
 from typing import Any, TextIO
 
 from ..errors import ValidationError
-from .commands import near_target
+from .commands import add_near_options, near_target
 
 __all__ = ["cmd_outcomes", "format_outcomes", "register"]
 
@@ -18,8 +18,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("group_by", help="context dot path, e.g. params.push_factor")
     p.add_argument("--query", default="", help="only memories containing every word")
     p.add_argument("--filter", help='context filter JSON, e.g. \'{"task.name": "push"}\'')
-    p.add_argument("--near", nargs="+", metavar=("FIELD", "X"), help="neighbourhood of FIELD X Y [Z]")
-    p.add_argument("--max-distance", type=float, help="with --near: radius")
+    add_near_options(p, "neighbourhood of FIELD X Y [Z]")
     p.add_argument("-k", type=int, help="with --near: the k nearest")
     p.add_argument("--bins", type=int, help="bin numbers into this many equal-width bins")
     p.add_argument("--edges", type=float, nargs="+", help="bin numbers at these increasing edges")

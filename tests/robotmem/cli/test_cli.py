@@ -60,3 +60,21 @@ def test_near_with_a_non_number_is_a_clear_error(capsys, robotmem_home: Path):
 def test_importing_a_missing_file_is_a_clear_error(capsys, tmp_path: Path, robotmem_home: Path):
     code, _, err = run(capsys, "import", str(tmp_path / "nope.jsonl"))
     assert code == 1 and "nope.jsonl" in err
+
+
+def test_recall_near_with_frame_compares_only_points_in_that_frame(capsys, robotmem_home: Path):
+    # The audit's mix: a frame-less pose chunk (ROS 1 /location: frame_id "") and odom and map ones.
+    for name, frame in [("odom", "odom"), ("frameless", ""), ("map", "map")]:
+        run(capsys, "learn", f"pose chunk {name}", "--context",
+            json.dumps({"spatial": {"position": [1.0, 1.0, 0.0], "frame": frame}}))
+    code, out, _ = run(capsys, "--json", "recall", "--near", "spatial.position", "1", "1", "--frame", "odom",
+                       "--max-distance", "5")
+    assert code == 0 and [r["content"] for r in json.loads(out)["results"]] == ["pose chunk odom"]
+    code, out, _ = run(capsys, "--json", "recall", "--near", "spatial.position", "1", "1", "--frame", "odom")
+    results = json.loads(out)["results"]
+    assert results[0]["content"] == "pose chunk odom" and [r.get("distance") for r in results[1:]] == [None, None]
+
+
+def test_frame_without_near_is_an_error(capsys, robotmem_home: Path):
+    code, _, err = run(capsys, "recall", "dock", "--frame", "map")
+    assert code == 1 and "--frame needs --near" in err

@@ -30,3 +30,14 @@ def test_outcomes_bad_input_names_the_field(capsys, robotmem_home: Path) -> None
     assert main(["learn", "the block slid 0.2 m"]) == 0
     assert main(["outcomes", "params.push_factor", "-k", "3"]) == 1
     assert "(k)" in capsys.readouterr().err
+
+
+def test_outcomes_near_with_frame_leaves_other_frames_out(capsys, robotmem_home: Path) -> None:
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        for frame, ok in [("map", True), ("odom", False), ("odom", False)]:
+            mem.learn(f"dock attempt in {frame} {ok}", context={"params": {"speed": 0.2}, "task": {"success": ok},
+                                                                "spatial": {"p": [0.0, 0.0], "frame": frame}})
+    assert main(["--json", "outcomes", "params.speed", "--near", "spatial.p", "0", "0", "--max-distance", "1",
+                 "--frame", "map"]) == 0
+    (group,) = json.loads(capsys.readouterr().out)["groups"]
+    assert (group["count"], group["successes"]) == (1, 1)

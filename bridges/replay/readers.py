@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import struct
 from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -261,9 +262,9 @@ class McapFileReader(_ReaderBase):
         try:
             self._reader = make_reader(self._file)
             self._summary = self._reader.get_summary()
-        except (McapError, ValueError, OSError) as exc:
+        except (McapError, ValueError, OSError, struct.error) as exc:  # struct.error: a file shorter than a header
             self._file.close()
-            raise RecordingError(f"{self.path}: not a readable MCAP file: {exc}") from exc
+            raise RecordingError(f"{self.path}: {_mcap_damage(self.path, exc)}") from exc
         self._decoders: dict[int, Callable[[bytes], Any] | None] = {}
         self._msgtypes: dict[int, str] = {}
         self._typestore: Any = None
@@ -400,6 +401,29 @@ def _types_from_idl_bundle(text: str, parse: Callable[[str], dict[str, Any]]) ->
         _, _, body = part.partition("\n")
         types.update(parse(body))
     return types
+
+
+#: an MCAP file starts and ends with these bytes (the MCAP specification, "Magic")
+_MCAP_MAGIC = b"\x89MCAP0\r\n"
+
+
+def _mcap_damage(path: Path, exc: Exception) -> str:
+    """What is wrong with an MCAP file mcap cannot open, in a user's words. mcap's own errors
+    describe the byte it tripped on ("unknown (opcode 57) record has length 1449...", or
+    EndOfFile() with no words at all), not the file: its end, where the summary and the
+    footer live, says whether it was cut short or its index is damaged."""
+    with open(path, "rb") as handle:
+        head = handle.read(len(_MCAP_MAGIC))
+        size = handle.seek(0, 2)
+        handle.seek(max(0, size - len(_MCAP_MAGIC)))
+        tail = handle.read()
+    if head != _MCAP_MAGIC:
+        return "not an MCAP file: it does not start with MCAP's magic bytes"
+    if size < 2 * len(_MCAP_MAGIC) or tail != _MCAP_MAGIC:
+        return ("truncated: it does not end with MCAP's closing magic bytes, so its summary and index are "
+                "missing (the recorder stopped without closing it, or the copy is partial)")
+    return ("its summary or chunk index is damaged: they point outside the file or at records that are "
+            f"not there (bytes were lost or overwritten after it was written; {_reason(exc)})")
 
 
 def _schema_msgtype(schema: Any) -> str:

@@ -97,3 +97,34 @@ def test_an_mcap_zeroed_in_its_only_chunk_stores_nothing_and_the_next_file_repla
     with Memory(robotmem_home / "memory.db", embedder=None) as memory:
         sessions = _sessions(memory)
     assert len(sessions) == 1 and sessions[0]["status"] == "ended"
+
+
+def _cut(source: Path, folder: Path, name: str, keep: slice | tuple[slice, slice]) -> Path:
+    folder.mkdir(exist_ok=True)
+    data = source.read_bytes()
+    parts = keep if isinstance(keep, tuple) else (keep,)
+    copy = folder / name
+    copy.write_bytes(b"".join(data[part] for part in parts))
+    return copy
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("half", "truncated: it does not end with MCAP's closing magic bytes"),
+    ("middle_removed", "its summary or chunk index is damaged"),
+    ("three_bytes", "not an MCAP file: it does not start with MCAP's magic bytes"),
+])
+def test_an_mcap_that_cannot_be_opened_says_whether_it_is_truncated_or_its_index_damaged(
+        run_cli: RunCli, shared_datasets: Path, tmp_path: Path, name: str, expected: str) -> None:
+    source = shared_datasets / MCAP
+    size = source.stat().st_size
+    keep = {"half": slice(0, size // 2),
+            "middle_removed": (slice(0, size // 2), slice(size // 2 + ZEROED, size)),
+            "three_bytes": slice(0, 3)}[name]
+    bad = _cut(source, tmp_path / "bad", f"{name}.mcap", keep)
+    with open(bad, "rb") as handle, pytest.raises(Exception):  # noqa: B017, PT011 - mcap's own reader fails too
+        make_reader(handle).get_summary()
+    code, _, err = run_cli("replay", str(bad), "--no-progress")
+    assert code == 1 and "Traceback" not in err
+    (line,) = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: {bad}: {expected}") and line.endswith("(skipped)"), line
+    assert "opcode" not in line  # mcap's words for the byte it tripped on, not for the file

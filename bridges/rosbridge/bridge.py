@@ -236,12 +236,17 @@ class RosBridge:
 
     def _warn_silent(self) -> None:
         silent = self._silence.check(self.listed, self.connection.subscribed_topics(), self.inbox.accepted(),
-                                     time.monotonic())
+                                     time.monotonic(), self._published)
         for topic, msgtype in silent:
             self._status_sink(
                 f"bridge: WARNING {topic} [{msgtype}] is listed as published but nothing arrived in "
                 f"{self.options.silent_topic_s:.0f} s: the server may have refused the subscription (a message "
                 f"type it cannot load?), or the publisher is quiet")
+
+    def _published(self, topic: str) -> bool:
+        """Whether a node publishes ``topic`` (rosapi); True when the server cannot tell."""
+        publishers = self.connection.topic_publishers(topic)
+        return publishers is None or bool(publishers)
 
     # ------------------------------------------------------------------ control thread
 

@@ -296,6 +296,20 @@ class RosbridgeConnection:
             return {str(t): str(ty) for t, ty in zip(topics, types)}
         return {str(t): self._topic_type(str(t)) for t in topics}
 
+    def topic_publishers(self, topic: str) -> list[str] | None:
+        """The nodes publishing ``topic`` through rosapi (``/rosapi/publishers``, in rosbridge
+        0.11 and every ROS 2 one); None when the server cannot tell. Blocks like available_topics."""
+        if self._ros is None or not self.is_connected:
+            return None
+        service = roslibpy.Service(self._ros, "/rosapi/publishers", "rosapi/Publishers")
+        try:
+            result = service.call(roslibpy.ServiceRequest({"topic": topic}), timeout=self.rosapi_timeout_s)
+        except (ServiceException, RosTimeoutError, RuntimeError) as exc:
+            LOG.info("rosapi publishers unavailable on %s: %s", self.url, exc)
+            return None
+        publishers = result.get("publishers")
+        return [str(p) for p in publishers] if isinstance(publishers, list) else None
+
     def _topic_type(self, topic: str) -> str:
         assert self._ros is not None
         try:

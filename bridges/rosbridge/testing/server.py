@@ -4,8 +4,10 @@ It speaks the wire protocol of ``rosbridge_server`` (JSON text frames over a
 websocket): clients ``subscribe`` (with ``throttle_rate``/``queue_length``),
 ``advertise``/``publish``, ``call_service``/``service_response`` and
 ``advertise_service``; the server ``publish``-es topic messages, answers the
-rosapi services ``/rosapi/topics``, ``/rosapi/topic_type`` and
-``/rosapi/topics_for_type`` and reports problems with ``status`` messages.
+rosapi services ``/rosapi/topics``, ``/rosapi/topic_type``, ``/rosapi/topics_for_type``
+and ``/rosapi/publishers`` and reports problems with ``status`` messages. As the real
+rosapi does, ``/rosapi/topics`` lists a topic that only has subscribers (a client's
+subscription makes one) and ``/rosapi/publishers`` names no publisher for it.
 
 It is also the "ROS graph": a message a client publishes reaches every other
 subscriber, and the test itself acts as a ROS node through :meth:`publish`,
@@ -42,6 +44,11 @@ T = TypeVar("T")
 _ROSAPI_TOPICS = "/rosapi/topics"
 _ROSAPI_TOPIC_TYPE = "/rosapi/topic_type"
 _ROSAPI_TOPICS_FOR_TYPE = "/rosapi/topics_for_type"
+_ROSAPI_PUBLISHERS = "/rosapi/publishers"
+#: the node the test acts as when it publishes (add_topic, publish)
+TEST_NODE = "/test_node"
+#: the node a client's advertised topic is published by, as with the real server
+_ROSBRIDGE_NODE = "/rosbridge_websocket"
 
 
 @dataclass
@@ -93,6 +100,8 @@ class RosbridgeTestServer:
         self._call_ids = itertools.count(1)
         self._topics: dict[str, str] = {}
         self._subscriptions: list[Subscription] = []
+        #: topic -> the nodes publishing it (the test node, rosbridge for clients' advertisements)
+        self._publishers: dict[str, set[str]] = defaultdict(set)
         self._pending_calls: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._changed = threading.Condition()
         self._received: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -144,6 +153,7 @@ class RosbridgeTestServer:
         """Declare a topic as existing (a ROS node publishes it), so rosapi lists it."""
         with self._changed:
             self._topics[topic] = msgtype
+            self._publishers[topic].add(TEST_NODE)
 
     def topic_type(self, topic: str) -> str | None:
         with self._changed:
@@ -151,6 +161,8 @@ class RosbridgeTestServer:
 
     def publish(self, topic: str, msg: dict[str, Any]) -> int:
         """Publish as a ROS node: deliver to every subscribed client. Returns deliveries."""
+        with self._changed:
+            self._publishers[topic].add(TEST_NODE)
         return self._run(self._deliver(topic, msg))
 
     def publish_raw(self, client_text: str) -> int:
@@ -346,6 +358,7 @@ class RosbridgeTestServer:
         if isinstance(topic, str) and isinstance(msgtype, str):
             with self._changed:
                 self._topics.setdefault(topic, msgtype)
+                self._publishers[topic].add(_ROSBRIDGE_NODE)
 
     async def _on_publish(self, client: _Client, op: dict[str, Any]) -> None:
         topic, msg = op.get("topic"), op.get("msg")
@@ -379,6 +392,9 @@ class RosbridgeTestServer:
         elif service == _ROSAPI_TOPIC_TYPE and self.rosapi:
             with self._changed:
                 result = True, {"type": self._topics.get(str(args.get("topic")), "")}
+        elif service == _ROSAPI_PUBLISHERS and self.rosapi:
+            with self._changed:
+                result = True, {"publishers": sorted(self._publishers.get(str(args.get("topic")), ()))}
         elif service == _ROSAPI_TOPICS_FOR_TYPE and self.rosapi:
             with self._changed:
                 result = True, {"topics": [t for t, ty in self._topics.items() if ty == args.get("type")]}

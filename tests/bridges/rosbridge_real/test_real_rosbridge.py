@@ -209,3 +209,13 @@ def test_a_topic_the_server_refuses_is_named(real_rosbridge: RealRosbridge, brid
     warnings = [line for line in lines if "WARNING /blip" in line]
     assert len(warnings) == 1 and "robotmem_test/Blip" in warnings[0]
     assert bridge.snapshot().received.get("/blip", 0) == 0
+
+
+def test_topics_only_the_bridge_subscribes_to_are_not_named_as_silent(bridge_in_process: Any) -> None:
+    # rosapi lists a topic with subscribers only: every topic the bridge subscribes to on spec
+    # (/odom, /joint_states, ...) with nobody publishing it. That used to warn on every start.
+    bridge = bridge_in_process(silent_topic_s=1.0)
+    assert bridge.wait_until(lambda s: {"/odom", "/joint_states"} <= set(s.subscribed), 5)
+    time.sleep(3.0)  # three times the limit, with discovery every second
+    bridge.stop()
+    assert not [line for line in bridge_in_process.lines if "WARNING" in line], bridge_in_process.lines

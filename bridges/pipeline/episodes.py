@@ -82,6 +82,8 @@ class EpisodePolicy:
 
     #: topic whose messages are episode markers (None: the policy uses none)
     marker_topic: str | None = None
+    #: whether the first episode, too, waits until the robot moves (gap:SECONDS, docs/replay.md)
+    waits_for_motion_at_start = False
     #: whether a note (/robotmem/learn) outside an episode opens one: only where the whole
     #: source is one episode (file); elsewhere it is stored without a session (docs/bridge.md)
     notes_open_episodes = False
@@ -120,7 +122,9 @@ class FileEpisodes(EpisodePolicy):
 
 
 class GapEpisodes(EpisodePolicy):
-    """A new episode after ``seconds`` without motion."""
+    """A new episode after ``seconds`` without motion; every episode begins when the robot moves."""
+
+    waits_for_motion_at_start = True
 
     def __init__(self, seconds: float, *, max_episode_s: float | None = None) -> None:
         super().__init__(idle_gap_s=seconds, max_episode_s=max_episode_s)

@@ -126,7 +126,8 @@ class Pipeline:
         self._handlers: dict[tuple[str, str], _Handler] = {}
         self._robot_pose = RobotPoseTracker(config.pose_max_age_s)
         self._episode: _Episode | None = None
-        self._idle = False  # the last episode ended for lack of motion: wait for motion
+        #: wait for motion before opening an episode: after an idle end, and under gap:SECONDS from the start
+        self._idle = episode_policy.waits_for_motion_at_start
         #: the message time the last ended episode reached: nothing before it opens an episode
         self._ended_until_ns: int | None = None
         max_s = episode_policy.max_episode_s if episode_policy.max_episode_s is not None else config.max_episode_s

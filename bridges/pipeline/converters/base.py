@@ -131,7 +131,9 @@ class Converter:
         raise NotImplementedError
 
     def would_move(self, msg: RosMessage) -> bool:
-        """Whether this message shows motion, without buffering it (reopening after an idle gap)."""
+        """Whether this message shows motion, without buffering it (waiting for motion after an idle
+        gap, or before the first episode of gap:SECONDS). The first position seen while waiting is
+        the one motion is measured from: a robot that has not moved yet shows no motion."""
         return False
 
     def drain(self, episode: EpisodeContext) -> list[Record]:

@@ -78,7 +78,10 @@ class JointTrajectoryConverter(ChunkedConverter[_Buffer]):
     def would_move(self, msg: RosMessage) -> bool:
         positions = self._read(msg)[1]
         anchor = self._anchor
-        return anchor is None or len(anchor) != len(positions) or self._distance(anchor, positions) > self.config.motion_threshold_rad
+        if anchor is None or len(anchor) != len(positions):  # nothing to move from yet: this is it (base.py)
+            self._anchor = positions
+            return False
+        return self._distance(anchor, positions) > self.config.motion_threshold_rad
 
     @staticmethod
     def _distance(a: list[float], b: list[float]) -> float:

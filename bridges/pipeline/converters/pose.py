@@ -85,6 +85,8 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         super().__init__(topic, msgtype, rule, config, "pose_trajectory")
         self._extract = pose_extractor(msgtype)
         self._anchor: tuple[float, float, float] | None = None
+        #: the frame of ``_anchor``: a position in another frame is no motion from it
+        self._anchor_frame = ""
         self._motion_sq = config.motion_threshold_m**2
         #: time of the last pose before the buffer being split (the step into its first pose)
         self._prev_ns: int | None = None
@@ -123,25 +125,33 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         assert self.pending_since_ns is not None
         if t_ns - self.pending_since_ns >= self.chunk_ns:
             self.ready = True
-        return self._moved(x, y, z)
+        return self._moved(x, y, z, frame)
 
     def check(self, msg: RosMessage) -> None:
         self._read(msg)
 
     def would_move(self, msg: RosMessage) -> bool:
-        x, y, z = self._read(msg)[:3]
+        x, y, z, *_, frame = self._read(msg)
+        return self._would_move_to(x, y, z, frame)
+
+    def _would_move_to(self, x: float, y: float, z: float, frame: str) -> bool:
         anchor = self._anchor
-        return anchor is None or (x - anchor[0]) ** 2 + (y - anchor[1]) ** 2 + (z - anchor[2]) ** 2 > self._motion_sq
+        if anchor is None or frame != self._anchor_frame:
+            # No position to move from yet (base.py), or one in another frame (the tf pair went
+            # from odom to map as localisation started): this one is it.
+            self._anchor, self._anchor_frame = (x, y, z), frame
+            return False
+        return (x - anchor[0]) ** 2 + (y - anchor[1]) ** 2 + (z - anchor[2]) ** 2 > self._motion_sq
 
     def _source_extra(self) -> dict[str, Any]:
         """More ``source`` fields of a chunk (the tf converter names its frame pair)."""
         return {}
 
-    def _moved(self, x: float, y: float, z: float) -> bool:
+    def _moved(self, x: float, y: float, z: float, frame: str) -> bool:
         anchor = self._anchor
         if anchor is not None and (x - anchor[0]) ** 2 + (y - anchor[1]) ** 2 + (z - anchor[2]) ** 2 <= self._motion_sq:
             return False
-        self._anchor = (x, y, z)
+        self._anchor, self._anchor_frame = (x, y, z), frame
         return anchor is not None
 
     def _start_buffer(self, frame: str, t_ns: int) -> _Buffer:

@@ -126,11 +126,8 @@ class TfTrajectoryConverter(PoseTrajectoryConverter):
             _transform(entry)
 
     def would_move(self, msg: RosMessage) -> bool:
-        anchor = self._anchor
-        for x, y, z, *_ in self._poses(msg):  # only the latest links change: feeding it again is the same
-            if anchor is None or (x - anchor[0]) ** 2 + (y - anchor[1]) ** 2 + (z - anchor[2]) ** 2 > self._motion_sq:
-                return True
-        return False
+        # only the latest links change: feeding the message again is the same
+        return any(self._would_move_to(x, y, z, frame) for x, y, z, *_, frame in self._poses(msg))
 
     def _source_extra(self) -> dict[str, Any]:
         return {"tf": f"{self.pair[0]}->{self.pair[1]}"} if self.pair is not None else {}

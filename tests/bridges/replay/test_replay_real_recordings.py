@@ -229,3 +229,23 @@ def test_interleaved_location_stream_reports_its_tracks_instead_of_a_nonsense_pa
     assert "path length not reported" in summary["content"]
     chunks = [m for m in _session_records(memory, result.stats.session_ids[0]) if m["perception_type"] != "procedural"]
     assert all(m["spatial"].get("path_length_m", 0) < 20 for m in chunks)  # no chunk claims kilometres either
+
+
+def test_gap_episodes_of_the_nav2_mcap_begin_when_the_robot_first_moves(shared_datasets: Path, memory: Memory) -> None:
+    # docs/replay.md: an episode begins when the robot moves; stationary messages before count as
+    # outside episodes. The robot stands still for its first ~4 s (and /tf switches from odom to
+    # map meanwhile, which is no motion); a first "episode" of 2.0 s and 0.0 m used to be stored.
+    path = shared_datasets / MCAP
+    timed = _raw_odom(path, with_log_time=True)
+    threshold = BridgeConfig().motion_threshold_m
+    moved = np.linalg.norm(timed[:, :3] - timed[0, :3], axis=1) > threshold
+    first_motion_s = timed[int(np.argmax(moved)), 3]
+    assert first_motion_s - timed[0, 3] > 2.0  # the gap: longer than the split's seconds
+
+    result = replay_recording(memory, path, BridgeConfig(), ReplayOptions(collection="gap", episode_split="gap:2"))
+
+    starts = [int(s.rpartition("_")[2]) / 1e9 for s in result.stats.session_ids]
+    assert starts and starts[0] == pytest.approx(first_motion_s, abs=0.1)
+    for session_id in result.stats.session_ids:
+        assert _summary(memory, session_id)["spatial"]["path_length_m"] > threshold
+    assert result.stats.topics["/odom"].outside_episode > 0

@@ -83,9 +83,7 @@ def _series_panels(detail: dict[str, Any]) -> list[tuple[str, list[tuple[str, li
     if data["forces"]:
         panels.append(("forces", [(f"{f['name']} #{f['memory_id']}", f["t"], f["v"]) for f in data["forces"]], ""))
     if data["scans"]:
-        t = [s["t"] for s in data["scans"]]
-        panels.append(("laser scan", [("nearest", t, [s["min"] for s in data["scans"]]),
-                                      ("mean", t, [s["mean"] for s in data["scans"]])], "m"))
+        panels.append(("laser scan", [(s["name"], s["t"], s["v"]) for s in data["scans"]], "m"))
     return panels
 
 

@@ -2,7 +2,7 @@
 "use strict";
 
 const token = new URLSearchParams(location.hash.slice(1)).get("token");
-const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null };
+const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null, open: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
 const $ = (sel) => document.querySelector(sel);
@@ -189,16 +189,28 @@ $("#map").addEventListener("click", (event) => {
 $("#frame").addEventListener("change", (event) => { state.frame = event.target.value; refreshMap(); });
 
 // ---- one episode ------------------------------------------------------------------------------
+// Loops, not Math.min(...values): spreading a long series overflows the call stack.
+function extent(lists) {
+  let low = Infinity, high = -Infinity;
+  for (const values of lists) for (const value of values) { if (value < low) low = value; if (value > high) high = value; }
+  return [low, high];
+}
+
+function legendText(s) {
+  return s.decimated ? `${s.name} (${s.t.length.toLocaleString("en")} of ${s.samples.toLocaleString("en")} samples, decimated) ` : s.name + " ";
+}
+
 function chart(title, series, yLabel) {
   const width = 460, height = 170, left = 48, bottom = 22, top = 8;
-  const all = series.flatMap((s) => s.t.map((t, i) => [t, s.v[i]]));
-  if (!all.length) return null;
-  const t0 = Math.min(...all.map((p) => p[0])), t1 = Math.max(...all.map((p) => p[0]));
-  const v0 = Math.min(...all.map((p) => p[1])), v1 = Math.max(...all.map((p) => p[1]));
+  series = series.filter((s) => s.t.length);
+  if (!series.length) return null;
+  const [t0, t1] = extent(series.map((s) => s.t));
+  const [v0, v1] = extent(series.map((s) => s.v));
   const sx = (t) => left + ((t - t0) / (t1 - t0 || 1)) * (width - left - 8);
   const sy = (v) => height - bottom - ((v - v0) / (v1 - v0 || 1)) * (height - bottom - top);
   const colours = ["#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00", "#00838f", "#5d4037"];
-  const svg = el("svg:svg", { width, height, class: "chart", "data-series": series.length });
+  const decimated = series.some((s) => s.decimated);
+  const svg = el("svg:svg", { width, height, class: "chart", "data-series": series.length, "data-decimated": decimated });
   svg.append(el("svg:line", { x1: left, y1: height - bottom, x2: width, y2: height - bottom, stroke: "#999" }));
   svg.append(el("svg:line", { x1: left, y1: top, x2: left, y2: height - bottom, stroke: "#999" }));
   svg.append(el("svg:text", { x: 2, y: top + 10, "font-size": 10, text: fmtNum(v1) }));
@@ -209,58 +221,90 @@ function chart(title, series, yLabel) {
     const points = s.t.map((t, j) => `${sx(t).toFixed(1)},${sy(s.v[j]).toFixed(1)}`).join(" ");
     svg.append(el("svg:polyline", { points, fill: "none", stroke: colours[i % colours.length], "stroke-width": 1.5 }, el("svg:title", { text: s.name })));
   });
-  const legend = series.map((s, i) => el("span", { style: `color:${colours[i % colours.length]}`, text: s.name + " " }));
-  return el("div", { class: "plot", "data-plot": title }, el("h4", { text: `${title}${yLabel ? " (" + yLabel + ")" : ""}` }), svg, el("div", {}, ...legend));
+  const legend = series.map((s, i) => el("span", { style: `color:${colours[i % colours.length]}`, text: legendText(s) }));
+  return el("div", { class: "plot", "data-plot": title }, el("h4", { text: `${title}${yLabel ? " (" + yLabel + ")" : ""}` }), svg, el("div", { class: "plot-legend" }, ...legend));
 }
 
-async function thumbnails(ids) {
+async function loadThumbnail(box, id) {
+  try {
+    const image = await api(`/memories/${id}/image`);
+    const [h, w, channels] = image.shape;
+    const canvas = el("canvas", { title: "memory " + id });
+    canvas.width = w; canvas.height = h;
+    const context = canvas.getContext("2d");
+    const pixels = context.createImageData(w, h);
+    const raw = atob(image.base64);
+    for (let i = 0; i < w * h; i++) {
+      const c = channels || 1;
+      const rgb = c >= 3 ? [raw.charCodeAt(i * c), raw.charCodeAt(i * c + 1), raw.charCodeAt(i * c + 2)] : [raw.charCodeAt(i * c), raw.charCodeAt(i * c), raw.charCodeAt(i * c)];
+      pixels.data.set([...rgb, 255], i * 4);
+    }
+    context.putImageData(pixels, 0, 0);
+    box.append(canvas);
+  } catch (error) { /* a thumbnail that cannot be read is skipped */ }
+}
+
+// The box is drawn at once; its images arrive one by one (into the box of this episode only).
+function thumbnails(ids) {
   const box = el("div", { class: "plot thumbs", "data-plot": "images" }, el("h4", { text: `images (${ids.length})` }));
-  for (const id of ids.slice(0, 24)) {
-    try {
-      const image = await api(`/memories/${id}/image`);
-      const [h, w, channels] = image.shape;
-      const canvas = el("canvas", { title: "memory " + id });
-      canvas.width = w; canvas.height = h;
-      const context = canvas.getContext("2d");
-      const pixels = context.createImageData(w, h);
-      const raw = atob(image.base64);
-      for (let i = 0; i < w * h; i++) {
-        const c = channels || 1;
-        const rgb = c >= 3 ? [raw.charCodeAt(i * c), raw.charCodeAt(i * c + 1), raw.charCodeAt(i * c + 2)] : [raw.charCodeAt(i * c), raw.charCodeAt(i * c), raw.charCodeAt(i * c)];
-        pixels.data.set([...rgb, 255], i * 4);
-      }
-      context.putImageData(pixels, 0, 0);
-      box.append(canvas);
-    } catch (error) { /* a thumbnail that cannot be read is skipped */ }
-  }
+  (async () => { for (const id of ids.slice(0, 24)) await loadThumbnail(box, id); })();
   return box;
 }
 
-async function openEpisode(id) {
-  const data = await detail(id);
-  document.querySelectorAll("#episodes tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.session === id));
-  document.querySelectorAll(".episode-path").forEach((p) => p.classList.toggle("highlight", p.dataset.session === id));
+// Nothing of the episode shown before stays on screen while another loads or fails to.
+function clearEpisode(title, error = "") {
+  $("#episode-title").textContent = title;
+  $("#episode-error").textContent = error;
+  $("#episode-facts").replaceChildren();
+  $("#plots").replaceChildren();
+  $("#timeline tbody").replaceChildren();
+}
+
+function renderEpisode(id, data) {
   const row = data.episode;
-  const panel = $("#episode-panel");
-  panel.hidden = false;
-  panel.dataset.session = id;
-  $("#episode-title").textContent = `${row.robot || ""} ${row.task || ""} — ${id}`;
   const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtTime(g.end)}${g.topic ? " " + g.topic : ""} (${g.reason || "gap"})`).join("; ");
-  $("#episode-facts").replaceChildren(el("p", { text:
+  const facts = el("p", { text:
     `start ${fmtTime(row.start)}, ${row.duration_s == null ? "open" : fmtNum(row.duration_s, 1) + " s"}, outcome ${outcomeText(row) || "none"}, ` +
     `path ${row.path_length_m == null ? (row.path_quality || "none") : fmtNum(row.path_length_m, 2) + " m (" + row.path_quality + ")"}, ` +
-    `${row.facts} facts, ${row.perceptions} perceptions${gaps ? ", gaps: " + gaps : ""}` }));
-  const plots = [];
-  plots.push(chart("joint positions", data.series.joints, "rad"));
-  plots.push(chart("forces", data.series.forces.map((f) => ({ name: `${f.name} #${f.memory_id}`, t: f.t, v: f.v }))));
-  const scans = data.series.scans;
-  plots.push(chart("laser scan", [{ name: "nearest", t: scans.map((s) => s.t), v: scans.map((s) => s.min) },
-    { name: "mean", t: scans.map((s) => s.t), v: scans.map((s) => s.mean) }].filter((s) => s.t.length), "m"));
-  if (data.series.images.length) plots.push(await thumbnails(data.series.images));
-  $("#plots").replaceChildren(...plots.filter(Boolean));
-  $("#timeline tbody").replaceChildren(...data.timeline.map((e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : "") },
+    `${row.facts} facts, ${row.perceptions} perceptions${gaps ? ", gaps: " + gaps : ""}` });
+  const plots = [
+    chart("joint positions", data.series.joints, "rad"),
+    chart("forces", data.series.forces.map((f) => ({ ...f, name: `${f.name} #${f.memory_id}` }))),
+    chart("laser scan", data.series.scans, "m"),
+    data.series.images.length ? thumbnails(data.series.images) : null,
+  ];
+  const lines = data.timeline.map((e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : "") },
     el("td", { text: fmtTime(e.time) }), el("td", { text: e.kind + (e.status !== "active" ? ` (${e.status})` : "") }),
-    el("td", { text: e.topic || "" }), el("td", { class: "content", text: e.content }))));
+    el("td", { text: e.topic || "" }), el("td", { class: "content", text: e.content })));
+  // everything is built before anything is replaced: a failure above leaves the cleared panel
+  $("#episode-title").textContent = `${row.robot || ""} ${row.task || ""} — ${id}`;
+  $("#episode-facts").replaceChildren(facts);
+  $("#plots").replaceChildren(...plots.filter(Boolean));
+  $("#timeline tbody").replaceChildren(...lines);
+}
+
+async function openEpisode(id) {
+  state.open = id;
+  document.querySelectorAll("#episodes tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.session === id));
+  document.querySelectorAll(".episode-path").forEach((p) => p.classList.toggle("highlight", p.dataset.session === id));
+  const panel = $("#episode-panel");
+  if (panel.dataset.session !== id) clearEpisode(`${id} (loading…)`);
+  panel.hidden = false;
+  panel.dataset.session = id;
+  let data;
+  try {
+    data = await detail(id);
+  } catch (error) {
+    if (state.open === id) clearEpisode(id, "cannot show this episode: " + error.message);
+    return;
+  }
+  if (state.open !== id) return;  // another episode was opened while this one loaded
+  try {
+    renderEpisode(id, data);
+    $("#episode-error").textContent = "";
+  } catch (error) {
+    clearEpisode(id, "cannot show this episode: " + error.message);
+  }
   panel.scrollIntoView({ behavior: "smooth", block: "start" });
 }
 

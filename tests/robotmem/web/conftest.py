@@ -75,6 +75,7 @@ def browser() -> Iterator[object]:
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
                  "--window-size=1400,1800", f"--user-data-dir={ARTIFACTS.parent / 'chromium-profile'}"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # page errors, read by console_errors
     shutil.rmtree(ARTIFACTS.parent / "chromium-profile", ignore_errors=True)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)

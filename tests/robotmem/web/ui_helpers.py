@@ -33,3 +33,9 @@ class UiServer:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
+
+
+def page_errors(browser: object) -> list[str]:
+    """Uncaught JavaScript errors logged since the last call (the browser fixture keeps its console log)."""
+    entries = browser.get_log("browser")  # type: ignore[attr-defined]
+    return [e["message"] for e in entries if "Uncaught" in e["message"]]

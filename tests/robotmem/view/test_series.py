@@ -1,0 +1,47 @@
+"""Payload series are bounded: a long one is decimated, keeping its extremes, and says so."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from robotmem import Memory
+from robotmem.view import episode_detail
+from robotmem.view.series import MAX_POINTS, decimate
+
+SAMPLES = 200_000
+
+
+def test_decimation_keeps_each_stretchs_extremes_in_time_order() -> None:
+    t = [i * 0.001 for i in range(SAMPLES)]
+    v = [math.sin(i / 500) for i in range(SAMPLES)]
+    v[123_456] = 50.0  # one spike among 200,000 samples must survive
+    v[7] = -50.0
+    shown_t, shown_v = decimate(t, v)
+    assert len(shown_t) == len(shown_v) <= MAX_POINTS
+    assert shown_t == sorted(shown_t) and (shown_t[0], shown_t[-1]) == (t[0], t[-1])
+    assert max(shown_v) == 50.0 and min(shown_v) == -50.0
+    assert all(v[round(x / 0.001)] == y for x, y in zip(shown_t, shown_v))  # real samples, not averages
+    assert decimate(t[:10], v[:10]) == (t[:10], v[:10])
+
+
+def test_a_long_tactile_series_reaches_the_page_decimated_and_says_so() -> None:
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        fz = [float(i % 1000) for i in range(SAMPLES)]
+        mem.save_perception("press", "tactile", data={"t": [i * 0.001 for i in range(SAMPLES)], "fz": fz},
+                            session_id=sid)
+        detail = episode_detail(mem, sid)
+    (force,) = detail["series"]["forces"]
+    assert (force["name"], force["samples"], force["decimated"]) == ("fz", SAMPLES, True)
+    assert len(force["t"]) <= MAX_POINTS and (min(force["v"]), max(force["v"])) == (0.0, 999.0)
+    assert len(json.dumps(detail)) < 100_000  # what the page downloads, not 200,000 samples twice
+
+
+def test_a_short_series_is_sent_whole() -> None:
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        mem.save_perception("joints", "proprioceptive",
+                            data={"names": ["a"], "t": [1.0, 0.0], "positions": [[0.2], [0.1]]}, session_id=sid)
+        (joint,) = episode_detail(mem, sid)["series"]["joints"]
+    assert (joint["v"], joint["samples"], joint["decimated"]) == ([0.1, 0.2], 2, False)

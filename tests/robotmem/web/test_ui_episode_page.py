@@ -1,0 +1,86 @@
+"""The episode panel with awkward episodes: very long series, one that cannot be shown."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+from ui_helpers import ARTIFACTS, UiServer, page_errors
+
+from robotmem import Memory
+
+WAIT_S = 30  # how long the page may take to show what it fetched; not a speed target
+SAMPLES = 200_000
+
+
+def _wait(browser: Any) -> WebDriverWait[Any]:
+    return WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+
+
+@pytest.fixture(scope="module")
+def episodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """A small episode, and one whose tactile payload holds 200,000 samples."""
+    home = tmp_path_factory.mktemp("ui-episode-page")
+    os.environ["ROBOTMEM_HOME"] = str(home)
+    with Memory(embedder=None) as mem:
+        small = mem.start_session(context={"robot": {"id": "small-bot"}, "task": {"name": "wave"}})["session_id"]
+        mem.save_perception("wrist joint chunk", "proprioceptive",
+                            data={"names": ["wrist"], "t": [0.0, 1.0], "positions": [[0.1], [0.2]]}, session_id=small)
+        mem.end_session(small, outcome_score=0.9)
+        long = mem.start_session(context={"robot": {"id": "press-bot"}, "task": {"name": "press"}})["session_id"]
+        mem.save_perception("fingertip force during the long press", "tactile",
+                            data={"t": [i * 0.001 for i in range(SAMPLES)], "fz": [float(i % 997) for i in range(SAMPLES)]},
+                            session_id=long)
+    return {"home": str(home), "small": small, "long": long}
+
+
+@pytest.fixture(scope="module")
+def ui(episodes: dict[str, str]) -> Iterator[UiServer]:
+    server = UiServer(Path(episodes["home"]))
+    yield server
+    server.stop()
+
+
+def _open_row(browser: Any, session_id: str) -> None:
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, f"tr[data-session='{session_id}']"))
+    browser.find_element(By.CSS_SELECTOR, f"tr[data-session='{session_id}'] td:nth-child(2)").click()
+
+
+def _timeline(browser: Any) -> str:
+    return str(browser.find_element(By.CSS_SELECTOR, "#timeline tbody").text)
+
+
+def test_a_long_series_is_drawn_decimated_after_another_episode(browser: Any, ui: UiServer,
+                                                                episodes: dict[str, str]) -> None:
+    browser.get(ui.url)
+    page_errors(browser)
+    _open_row(browser, episodes["small"])
+    _wait(browser).until(lambda d: "wrist joint chunk" in _timeline(d))
+    _open_row(browser, episodes["long"])
+    _wait(browser).until(lambda d: "fingertip force" in _timeline(d))
+    assert episodes["long"] in browser.find_element(By.ID, "episode-title").text
+    assert "wrist" not in _timeline(browser)
+    plots = {p.get_attribute("data-plot"): p for p in browser.find_elements(By.CSS_SELECTOR, "#plots .plot")}
+    assert set(plots) == {"forces"}  # the other episode's joint plot is gone
+    assert plots["forces"].find_element(By.TAG_NAME, "svg").get_attribute("data-decimated") == "true"
+    assert "of 200,000 samples, decimated" in plots["forces"].text
+    assert page_errors(browser) == []
+    browser.save_screenshot(str(ARTIFACTS / "episode-long-series.png"))
+
+
+def test_an_episode_that_cannot_be_shown_leaves_nothing_of_the_previous_one(browser: Any, ui: UiServer,
+                                                                             episodes: dict[str, str]) -> None:
+    browser.get(ui.url)
+    _open_row(browser, episodes["small"])
+    _wait(browser).until(lambda d: "wrist joint chunk" in _timeline(d))
+    browser.execute_script("openEpisode('ses_no_such_episode')")  # e.g. a recall hit whose episode is gone
+    _wait(browser).until(lambda d: "cannot show this episode" in d.find_element(By.ID, "episode-error").text)
+    assert "ses_no_such_episode" in browser.find_element(By.ID, "episode-title").text
+    assert _timeline(browser) == "" and not browser.find_elements(By.CSS_SELECTOR, "#plots .plot")
+    assert "facts" not in browser.find_element(By.ID, "episode-facts").text

@@ -10,7 +10,7 @@ from .series import episode_series
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["episode_detail", "episode_row", "episode_rows", "episode_span"]
+__all__ = ["MAX_ROWS", "episode_detail", "episode_list", "episode_row", "episode_rows", "episode_span"]
 
 #: A list of every episode a long-lived robot ever ran is not what a person reads first.
 MAX_ROWS = 500
@@ -83,9 +83,16 @@ def episode_row(session: dict[str, Any], memories: list[dict[str, Any]]) -> dict
 
 
 def episode_rows(mem: Memory, collection: str | None = None, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
-    """Newest first."""
-    sessions = sorted(mem.list_sessions(collection=collection), key=lambda s: s["started_at"], reverse=True)
-    return [episode_row(s, mem.session_timeline(s["session_id"])["memories"]) for s in sessions[:limit]]
+    """Newest first; ``collection``: None for the Memory's own (recall and the map read it too)."""
+    sessions = mem.list_sessions(collection=collection or mem.collection, limit=limit)
+    return [episode_row(s, mem.session_timeline(s["session_id"])["memories"]) for s in sessions]
+
+
+def episode_list(mem: Memory, collection: str | None = None) -> dict[str, Any]:
+    """The episode list: the newest MAX_ROWS rows, and whether older episodes are left out."""
+    rows = episode_rows(mem, collection, limit=MAX_ROWS + 1)
+    return {"collection": collection or mem.collection, "episodes": rows[:MAX_ROWS], "more": len(rows) > MAX_ROWS,
+            "max_rows": MAX_ROWS}
 
 
 def _timeline_entry(memory: dict[str, Any]) -> dict[str, Any]:

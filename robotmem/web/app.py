@@ -14,7 +14,7 @@ from starlette.types import ASGIApp
 
 from ..errors import NotFoundError, RobotMemError, ValidationError
 from ..mcp.http_guard import HttpGuard, is_loopback_host
-from ..view import episode_detail, episode_rows, latest_map
+from ..view import episode_detail, episode_list, latest_map
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
@@ -79,7 +79,7 @@ class _Api:
         return endpoint
 
     def episodes(self, request: Request) -> Any:
-        return {"episodes": episode_rows(self.mem, collection=request.query_params.get("collection") or None)}
+        return episode_list(self.mem, collection=request.query_params.get("collection") or None)
 
     def episode(self, request: Request) -> Any:
         return episode_detail(self.mem, request.path_params["session_id"])

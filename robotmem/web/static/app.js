@@ -2,7 +2,7 @@
 "use strict";
 
 const token = new URLSearchParams(location.hash.slice(1)).get("token");
-const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null, open: null };
+const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null, open: null, list: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
 const $ = (sel) => document.querySelector(sel);
@@ -48,7 +48,8 @@ async function loadEpisodes() {
     return;
   }
   const rows = body.episodes;
-  const signature = JSON.stringify(rows.map((r) => [r.session_id, r.status, r.facts, r.perceptions, r.outcome_score]));
+  state.list = body;
+  const signature = JSON.stringify([body.collection, body.more, rows.map((r) => [r.session_id, r.status, r.facts, r.perceptions, r.outcome_score])]);
   $("#status").textContent = "live, updated " + new Date().toLocaleTimeString();
   if (signature === state.signature) return;
   const known = new Set(state.episodes.map((r) => r.session_id));
@@ -60,7 +61,10 @@ async function loadEpisodes() {
 }
 
 function renderEpisodes() {
-  $("#episode-count").textContent = `(${state.episodes.length})`;
+  const list = state.list;
+  $("#episode-count").textContent = `(${state.episodes.length}${list.more ? "+" : ""}) collection ${list.collection}`;
+  $("#episodes-note").textContent = list.more
+    ? `the newest ${list.max_rows} episodes; older ones are not listed (robotmem session list --limit N lists them)` : "";
   const body = $("#episodes tbody");
   body.replaceChildren(...state.episodes.map((row) => {
     const box = el("input", { type: "checkbox", title: "show on the map" });

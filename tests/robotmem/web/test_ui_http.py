@@ -17,6 +17,7 @@ import pytest
 from ui_helpers import UiServer
 
 from robotmem import Memory
+from robotmem.view.episodes import MAX_ROWS
 
 
 class Reply:
@@ -91,3 +92,39 @@ def test_binding_beyond_loopback_without_a_token_is_refused(small_home: Path) ->
                           capture_output=True, text=True, timeout=60, env={**env, "ROBOTMEM_HOME": str(small_home)})
     assert proc.returncode != 0
     assert "token" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.fixture(scope="module")
+def many_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """More episodes than the list shows in the default collection, one in collection lab2."""
+    home = tmp_path_factory.mktemp("ui-many")
+    os.environ["ROBOTMEM_HOME"] = str(home)
+    with Memory(embedder=None) as mem:
+        for i in range(MAX_ROWS + 1):
+            mem.start_session(context={"robot": {"id": f"bot-{i}"}})
+        lab2 = mem.start_session(collection="lab2", context={"robot": {"id": "lab2-bot"}})
+        mem.learn("lab2's door opens inwards", session_id=lab2["session_id"])
+    return home
+
+
+def test_the_list_shows_the_documented_number_and_says_older_ones_are_hidden(many_home: Path) -> None:
+    server = UiServer(many_home)
+    try:
+        body = _get(server.url + "api/episodes").json()
+    finally:
+        server.stop()
+    assert (len(body["episodes"]), body["more"], body["collection"]) == (MAX_ROWS, True, "default")
+    assert body["episodes"][0]["robot"] == f"bot-{MAX_ROWS}"  # newest first: the oldest one is left out
+    assert {row["collection"] for row in body["episodes"]} == {"default"}
+
+
+def test_the_list_shows_the_collection_recall_and_the_map_use(many_home: Path) -> None:
+    server = UiServer(many_home, "--collection", "lab2")
+    try:
+        body = _get(server.url + "api/episodes").json()
+        recalled = _get(server.url + "api/recall", params={"q": "door opens inwards"}).json()
+    finally:
+        server.stop()
+    assert (body["collection"], body["more"]) == ("lab2", False)
+    assert [(row["robot"], row["facts"]) for row in body["episodes"]] == [("lab2-bot", 1)]
+    assert {hit["collection"] for hit in recalled["results"]} == {"lab2"}

@@ -39,6 +39,18 @@ def _number(request: Request, name: str) -> float | None:
         raise ValidationError(f"{name} must be a number, not {text[:40]!r}", field=name) from exc
 
 
+def _literal(text: str) -> Any:
+    """A query or path parameter as the number it spells (an integer before a float), else the
+    text itself, for robotmem.validation to accept or refuse with its own rule and message:
+    "2.5", "nan" and "1e400" spell floats, which an integer field refuses (never truncated)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def _near(request: Request) -> dict[str, Any] | None:
     text = request.query_params.get("near")
     if not text:
@@ -54,6 +66,11 @@ def _near(request: Request) -> dict[str, Any] | None:
     return spatial
 
 
+async def _no_such_path(request: Request, exc: Exception) -> Response:
+    """An unknown /api path gets the documented JSON error too, not Starlette's plain text."""
+    return _error(NotFoundError(f"no API path {request.url.path}"))
+
+
 class _Api:
     """Handlers; each reads the store afresh (a bridge may be writing right now)."""
 
@@ -65,7 +82,8 @@ class _Api:
             Route("/episodes", self._guarded(self.episodes)),
             Route("/episodes/{session_id:path}", self._guarded(self.episode)),
             Route("/map", self._guarded(self.occupancy)),
-            Route("/memories/{memory_id:int}/image", self._guarded(self.image)),
+            # any text: validation.memory_id refuses "abc" and "-1" with a JSON error naming the field
+            Route("/memories/{memory_id}/image", self._guarded(self.image)),
             Route("/recall", self._guarded(self.recall)),
         ]
 
@@ -88,7 +106,7 @@ class _Api:
         return {"map": latest_map(self.mem, collection=request.query_params.get("collection") or None)}
 
     def image(self, request: Request) -> Any:
-        data = self.mem.get_data(request.path_params["memory_id"])
+        data = self.mem.get_data(_literal(request.path_params["memory_id"]))
         thumbnail = data.get("thumbnail") if isinstance(data, dict) else None
         if not isinstance(thumbnail, dict):
             raise NotFoundError("this memory has no image thumbnail", field="memory_id")
@@ -96,10 +114,10 @@ class _Api:
 
     def recall(self, request: Request) -> Any:
         query = request.query_params
-        n = _number(request, "n")
+        n = query.get("n")
         filter_text = query.get("filter") or None
-        return self.mem.recall(
-            query.get("q", ""), collection=query.get("collection") or None, n=int(n) if n is not None else 10,
+        return self.mem.recall(  # Memory.recall checks n (validation.recall_n)
+            query.get("q", ""), collection=query.get("collection") or None, n=_literal(n) if n else 10,
             context_filter=filter_text, spatial_sort=_near(request),
             since=query.get("since") or None, until=query.get("until") or None,
             min_relevance=_number(request, "min_relevance"),  # None: the default
@@ -114,8 +132,8 @@ def build_app(mem: Memory, *, host: str, token: str | None, allowed_origins: tup
     and sends it as ``Authorization: Bearer`` with every API call.
     """
     check_host = is_loopback_host(host)
-    api = HttpGuard(Starlette(routes=_Api(mem).routes()), token=token, check_host=check_host,
-                    allowed_origins=allowed_origins)
+    api = HttpGuard(Starlette(routes=_Api(mem).routes(), exception_handlers={404: _no_such_path}),
+                    token=token, check_host=check_host, allowed_origins=allowed_origins)
     static = StaticFiles(directory=str(files("robotmem.web") / "static"), html=True)
     page = HttpGuard(static, token=None, check_host=check_host, allowed_origins=allowed_origins)
     return Starlette(routes=[Mount("/api", app=api), Mount("/", app=page)])

@@ -128,3 +128,22 @@ def test_the_list_shows_the_collection_recall_and_the_map_use(many_home: Path) -
     assert (body["collection"], body["more"]) == ("lab2", False)
     assert [(row["robot"], row["facts"]) for row in body["episodes"]] == [("lab2-bot", 1)]
     assert {hit["collection"] for hit in recalled["results"]} == {"lab2"}
+
+
+@pytest.mark.parametrize("n", ["nan", "inf", "1e400", "2.5", "ten", "0", "101"])
+def test_a_count_that_is_not_a_whole_number_in_range_is_a_400_naming_n(guarded: UiServer, n: str) -> None:
+    reply = _get(guarded.url + "api/recall", params={"q": "gripper", "n": n}, headers={"Authorization": "Bearer s3cret"})
+    assert reply.status_code == 400 and reply.json()["error"]["field"] == "n", reply.text
+
+
+@pytest.mark.parametrize("memory_id", ["abc", "-1", "0", "1.5"])
+def test_a_bad_memory_id_for_an_image_is_a_json_400_naming_it(guarded: UiServer, memory_id: str) -> None:
+    reply = _get(guarded.url + f"api/memories/{memory_id}/image", headers={"Authorization": "Bearer s3cret"})
+    assert reply.status_code == 400 and reply.json()["error"]["field"] == "memory_id", reply.text
+
+
+def test_an_unknown_api_path_and_memory_get_json_404s(guarded: UiServer) -> None:
+    auth = {"Authorization": "Bearer s3cret"}
+    assert _get(guarded.url + "api/memories/999/image", headers=auth).json()["error"]["field"] == "memory_id"
+    unknown = _get(guarded.url + "api/no-such-thing", headers=auth)
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"

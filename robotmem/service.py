@@ -501,6 +501,25 @@ class Memory:
             records = [self._record(conn, i, now) for i in ids]
         return {"session": session, "memories": records}
 
+    def session_overviews(self, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """What a list of episodes shows of each, without reading their records.
+
+        ``{session_id: {"facts", "perceptions", "summary"}}``: live counts of the episode's
+        active facts and perceptions, and its summary record (the last active procedural
+        perception in time order, which a replay or a bridge writes; None without one). An
+        unknown id gets zeros and None. A few aggregate statements however long the episodes.
+        """
+        if isinstance(session_ids, str) or not isinstance(session_ids, Sequence):
+            raise ValidationError("session_ids must be a list of session ids", field="session_ids")
+        sids = [validation.session_id(s, "session_ids") for s in session_ids]
+        now = self.now()
+        with self._db.read() as conn:
+            found = self._db.session_overviews(conn, sids)
+            rows = self._db.fetch_rows(conn, [o["summary_id"] for o in found.values() if o["summary_id"]])
+        summaries = {row[0]: row_to_record(row, now, self._half_life_s, full=True) for row in rows}
+        return {sid: {"facts": o["facts"], "perceptions": o["perceptions"], "summary": summaries.get(o["summary_id"])}
+                for sid, o in found.items()}
+
     # -- reads -----------------------------------------------------------------------
 
     def get(self, memory_id: int) -> dict[str, Any]:

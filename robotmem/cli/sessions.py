@@ -32,16 +32,18 @@ def render_end(summary: dict[str, Any]) -> Iterator[str]:
         yield f"related: #{hit['id']} ({hit.get('score', 0):.3f}) {hit['content']}"
 
 
-def cmd_list(args: argparse.Namespace) -> Any:
-    from ..view import episode_span  # loads numpy: only when listing, not to build the parser
+def _overviewed(mem: Any, sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sessions with the start, duration and live counts the web view shows (robotmem.view.with_overviews)."""
+    from ..view import with_overviews  # loads numpy: only when listing or showing, not to build the parser
 
+    return [{k: v for k, v in s.items() if k != "summary_memory"} for s in with_overviews(mem, sessions)]
+
+
+def cmd_list(args: argparse.Namespace) -> Any:
     with open_existing(args) as mem:
-        sessions = mem.list_sessions(collection=args.collection, status=args.status, limit=args.limit)
-        # When the episode happened (a replayed one: its recorded time), as session show and
-        # the web view say, not when it was stored and how long storing took.
-        return [dict(s, **dict(zip(("start", "duration_s"),
-                                   episode_span(s, mem.session_timeline(s["session_id"])["memories"]))))
-                for s in sessions]
+        # When the episode happened (a replayed one: its recorded time) and what it holds now,
+        # as session show and the web view say: aggregate queries, not every episode's records.
+        return _overviewed(mem, mem.list_sessions(collection=args.collection, status=args.status, limit=args.limit))
 
 
 def cmd_show(args: argparse.Namespace) -> Any:
@@ -51,7 +53,9 @@ def cmd_show(args: argparse.Namespace) -> Any:
 
             written = plot_episode(mem, args.session_id, args.plot)
             print(f"wrote {written}", file=sys.stderr)
-        return mem.session_timeline(args.session_id)
+        timeline = mem.session_timeline(args.session_id)
+        (timeline["session"],) = _overviewed(mem, [timeline["session"]])
+        return timeline
 
 
 def _verb(verbs: Any, name: str, func: Any, help: str, render: Any = human_lines) -> argparse.ArgumentParser:

@@ -40,10 +40,8 @@ def _outcome(session: dict[str, Any]) -> str:
 
 
 def _counts(session: dict[str, Any]) -> str:
-    summary = session.get("summary") or {}
-    if "memories" not in summary:
-        return "-"
-    return f"{summary.get('memories', 0)} facts, {summary.get('perceptions', 0)} perceptions"
+    """Live counts of active memories (what the web view shows), not the snapshot end_session took."""
+    return f"{session['facts']} facts, {session['perceptions']} perceptions"
 
 
 def episode_table(sessions: list[dict[str, Any]]) -> Iterator[str]:
@@ -52,7 +50,7 @@ def episode_table(sessions: list[dict[str, Any]]) -> Iterator[str]:
         yield "no episodes"
         return
     rows = [("id", "robot", "task", "start (UTC)", "duration", "outcome", "counts")]
-    for s in sessions:  # start and duration_s: robotmem.view.episode_span (cmd_list adds them)
+    for s in sessions:  # start, duration_s, facts, perceptions: robotmem.view.with_overviews (cmd_list adds them)
         rows.append((s["session_id"], _context_value(s, "robot", "id"), _context_value(s, "task", "name"),
                      format_time(s["start"]), _duration(s["duration_s"]), _outcome(s), _counts(s)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
@@ -84,13 +82,11 @@ def timeline_lines(timeline: dict[str, Any], width: int = CONTENT_WIDTH) -> Iter
     Long content is cut to ``width`` characters; recorded gaps and long pauses between
     records get lines of their own, the episode's start and end are marked.
     """
-    from ..view import episode_span  # loads numpy: only when showing, not to build the parser
-
     session, records = timeline["session"], timeline["memories"]
     yield (f"episode {session['session_id']}  robot {_context_value(session, 'robot', 'id')}  "
            f"task {_context_value(session, 'task', 'name')}  collection {session.get('collection', '-')}")
     times = [float(r["occurred_at"]) for r in records if r.get("occurred_at") is not None]
-    start, _duration_s = episode_span(session, records)  # the start session list and the web view show
+    start = session["start"]  # robotmem.view.episode_span, as session list and the web view show (cmd_show adds it)
     origin = min([start, *times])  # offsets count from it; a record stamped before the start stays at +0
     yield f"started {format_time(start)} UTC, {len(records)} records, outcome {_outcome(session)}"
     yield f"{'time':>10}  {'type':<15} content"

@@ -9,7 +9,8 @@ import apsw
 
 from .connection import one_row
 
-__all__ = ["all_sessions", "close_session", "get_session", "insert_session", "insert_session_row", "list_sessions", "session_counts", "session_from_row"]
+__all__ = ["all_sessions", "close_session", "get_session", "insert_session", "insert_session_row", "list_sessions", "session_counts", "session_from_row",
+           "session_overviews"]
 
 _COLUMNS = "id, collection, json(context), started_at, ended_at, outcome_score, summary"
 
@@ -83,6 +84,43 @@ def session_counts(conn: apsw.Connection, session_id: str) -> tuple[int, int]:
         (session_id,),
     )
     return int(row[0]), int(row[1])
+
+
+#: Session ids per statement of session_overviews: far below either database's limit of parameters.
+_IDS_PER_STATEMENT = 500
+
+# Per session: its active facts and perceptions.
+_ACTIVE_COUNTS = (
+    "SELECT session_id, sum(CASE WHEN type = 'fact' THEN 1 ELSE 0 END), "
+    "sum(CASE WHEN type = 'perception' THEN 1 ELSE 0 END) FROM memories "
+    "WHERE session_id IN ({marks}) AND status = 'active' GROUP BY session_id"
+)
+# Per session: its summary, the last active procedural perception in time order (the
+# session_timeline order, reversed: what a replay or a bridge writes when an episode ends).
+_SUMMARY_IDS = (
+    "SELECT session_id, id FROM (SELECT session_id, id, row_number() OVER "
+    "(PARTITION BY session_id ORDER BY occurred_at DESC, id DESC) AS k FROM memories "
+    "WHERE session_id IN ({marks}) AND type = 'perception' AND perception_type = 'procedural' "
+    "AND status = 'active') AS s WHERE k = 1"
+)
+
+
+def session_overviews(conn: Any, session_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{session_id: {"facts", "perceptions", "summary_id"}}``: live counts of active memories
+    and the summary's id (None without one), from aggregates over the sessions' index entries
+    instead of their records, so a list of episodes does not read every record of each.
+    The same SQL in both stores (window functions: SQLite 3.25+, PostgreSQL)."""
+    found: dict[str, dict[str, Any]] = {sid: {"facts": 0, "perceptions": 0, "summary_id": None}
+                                        for sid in session_ids}
+    ids = list(found)
+    for first in range(0, len(ids), _IDS_PER_STATEMENT):
+        batch = ids[first:first + _IDS_PER_STATEMENT]
+        marks = ", ".join("?" for _ in batch)
+        for sid, facts, perceptions in conn.execute(_ACTIVE_COUNTS.format(marks=marks), batch):
+            found[sid].update(facts=int(facts), perceptions=int(perceptions))
+        for sid, memory_id in conn.execute(_SUMMARY_IDS.format(marks=marks), batch):
+            found[sid]["summary_id"] = int(memory_id)
+    return found
 
 
 def all_sessions(conn: apsw.Connection) -> list[dict[str, Any]]:

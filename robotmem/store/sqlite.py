@@ -112,6 +112,7 @@ class SqliteStore(Database):
     list_sessions = staticmethod(sessions.list_sessions)
     close_session = staticmethod(sessions.close_session)
     session_counts = staticmethod(sessions.session_counts)
+    session_overviews = staticmethod(sessions.session_overviews)
     store_stats = staticmethod(stats.store_stats)
     insert_row = staticmethod(memories.insert_row)
     iter_rows = staticmethod(memories.iter_rows)

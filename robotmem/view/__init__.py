@@ -4,10 +4,10 @@ Everything here reads the store through the public ``Memory`` API only, so the w
 (`robotmem ui`) and the matplotlib pictures (`session show --plot`) draw the same data.
 """
 
-from .episodes import episode_detail, episode_list, episode_rows, episode_span
+from .episodes import episode_detail, episode_list, episode_rows, episode_span, with_overviews
 from .occupancy import latest_map, load_ros_map, store_map
 from .paths import episode_paths
 from .plot import plot_episode
 
 __all__ = ["episode_detail", "episode_list", "episode_paths", "episode_rows", "episode_span", "latest_map", "load_ros_map",
-           "plot_episode", "store_map"]
+           "plot_episode", "store_map", "with_overviews"]

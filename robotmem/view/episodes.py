@@ -10,41 +10,41 @@ from .series import episode_series
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["MAX_ROWS", "episode_detail", "episode_list", "episode_row", "episode_rows", "episode_span"]
+__all__ = ["MAX_ROWS", "episode_detail", "episode_list", "episode_row", "episode_rows", "episode_span",
+           "with_overviews"]
 
 #: A list of every episode a long-lived robot ever ran is not what a person reads first.
 MAX_ROWS = 500
 
 
-def _summary_memory(memories: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The replay/bridge episode summary (a procedural perception), when there is one."""
-    for memory in memories[::-1]:
-        if memory.get("perception_type") == "procedural" and memory.get("status") == "active":
-            return memory
-    return None
-
-
-def _recorded_span(session: dict[str, Any], summary: dict[str, Any] | None) -> tuple[float, float | None]:
-    """Start and duration in recorded time where the episode knows it, else wall-clock."""
+def episode_span(session: dict[str, Any], summary: dict[str, Any] | None) -> tuple[float, float | None]:
+    """An episode's start (epoch seconds) and duration (None while open), from its session and
+    its summary record (``Memory.session_overviews``): when it happened (recorded time where the
+    episode knows it), not when it was stored. The one definition the web view, ``session list``
+    and ``session show`` share (through :func:`with_overviews`), so a replayed episode has the
+    same start and duration in all three."""
     episode = ((summary or {}).get("context") or {}).get("episode") or (session.get("context") or {}).get(
         "episode") or {}
     start_ns, end_ns = episode.get("t_start_ns"), episode.get("t_end_ns")
     if isinstance(start_ns, int) and isinstance(end_ns, int) and end_ns >= start_ns:
         return start_ns / 1e9, (end_ns - start_ns) / 1e9
-    if isinstance(start_ns, int):
-        start = start_ns / 1e9
-    else:
-        start = float(session["started_at"])
+    start = start_ns / 1e9 if isinstance(start_ns, int) else float(session["started_at"])
     ended = session.get("ended_at")
     return start, (float(ended) - float(session["started_at"])) if ended is not None else None
 
 
-def episode_span(session: dict[str, Any], memories: list[dict[str, Any]]) -> tuple[float, float | None]:
-    """An episode's start (epoch seconds) and duration (None while open), from its session and
-    its memories (``session_timeline``): when it happened, not when it was stored. The one
-    definition the web view, ``session list`` and ``session show`` share, so a replayed
-    episode has the same start and duration in all three."""
-    return _recorded_span(session, _summary_memory(memories))
+def with_overviews(mem: Memory, sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each session with what a list shows of it: ``start`` and ``duration_s`` (episode_span),
+    live counts of its active ``facts`` and ``perceptions``, and its ``summary_memory``. A few
+    aggregate queries, however many records the episodes hold."""
+    overviews = mem.session_overviews([s["session_id"] for s in sessions])
+    enriched = []
+    for session in sessions:
+        overview = overviews[session["session_id"]]
+        start, duration = episode_span(session, overview["summary"])
+        enriched.append(dict(session, start=start, duration_s=duration, facts=overview["facts"],
+                             perceptions=overview["perceptions"], summary_memory=overview["summary"]))
+    return enriched
 
 
 def _outcome(session: dict[str, Any]) -> tuple[float | None, bool | None]:
@@ -54,38 +54,34 @@ def _outcome(session: dict[str, Any]) -> tuple[float | None, bool | None]:
             success if isinstance(success, bool) else None)
 
 
-def episode_row(session: dict[str, Any], memories: list[dict[str, Any]]) -> dict[str, Any]:
-    """What the episode list shows of one episode."""
+def episode_row(session: dict[str, Any]) -> dict[str, Any]:
+    """What the episode list shows of one episode (a session from :func:`with_overviews`)."""
     context = session.get("context") or {}
-    summary = _summary_memory(memories)
-    spatial = ((summary or {}).get("context") or {}).get("spatial") or {}
-    start, duration = episode_span(session, memories)
+    spatial = ((session["summary_memory"] or {}).get("context") or {}).get("spatial") or {}
     score, success = _outcome(session)
     task = context.get("task") or {}
-    facts = sum(1 for m in memories if m.get("type") == "fact" and m.get("status") == "active")
-    perceptions = sum(1 for m in memories if m.get("type") == "perception" and m.get("status") == "active")
     return {
         "session_id": session["session_id"],
         "collection": session.get("collection"),
         "robot": (context.get("robot") or {}).get("id"),
         "task": task.get("name") or task.get("goal"),
-        "start": start,
-        "duration_s": duration,
+        "start": session["start"],
+        "duration_s": session["duration_s"],
         "status": session.get("status"),
         "outcome_score": score,
         "success": success,
         "path_length_m": spatial.get("path_length_m"),
         "path_quality": spatial.get("path_quality"),
         "frame": spatial.get("frame") or spatial.get("frame_id"),
-        "facts": facts,
-        "perceptions": perceptions,
+        "facts": session["facts"],
+        "perceptions": session["perceptions"],
     }
 
 
 def episode_rows(mem: Memory, collection: str | None = None, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
     """Newest first; ``collection``: None for the Memory's own (recall and the map read it too)."""
     sessions = mem.list_sessions(collection=collection or mem.collection, limit=limit)
-    return [episode_row(s, mem.session_timeline(s["session_id"])["memories"]) for s in sessions]
+    return [episode_row(s) for s in with_overviews(mem, sessions)]
 
 
 def episode_list(mem: Memory, collection: str | None = None) -> dict[str, Any]:
@@ -138,7 +134,7 @@ def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
     contexts = [session.get("context") or {}] + [m.get("context") or {} for m in memories if m.get("status") == "active"]
     gaps = {(g["start"], g["end"], g["topic"]): g for context in contexts for g in gaps_of(context)}
     gap_list = [gaps[key] for key in sorted(gaps, key=lambda k: (k[0], k[1], k[2] or ""))]
-    row = episode_row(session, memories)
+    row = episode_row(with_overviews(mem, [session])[0])
     entries = [_timeline_entry(m) for m in memories] + _marker_entries(row) + [_gap_entry(g) for g in gap_list]
     return {
         "episode": row,

@@ -100,3 +100,30 @@ def test_robot_id_of_the_session_alone_does_not_keep_two_robots_facts_apart(mem:
     for sid in (r3, r4):
         mem.end_session(sid)
     assert len(ids) == 2 and {mem.get(i)["status"] for i in ids} == {"active"}
+
+
+def test_session_overviews_count_active_memories_and_find_the_last_live_summary(mem: Memory, clock):
+    sid = mem.start_session()["session_id"]
+    wrong = mem.learn("the dock is on the left of the charger", session_id=sid)["memory_id"]
+    mem.learn("approach the dock slowly below 0.1 m/s", session_id=sid)
+    mem.save_perception("lidar scan at the dock", "visual", session_id=sid)
+    mem.save_perception("first summary", "procedural", session_id=sid)
+    clock.advance(1)
+    last = mem.save_perception("final summary", "procedural", session_id=sid, metadata={"task": {"name": "dock"}})
+    clock.advance(1)
+    retracted = mem.save_perception("retracted summary", "procedural", session_id=sid)["memory_id"]
+    mem.forget(retracted, "written twice")
+    mem.forget(wrong, "it is on the right")
+    empty = mem.start_session()["session_id"]
+    overviews = mem.session_overviews([sid, empty, "ses_000000000000"])
+    ours = overviews[sid]
+    assert (ours["facts"], ours["perceptions"]) == (1, 3)  # forgotten memories are not counted
+    assert ours["summary"]["id"] == last["memory_id"] and ours["summary"]["context"]["task"] == {"name": "dock"}
+    assert overviews[empty] == overviews["ses_000000000000"] == {"facts": 0, "perceptions": 0, "summary": None}
+
+
+@pytest.mark.parametrize("ids", ["ses_abc", ["not a session id"], 3])
+def test_session_overviews_want_a_list_of_session_ids(mem: Memory, ids):
+    with pytest.raises(ValidationError) as caught:
+        mem.session_overviews(ids)
+    assert caught.value.field == "session_ids"

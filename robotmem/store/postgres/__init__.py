@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any, TypeVar
 
+from ..sessions import session_overviews
 from . import memories, sessions
 from .connection import PgConnection, PgDatabase
 from .migrations import SCHEMA_VERSION, migrate, schema_version
@@ -96,6 +97,7 @@ class PgStore(PgDatabase):
     list_sessions = staticmethod(sessions.list_sessions)
     close_session = staticmethod(sessions.close_session)
     session_counts = staticmethod(sessions.session_counts)
+    session_overviews = staticmethod(session_overviews)  # the same SQL as SQLite's
     store_stats = staticmethod(sessions.store_stats)
     vector_index_states = staticmethod(memories.vector_index_states)
     insert_row = staticmethod(memories.insert_row)

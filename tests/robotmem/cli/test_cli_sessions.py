@@ -49,3 +49,21 @@ def test_session_list_and_show_give_a_replayed_episode_its_recorded_start_and_du
         shown = run(capsys, "--db", store, "session", "show", session["session_id"])
         clock = "00:00:00" if session["start"] == RECORDED[0][0] else "00:00:25"
         assert shown.splitlines()[1].startswith(f"started 2025-01-01 {clock} UTC")
+
+
+def test_session_list_counts_what_the_web_view_counts_after_a_forget_and_while_open(
+    capsys: pytest.CaptureFixture[str], robotmem_home: Path
+) -> None:
+    with Memory(embedder=None) as mem:
+        ended = mem.start_session(context={"robot": {"id": "r7"}})["session_id"]
+        ids = [mem.learn(f"door {i} sticks when it rains", session_id=ended)["memory_id"] for i in range(3)]
+        mem.end_session(ended, outcome_score=0.5)
+        mem.forget(ids[0], "wrong door")  # after end_session took its snapshot of the counts
+        still_open = mem.start_session(context={"robot": {"id": "open"}})["session_id"]
+        mem.learn("the shelf wobbles", session_id=still_open)
+        web = {row["session_id"]: (row["facts"], row["perceptions"]) for row in episode_rows(mem)}
+    listed = json.loads(run(capsys, "--json", "session", "list"))
+    assert {s["session_id"]: (s["facts"], s["perceptions"]) for s in listed} == web == {ended: (2, 0),
+                                                                                         still_open: (1, 0)}
+    table = run(capsys, "session", "list")
+    assert "2 facts, 0 perceptions" in table and "1 facts, 0 perceptions" in table

@@ -47,6 +47,8 @@ Clock = Callable[[], float]
 _PROTECTED_CATEGORIES = ("constraint", "safety")
 _ACCESS_FLUSH_EVERY = 256
 _DAY = 86_400.0
+#: Records read per statement (session_timeline): well within either database's limits.
+_RECORDS_PER_STATEMENT = 1000
 
 
 def _flag(value: Any, field: str) -> bool:
@@ -498,8 +500,17 @@ class Memory:
         with self._db.read() as conn:
             ids = [r[0] for r in conn.execute(
                 "SELECT id FROM memories WHERE session_id = ? ORDER BY occurred_at, id", (session["session_id"],))]
-            records = [self._record(conn, i, now) for i in ids]
+            records = self._records(conn, ids, now)
         return {"session": session, "memories": records}
+
+    def _records(self, conn: Any, memory_ids: list[int], now: float) -> list[dict[str, Any]]:
+        """Full records in the order of ``memory_ids``, read a batch per statement: an episode of
+        20,000 memories read one statement per memory spent most of its time on the statements."""
+        by_id: dict[int, dict[str, Any]] = {}
+        for first in range(0, len(memory_ids), _RECORDS_PER_STATEMENT):
+            for row in self._db.fetch_rows(conn, memory_ids[first:first + _RECORDS_PER_STATEMENT]):
+                by_id[row[0]] = row_to_record(row, now, self._half_life_s, full=True)
+        return [by_id[i] for i in memory_ids]
 
     def session_overviews(self, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """What a list of episodes shows of each, without reading their records.
@@ -515,8 +526,8 @@ class Memory:
         now = self.now()
         with self._db.read() as conn:
             found = self._db.session_overviews(conn, sids)
-            rows = self._db.fetch_rows(conn, [o["summary_id"] for o in found.values() if o["summary_id"]])
-        summaries = {row[0]: row_to_record(row, now, self._half_life_s, full=True) for row in rows}
+            summary_ids = [o["summary_id"] for o in found.values() if o["summary_id"] is not None]
+            summaries = dict(zip(summary_ids, self._records(conn, summary_ids, now)))
         return {sid: {"facts": o["facts"], "perceptions": o["perceptions"], "summary": summaries.get(o["summary_id"])}
                 for sid, o in found.items()}
 

@@ -81,7 +81,7 @@ def _series_panels(detail: dict[str, Any]) -> list[tuple[str, list[tuple[str, li
     if data["joints"]:
         panels.append(("joint positions", [(j["name"], j["t"], j["v"]) for j in data["joints"]], "rad"))
     if data["forces"]:
-        panels.append(("forces", [(f"{f['name']} #{f['memory_id']}", f["t"], f["v"]) for f in data["forces"]], ""))
+        panels.append(("forces", [(f["name"], f["t"], f["v"]) for f in data["forces"]], ""))
     if data["scans"]:
         panels.append(("laser scan", [(s["name"], s["t"], s["v"]) for s in data["scans"]], "m"))
     return panels

@@ -5,6 +5,10 @@ Every series is ``{"name", "t", "v", "samples"}``: ``t`` and ``v`` hold at most
 decimated (``"decimated": true``) keeping each stretch's lowest and highest value, so a
 spike still shows: a chart is a few hundred pixels wide, and a tactile payload of 200,000
 samples sent whole made the episode page's JSON megabytes long and its chart unusable.
+
+A curve is one per name across the episode's records (a joint, a force component of a
+topic), not one per record: 20,000 tactile chunks made a chart with 20,000 legend entries.
+A chart gets at most :data:`MAX_SERIES` curves; ``omitted`` counts those left out.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["MAX_POINTS", "decimate", "episode_series"]
+__all__ = ["MAX_POINTS", "MAX_SERIES", "decimate", "episode_series"]
 
 _NUMERIC = (int, float)
 
 #: Points per series sent to a chart (pairs of a stretch's lowest and highest value).
 MAX_POINTS = 1000
+#: Curves per chart: more are not told apart by colour, and their legend buries the chart.
+MAX_SERIES = 16
 
 
 def decimate(t: list[float], v: list[float], max_points: int = MAX_POINTS) -> tuple[list[float], list[float]]:
@@ -53,12 +59,22 @@ def _seconds(data: dict[str, Any], memory: dict[str, Any]) -> float:
     return float(data.get("t0_ns", 0)) / 1e9 if "t0_ns" in data else float(memory.get("occurred_at") or 0.0)
 
 
-def _joint_samples(data: dict[str, Any], memory: dict[str, Any], joints: dict[str, dict[str, list[float]]]) -> None:
+#: name -> {"t": [...], "v": [...], "records": n}: samples of one curve gathered from many records
+_Curves = dict[str, dict[str, Any]]
+
+
+def _curve(curves: _Curves, name: str) -> dict[str, Any]:
+    return curves.setdefault(name, {"t": [], "v": [], "records": 0})
+
+
+def _joint_samples(data: dict[str, Any], memory: dict[str, Any], joints: _Curves) -> None:
     t0 = _seconds(data, memory)
     names = [str(n) for n in data.get("names") or []]
+    for name in names:
+        _curve(joints, name)["records"] += 1
     for t, row in zip(data.get("t") or [], data.get("positions") or []):
         for name, value in zip(names, row if isinstance(row, list) else [row]):
-            series = joints.setdefault(name, {"t": [], "v": []})
+            series = _curve(joints, name)
             series["t"].append(t0 + float(t))
             series["v"].append(float(value))
 
@@ -68,15 +84,26 @@ def _numeric_list(value: Any, length: int) -> bool:
         isinstance(v, _NUMERIC) and not isinstance(v, bool) for v in value)
 
 
-def _force_samples(data: dict[str, Any], memory: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every numeric list as long as ``t`` in a tactile payload is one curve."""
+def _force_samples(data: dict[str, Any], memory: dict[str, Any], forces: _Curves) -> None:
+    """Every numeric list as long as ``t`` in a tactile payload is a curve, named by its key and topic."""
     t = data.get("t")
     if not isinstance(t, list) or not t:
-        return []
+        return
     t0 = _seconds(data, memory)
-    times = [t0 + float(v) for v in t]
-    return [_series(key, times, [float(v) for v in value], memory_id=memory["id"])
-            for key, value in data.items() if key != "t" and _numeric_list(value, len(t))]
+    topic = ((memory.get("context") or {}).get("source") or {}).get("topic")
+    for key, value in data.items():
+        if key != "t" and _numeric_list(value, len(t)):
+            series = _curve(forces, f"{key} {topic}" if topic else key)
+            series["t"].extend(t0 + float(v) for v in t)
+            series["v"].extend(float(v) for v in value)
+            series["records"] += 1
+
+
+def _drawn(curves: _Curves) -> tuple[list[dict[str, Any]], int]:
+    """The first MAX_SERIES curves by name as series, and how many are left out."""
+    names = sorted(curves)
+    return ([_series(n, curves[n]["t"], curves[n]["v"], records=curves[n]["records"]) for n in names[:MAX_SERIES]],
+            max(0, len(names) - MAX_SERIES))
 
 
 def _scan_point(data: dict[str, Any], memory: dict[str, Any]) -> tuple[float, float, float] | None:
@@ -97,8 +124,8 @@ def _scan_series(points: list[tuple[float, float, float]]) -> list[dict[str, Any
 
 def episode_series(mem: Memory, memories: list[dict[str, Any]]) -> dict[str, Any]:
     """Plot data from the payloads of an episode's active perceptions."""
-    joints: dict[str, dict[str, list[float]]] = {}
-    forces: list[dict[str, Any]] = []
+    joints: _Curves = {}
+    forces: _Curves = {}
     scans: list[tuple[float, float, float]] = []
     images: list[int] = []
     for memory in memories:
@@ -112,10 +139,12 @@ def episode_series(mem: Memory, memories: list[dict[str, Any]]) -> dict[str, Any
         elif "thumbnail" in data:
             images.append(memory["id"])
         elif memory.get("perception_type") == "tactile":
-            forces.extend(_force_samples(data, memory))
+            _force_samples(data, memory, forces)
         else:
             point = _scan_point(data, memory)
             if point is not None:
                 scans.append(point)
-    return {"joints": [_series(name, s["t"], s["v"]) for name, s in sorted(joints.items())], "forces": forces,
-            "scans": _scan_series(scans), "images": images}
+    joint_series, joints_omitted = _drawn(joints)
+    force_series, forces_omitted = _drawn(forces)
+    return {"joints": joint_series, "forces": force_series, "scans": _scan_series(scans), "images": images,
+            "omitted": {"joints": joints_omitted, "forces": forces_omitted}}

@@ -200,11 +200,17 @@ function extent(lists) {
   return [low, high];
 }
 
+const count = (n) => n.toLocaleString("en");
+
 function legendText(s) {
-  return s.decimated ? `${s.name} (${s.t.length.toLocaleString("en")} of ${s.samples.toLocaleString("en")} samples, decimated) ` : s.name + " ";
+  const notes = [];
+  if (s.records > 1) notes.push(`${count(s.records)} records`);
+  if (s.decimated) notes.push(`${count(s.t.length)} of ${count(s.samples)} samples, decimated`);
+  return `${s.name}${notes.length ? " (" + notes.join("; ") + ")" : ""} `;
 }
 
-function chart(title, series, yLabel) {
+// omitted: curves the server left out of this chart (it sends at most a few per chart)
+function chart(title, series, yLabel, omitted = 0) {
   const width = 460, height = 170, left = 48, bottom = 22, top = 8;
   series = series.filter((s) => s.t.length);
   if (!series.length) return null;
@@ -226,6 +232,7 @@ function chart(title, series, yLabel) {
     svg.append(el("svg:polyline", { points, fill: "none", stroke: colours[i % colours.length], "stroke-width": 1.5 }, el("svg:title", { text: s.name })));
   });
   const legend = series.map((s, i) => el("span", { style: `color:${colours[i % colours.length]}`, text: legendText(s) }));
+  if (omitted) legend.push(el("span", { class: "note", text: `and ${count(omitted)} more curves, not drawn` }));
   return el("div", { class: "plot", "data-plot": title }, el("h4", { text: `${title}${yLabel ? " (" + yLabel + ")" : ""}` }), svg, el("div", { class: "plot-legend" }, ...legend));
 }
 
@@ -262,6 +269,7 @@ function clearEpisode(title, error = "") {
   $("#episode-facts").replaceChildren();
   $("#plots").replaceChildren();
   $("#timeline tbody").replaceChildren();
+  $("#timeline-note").textContent = "";
 }
 
 function renderEpisode(id, data) {
@@ -272,8 +280,8 @@ function renderEpisode(id, data) {
     `path ${row.path_length_m == null ? (row.path_quality || "none") : fmtNum(row.path_length_m, 2) + " m (" + row.path_quality + ")"}, ` +
     `${row.facts} facts, ${row.perceptions} perceptions${gaps ? ", gaps: " + gaps : ""}` });
   const plots = [
-    chart("joint positions", data.series.joints, "rad"),
-    chart("forces", data.series.forces.map((f) => ({ ...f, name: `${f.name} #${f.memory_id}` }))),
+    chart("joint positions", data.series.joints, "rad", data.series.omitted.joints),
+    chart("forces", data.series.forces, "", data.series.omitted.forces),
     chart("laser scan", data.series.scans, "m"),
     data.series.images.length ? thumbnails(data.series.images) : null,
   ];
@@ -285,6 +293,8 @@ function renderEpisode(id, data) {
   $("#episode-facts").replaceChildren(facts);
   $("#plots").replaceChildren(...plots.filter(Boolean));
   $("#timeline tbody").replaceChildren(...lines);
+  $("#timeline-note").textContent = data.timeline_omitted
+    ? `the first and last ${count((data.timeline.length - 1) / 2)} lines; ${count(data.timeline_omitted)} between them are not shown (robotmem session show ${id} lists them all)` : "";
 }
 
 async function openEpisode(id) {

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 
 from robotmem import Memory
-from robotmem.view import episode_rows
+from robotmem.view import episode_detail, episode_rows
+from robotmem.view.episodes import MAX_TIMELINE
 
 
 class _CountingCursor:
@@ -95,3 +97,18 @@ def test_the_list_costs_the_same_however_many_records_an_episode_holds(store: st
     assert (before["big"]["perceptions"], after["big"]["perceptions"]) == (1, 2_001)
     assert (after["big"]["start"], after["big"]["duration_s"], after["big"]["path_length_m"]) == (1e9, 5.0, 2.5)
     assert (after["small"]["facts"], after["small"]["perceptions"]) == (1, 0)
+
+
+def test_the_timeline_sent_is_capped_and_counts_what_it_leaves_out(tactile_episode: Callable[..., str]) -> None:
+    with Memory(embedder=None) as mem:
+        sid = tactile_episode(mem, 1_500)
+        mem.end_session(sid)
+        detail = episode_detail(mem, sid)
+        twice = episode_detail(mem, tactile_episode(mem, 3_000))
+    lines = detail["timeline"]
+    assert len(lines) == MAX_TIMELINE + 1 and detail["timeline_omitted"] == 1_500 + 2 - MAX_TIMELINE
+    assert (lines[0]["kind"], lines[-1]["kind"]) == ("start", "end")  # both ends of the episode stay in view
+    (note,) = [line for line in lines if line["kind"] == "omitted"]
+    assert f"{detail['timeline_omitted']:,} more lines" in note["content"] and sid in note["content"]
+    # what the page downloads does not grow with the episode: twice the records, about the same size
+    assert len(json.dumps(twice)) < 1.1 * len(json.dumps(detail))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 
 from robotmem import Memory
 from robotmem.view import episode_detail
-from robotmem.view.series import MAX_POINTS, decimate
+from robotmem.view.series import MAX_POINTS, MAX_SERIES, decimate
 
 SAMPLES = 200_000
 
@@ -45,3 +46,14 @@ def test_a_short_series_is_sent_whole() -> None:
                             data={"names": ["a"], "t": [1.0, 0.0], "positions": [[0.2], [0.1]]}, session_id=sid)
         (joint,) = episode_detail(mem, sid)["series"]["joints"]
     assert (joint["v"], joint["samples"], joint["decimated"]) == ([0.1, 0.2], 2, False)
+
+
+def test_the_curves_of_many_records_are_one_per_name_and_a_chart_has_a_bounded_number(
+        tactile_episode: Callable[..., str]) -> None:
+    with Memory(embedder=None) as mem:
+        series = episode_detail(mem, tactile_episode(mem, 1_500))["series"]
+        (curve,) = series["forces"]
+        assert (curve["name"], curve["records"], curve["samples"]) == ("f0 /fingertip", 1_500, 3_000)
+        assert curve["t"] == sorted(curve["t"]) and len(curve["t"]) <= MAX_POINTS
+        wide = episode_detail(mem, tactile_episode(mem, 3, keys=MAX_SERIES + 4))["series"]
+    assert len(wide["forces"]) == MAX_SERIES and wide["omitted"] == {"joints": 0, "forces": 4}

@@ -14,9 +14,11 @@ from selenium.webdriver.support.ui import WebDriverWait
 from ui_helpers import ARTIFACTS, UiServer, page_errors
 
 from robotmem import Memory
+from robotmem.view.episodes import MAX_TIMELINE
 
 WAIT_S = 30  # how long the page may take to show what it fetched; not a speed target
 SAMPLES = 200_000
+MANY = 1_500  # records in one episode: more than the timeline sends
 
 
 def _wait(browser: Any) -> WebDriverWait[Any]:
@@ -37,7 +39,11 @@ def episodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         mem.save_perception("fingertip force during the long press", "tactile",
                             data={"t": [i * 0.001 for i in range(SAMPLES)], "fz": [float(i % 997) for i in range(SAMPLES)]},
                             session_id=long)
-    return {"home": str(home), "small": small, "long": long}
+        many = mem.start_session(context={"robot": {"id": "tap-bot"}, "task": {"name": "tap"}})["session_id"]
+        mem.save_perceptions([{"description": f"tap {i}", "perception_type": "tactile", "session_id": many,
+                               "data": {"t0_ns": (1_800_000_000 + i) * 10**9, "t": [0.0, 0.5], "fz": [0.0, i % 7]},
+                               "embed": False} for i in range(MANY)])
+    return {"home": str(home), "small": small, "long": long, "many": many}
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +90,16 @@ def test_an_episode_that_cannot_be_shown_leaves_nothing_of_the_previous_one(brow
     assert "ses_no_such_episode" in browser.find_element(By.ID, "episode-title").text
     assert _timeline(browser) == "" and not browser.find_elements(By.CSS_SELECTOR, "#plots .plot")
     assert "facts" not in browser.find_element(By.ID, "episode-facts").text
+
+
+def test_an_episode_of_many_records_gets_one_curve_and_a_capped_timeline(browser: Any, ui: UiServer,
+                                                                         episodes: dict[str, str]) -> None:
+    browser.get(ui.url)
+    _open_row(browser, episodes["many"])
+    _wait(browser).until(lambda d: "tap 0" in _timeline(d))
+    (legend,) = browser.find_elements(By.CSS_SELECTOR, "[data-plot='forces'] .plot-legend span")
+    assert legend.text.startswith(f"fz ({MANY:,} records; ") and f"of {2 * MANY:,} samples, decimated" in legend.text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#timeline tbody tr")) == MAX_TIMELINE + 1
+    left_out = MANY + 1 - MAX_TIMELINE  # the records and the start marker (the episode is open)
+    assert f"{left_out:,} between them are not shown" in browser.find_element(By.ID, "timeline-note").text
+    assert f"{left_out:,} more lines" in browser.find_element(By.CSS_SELECTOR, "tr.timeline-omitted").text

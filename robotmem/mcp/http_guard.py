@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import brief
 
-__all__ = ["HttpGuard", "is_loopback_host"]
+__all__ = ["HttpGuard", "is_loopback_host", "origin_key"]
 
 log = logging.getLogger("robotmem.mcp.http")
 
@@ -45,6 +45,11 @@ def is_loopback_host(host: str) -> bool:
     except ValueError:
         return False
     return address.is_loopback and (address.version == 6 or not bracketed)
+
+
+def origin_key(origin: str) -> str:
+    """An origin as allowed origins are compared: without a trailing slash, lower case."""
+    return origin.rstrip("/").lower()
 
 
 def _host_of(host_port: str) -> str | None:
@@ -73,7 +78,7 @@ class HttpGuard:
         self.app = app
         self._token = token.encode() if token else None
         self._check_host = check_host
-        self._allowed_origins = {o.rstrip("/").lower() for o in allowed_origins}
+        self._allowed_origins = {origin_key(o) for o in allowed_origins}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -100,7 +105,7 @@ class HttpGuard:
         return None
 
     def _origin_allowed(self, origin: str) -> bool:
-        if origin.rstrip("/").lower() in self._allowed_origins:
+        if origin_key(origin) in self._allowed_origins:
             return True
         host = _origin_host(origin)
         return host is not None and is_loopback_host(host)

@@ -6,6 +6,7 @@ from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
@@ -13,7 +14,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from ..errors import NotFoundError, RobotMemError, ValidationError
-from ..mcp.http_guard import HttpGuard, is_loopback_host
+from ..mcp.http_guard import HttpGuard, is_loopback_host, origin_key
 from ..view import episode_detail, episode_list, latest_map
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,6 +125,16 @@ class _Api:
         )
 
 
+def _cross_origin(api: ASGIApp, allowed_origins: tuple[str, ...]) -> ASGIApp:
+    """CORS headers for the origins ``--allow-origin`` names: without them a browser refuses a
+    page on such an origin the answers the guard lets through, and it asks first (a preflight
+    OPTIONS, answered here before the guard, which would want the token it is asking about)
+    whether it may send ``Authorization``. Loopback origins the guard lets in get none: any
+    local web page could then read the memory."""
+    return CORSMiddleware(api, allow_origins=[origin_key(o) for o in allowed_origins], allow_methods=["GET"],
+                          allow_headers=["Authorization"], max_age=600)
+
+
 def build_app(mem: Memory, *, host: str, token: str | None, allowed_origins: tuple[str, ...] = ()) -> ASGIApp:
     """Static page for anyone who may reach the host; the API needs the token when one is set.
 
@@ -132,8 +143,10 @@ def build_app(mem: Memory, *, host: str, token: str | None, allowed_origins: tup
     and sends it as ``Authorization: Bearer`` with every API call.
     """
     check_host = is_loopback_host(host)
-    api = HttpGuard(Starlette(routes=_Api(mem).routes(), exception_handlers={404: _no_such_path}),
-                    token=token, check_host=check_host, allowed_origins=allowed_origins)
+    api: ASGIApp = HttpGuard(Starlette(routes=_Api(mem).routes(), exception_handlers={404: _no_such_path}),
+                             token=token, check_host=check_host, allowed_origins=allowed_origins)
+    if allowed_origins:
+        api = _cross_origin(api, allowed_origins)
     static = StaticFiles(directory=str(files("robotmem.web") / "static"), html=True)
     page = HttpGuard(static, token=None, check_host=check_host, allowed_origins=allowed_origins)
     return Starlette(routes=[Mount("/api", app=api), Mount("/", app=page)])

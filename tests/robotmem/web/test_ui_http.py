@@ -21,22 +21,24 @@ from robotmem.view.episodes import MAX_ROWS
 
 
 class Reply:
-    def __init__(self, status: int, body: bytes) -> None:
+    def __init__(self, status: int, body: bytes, headers: Any = None) -> None:
         self.status_code, self.text = status, body.decode()
+        self.headers = {k.lower(): v for k, v in (headers or {}).items()}
 
     def json(self) -> Any:
         return json.loads(self.text)
 
 
-def _get(url: str, params: dict[str, str] | None = None, headers: dict[str, str] | None = None) -> Reply:
-    """A GET that returns error statuses instead of raising (the stdlib's urllib, no extra client)."""
+def _get(url: str, params: dict[str, str] | None = None, headers: dict[str, str] | None = None,
+         method: str = "GET") -> Reply:
+    """A request that returns error statuses instead of raising (the stdlib's urllib, no extra client)."""
     query = "?" + urllib.parse.urlencode(params) if params else ""
-    request = urllib.request.Request(url + query, headers=headers or {})
+    request = urllib.request.Request(url + query, headers=headers or {}, method=method)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            return Reply(response.status, response.read())
+            return Reply(response.status, response.read(), dict(response.headers))
     except urllib.error.HTTPError as error:
-        return Reply(error.code, error.read())
+        return Reply(error.code, error.read(), dict(error.headers))
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +149,34 @@ def test_an_unknown_api_path_and_memory_get_json_404s(guarded: UiServer) -> None
     assert _get(guarded.url + "api/memories/999/image", headers=auth).json()["error"]["field"] == "memory_id"
     unknown = _get(guarded.url + "api/no-such-thing", headers=auth)
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "not_found"
+
+
+DASHBOARD = "http://Dash.example:18999/"  # as a user may type it: case and a trailing slash do not matter
+
+
+@pytest.fixture(scope="module")
+def shared_with_dashboard(small_home: Path) -> Iterator[UiServer]:
+    server = UiServer(small_home, "--allow-origin", DASHBOARD, env={"ROBOTMEM_TOKEN": "s3cret"})
+    yield server
+    server.stop()
+
+
+def test_an_allowed_origin_gets_cors_headers_and_its_preflight_an_answer(shared_with_dashboard: UiServer) -> None:
+    origin = "http://dash.example:18999"  # what a browser sends
+    preflight = _get(shared_with_dashboard.url + "api/episodes", method="OPTIONS", headers={
+        "Origin": origin, "Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "authorization"})
+    assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == origin
+    assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+    reply = _get(shared_with_dashboard.url + "api/episodes", headers={"Origin": origin, "Authorization": "Bearer s3cret"})
+    assert reply.status_code == 200 and reply.headers["access-control-allow-origin"] == origin
+    assert reply.json()["episodes"][0]["robot"] == "r1"
+    unauthorized = _get(shared_with_dashboard.url + "api/episodes", headers={"Origin": origin})
+    assert unauthorized.status_code == 401 and unauthorized.headers["access-control-allow-origin"] == origin
+
+
+def test_other_origins_get_no_cors_headers(shared_with_dashboard: UiServer, guarded: UiServer) -> None:
+    auth = {"Authorization": "Bearer s3cret"}
+    foreign = _get(shared_with_dashboard.url + "api/episodes", headers={**auth, "Origin": "http://evil.example"})
+    assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
+    local = _get(guarded.url + "api/episodes", headers={**auth, "Origin": "http://localhost:3000"})
+    assert local.status_code == 200 and "access-control-allow-origin" not in local.headers

@@ -75,6 +75,11 @@ def integer(value: Any, field: str, *, low: int, high: int | None = None) -> int
     return value
 
 
+def port(value: Any, field: str = "port") -> int:
+    """A TCP port to listen on (0: any free one)."""
+    return integer(value, field, low=0, high=65535)
+
+
 def memory_id(value: Any, field: str = "memory_id") -> int:
     return integer(value, field, low=1)
 

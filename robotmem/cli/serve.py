@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .. import validation
 from ..errors import RobotMemError
 from .store import load_config
 
@@ -55,11 +56,12 @@ def serve_command(args: argparse.Namespace) -> int:
 
     configure_logging()
     try:
+        port = validation.port(args.port, "--port")
         config = load_config(args)
         if args.transport == "stdio":
             run_stdio(config)
         else:
-            run_http(config, args.host, args.port, args.allow_origin)
+            run_http(config, args.host, port, args.allow_origin)
     except RobotMemError as exc:
         print(f"robotmem serve: {exc.message}", file=sys.stderr)
         return 2

@@ -23,19 +23,24 @@ def register(subparsers: Any) -> None:
 
 
 def ui_command(args: argparse.Namespace) -> int:
-    from ..service import Memory
+    from .. import validation
+    from ..mcp.transports import check_http_binding
     from ..view import store_map
     from ..web.serve import run_ui
-    from .store import load_config
+    from .store import load_config, open_existing
 
+    port = validation.port(args.port, "--port")
     config = load_config(args)
-    collection = config.collection
-    with Memory(config.store_location, collection=collection, config=config) as mem:
+    # Every refusal before the first write: a refused server must not have stored the map (or
+    # built the embedding model) first.
+    check_http_binding(args.host, config.token)
+    # A viewer: a mistyped --home is an error, as for session list, not a new empty store.
+    with open_existing(args, embedder="auto") as mem:
         if args.map:
-            stored = store_map(mem, args.map, collection=collection)
+            stored = store_map(mem, args.map, collection=mem.collection)
             print(f"occupancy map {args.map}: {stored['status']} (memory {stored['memory_id']})", flush=True)
         try:
-            run_ui(mem, host=args.host, port=args.port, token=config.token, allowed_origins=tuple(args.allow_origin))
+            run_ui(mem, host=args.host, port=port, token=config.token, allowed_origins=tuple(args.allow_origin))
         except KeyboardInterrupt:
             pass
     return 0

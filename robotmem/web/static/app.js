@@ -1,7 +1,8 @@
 // robotmem ui: plain DOM + SVG, no build step, nothing fetched but this server's /api.
 "use strict";
 
-const token = new URLSearchParams(location.hash.slice(1)).get("token");
+const readToken = () => new URLSearchParams(location.hash.slice(1)).get("token");
+let token = readToken();
 const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null, open: null, list: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
@@ -345,6 +346,15 @@ async function runRecall(event) {
     el("td", {}, el("code", { text: JSON.stringify({ robot: hit.robot, task: hit.task, params: hit.params }).slice(0, 160) })))));
 }
 $("#recall-form").addEventListener("submit", runRecall);
+
+// A token added to the address after the page loaded (#token=...) is used at once, without a reload.
+window.addEventListener("hashchange", () => {
+  if (readToken() === token) return;
+  token = readToken();
+  state.signature = "";
+  state.details.clear();
+  loadEpisodes();
+});
 
 loadEpisodes();
 setInterval(loadEpisodes, 3000);

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 from ui_helpers import UiServer
 
@@ -65,3 +66,19 @@ def test_a_dashboard_on_an_allowed_origin_reads_the_api(browser: Any, home: Path
         assert _dashboard_reads(browser, dashboard, not_named).startswith("blocked")
     finally:
         not_named.stop()
+
+
+def test_a_token_added_to_the_address_later_is_used_without_a_reload(browser: Any, home: Path) -> None:
+    guarded = UiServer(home, env={"ROBOTMEM_TOKEN": TOKEN})
+    try:
+        browser.get(guarded.url)
+        WebDriverWait(browser, WAIT_S).until(
+            lambda d: "token" in d.find_element(By.ID, "status").text)  # refused: no token yet
+        browser.execute_script("window.__loaded_once = true")  # gone if the page reloads
+        browser.get(guarded.url + "#token=" + TOKEN)  # the user adds it to the address
+        WebDriverWait(browser, WAIT_S).until(
+            lambda d: d.find_elements(By.CSS_SELECTOR, "#episodes tbody tr[data-session]"))
+        assert browser.execute_script("return window.__loaded_once") is True
+        assert browser.find_element(By.ID, "status").text.startswith("live")
+    finally:
+        guarded.stop()

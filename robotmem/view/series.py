@@ -8,7 +8,8 @@ samples sent whole made the episode page's JSON megabytes long and its chart unu
 
 A curve is one per name across the episode's records (a joint, a force component of a
 topic), not one per record: 20,000 tactile chunks made a chart with 20,000 legend entries.
-A chart gets at most :data:`MAX_SERIES` curves; ``omitted`` counts those left out.
+A chart gets at most :data:`MAX_SERIES` curves, the page :data:`MAX_IMAGES` thumbnails;
+``omitted`` counts those left out.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["MAX_POINTS", "MAX_SERIES", "decimate", "episode_series"]
+__all__ = ["MAX_IMAGES", "MAX_POINTS", "MAX_SERIES", "decimate", "episode_series"]
 
 _NUMERIC = (int, float)
 
@@ -28,6 +29,8 @@ _NUMERIC = (int, float)
 MAX_POINTS = 1000
 #: Curves per chart: more are not told apart by colour, and their legend buries the chart.
 MAX_SERIES = 16
+#: Image thumbnails the page draws (a request each); the rest are counted in ``omitted``.
+MAX_IMAGES = 24
 
 
 def decimate(t: list[float], v: list[float], max_points: int = MAX_POINTS) -> tuple[list[float], list[float]]:
@@ -146,5 +149,5 @@ def episode_series(mem: Memory, memories: list[dict[str, Any]]) -> dict[str, Any
                 scans.append(point)
     joint_series, joints_omitted = _drawn(joints)
     force_series, forces_omitted = _drawn(forces)
-    return {"joints": joint_series, "forces": force_series, "scans": _scan_series(scans), "images": images,
-            "omitted": {"joints": joints_omitted, "forces": forces_omitted}}
+    return {"joints": joint_series, "forces": force_series, "scans": _scan_series(scans), "images": images[:MAX_IMAGES],
+            "omitted": {"joints": joints_omitted, "forces": forces_omitted, "images": max(0, len(images) - MAX_IMAGES)}}

@@ -26,7 +26,9 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// Every time is UTC, as the CLI shows it: bare in table cells whose heading says (UTC), else labelled.
 const fmtTime = (s) => (s == null ? "" : new Date(s * 1000).toISOString().replace("T", " ").slice(0, 19));
+const fmtUtc = (s) => (s == null ? "" : fmtTime(s) + " UTC");
 const fmtNum = (v, digits = 2) => (v == null ? "" : Number(v).toFixed(digits));
 function outcomeClass(row) {
   if (row.success === true || (row.success == null && row.outcome_score != null && row.outcome_score >= 0.5)) return "ok";
@@ -50,8 +52,9 @@ async function loadEpisodes() {
   }
   const rows = body.episodes;
   state.list = body;
+  const openBefore = JSON.stringify(state.episodes.find((r) => r.session_id === state.open));
   const signature = JSON.stringify([body.collection, body.more, rows.map((r) => [r.session_id, r.status, r.facts, r.perceptions, r.outcome_score])]);
-  $("#status").textContent = "live, updated " + new Date().toLocaleTimeString();
+  $("#status").textContent = "live, updated " + new Date().toISOString().slice(11, 19) + " UTC";
   if (signature === state.signature) return;
   const known = new Set(state.episodes.map((r) => r.session_id));
   rows.slice(0, 50).forEach((r) => { if (!known.has(r.session_id)) state.selected.add(r.session_id); });
@@ -59,13 +62,17 @@ async function loadEpisodes() {
   state.signature = signature;
   renderEpisodes();
   await refreshMap();
+  // the open episode follows its row: a record written into it shows without clicking again
+  const openNow = rows.find((r) => r.session_id === state.open);
+  if (openNow && JSON.stringify(openNow) !== openBefore) await openEpisode(state.open, { scroll: false });
 }
 
 function renderEpisodes() {
   const list = state.list;
   $("#episode-count").textContent = `(${state.episodes.length}${list.more ? "+" : ""}) collection ${list.collection}`;
   $("#episodes-note").textContent = list.more
-    ? `the newest ${list.max_rows} episodes; older ones are not listed (robotmem session list --limit N lists them)` : "";
+    ? `the newest ${list.max_rows} episodes; older ones are not listed (robotmem session list --limit N lists them)`
+    : state.episodes.length ? "" : `no episodes in collection ${list.collection} yet`;
   const body = $("#episodes tbody");
   body.replaceChildren(...state.episodes.map((row) => {
     const box = el("input", { type: "checkbox", title: "show on the map" });
@@ -75,7 +82,8 @@ function renderEpisodes() {
       box.checked ? state.selected.add(row.session_id) : state.selected.delete(row.session_id);
       refreshMap();
     });
-    return el("tr", { "data-session": row.session_id, class: "episode-row", onclick: () => openEpisode(row.session_id) },
+    return el("tr", { "data-session": row.session_id, class: "episode-row" + (row.session_id === state.open ? " selected" : ""),
+      onclick: () => openEpisode(row.session_id) },
       el("td", {}, box), el("td", { text: row.robot || "" }), el("td", { text: row.task || "" }),
       el("td", { text: fmtTime(row.start) }), el("td", { text: row.duration_s == null ? "" : fmtNum(row.duration_s, 1) + " s" }),
       el("td", { class: "outcome-" + outcomeClass(row), text: outcomeText(row) }),
@@ -141,7 +149,7 @@ function drawMap(paths) {
   const points = paths.flatMap((p) => p.segments.flat());
   // Paths recorded without a frame name are drawn over the stored map (said under the map).
   const spec = state.map && (state.map.frame === state.frame || state.frame === NO_FRAME) ? state.map : null;
-  $("#frame-note").textContent = spec && state.frame === NO_FRAME ? `paths without a frame drawn over the ${spec.frame} map (${spec.source})` : "";
+  $("#frame-note").textContent = spec && state.frame === NO_FRAME ? `paths recorded without a frame are drawn over the stored occupancy map (frame ${spec.frame}, ${spec.source})` : "";
   let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
   const extend = (x, y) => { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); };
   points.forEach(([x, y]) => extend(x, y));
@@ -167,7 +175,7 @@ function drawMap(paths) {
     const row = episodePaths[0].row;
     const segments = episodePaths.flatMap((p) => p.segments).filter((s) => s.length);
     const d = segments.map((s) => "M" + s.map(([x, y]) => `${x} ${-y}`).join(" L")).join(" ");
-    const label = `${row.robot || ""} ${row.task || ""} ${fmtTime(row.start)} (${outcomeText(row) || "no outcome"})`;
+    const label = `${row.robot || ""} ${row.task || ""} ${fmtUtc(row.start)} (${outcomeText(row) || "no outcome"})`;
     const group = el("svg:g", { class: "episode", "data-session": id });
     group.append(el("svg:path", { class: `episode-path outcome-${outcomeClass(row)}`, d, "data-session": id,
       "data-segments": segments.length, onclick: (e) => { e.stopPropagation(); openEpisode(id); } }, el("svg:title", { text: label })));
@@ -257,9 +265,10 @@ async function loadThumbnail(box, id) {
 }
 
 // The box is drawn at once; its images arrive one by one (into the box of this episode only).
-function thumbnails(ids) {
-  const box = el("div", { class: "plot thumbs", "data-plot": "images" }, el("h4", { text: `images (${ids.length})` }));
-  (async () => { for (const id of ids.slice(0, 24)) await loadThumbnail(box, id); })();
+function thumbnails(ids, omitted) {
+  const title = omitted ? `images (${count(ids.length)} of ${count(ids.length + omitted)} shown)` : `images (${count(ids.length)})`;
+  const box = el("div", { class: "plot thumbs", "data-plot": "images" }, el("h4", { text: title }));
+  (async () => { for (const id of ids) await loadThumbnail(box, id); })();
   return box;
 }
 
@@ -275,16 +284,16 @@ function clearEpisode(title, error = "") {
 
 function renderEpisode(id, data) {
   const row = data.episode;
-  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtTime(g.end)}${g.topic ? " " + g.topic : ""} (${g.reason || "gap"})`).join("; ");
+  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtUtc(g.end)}${g.topic ? " " + g.topic : ""} (${g.reason || "gap"})`).join("; ");
   const facts = el("p", { text:
-    `start ${fmtTime(row.start)}, ${row.duration_s == null ? "open" : fmtNum(row.duration_s, 1) + " s"}, outcome ${outcomeText(row) || "none"}, ` +
+    `start ${fmtUtc(row.start)}, ${row.duration_s == null ? "open" : fmtNum(row.duration_s, 1) + " s"}, outcome ${outcomeText(row) || "none"}, ` +
     `path ${row.path_length_m == null ? (row.path_quality || "none") : fmtNum(row.path_length_m, 2) + " m (" + row.path_quality + ")"}, ` +
     `${row.facts} facts, ${row.perceptions} perceptions${gaps ? ", gaps: " + gaps : ""}` });
   const plots = [
     chart("joint positions", data.series.joints, "rad", data.series.omitted.joints),
     chart("forces", data.series.forces, "", data.series.omitted.forces),
     chart("laser scan", data.series.scans, "m"),
-    data.series.images.length ? thumbnails(data.series.images) : null,
+    data.series.images.length ? thumbnails(data.series.images, data.series.omitted.images) : null,
   ];
   const lines = data.timeline.map((e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : "") },
     el("td", { text: fmtTime(e.time) }), el("td", { text: e.kind + (e.status !== "active" ? ` (${e.status})` : "") }),
@@ -298,7 +307,7 @@ function renderEpisode(id, data) {
     ? `the first and last ${count((data.timeline.length - 1) / 2)} lines; ${count(data.timeline_omitted)} between them are not shown (robotmem session show ${id} lists them all)` : "";
 }
 
-async function openEpisode(id) {
+async function openEpisode(id, { scroll = true } = {}) {
   state.open = id;
   document.querySelectorAll("#episodes tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.session === id));
   document.querySelectorAll(".episode-path").forEach((p) => p.classList.toggle("highlight", p.dataset.session === id));
@@ -320,7 +329,7 @@ async function openEpisode(id) {
   } catch (error) {
     clearEpisode(id, "cannot show this episode: " + error.message);
   }
-  panel.scrollIntoView({ behavior: "smooth", block: "start" });
+  if (scroll) panel.scrollIntoView({ behavior: "smooth", block: "start" });
 }
 
 // ---- recall -----------------------------------------------------------------------------------
@@ -330,6 +339,7 @@ async function runRecall(event) {
   const params = new URLSearchParams();
   for (const name of ["q", "filter", "near", "since", "until", "n", "min_relevance"]) if (form[name].value) params.set(name, form[name].value);
   $("#recall-error").textContent = "";
+  $("#recall-note").textContent = "";
   let body;
   try {
     body = await api("/recall?" + params);
@@ -338,11 +348,12 @@ async function runRecall(event) {
     $("#recall-results tbody").replaceChildren();
     return;
   }
+  $("#recall-note").textContent = body.results.length ? "" : "no results";
   $("#recall-results tbody").replaceChildren(...body.results.map((hit, i) => el("tr", { class: "hit", "data-id": hit.id },
     el("td", { text: i + 1 }), el("td", { class: "content", text: hit.content }),
     el("td", { class: "relevance", text: fmtNum(hit.relevance) }), el("td", { text: fmtNum(hit.similarity) }),
     el("td", { text: hit.distance == null ? "" : fmtNum(hit.distance) + " m" }),
-    el("td", {}, hit.session_id ? el("a", { href: "#", text: hit.session_id.slice(0, 28), onclick: (e) => { e.preventDefault(); openEpisode(hit.session_id); } }) : ""),
+    el("td", {}, hit.session_id ? el("a", { href: "#", class: "episode-link", text: hit.session_id, onclick: (e) => { e.preventDefault(); openEpisode(hit.session_id); } }) : ""),
     el("td", {}, el("code", { text: JSON.stringify({ robot: hit.robot, task: hit.task, params: hit.params }).slice(0, 160) })))));
 }
 $("#recall-form").addEventListener("submit", runRecall);

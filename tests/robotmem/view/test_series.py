@@ -56,4 +56,4 @@ def test_the_curves_of_many_records_are_one_per_name_and_a_chart_has_a_bounded_n
         assert (curve["name"], curve["records"], curve["samples"]) == ("f0 /fingertip", 1_500, 3_000)
         assert curve["t"] == sorted(curve["t"]) and len(curve["t"]) <= MAX_POINTS
         wide = episode_detail(mem, tactile_episode(mem, 3, keys=MAX_SERIES + 4))["series"]
-    assert len(wide["forces"]) == MAX_SERIES and wide["omitted"] == {"joints": 0, "forces": 4}
+    assert len(wide["forces"]) == MAX_SERIES and wide["omitted"] == {"joints": 0, "forces": 4, "images": 0}

@@ -15,10 +15,12 @@ from ui_helpers import ARTIFACTS, UiServer, page_errors
 
 from robotmem import Memory
 from robotmem.view.episodes import MAX_TIMELINE
+from robotmem.view.series import MAX_IMAGES
 
 WAIT_S = 30  # how long the page may take to show what it fetched; not a speed target
 SAMPLES = 200_000
 MANY = 1_500  # records in one episode: more than the timeline sends
+IMAGES = MAX_IMAGES + 3
 
 
 def _wait(browser: Any) -> WebDriverWait[Any]:
@@ -43,7 +45,12 @@ def episodes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
         mem.save_perceptions([{"description": f"tap {i}", "perception_type": "tactile", "session_id": many,
                                "data": {"t0_ns": (1_800_000_000 + i) * 10**9, "t": [0.0, 0.5], "fz": [0.0, i % 7]},
                                "embed": False} for i in range(MANY)])
-    return {"home": str(home), "small": small, "long": long, "many": many}
+        live = mem.start_session(context={"robot": {"id": "live-bot"}, "task": {"name": "watch"}})["session_id"]
+        mem.learn("x" * 300, session_id=live)  # one unbroken string, longer than the window is wide
+        for i in range(IMAGES):
+            mem.save_perception(f"camera frame {i}", "visual", session_id=live,
+                                data={"thumbnail": bytes(range(48)), "thumbnail_shape": [4, 4, 3]})
+    return {"home": str(home), "small": small, "long": long, "many": many, "live": live}
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +110,23 @@ def test_an_episode_of_many_records_gets_one_curve_and_a_capped_timeline(browser
     left_out = MANY + 1 - MAX_TIMELINE  # the records and the start marker (the episode is open)
     assert f"{left_out:,} between them are not shown" in browser.find_element(By.ID, "timeline-note").text
     assert f"{left_out:,} more lines" in browser.find_element(By.CSS_SELECTOR, "tr.timeline-omitted").text
+
+
+def test_the_open_episode_follows_its_row_and_long_text_wraps(browser: Any, ui: UiServer,
+                                                               episodes: dict[str, str]) -> None:
+    browser.get(ui.url)
+    _open_row(browser, episodes["live"])
+    _wait(browser).until(lambda d: "x" * 50 in _timeline(d))
+    title = browser.find_element(By.CSS_SELECTOR, "[data-plot='images'] h4").text
+    assert title == f"images ({MAX_IMAGES} of {IMAGES} shown)"
+    _wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-plot='images'] canvas")) == MAX_IMAGES)
+    widths = browser.execute_script(
+        "const panel = document.querySelector('#episode-panel'); const page = document.documentElement;"
+        "return [page.scrollWidth, page.clientWidth, panel.scrollWidth, panel.clientWidth]")
+    assert widths[0] <= widths[1] and widths[2] <= widths[3], widths  # wrapped, not wider than the window
+    os.environ["ROBOTMEM_HOME"] = episodes["home"]
+    with Memory(embedder=None) as mem:  # another process writes into the open episode
+        mem.learn("the watched shelf is empty now", session_id=episodes["live"])
+    _wait(browser).until(lambda d: "the watched shelf is empty now" in _timeline(d))
+    assert browser.find_element(By.ID, "episode-panel").get_attribute("data-session") == episodes["live"]
+    assert browser.find_element(By.CSS_SELECTOR, f"tr.selected[data-session='{episodes['live']}']")

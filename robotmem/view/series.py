@@ -14,6 +14,7 @@ A chart gets at most :data:`MAX_SERIES` curves, the page :data:`MAX_IMAGES` thum
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,7 +50,13 @@ def decimate(t: list[float], v: list[float], max_points: int = MAX_POINTS) -> tu
 
 
 def _series(name: str, t: list[float], v: list[float], **extra: Any) -> dict[str, Any]:
-    """A drawable series, time-ordered and decimated when longer than MAX_POINTS."""
+    """A drawable series, time-ordered and decimated when longer than MAX_POINTS.
+
+    Samples that are not finite (a sensor's NaN, a laser's inf) are left out: JSON has no
+    such numbers (the episode's whole answer failed with them) and a chart cannot place them."""
+    if not all(math.isfinite(x) for x in t) or not all(math.isfinite(x) for x in v):
+        kept = [(a, b) for a, b in zip(t, v) if math.isfinite(a) and math.isfinite(b)]
+        t, v = [a for a, _ in kept], [b for _, b in kept]
     if any(b < a for a, b in zip(t, t[1:])):
         order = sorted(range(len(t)), key=t.__getitem__)
         t, v = [t[i] for i in order], [v[i] for i in order]

@@ -57,3 +57,17 @@ def test_the_curves_of_many_records_are_one_per_name_and_a_chart_has_a_bounded_n
         assert curve["t"] == sorted(curve["t"]) and len(curve["t"]) <= MAX_POINTS
         wide = episode_detail(mem, tactile_episode(mem, 3, keys=MAX_SERIES + 4))["series"]
     assert len(wide["forces"]) == MAX_SERIES and wide["omitted"] == {"joints": 0, "forces": 4, "images": 0}
+
+
+def test_samples_that_are_not_finite_are_left_out_of_the_json() -> None:
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        mem.save_perception("press with a dropout", "tactile", session_id=sid,
+                            data={"t": [0.0, 1.0, 2.0], "fz": [1.0, float("nan"), 3.0]})
+        mem.save_perception("laser scan with no return", "visual", session_id=sid,
+                            data={"min_range": float("inf"), "mean_range": 2.0})
+        detail = episode_detail(mem, sid)
+    json.dumps(detail, allow_nan=False)  # what the web server sends, strictly
+    (force,) = detail["series"]["forces"]
+    assert force["v"] == [1.0, 3.0] and force["t"][1] - force["t"][0] == 2.0
+    assert [s["v"] for s in detail["series"]["scans"]] == [[], [2.0]]

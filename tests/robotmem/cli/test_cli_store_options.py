@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from robotmem import Memory
 from robotmem.cli.main import main
 
 
@@ -106,6 +107,7 @@ def test_ui_opens_the_store_of_db_and_url(capsys, tmp_path: Path, monkeypatch: p
     seen = []
     monkeypatch.setattr(web, "run_ui", lambda mem, **kwargs: seen.append((mem.location, mem.collection)))
     db = tmp_path / "x.db"
+    Memory(db, embedder=None).close()  # the viewer opens an existing store only
     monkeypatch.setenv("ROBOTMEM_URL", DEAD_FLEET_URL)
     assert run(capsys, "--db", str(db), "--collection", "lab", "ui")[0] == 0
     assert seen == [(str(db), "lab")]

@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
 
 def cmd_migrate(args: argparse.Namespace) -> Any:
     from ..config import check_postgres_url, is_postgres_url
-    from ..errors import ValidationError
+    from ..errors import NotFoundError, ValidationError
     from ..store.backend import open_store
     from ..store.copy import copy_store
     from .output import progress_bar
@@ -41,6 +41,11 @@ def cmd_migrate(args: argparse.Namespace) -> Any:
         check_postgres_url(args.migrate_to, field="to", error=ValidationError)
     source = open_store(config.store_location)
     try:
+        if source.schema_version() == 0:
+            # A database without robotmem's tables (a mistyped URL, an empty file) is not a source:
+            # migrating it would create them there for a copy of nothing.
+            where = "--url" if config.url is not None else "--db"
+            raise NotFoundError(f"no memory store at {config.store_label}: it holds no robotmem tables", field=where)
         source.migrate()
         target = open_store(args.migrate_to)
         try:

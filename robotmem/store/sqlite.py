@@ -76,6 +76,9 @@ class SqliteStore(Database):
                                 "(migrating it, most likely); waiting up to %.0f s", self.path, MIGRATION_WAIT_S)
                     warned = True
 
+    def schema_version(self) -> int:
+        return int(scalar(self.connection(), "PRAGMA user_version"))
+
     def __enter__(self) -> SqliteStore:
         return self
 

@@ -42,6 +42,10 @@ class PgStore(PgDatabase):
         _register_vector(self.connection())  # the extension may be new: register its type now
         return version
 
+    def schema_version(self) -> int:
+        with self.read() as conn:
+            return schema_version(conn)
+
     def __enter__(self) -> PgStore:
         return self
 

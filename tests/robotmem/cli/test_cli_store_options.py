@@ -139,6 +139,23 @@ def test_migrate_from_a_missing_file_says_so_and_creates_nothing_at_either_end(
         assert conn.execute("SELECT to_regclass('memories')").fetchone()[0] is None
 
 
+def test_migrate_from_a_database_without_robotmem_tables_creates_none_there(
+        capsys, tmp_path: Path, postgres_url: str) -> None:
+    import psycopg
+
+    code, out, err = run(capsys, "--url", postgres_url, "migrate", "--to", str(tmp_path / "copy.db"), "--no-progress")
+    assert code == 1 and out == "" and "no memory store at" in err and "no robotmem tables" in err
+    with psycopg.connect(postgres_url) as conn:  # the mistyped source did not get robotmem's tables
+        assert conn.execute("SELECT to_regclass('robotmem_schema')").fetchone()[0] is None
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    code, _, err = run(capsys, "--db", str(empty), "migrate", "--to", str(tmp_path / "copy2.db"), "--no-progress")
+    assert code == 1 and "no robotmem tables" in err
+    import apsw
+
+    assert apsw.Connection(str(empty)).execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+
+
 def test_migrate_to_a_url_that_cannot_be_parsed_is_refused_before_anything_opens(capsys, tmp_path: Path) -> None:
     from robotmem import Memory
 

@@ -46,6 +46,9 @@ log = logging.getLogger("robotmem")
 Clock = Callable[[], float]
 _PROTECTED_CATEGORIES = ("constraint", "safety")
 _ACCESS_FLUSH_EVERY = 256
+#: Access counts waiting for a store that refuses them (a read replica, a read-only role) are
+#: dropped past this many memories: they are bookkeeping, and must not grow without bound.
+_ACCESS_PENDING_MAX = 65_536
 _DAY = 86_400.0
 #: Records read per statement (session_timeline): well within either database's limits.
 _RECORDS_PER_STATEMENT = 1000
@@ -106,6 +109,9 @@ class Memory:
         self._leaf_columns = LeafColumns()
         self._access: dict[int, int] = {}
         self._access_lock = threading.Lock()
+        # Pending memories at which the next flush is tried: doubled after each failed flush, so a
+        # store that refuses writes costs a failed write now and then, not one per recall.
+        self._access_flush_at = _ACCESS_FLUSH_EVERY
         self._bulk_writers: weakref.WeakSet[BulkWriter] = weakref.WeakSet()
 
     # -- lifecycle -------------------------------------------------------------------
@@ -680,9 +686,21 @@ class Memory:
         with self._access_lock:
             for memory_id in ids:
                 self._access[memory_id] = self._access.get(memory_id, 0) + 1
-            due = len(self._access) >= _ACCESS_FLUSH_EVERY
+            due = len(self._access) >= self._access_flush_at
         if due:
             self._flush_access(force=False)
+
+    def _keep_unwritten_access(self, pending: dict[int, int], *, back_off: bool) -> None:
+        """Counts a flush could not write wait for the next; ``back_off``: a flush of their own
+        failed, so the next is tried only when twice as many are waiting."""
+        with self._access_lock:
+            for k, v in pending.items():
+                self._access[k] = self._access.get(k, 0) + v
+            if back_off:
+                self._access_flush_at = min(2 * self._access_flush_at, _ACCESS_PENDING_MAX)
+            if len(self._access) >= _ACCESS_PENDING_MAX:
+                log.warning("the store refuses access counts; %d are dropped", len(self._access))
+                self._access = {}
 
     def _flush_access(self, conn: Any = None, force: bool = False) -> None:
         """Access counts are bookkeeping: written with the next write, never making a reader wait."""
@@ -696,13 +714,12 @@ class Memory:
                 return
             with self._db.write(wait=force) as wconn:
                 self._db.flush_access_counts(wconn, pending, self.now())
+            self._access_flush_at = _ACCESS_FLUSH_EVERY
         except Exception:
             if force:
                 log.warning("could not record %d access counts", len(pending))
             else:
-                with self._access_lock:
-                    for k, v in pending.items():
-                        self._access[k] = self._access.get(k, 0) + v
+                self._keep_unwritten_access(pending, back_off=conn is None)
             if conn is not None:
                 # Inside the caller's write: on PostgreSQL the failed statement aborted the whole
                 # transaction, and the write would fail on its own next statement with "current

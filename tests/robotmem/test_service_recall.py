@@ -524,3 +524,26 @@ def test_without_a_value_a_word_counts_only_as_written(mem: Memory):
     written = mem.learn("the caps were dressed")["memory_id"]
     assert pair_features(mem, "dressing caps", written, None).word_coverage < 1.0
     assert pair_features(mem, "dressing caps 200", written, None).word_coverage == 1.0
+
+
+def test_a_store_that_refuses_access_counts_is_asked_rarely_and_their_memory_is_bounded(
+        mem: Memory, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    # A read replica refuses every write: recall must not pay a failed write each time, and the
+    # counts waiting for it must not grow without bound.
+    import robotmem.service as service
+    from robotmem.errors import StorageError
+
+    attempts = []
+
+    def refuse(conn, pending, now):
+        attempts.append(len(pending))
+        raise StorageError("cannot execute UPDATE in a read-only transaction")
+
+    monkeypatch.setattr(mem._db, "flush_access_counts", refuse)
+    monkeypatch.setattr(service, "_ACCESS_PENDING_MAX", 4096)
+    for first in range(0, 8192, 64):  # 8,192 distinct memories recalled, 64 at a time
+        mem._note_access(range(first, first + 64))
+    # Each failure doubles the wait for the next try; at the cap the waiting counts are dropped.
+    assert attempts == [256, 512, 1024, 2048, 4096, 4096]
+    assert mem._access == {} and "the store refuses access counts; 4096 are dropped" in caplog.text
+    monkeypatch.undo()

@@ -67,6 +67,9 @@ class _Buffer:
     """Raw points of one chunk in one frame."""
 
     frame_id: str
+    #: the tf frame pair the points were composed from ("map->base_link"), kept with the chunk:
+    #: the converter's current pair may have changed by the time the chunk is written
+    tf_pair: str | None = None
     t: list[int] = field(default_factory=list)
     x: list[float] = field(default_factory=list)
     y: list[float] = field(default_factory=list)
@@ -108,12 +111,12 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         return self._feed_pose(msg.t_ns, *self._read(msg))
 
     def _feed_pose(self, t_ns: int, x: float, y: float, z: float, qx: float, qy: float, qz: float, qw: float,
-                   frame: str) -> bool:
+                   frame: str, tf_pair: str | None = None) -> bool:
         if self.pose_sink is not None:
             self.pose_sink(t_ns, x, y, z, frame, self.topic)
         buffer = self._buffer
-        if buffer is None or buffer.frame_id != frame:
-            buffer = self._start_buffer(frame, t_ns)
+        if buffer is None or buffer.frame_id != frame or buffer.tf_pair != tf_pair:
+            buffer = self._start_buffer(frame, t_ns, tf_pair)
         buffer.t.append(t_ns)
         buffer.x.append(x)
         buffer.y.append(y)
@@ -143,10 +146,6 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
             return False
         return (x - anchor[0]) ** 2 + (y - anchor[1]) ** 2 + (z - anchor[2]) ** 2 > self._motion_sq
 
-    def _source_extra(self) -> dict[str, Any]:
-        """More ``source`` fields of a chunk (the tf converter names its frame pair)."""
-        return {}
-
     def _moved(self, x: float, y: float, z: float, frame: str) -> bool:
         anchor = self._anchor
         if anchor is not None and (x - anchor[0]) ** 2 + (y - anchor[1]) ** 2 + (z - anchor[2]) ** 2 <= self._motion_sq:
@@ -154,9 +153,9 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         self._anchor, self._anchor_frame = (x, y, z), frame
         return anchor is not None
 
-    def _start_buffer(self, frame: str, t_ns: int) -> _Buffer:
-        """A frame change closes the current chunk: a chunk never mixes frames."""
-        return self._begin_chunk(_Buffer(frame), t_ns)
+    def _start_buffer(self, frame: str, t_ns: int, tf_pair: str | None) -> _Buffer:
+        """A frame (or tf pair) change closes the current chunk: a chunk never mixes frames."""
+        return self._begin_chunk(_Buffer(frame, tf_pair), t_ns)
 
     # -- per chunk ---------------------------------------------------------------------
 
@@ -204,7 +203,8 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         self._kept.append((t[keep], xyz[keep], ids[keep]))
         duration_s = float(t.max() - t.min()) / 1e9
         metadata["episode"].update({"t_start_ns": int(t.min()), "t_end_ns": int(t.max())})
-        metadata["source"].update(self._source_extra())
+        if buffer.tf_pair is not None:
+            metadata["source"]["tf"] = buffer.tf_pair
         metadata["spatial"] = _spatial(xyz[primary], verdict, buffer.frame_id)
         description = _describe("pose trajectory", self.topic, duration_s, verdict, xyz[primary], buffer.frame_id)
         return self._record(episode, description, data, metadata, int(t.min()))

@@ -77,11 +77,14 @@ class TfTrajectoryConverter(PoseTrajectoryConverter):
         #: child frame -> (parent frame, latest transform)
         self._links: dict[str, tuple[str, Transform]] = {}
         self._pairs = (tuple(config.tf_frames),) if config.tf_frames else DEFAULT_FRAME_PAIRS
-        self.pair: tuple[str, str] | None = None
 
-    def _poses(self, msg: RosMessage) -> list[tuple[float, float, float, float, float, float, float, str]]:
-        """Take the message's transforms; the pose they make (none when no chain is complete, or the
-        message changed no link of the chain)."""
+    def _poses(self, msg: RosMessage) -> list[tuple[float, float, float, float, float, float, float, str, str]]:
+        """Take the message's transforms; the pose they make, its parent frame and "parent->child"
+        (none when no chain is complete, or the message changed no link of the chain).
+
+        The pair travels with the pose into the chunk buffer (pose.py): the chunk is written
+        later, when the default pair may already have moved on (odom -> map as localisation
+        starts), and its ``source.tf`` must name the pair its own points came from."""
         updated: set[str] = set()
         for entry in msg.data["transforms"]:
             parent, child, value = _transform(entry)
@@ -94,9 +97,8 @@ class TfTrajectoryConverter(PoseTrajectoryConverter):
             pose, links = found
             if not updated & links:
                 return []
-            self.pair = (parent, child)
             (x, y, z), (qx, qy, qz, qw) = pose
-            return [(x, y, z, qx, qy, qz, qw, parent)]
+            return [(x, y, z, qx, qy, qz, qw, parent, f"{parent}->{child}")]
         return []
 
     def _chain(self, parent: str, child: str) -> tuple[Transform, set[str]] | None:
@@ -127,7 +129,4 @@ class TfTrajectoryConverter(PoseTrajectoryConverter):
 
     def would_move(self, msg: RosMessage) -> bool:
         # only the latest links change: feeding the message again is the same
-        return any(self._would_move_to(x, y, z, frame) for x, y, z, *_, frame in self._poses(msg))
-
-    def _source_extra(self) -> dict[str, Any]:
-        return {"tf": f"{self.pair[0]}->{self.pair[1]}"} if self.pair is not None else {}
+        return any(self._would_move_to(x, y, z, frame) for x, y, z, *_, frame, _pair in self._poses(msg))

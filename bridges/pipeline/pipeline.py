@@ -306,7 +306,7 @@ class Pipeline:
         if moved or not episode.saw_motion_source:
             episode.last_motion_ns = max(episode.last_motion_ns, msg.t_ns)
         if converter.ready:
-            self._drain([h for h in self._converters() if h.converter is not None and h.converter.ready])
+            self._drain([h for h in self._converters() if h.converter is not None and h.converter.ready], ready=True)
 
     def _open_for(self, msg: RosMessage, handler: _Handler) -> bool:
         """No episode is open: does this message start one?"""
@@ -363,7 +363,8 @@ class Pipeline:
             episode.facts += 1
             episode.messages[msg.topic] = episode.messages.get(msg.topic, 0) + 1
 
-    def _drain(self, handlers: list[_Handler]) -> None:
+    def _drain(self, handlers: list[_Handler], ready: bool = False) -> None:
+        """Write the handlers' buffers: everything, or (``ready``) what their ``ready`` announced."""
         episode = self._episode
         assert episode is not None
         records: list[tuple[str, Record]] = []
@@ -373,7 +374,8 @@ class Pipeline:
             if episode.skipping:
                 converter.discard()
             else:
-                records.extend((converter.topic, r) for r in converter.drain(episode.context))
+                drained = converter.drain_ready(episode.context) if ready else converter.drain(episode.context)
+                records.extend((converter.topic, r) for r in drained)
         self.writer.write(records)
 
     # -- episodes ------------------------------------------------------------------------

@@ -139,6 +139,11 @@ class Converter:
     def drain(self, episode: EpisodeContext) -> list[Record]:
         raise NotImplementedError
 
+    def drain_ready(self, episode: EpisodeContext) -> list[Record]:
+        """Records for what ``ready`` announced (the pipeline calls it after a message set ``ready``);
+        ``drain`` takes everything (flush, episode end)."""
+        return self.drain(episode)
+
     def discard(self) -> None:
         """Drop the buffer (an already-stored episode is being skipped)."""
         self.drain_buffers()
@@ -206,6 +211,25 @@ class ChunkedConverter(Converter, Generic[BufferT]):
     def drain(self, episode: EpisodeContext) -> list[Record]:
         records = [self._chunk_record(episode, buffer) for buffer in self._pending_chunks()]
         self.drain_buffers()
+        return records
+
+    def drain_ready(self, episode: EpisodeContext) -> list[Record]:
+        """The closed chunks, and the open one only once it spans a chunk.
+
+        A frame change (odom -> map as localisation starts, a new joint set) closes a chunk and
+        sets ``ready`` with the message that opened the next one. Draining everything then
+        wrote that opening message alone, a "0.0 s 0.0 m" chunk, and the next chunk of the
+        same frame started at the same point. It stays in the open chunk instead: the
+        trajectory in the new frame is one chunk from its first pose, and no pose is dropped
+        (a replay keeps every point the recording composes).
+        """
+        buffer = self._buffer
+        if buffer is None or not buffer.t or buffer.t[-1] - buffer.t[0] >= self.chunk_ns:
+            return self.drain(episode)
+        records = [self._chunk_record(episode, closed) for closed in self._closed]
+        self._closed = []
+        self.pending_since_ns = buffer.t[0]
+        self.ready = False
         return records
 
     def drain_buffers(self) -> None:

@@ -55,6 +55,32 @@ def _oracle(path: Path, parent: str, child: str) -> tuple[np.ndarray, np.ndarray
     return np.asarray(times), np.asarray(points)
 
 
+def _oracle_default_pairs(path: Path) -> list[tuple[int, str, np.ndarray]]:
+    """(log time ns, "parent->child", position) for every /tf message that changes a link of the
+    first of tf2's usual pairs the tree connects then (the converter's documented default)."""
+    pairs = [("map", "base_link"), ("map", "base_footprint"), ("odom", "base_link"), ("odom", "base_footprint")]
+    links: dict[str, tuple[str, np.ndarray]] = {}
+    poses = []
+    with open(path, "rb") as handle:
+        reader = make_reader(handle, decoder_factories=[DecoderFactory()])
+        for _s, _c, message, tf in reader.iter_decoded_messages(topics=["/tf", "/tf_static"], log_time_order=True):
+            changed = set()
+            for entry in tf.transforms:
+                links[entry.child_frame_id] = (entry.header.frame_id, _matrix(entry.transform))
+                changed.add(entry.child_frame_id)
+            for parent, child in pairs:
+                frame, pose, used = child, np.eye(4), set()
+                while frame != parent and frame in links:
+                    used.add(frame)
+                    frame, link = links[frame][0], links[frame][1]
+                    pose = link @ pose
+                if frame == parent:
+                    if changed & used:
+                        poses.append((message.log_time, f"{parent}->{child}", pose[:3, 3]))
+                    break
+    return poses
+
+
 def _tf_chunks(memory: Memory, session_id: str, frame: str) -> list[dict[str, Any]]:
     chunks = [m for m in memory.session_timeline(session_id)["memories"]
               if m["context"]["source"].get("topic") == "/tf" and m["context"]["spatial"]["frame"] == frame]
@@ -82,6 +108,39 @@ def test_tf_trajectory_matches_the_transforms_composed_from_the_raw_messages(
     oracle_length = float(steps[np.diff(times) <= BridgeConfig().gap_min_s].sum())  # gaps are not path
     stored_length = sum(c["context"]["spatial"]["path_length_m"] for c in chunks)
     assert stored_length == pytest.approx(oracle_length, rel=1e-3)
+
+
+def test_default_pair_chunks_name_the_pair_of_their_points_and_a_frame_switch_leaves_no_stub(
+        shared_datasets: Path, memory: Memory) -> None:
+    """The nav2 tree has odom -> base_link alone for one message, then map -> odom: the first chunk
+    is that odom pose (labelled odom->base_link, not the pair current when it was written) and the
+    map trajectory starts in one chunk at the first map pose, not in a one-point chunk of its own."""
+    path = shared_datasets / MCAP
+    oracle = _oracle_default_pairs(path)
+    times = np.asarray([t for t, _, _ in oracle])
+    labels = [label for _, label, _ in oracle]
+    assert labels[0] == "odom->base_link" and "map->base_link" in labels  # the switch this test is about
+    result = replay_recording(memory, path, BridgeConfig(), ReplayOptions())
+    (session,) = result.stats.session_ids
+    chunks = sorted((m for m in memory.session_timeline(session)["memories"]
+                     if m["context"]["source"].get("topic") == "/tf" and "spatial" in m["context"]
+                     and m["context"]["source"].get("msgtype") == "tf2_msgs/msg/TFMessage"),
+                    key=lambda m: m["context"]["episode"]["t_start_ns"])
+    per_pair: dict[str, list[int]] = {}
+    for chunk in chunks:
+        context = chunk["context"]
+        start, end = context["episode"]["t_start_ns"], context["episode"]["t_end_ns"]
+        inside = np.flatnonzero((times >= start) & (times <= end))
+        composed = {labels[i] for i in inside}
+        assert composed == {context["source"]["tf"]}, (context["source"]["tf"], composed)
+        assert context["spatial"]["frame"] == context["source"]["tf"].split("->")[0]
+        assert memory.get_data(chunk["id"])["raw_points"] == len(inside)
+        assert context["spatial"]["start_position"] == pytest.approx(oracle[inside[0]][2].tolist(), abs=1e-4)
+        per_pair.setdefault(context["source"]["tf"], []).append(len(inside))
+    for label, counts in per_pair.items():
+        assert sum(counts) == labels.count(label)  # every composed pose is in a chunk of its pair
+        # a pair with more than one pose has no one-point chunk (the stub the frame switch made)
+        assert labels.count(label) == 1 or min(counts) > 1, (label, counts)
 
 
 def test_tf_frames_must_name_two_frames() -> None:

@@ -6,6 +6,7 @@ with 4x4 homogeneous matrices (not the converter's quaternion code).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,10 @@ def _matrix(transform: Any) -> np.ndarray:
     return matrix
 
 
-def _oracle(path: Path, parent: str, child: str) -> tuple[np.ndarray, np.ndarray]:
-    """(log times s, positions) of ``child`` in ``parent`` after every message that changes a link of the chain."""
+def _tf_messages(path: Path) -> Iterator[tuple[int, dict[str, tuple[str, np.ndarray]], set[str]]]:
+    """(log time ns, every link known so far: child -> (parent, matrix), the children this message
+    changed) for each /tf and /tf_static message, read with mcap's own reader."""
     links: dict[str, tuple[str, np.ndarray]] = {}
-    times, points = [], []
     with open(path, "rb") as handle:
         reader = make_reader(handle, decoder_factories=[DecoderFactory()])
         for _s, _c, message, tf in reader.iter_decoded_messages(topics=["/tf", "/tf_static"], log_time_order=True):
@@ -44,14 +45,27 @@ def _oracle(path: Path, parent: str, child: str) -> tuple[np.ndarray, np.ndarray
             for entry in tf.transforms:
                 links[entry.child_frame_id] = (entry.header.frame_id, _matrix(entry.transform))
                 changed.add(entry.child_frame_id)
-            frame, pose, used = child, np.eye(4), set()
-            while frame != parent and frame in links:
-                used.add(frame)
-                frame, link = links[frame][0], links[frame][1]
-                pose = link @ pose
-            if frame == parent and changed & used:
-                times.append(message.log_time / 1e9)
-                points.append(pose[:3, 3])
+            yield message.log_time, links, changed
+
+
+def _compose(links: dict[str, tuple[str, np.ndarray]], parent: str, child: str) -> tuple[bool, np.ndarray, set[str]]:
+    """(whether the chain reaches ``parent``, the pose of ``child`` in it, the children on the chain)."""
+    frame, pose, used = child, np.eye(4), set()
+    while frame != parent and frame in links:
+        used.add(frame)
+        frame, link = links[frame][0], links[frame][1]
+        pose = link @ pose
+    return frame == parent, pose, used
+
+
+def _oracle(path: Path, parent: str, child: str) -> tuple[np.ndarray, np.ndarray]:
+    """(log times s, positions) of ``child`` in ``parent`` after every message that changes a link of the chain."""
+    times, points = [], []
+    for log_time, links, changed in _tf_messages(path):
+        reached, pose, used = _compose(links, parent, child)
+        if reached and changed & used:
+            times.append(log_time / 1e9)
+            points.append(pose[:3, 3])
     return np.asarray(times), np.asarray(points)
 
 
@@ -59,25 +73,14 @@ def _oracle_default_pairs(path: Path) -> list[tuple[int, str, np.ndarray]]:
     """(log time ns, "parent->child", position) for every /tf message that changes a link of the
     first of tf2's usual pairs the tree connects then (the converter's documented default)."""
     pairs = [("map", "base_link"), ("map", "base_footprint"), ("odom", "base_link"), ("odom", "base_footprint")]
-    links: dict[str, tuple[str, np.ndarray]] = {}
     poses = []
-    with open(path, "rb") as handle:
-        reader = make_reader(handle, decoder_factories=[DecoderFactory()])
-        for _s, _c, message, tf in reader.iter_decoded_messages(topics=["/tf", "/tf_static"], log_time_order=True):
-            changed = set()
-            for entry in tf.transforms:
-                links[entry.child_frame_id] = (entry.header.frame_id, _matrix(entry.transform))
-                changed.add(entry.child_frame_id)
-            for parent, child in pairs:
-                frame, pose, used = child, np.eye(4), set()
-                while frame != parent and frame in links:
-                    used.add(frame)
-                    frame, link = links[frame][0], links[frame][1]
-                    pose = link @ pose
-                if frame == parent:
-                    if changed & used:
-                        poses.append((message.log_time, f"{parent}->{child}", pose[:3, 3]))
-                    break
+    for log_time, links, changed in _tf_messages(path):
+        for parent, child in pairs:
+            reached, pose, used = _compose(links, parent, child)
+            if reached:
+                if changed & used:
+                    poses.append((log_time, f"{parent}->{child}", pose[:3, 3]))
+                break
     return poses
 
 

@@ -34,11 +34,12 @@ def load_config(args: argparse.Namespace) -> Config:
         raise ConfigError(exc.message, field=option) from exc
 
 
-def open_memory(args: argparse.Namespace, *, embedder: Any = "auto") -> Memory:
-    """The store named on the command line, created when it does not exist yet (writes)."""
+def open_memory(args: argparse.Namespace, *, embedder: Any = "auto", config: Config | None = None) -> Memory:
+    """The store named on the command line, created when it does not exist yet (writes);
+    ``config``: the command's, when it has loaded it already (load_config otherwise)."""
     from ..service import Memory
 
-    config = load_config(args)
+    config = load_config(args) if config is None else config
     return Memory(config.store_location, collection=config.collection, embedder=embedder, config=config)
 
 
@@ -51,7 +52,9 @@ def require_existing(args: argparse.Namespace, config: Config) -> None:
             f"or point {where} at an existing store", field=where)
 
 
-def open_existing(args: argparse.Namespace, *, embedder: Any = None) -> Memory:
-    """The store named on the command line; a missing one is an error, never an empty new file."""
-    require_existing(args, load_config(args))
-    return open_memory(args, embedder=embedder)
+def open_existing(args: argparse.Namespace, *, embedder: Any = None, config: Config | None = None) -> Memory:
+    """The store named on the command line; a missing one is an error, never an empty new file.
+    ``config`` as for open_memory."""
+    config = load_config(args) if config is None else config
+    require_existing(args, config)
+    return open_memory(args, embedder=embedder, config=config)

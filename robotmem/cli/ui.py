@@ -35,7 +35,7 @@ def ui_command(args: argparse.Namespace) -> int:
     # built the embedding model) first.
     check_http_binding(args.host, config.token)
     # A viewer: a mistyped --home is an error, as for session list, not a new empty store.
-    with open_existing(args, embedder="auto") as mem:
+    with open_existing(args, embedder="auto", config=config) as mem:
         if args.map:
             stored = store_map(mem, args.map, collection=mem.collection)
             print(f"occupancy map {args.map}: {stored['status']} (memory {stored['memory_id']})", flush=True)

@@ -60,7 +60,7 @@ class SqliteStore(Database):
     def migrate(self) -> int:
         """Bring the schema up to date. An up-to-date store is only read: opening it does not wait
         for another process's write."""
-        if int(scalar(self.connection(), "PRAGMA user_version")) == SCHEMA_VERSION:
+        if self.schema_version() == SCHEMA_VERSION:
             return SCHEMA_VERSION
         deadline = time.monotonic() + MIGRATION_WAIT_S
         warned = False

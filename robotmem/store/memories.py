@@ -167,6 +167,13 @@ def fetch_row(conn: apsw.Connection, memory_id: int) -> tuple[Any, ...] | None:
     return rows[0] if rows else None
 
 
+def fetch_payloads(conn: apsw.Connection, memory_ids: list[int]) -> dict[int, bytes | None]:
+    """``{id: payload blob or None}`` for each id that names a memory; unknown ids are absent."""
+    return {mid: None if blob is None else bytes(blob) for mid, blob in conn.execute(
+        "SELECT m.id, p.data FROM memories m LEFT JOIN payloads p ON p.memory_id = m.id "
+        "WHERE m.id IN (SELECT value FROM json_each(?))", (json.dumps(memory_ids),))}
+
+
 def mark_forgotten(conn: apsw.Connection, memory_id: int, reason: str, now: float) -> None:
     conn.execute(
         "UPDATE memories SET status = 'forgotten', forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE id = ?",

@@ -107,6 +107,7 @@ class SqliteStore(Database):
     find_duplicate = staticmethod(memories.find_duplicate)
     reinforce = staticmethod(memories.reinforce)
     fetch_row = staticmethod(memories.fetch_row)
+    fetch_payloads = staticmethod(memories.fetch_payloads)
     mark_forgotten = staticmethod(memories.mark_forgotten)
     replace_content = staticmethod(memories.replace_content)
     flush_access_counts = staticmethod(memories.flush_access_counts)

@@ -166,12 +166,14 @@ def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
     gaps = _gaps(session, memories)
     row = episode_row(with_overviews(mem, [session])[0])
     lines, left_out = _timeline_lines(memories, row, gaps)
+    payloads = mem.get_data_many([m["id"] for m in memories
+                                  if m.get("type") == "perception" and m.get("status") == "active"])
     return {
         "episode": row,
         "context": session.get("context") or {},
         "timeline": lines,
         "timeline_omitted": left_out,
         "gaps": gaps,
-        "paths": episode_paths(mem, timeline),
-        "series": episode_series(mem, memories),
+        "paths": episode_paths(session, memories, payloads),
+        "series": episode_series(memories, payloads),
     }

@@ -16,17 +16,17 @@ must not be shown as "the robot went here". So a segment ends:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..service import Memory
-
-__all__ = ["Point", "episode_paths", "gaps_of", "is_pose_chunk", "split_segments"]
+__all__ = ["MAX_PATH_POINTS", "Point", "episode_paths", "gaps_of", "is_pose_chunk", "split_segments", "thin_segments"]
 
 #: (t in epoch seconds, x, y)
 Point = tuple[float, float, float]
 MAX_GAP_S = 2.0
+#: Points of one drawn path (a topic and track of an episode), over all its segments.
+MAX_PATH_POINTS = 2000
 
 
 def is_pose_chunk(memory: dict[str, Any]) -> bool:
@@ -88,19 +88,21 @@ def split_segments(
     return segments
 
 
-def episode_paths(mem: Memory, timeline: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per (pose topic, track) of a ``session_timeline`` result."""
-    session = timeline["session"]
+def episode_paths(session: dict[str, Any], memories: list[dict[str, Any]],
+                  payloads: dict[int, Any]) -> list[dict[str, Any]]:
+    """One entry per (pose topic, track) of an episode: its session and records (as
+    ``Memory.session_timeline`` returns them) and their payloads by memory id (as
+    ``Memory.get_data_many`` returns them; a chunk absent from it is skipped)."""
     episode_gaps = gaps_of(session.get("context") or {})
     chunks_by_key: dict[tuple[str, str, int], list[tuple[float, list[Point]]]] = {}
     gaps_by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for memory in timeline["memories"]:
+    for memory in memories:
         if memory.get("status") != "active" or not is_pose_chunk(memory):
             continue
         context = memory["context"]
         topic = (context.get("source") or {}).get("topic", "")
         frame = _frame_of(context.get("spatial") or {})
-        data = mem.get_data(memory["id"])
+        data = payloads.get(memory["id"])
         if not isinstance(data, dict):
             continue
         gaps_by_key.setdefault((topic, frame), []).extend(gaps_of(context))
@@ -111,10 +113,24 @@ def episode_paths(mem: Memory, timeline: dict[str, Any]) -> list[dict[str, Any]]
     for (topic, frame, track), chunks in sorted(chunks_by_key.items()):
         ordered = [points for _, points in sorted(chunks, key=lambda item: item[0])]
         segments = split_segments(ordered, _spans(episode_gaps + gaps_by_key.get((topic, frame), []), topic))
+        stored = sum(len(segment) for segment in segments)
+        drawn = thin_segments(segments)
         paths.append({"topic": topic, "frame": frame, "track": track,
-                      "segments": [[[x, y] for _, x, y in segment] for segment in segments],
-                      "times": [[t for t, _, _ in segment] for segment in segments]})
+                      "segments": [[[x, y] for _, x, y in segment] for segment in drawn],
+                      "times": [[t for t, _, _ in segment] for segment in drawn],
+                      "points": stored, "decimated": sum(len(segment) for segment in drawn) < stored})
     return paths
+
+
+def thin_segments(segments: list[list[Point]], max_points: int = MAX_PATH_POINTS) -> list[list[Point]]:
+    """At most about ``max_points`` points over all segments: every k-th point of each, and each
+    segment's first and last (a segment still starts and ends where the data does). A map is a
+    few hundred pixels wide; a day-long odometry trail sent whole is megabytes of JSON."""
+    total = sum(len(segment) for segment in segments)
+    if total <= max_points:
+        return segments
+    step = math.ceil(total / max_points)
+    return [segment if len(segment) <= 2 else segment[:-1:step] + [segment[-1]] for segment in segments]
 
 
 def _frame_of(spatial: dict[str, Any]) -> str:

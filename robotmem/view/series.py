@@ -15,12 +15,9 @@ A chart gets at most :data:`MAX_SERIES` curves, the page :data:`MAX_IMAGES` thum
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..service import Memory
 
 __all__ = ["MAX_IMAGES", "MAX_POINTS", "MAX_SERIES", "decimate", "episode_series"]
 
@@ -132,8 +129,9 @@ def _scan_series(points: list[tuple[float, float, float]]) -> list[dict[str, Any
     return [_series("nearest", t, [p[1] for p in points]), _series("mean", t, [p[2] for p in points])]
 
 
-def episode_series(mem: Memory, memories: list[dict[str, Any]]) -> dict[str, Any]:
-    """Plot data from the payloads of an episode's active perceptions."""
+def episode_series(memories: list[dict[str, Any]], payloads: dict[int, Any]) -> dict[str, Any]:
+    """Plot data from the payloads of an episode's active perceptions (``payloads``: by memory
+    id, as ``Memory.get_data_many`` returns them; a perception absent from it is skipped)."""
     joints: _Curves = {}
     forces: _Curves = {}
     scans: list[tuple[float, float, float]] = []
@@ -141,7 +139,7 @@ def episode_series(mem: Memory, memories: list[dict[str, Any]]) -> dict[str, Any
     for memory in memories:
         if memory.get("type") != "perception" or memory.get("status") != "active":
             continue
-        data = mem.get_data(memory["id"])
+        data = payloads.get(memory["id"])
         if not isinstance(data, dict):
             continue
         if "positions" in data and "names" in data:

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from robotmem import Config, Memory, ValidationError
+from robotmem import Config, Memory, NotFoundError, ValidationError
 
 
 def test_numeric_arrays_are_stored_as_binary_and_summarised_in_recall(mem: Memory):
@@ -71,3 +71,47 @@ def test_bulk_records_can_skip_embedding(hybrid_mem):
     with pytest.raises(ValidationError) as info:
         hybrid_mem.save_perceptions([{"description": "valid text", "embed": "no"}])
     assert info.value.field == "records[0].embed"
+
+
+def test_get_data_many_returns_what_get_data_returns_for_each_id(mem: Memory):
+    with_arrays = mem.save_perception("joint log", "proprioceptive", data={"q": [[0.1, 0.2], [0.3, 0.4]]})["memory_id"]
+    with_text = mem.save_perception("a note with data", "tactile", data={"label": "slip", "f": [1.5]})["memory_id"]
+    without = mem.save_perception("a camera frame without data", "visual")["memory_id"]
+    fact = mem.learn("grip_force=9N held the bottle")["memory_id"]
+    mem.forget(with_text, "sensor fault")
+    ids = [with_arrays, with_text, without, fact, with_arrays]  # a repeated id is answered once
+    many = mem.get_data_many(ids)
+    assert list(many) == [with_arrays, with_text, without, fact]
+    assert many == {mid: mem.get_data(mid) for mid in ids}
+    assert many[without] is None and many[fact] is None
+    arrays = mem.get_data_many([with_arrays], as_numpy=True)[with_arrays]
+    assert isinstance(arrays["q"], np.ndarray) and arrays["q"].shape == (2, 2)
+    assert mem.get_data_many([]) == {}
+
+
+def test_get_data_many_reads_more_ids_than_one_statement_takes(mem: Memory):
+    ids = mem.save_perceptions([{"description": f"force sample {i}", "perception_type": "tactile",
+                                 "data": {"fz": [float(i)]}, "embed": False} for i in range(2500)])
+    many = mem.get_data_many(list(reversed(ids)))
+    assert list(many) == list(reversed(ids))
+    assert all(many[mid] == {"fz": [float(i)]} for i, mid in enumerate(ids))
+
+
+@pytest.mark.parametrize("ids, error, field", [
+    ("12", ValidationError, "memory_ids"),
+    (12, ValidationError, "memory_ids"),
+    ([1, "x"], ValidationError, "memory_ids"),
+    ([0], ValidationError, "memory_ids"),
+    ([True], ValidationError, "memory_ids"),
+])
+def test_get_data_many_refuses_what_is_not_a_list_of_ids(mem: Memory, ids, error, field):
+    with pytest.raises(error) as info:
+        mem.get_data_many(ids)
+    assert info.value.field == field
+
+
+def test_get_data_many_names_an_unknown_id_and_returns_nothing(mem: Memory):
+    mid = mem.save_perception("force profile", "tactile", data={"f": [1.0]})["memory_id"]
+    with pytest.raises(NotFoundError) as info:
+        mem.get_data_many([mid, mid + 1000])
+    assert info.value.field == "memory_ids" and str(mid + 1000) in str(info.value)

@@ -92,6 +92,7 @@ class PgStore(PgDatabase):
     reinforce = staticmethod(memories.reinforce)
     fetch_row = staticmethod(memories.fetch_row)
     fetch_rows = staticmethod(memories.fetch_rows)
+    fetch_payloads = staticmethod(memories.fetch_payloads)
     mark_forgotten = staticmethod(memories.mark_forgotten)
     replace_content = staticmethod(memories.replace_content)
     flush_access_counts = staticmethod(memories.flush_access_counts)

@@ -234,6 +234,13 @@ def fetch_rows(conn: PgConnection, memory_ids: list[int]) -> list[tuple[Any, ...
     return [tuple(r) for r in conn.execute(HITS_SELECT + " WHERE m.id = ANY(?)", (memory_ids,))]
 
 
+def fetch_payloads(conn: PgConnection, memory_ids: list[int]) -> dict[int, bytes | None]:
+    """``{id: payload blob or None}`` for each id that names a memory; unknown ids are absent."""
+    return {mid: None if blob is None else bytes(blob) for mid, blob in conn.execute(
+        "SELECT m.id, p.data FROM memories m LEFT JOIN payloads p ON p.memory_id = m.id WHERE m.id = ANY(?)",
+        (memory_ids,))}
+
+
 def mark_forgotten(conn: PgConnection, memory_id: int, reason: str, now: float) -> None:
     conn.execute(
         "UPDATE memories SET status = 'forgotten', forgotten_at = ?, forget_reason = ?, updated_at = ? WHERE id = ?",

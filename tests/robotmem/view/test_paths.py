@@ -10,7 +10,7 @@ from mcap_ros2.decoder import DecoderFactory
 
 from robotmem import Memory
 from robotmem.view import episode_detail
-from robotmem.view.paths import split_segments
+from robotmem.view.paths import MAX_PATH_POINTS, split_segments, thin_segments
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -87,6 +87,42 @@ def test_a_gap_recorded_on_a_chunk_breaks_only_its_own_topic() -> None:
                             session_id=sid)
         (path,) = episode_detail(mem, sid)["paths"]
     assert [[p[0] for p in s] for s in path["segments"]] == [[0.0, 1.0, 2.0], [5.0, 6.0]]
+
+
+def test_thinning_keeps_each_segments_ends_and_order_and_leaves_short_paths_alone() -> None:
+    short = [[(float(i), float(i), 0.0) for i in range(10)]]
+    assert thin_segments(short, max_points=10) == short
+    segments = [[(float(i), float(i), 0.0) for i in range(start, start + n)]
+                for start, n in ((0, 7_001), (10_000, 2), (20_000, 3_000), (30_000, 1))]
+    thinned = thin_segments(segments, max_points=1000)
+    assert len(thinned) == len(segments)
+    assert sum(len(s) for s in thinned) <= 1000 + len(segments)
+    for original, kept in zip(segments, thinned):
+        assert kept[0] == original[0] and kept[-1] == original[-1]
+        assert set(kept) <= set(original) and kept == sorted(kept)
+
+
+def test_a_long_trail_is_sent_thinned_within_its_own_bounds() -> None:
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        xs = [float(i % 997) for i in range(0, 30_000)]  # a trail back and forth, three chunks of 10,000
+        for c in range(3):
+            chunk = xs[c * 10_000:(c + 1) * 10_000]
+            mem.save_perception(
+                f"pose trajectory /odom chunk {c}", "proprioceptive",
+                data={"t0_ns": int((100 + c * 100) * 1e9), "t": [i * 0.01 for i in range(10_000)], "x": chunk,
+                      "y": [v * 0.5 for v in chunk]},
+                metadata={"source": {"topic": "/odom"},
+                          "spatial": {"start_position": [chunk[0], 0, 0], "end_position": [chunk[-1], 0, 0],
+                                      "position": [chunk[0], 0, 0], "frame": "odom"}},
+                session_id=sid)
+        (path,) = episode_detail(mem, sid)["paths"]
+    drawn = [p for s in path["segments"] for p in s]
+    assert path["points"] == 30_000 and path["decimated"] is True
+    assert len(drawn) <= MAX_PATH_POINTS + len(path["segments"])
+    assert drawn[0] == [xs[0], xs[0] * 0.5] and drawn[-1] == [xs[-1], xs[-1] * 0.5]
+    assert all(y == x * 0.5 for x, y in drawn)
+    assert [len(s) for s in path["segments"]] == [len(t) for t in path["times"]]
 
 
 def test_the_timeline_has_markers_gaps_and_force_curves() -> None:

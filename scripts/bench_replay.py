@@ -18,6 +18,7 @@ import argparse
 import importlib.util
 import math
 import platform
+import os
 import statistics
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from bridges.pipeline import BridgeConfig
 from bridges.replay import ReplayOptions, open_reader, replay_recording
 from robotmem import Memory
 
-SHARED = REPO.parent / "shared" / "datasets"
+SHARED = Path(os.environ.get("ROBOTMEM_SHARED", REPO.parent / "shared")) / "datasets"
 RECORDINGS = {
     "nav2 MCAP (real)": SHARED / "nav2_turtlebot_sim_mcap" / "nav2_turtlebot.mcap",
     "TurtleBot3 ROS 1 bag (real)": SHARED / "turtlebot3_nav_ros1_bag" / "rosbag_demo.bag",

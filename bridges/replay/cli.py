@@ -78,7 +78,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error (episode_split): {exc}", file=sys.stderr)
         return 2
-    bridge_config = load_bridge_config(args.config or default_bridge_config_path(config.home))
+    try:
+        bridge_config = load_bridge_config(args.config or default_bridge_config_path(config.home))
+    except ConfigError as exc:  # exit 2 like `robotmem bridge` with the same file (docs/bridge.md)
+        print(json.dumps({"error": exc.to_dict()}) if args.json else f"error ({exc.field}): {exc.message}"
+              if exc.field else f"error: {exc.message}", file=sys.stderr)
+        return 2
     options = ReplayOptions(
         topics=tuple(args.topics) if args.topics else None, collection=collection, robot_id=args.robot_id,
         episode_split=args.episode_split, dry_run=args.dry_run, ros_distro=args.ros_distro,

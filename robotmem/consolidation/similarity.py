@@ -5,10 +5,12 @@ Two facts are *near-duplicates* when their embedding cosine reaches
 ``merge_text_similarity`` -- and, in both cases, their *guards* agree:
 
 * the numbers in the texts (a multiset, ``5`` equal to ``5.0``), because a merge keeps
-  one text and must never lose a number ("obstacle at 1.5 m" vs "at 2.5 m": cosine 0.97);
-* the negation words ("do not use a slow approach" vs "use a slow approach": cosine 0.98);
+  one text and must never lose a number ("lidar sees an obstacle at 1.5 m" vs "at 2.5 m":
+  cosine 0.97);
+* the negation words ("use a slow approach for the mug" vs "do not use ...": cosine 0.98);
 * outcome and contrast words (succeeded/failed, left/right, open/closed, ...), which
-  sentence embeddings also place close together ("grip 5N succeeded" vs "failed": 0.94).
+  sentence embeddings also place close together ("grip force 5N succeeded on the mug" vs
+  "... failed on the mug": 0.95).
 
 The guards are deliberately coarse: they may keep two true duplicates apart (a missed
 merge costs one extra row), never the reverse (a wrong merge loses knowledge).

@@ -100,7 +100,9 @@ def test_bad_arguments_are_errors_naming_the_problem(run_cli: RunCli, tmp_path: 
     config = tmp_path / "bridge.toml"
     config.write_text("chunk_seconds = -3\n")
     code, _, err = run_cli("replay", str(datasets / "nav_demo.mcap"), "--config", str(config))
-    assert code == 1 and "(chunk_seconds)" in err
+    assert code == 2 and "(chunk_seconds)" in err  # exit 2 as `robotmem bridge` gives for the same file
+    code, _, err = run_cli("--json", "replay", str(datasets / "nav_demo.mcap"), "--config", str(config))
+    assert code == 2 and json.loads(err)["error"]["field"] == "chunk_seconds"
 
 
 def test_a_perception_type_typo_in_the_config_stops_the_replay_before_anything_is_written(
@@ -108,7 +110,7 @@ def test_a_perception_type_typo_in_the_config_stops_the_replay_before_anything_i
     config = tmp_path / "bridge.toml"
     config.write_text('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = "smell"\n')
     code, _, err = run_cli("replay", str(datasets / "nav_demo.mcap"), "--config", str(config))
-    assert code != 0 and "topics[0].perception_type" in err and "proprioceptive" in err
+    assert code == 2 and "topics[0].perception_type" in err and "proprioceptive" in err
     assert not (robotmem_home / "memory.db").exists()
     config.write_text('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = "tactile"\n')
     code, out, err = run_cli("replay", str(datasets / "nav_demo.mcap"), "--config", str(config))

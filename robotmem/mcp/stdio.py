@@ -6,6 +6,9 @@ that sent it waits forever. Here every such line is answered as JSON-RPC 2.0 say
 error (-32700) for text that is not JSON, an invalid-request error (-32600) for JSON that
 is not a message we can serve; both carry the request's id when it can be read, else null.
 Blank lines are ignored.
+
+It also keeps the SDK from dropping calls at end of stdin: every request read is carried
+out and answered before the server sees the end of its input (see ``_AnswerLedger``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from io import TextIOWrapper
@@ -22,7 +26,11 @@ import anyio
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.stdio import stdio_server
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
+from mcp_types import RequestId
+from typing_extensions import Self
 
 from ..errors import MESSAGE_MAX_CHARS
 
@@ -111,8 +119,84 @@ def _error(request_id: int | str | None, code: int, message: str) -> types.JSONR
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message))
 
 
+class _AnswerLedger:
+    """The requests read from stdin that are still owed an answer on stdout.
+
+    Why this exists: the SDK's ``JSONRPCDispatcher.run`` treats the end of its read stream
+    as the end of the connection and cancels every handler still running. A tool call in
+    flight when the client closes stdin then either gets -32000 "Connection closed" without
+    being carried out, or (when the store write had already committed on its worker thread
+    and the answer was being written) no answer at all. stdin closing only means the client
+    has nothing more to *send*; it still reads stdout. So the stdin reader holds back the
+    end of input until every request it passed on has been answered, and only then lets the
+    dispatcher see it. The SDK's dispatcher, session and stdio writer run unchanged.
+
+    A request the client cancels (``notifications/cancelled``) is never answered (JSON-RPC
+    and the MCP spec forbid it), so it is owed nothing. robotmem's tools never send requests
+    to the client, so no handler waits for a reply that a closed stdin cannot bring.
+    """
+
+    def __init__(self) -> None:
+        self._owed: Counter[RequestId] = Counter()
+        self._changed = anyio.Event()
+
+    def read(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, types.JSONRPCRequest):
+            self._owed[coerce_request_id(message.id)] += 1
+        elif isinstance(message, types.JSONRPCNotification) and message.method == "notifications/cancelled":
+            cancelled = cancelled_request_id_from_params(message.params)
+            if cancelled is not None:
+                self._settle(cancelled)
+
+    def written(self, message: types.JSONRPCMessage) -> None:
+        if isinstance(message, (types.JSONRPCResponse, types.JSONRPCError)) and message.id is not None:
+            self._settle(message.id)
+
+    def _settle(self, request_id: RequestId) -> None:
+        key = coerce_request_id(request_id)
+        if self._owed[key] > 0:
+            self._owed[key] -= 1
+        if self._owed[key] <= 0:
+            del self._owed[key]
+        self._changed.set()
+
+    async def all_answered(self) -> None:
+        while self._owed:
+            self._changed = anyio.Event()
+            await self._changed.wait()
+
+
+class _LedgerWriteStream:
+    """The server's write stream, telling the ledger which answers reached the stdout writer.
+
+    The stdout writer takes one message at a time (a zero-size buffer), so a ``send`` that
+    returned means the writer holds the answer; it writes and flushes it before the stream
+    closes, and the stdio transport waits for the writer before the process goes on to exit.
+    """
+
+    def __init__(self, inner: MemoryObjectSendStream[SessionMessage], ledger: _AnswerLedger) -> None:
+        self._inner = inner
+        self._ledger = ledger
+
+    async def send(self, item: SessionMessage, /) -> None:
+        await self._inner.send(item)
+        self._ledger.written(item.message)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 async def _readable_lines(
-    source: AsyncIterator[str], answers: MemoryObjectSendStream[SessionMessage]
+    source: AsyncIterator[str],
+    answers: MemoryObjectSendStream[SessionMessage],
+    forwarded: anyio.Event,
+    ledger: _AnswerLedger,
 ) -> AsyncIterator[str]:
     async with answers:
         async for line in source:
@@ -124,18 +208,27 @@ async def _readable_lines(
                 answer = answer_for_unreadable(line, exc)
             else:
                 if not _id_dropped(message, line):
+                    ledger.read(message)
                     yield line
                     continue
                 answer = _error(None, types.INVALID_REQUEST, "invalid request: id must be a string or a number")
             if answer is not None:
                 await answers.send(SessionMessage(answer))
+    # End of stdin. The answers to unreadable lines go out first (the stream they share with
+    # the server's answers closes once the server sees the end), then the server finishes
+    # every request it was given before it is told there is no more input.
+    await forwarded.wait()
+    await ledger.all_answered()
 
 
 async def _forward(answers: MemoryObjectReceiveStream[SessionMessage],
-                   write_stream: MemoryObjectSendStream[SessionMessage]) -> None:
-    async with answers:
-        async for answer in answers:
-            await write_stream.send(answer)
+                   write_stream: MemoryObjectSendStream[SessionMessage], forwarded: anyio.Event) -> None:
+    try:
+        async with answers:
+            async for answer in answers:
+                await write_stream.send(answer)
+    finally:
+        forwarded.set()
 
 
 def _claim_stdin() -> TextIOWrapper:
@@ -150,13 +243,15 @@ def _claim_stdin() -> TextIOWrapper:
 
 @asynccontextmanager
 async def answering_stdio_server() -> AsyncIterator[
-    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], _LedgerWriteStream]
 ]:
-    """``mcp.server.stdio.stdio_server`` whose stdin answers the lines the SDK cannot read."""
+    """``mcp.server.stdio.stdio_server`` whose stdin answers the lines the SDK cannot read
+    and ends only once every request read from it has been answered."""
     source = anyio.wrap_file(_claim_stdin())
     answers_in, answers_out = anyio.create_memory_object_stream[SessionMessage](16)
-    lines = _readable_lines(cast(AsyncIterator[str], source), answers_in)
+    forwarded, ledger = anyio.Event(), _AnswerLedger()
+    lines = _readable_lines(cast(AsyncIterator[str], source), answers_in, forwarded, ledger)
     async with stdio_server(stdin=cast(Any, lines)) as (read_stream, write_stream), anyio.create_task_group() as tasks:
-        tasks.start_soon(_forward, answers_out, write_stream)
-        yield read_stream, write_stream
+        tasks.start_soon(_forward, answers_out, write_stream, forwarded)
+        yield read_stream, _LedgerWriteStream(write_stream, ledger)
         tasks.cancel_scope.cancel()

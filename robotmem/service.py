@@ -430,9 +430,13 @@ class Memory:
         vectors = self._embeddings.embed([text])
         now = self.now()
         with self._db.write() as conn:
+            stored = self._with_session_outcome(conn, row["session_id"], ctx)
+            # The hash stays that of the context the caller gave, as end_session keeps it
+            # (consolidation/writes.py attach_outcome): a later learn of this text and context
+            # is still a duplicate.
             self._db.replace_content(
-                conn, mid, content=text, search_text=memory_search_text(text, ctx), context=ctx,
-                content_hash=content_hash(text, ctx), protected=_is_protected(ctx), now=now,
+                conn, mid, content=text, search_text=memory_search_text(text, stored), context=stored,
+                content_hash=content_hash(text, ctx), protected=_is_protected(stored), now=now,
             )
             if vectors is not None:
                 self._store_vector(conn, mid, collection, vectors, 0)
@@ -440,6 +444,29 @@ class Memory:
                 # The old vector describes the old text: it must not answer queries any more.
                 self._db.delete_embedding(conn, mid)
         return {"memory_id": mid, "status": "updated"}
+
+    def _with_session_outcome(self, conn: Any, session_id: str | None, context: dict[str, Any]) -> dict[str, Any]:
+        """``context`` plus the ``episode.outcome`` end_session wrote into the memory, which a
+        new context must not drop.
+
+        ``episode.outcome`` is the one key robotmem itself writes into a memory's context
+        (consolidation keeps its own fields in columns). Without this, correcting a typo with
+        ``update(id, text, context)`` erased an ended episode's score and ``outcome_stats`` lost
+        the memory. The score is taken from the session (what end_session wrote, and writes
+        again on ``consolidate``), under the same rule as attach_outcome: a context that gives
+        ``episode.outcome`` itself keeps its value, one whose ``episode`` is not an object is
+        left alone. The session's row is held first, as end_session holds it, so an update
+        and an end_session of the same episode cannot interleave.
+        """
+        if session_id is None:
+            return context
+        self._db.lock_session(conn, session_id)
+        session = self._db.get_session(conn, session_id)
+        score = None if session is None else session["outcome_score"]
+        episode = context.get("episode", {})
+        if score is None or not isinstance(episode, dict) or "outcome" in episode:
+            return context
+        return {**context, "episode": {**episode, "outcome": float(score)}}
 
     # -- sessions --------------------------------------------------------------------
 

@@ -83,6 +83,48 @@ def test_update_replaces_content_and_context_and_refuses_forgotten(mem: Memory):
     assert info.value.field == "new_content"
 
 
+def test_update_with_a_new_context_keeps_the_outcome_end_session_wrote(mem: Memory):
+    sid = mem.start_session()["session_id"]
+    a = mem.learn("push factor one worked", {"params": {"push_factor": 1.0}}, session_id=sid)["memory_id"]
+    mem.end_session(sid, 0.9)
+    assert mem.get(a)["context"] == {"params": {"push_factor": 1.0}, "episode": {"outcome": 0.9}}
+    mem.update(a, "push factor one worked (typo fixed)", {"params": {"push_factor": 1.0}, "note": "checked"})
+    # The caller's keys replace the old ones; the episode's score is the system's and stays.
+    assert mem.get(a)["context"] == {"params": {"push_factor": 1.0}, "note": "checked", "episode": {"outcome": 0.9}}
+    (group,) = mem.outcome_stats("params.push_factor")["groups"]
+    assert (group["value"], group["count"], group["mean_outcome"]) == (1.0, 1, 0.9)
+    # The hash is still that of the context the caller gave, as after end_session.
+    again = mem.learn("push factor one worked (typo fixed)", {"params": {"push_factor": 1.0}, "note": "checked"})
+    assert again == {"memory_id": a, "status": "duplicate"}
+    # Other keys of the caller's own episode object are kept beside the outcome.
+    mem.update(a, "push factor one worked once more", {"episode": {"attempt": 3}})
+    assert mem.get(a)["context"] == {"episode": {"attempt": 3, "outcome": 0.9}}
+
+
+def test_update_keeps_an_outcome_the_new_context_gives_or_an_episode_that_is_not_an_object(mem: Memory):
+    sid = mem.start_session()["session_id"]
+    a = mem.learn("gripper slipped on the wet cup", session_id=sid)["memory_id"]
+    mem.end_session(sid, 0.2)
+    mem.update(a, "gripper slipped on the wet mug", {"episode": {"outcome": 0.6}})
+    assert mem.get(a)["context"] == {"episode": {"outcome": 0.6}}
+    mem.update(a, "gripper slipped on the wet glass", {"episode": "mine"})
+    assert mem.get(a)["context"] == {"episode": "mine"}
+    # Without a new context the stored one is kept whole, as before.
+    mem.update(a, "gripper slipped on the wet bowl")
+    assert mem.get(a)["context"] == {"episode": "mine"}
+
+
+def test_update_adds_no_outcome_for_a_session_without_a_score_or_without_a_session(mem: Memory):
+    sid = mem.start_session()["session_id"]
+    a = mem.learn("the dock light flickers", {"place": "dock"}, session_id=sid)["memory_id"]
+    mem.end_session(sid)  # ended without an outcome score
+    mem.update(a, "the dock light flickers at night", {"place": "dock"})
+    assert mem.get(a)["context"] == {"place": "dock"}
+    b = mem.learn("the lift is slow", {"place": "lift"})["memory_id"]
+    mem.update(b, "the lift is very slow", {"place": "lift"})
+    assert mem.get(b)["context"] == {"place": "lift"}
+
+
 def test_robot_id_of_the_session_alone_does_not_keep_two_robots_facts_apart(mem: Memory):
     """What docs/fleet.md tells a fleet: robot.id goes in each memory's own context."""
     r1, r2 = (mem.start_session(context={"robot": {"id": r}})["session_id"] for r in ("r1", "r2"))

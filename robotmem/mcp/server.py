@@ -20,6 +20,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..config import Config
 from ..errors import ValidationError, brief
 from .boundary import error_result, result_for_argument_errors, result_for_exception
+from .call_shape import refuse_malformed_tool_calls
 from .resources import register_resources
 from .runtime import MemoryRuntime
 from .stdio import answering_stdio_server
@@ -99,6 +100,7 @@ def build_server(config: Config | None = None) -> RobotMemServer:
         instructions=INSTRUCTIONS,
         version=_version(),
         lifespan=runtime.lifespan,
+        middleware=[refuse_malformed_tool_calls],
     )
     register_tools(server, runtime)
     register_resources(server, runtime)

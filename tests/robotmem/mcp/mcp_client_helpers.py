@@ -249,3 +249,48 @@ def stop_process(process: subprocess.Popen[str]) -> int:
         except subprocess.TimeoutExpired:
             process.kill()
     return process.wait(timeout=30)
+
+
+# -- raw JSON-RPC lines on stdio, as a client without an MCP library writes them ----------------
+
+RAW_INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0", "id": "init", "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+               "clientInfo": {"name": "raw-test", "version": "1"}},
+}
+RAW_INITIALIZED: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def raw_tool_call(request_id: int, tool: Any, arguments: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
+
+
+def start_raw_stdio(home: Path, log: Path, **env: str) -> subprocess.Popen[str]:
+    """``python -m robotmem`` with pipes for stdin and stdout; stderr goes to ``log``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "robotmem"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=log.open("w", encoding="utf-8"), env=server_env(home, **env), cwd=str(REPO_ROOT), text=True,
+    )
+
+
+def write_raw(process: subprocess.Popen[str], *messages: dict[str, Any] | str) -> None:
+    """Each message as one line (a str is written as it is)."""
+    assert process.stdin is not None
+    for message in messages:
+        process.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
+    process.stdin.flush()
+
+
+def close_and_read_answers(process: subprocess.Popen[str]) -> dict[Any, list[dict[str, Any]]]:
+    """Close stdin now, read stdout to its end: the answers by id (a list, to see duplicates)."""
+    try:  # communicate() closes stdin first, then reads stdout to its end
+        out, _ = process.communicate(timeout=STARTUP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("the server did not exit after stdin closed") from None
+    assert process.returncode == 0
+    answers: dict[Any, list[dict[str, Any]]] = {}
+    for line in out.splitlines():
+        message = json.loads(line)
+        answers.setdefault(message.get("id"), []).append(message)
+    return answers

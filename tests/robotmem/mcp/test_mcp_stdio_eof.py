@@ -9,53 +9,19 @@ real SQLite file must hold exactly the writes that were answered as stored.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from mcp_client_helpers import REPO_ROOT, STARTUP_TIMEOUT_S, server_env
+from mcp_client_helpers import (
+    RAW_INITIALIZE,
+    RAW_INITIALIZED,
+    close_and_read_answers,
+    raw_tool_call,
+    start_raw_stdio,
+    write_raw,
+)
 
 from robotmem import Memory
-
-INITIALIZE = {
-    "jsonrpc": "2.0", "id": "init", "method": "initialize",
-    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "eof-test", "version": "1"}},
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def _call(request_id: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-
-
-def _start(home: Path, log: Path, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "robotmem"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=log.open("w", encoding="utf-8"), env=server_env(home, **env), cwd=str(REPO_ROOT), text=True,
-    )
-
-
-def _write(process: subprocess.Popen[str], *messages: dict[str, Any] | str) -> None:
-    assert process.stdin is not None
-    for message in messages:
-        process.stdin.write((message if isinstance(message, str) else json.dumps(message)) + "\n")
-    process.stdin.flush()
-
-
-def _close_and_read(process: subprocess.Popen[str]) -> dict[Any, list[dict[str, Any]]]:
-    """Close stdin now, read stdout to its end; the answers by id (a list, to see duplicates)."""
-    try:  # communicate() closes stdin first, then reads stdout to its end
-        out, _ = process.communicate(timeout=STARTUP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise AssertionError("the server did not exit after stdin closed") from None
-    assert process.returncode == 0
-    answers: dict[Any, list[dict[str, Any]]] = {}
-    for line in out.splitlines():
-        message = json.loads(line)
-        answers.setdefault(message.get("id"), []).append(message)
-    return answers
 
 
 def _stored_ids(answers: dict[Any, list[dict[str, Any]]], ids: list[int]) -> dict[int, int]:
@@ -81,15 +47,16 @@ def _check_store(home: Path, expected: dict[int, str]) -> None:
 
 def test_a_call_sent_to_a_warm_server_right_before_eof_is_answered_and_stored(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    process = _start(home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off")
+    process = start_raw_stdio(home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off")
     assert process.stdout is not None
-    _write(process, INITIALIZE)
+    write_raw(process, RAW_INITIALIZE)
     assert json.loads(process.stdout.readline())["id"] == "init"
-    _write(process, INITIALIZED, _call(1, "recall", {"query": "warm up"}))
+    write_raw(process, RAW_INITIALIZED, raw_tool_call(1, "recall", {"query": "warm up"}))
     assert json.loads(process.stdout.readline())["id"] == 1  # the store is open: the server is warm
     description = "big payload before EOF small1"
-    _write(process, _call(2, "save_perception", {"description": description, "data": {"x": list(range(10))}}))
-    answers = _close_and_read(process)
+    write_raw(process, raw_tool_call(2, "save_perception", {"description": description,
+                                                            "data": {"x": list(range(10))}}))
+    answers = close_and_read_answers(process)
     assert set(answers) == {2}
     stored = _stored_ids(answers, [2])
     _check_store(home, {stored[2]: description})
@@ -97,21 +64,21 @@ def test_a_call_sent_to_a_warm_server_right_before_eof_is_answered_and_stored(tm
 
 def test_pipelined_calls_and_eof_right_after_start_are_all_carried_out(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    process = _start(home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off")
+    process = start_raw_stdio(home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off")
     texts = {1: "learned right before EOF", 3: "another lesson right before EOF"}
-    _write(
+    write_raw(
         process,
-        INITIALIZE,
-        INITIALIZED,
-        _call(1, "learn", {"insight": texts[1]}),
-        _call(2, "recall", {"query": "EOF"}),
-        _call(3, "learn", {"insight": texts[3]}),
-        _call(4, "save_perception", {"description": "a perception right before EOF", "data": [1, 2, 3]}),
-        _call(5, "learn", {"insight": ""}),  # refused: answered as a validation error, stores nothing
+        RAW_INITIALIZE,
+        RAW_INITIALIZED,
+        raw_tool_call(1, "learn", {"insight": texts[1]}),
+        raw_tool_call(2, "recall", {"query": "EOF"}),
+        raw_tool_call(3, "learn", {"insight": texts[3]}),
+        raw_tool_call(4, "save_perception", {"description": "a perception right before EOF", "data": [1, 2, 3]}),
+        raw_tool_call(5, "learn", {"insight": ""}),  # refused: answered as a validation error, stores nothing
         '{"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {',  # unreadable: parse error
     )
     texts[4] = "a perception right before EOF"
-    answers = _close_and_read(process)
+    answers = close_and_read_answers(process)
     assert set(answers) == {"init", 1, 2, 3, 4, 5, 6}
     assert all(len(found) == 1 for found in answers.values()), answers
     assert answers[2][0]["result"]["isError"] is False
@@ -123,10 +90,10 @@ def test_pipelined_calls_and_eof_right_after_start_are_all_carried_out(tmp_path:
 
 def test_with_the_default_embeddings_a_learn_before_eof_waits_for_the_model_and_is_stored(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    process = _start(home, tmp_path / "server.log")
+    process = start_raw_stdio(home, tmp_path / "server.log")
     text = "stored with its vector although stdin closed"
-    _write(process, INITIALIZE, INITIALIZED, _call(1, "learn", {"insight": text}))
-    answers = _close_and_read(process)
+    write_raw(process, RAW_INITIALIZE, RAW_INITIALIZED, raw_tool_call(1, "learn", {"insight": text}))
+    answers = close_and_read_answers(process)
     assert set(answers) == {"init", 1}
     stored = _stored_ids(answers, [1])
     _check_store(home, {stored[1]: text})
@@ -136,11 +103,11 @@ def test_with_the_default_embeddings_a_learn_before_eof_waits_for_the_model_and_
 
 def test_a_call_the_client_cancelled_before_eof_does_not_keep_the_server_running(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    process = _start(home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off")
+    process = start_raw_stdio(home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off")
     cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "gone"}}
-    _write(process, INITIALIZE, INITIALIZED, _call(1, "learn", {"insight": "maybe cancelled"}), cancel,
-           _call(2, "learn", {"insight": "not cancelled"}))
-    answers = _close_and_read(process)  # exits: a cancelled call is owed no answer
+    write_raw(process, RAW_INITIALIZE, RAW_INITIALIZED, raw_tool_call(1, "learn", {"insight": "maybe cancelled"}),
+              cancel, raw_tool_call(2, "learn", {"insight": "not cancelled"}))
+    answers = close_and_read_answers(process)  # exits: a cancelled call is owed no answer
     assert {"init", 2} <= set(answers) <= {"init", 1, 2}
     assert all(len(found) == 1 for found in answers.values()), answers
     stored = _stored_ids(answers, [2])

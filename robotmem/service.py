@@ -519,13 +519,18 @@ class Memory:
         return session
 
     def list_sessions(
-        self, collection: str | None = None, status: str | None = None, limit: int = 100
+        self, collection: str | None = None, status: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
+        """Sessions, newest first. ``limit=None`` (the default) lists every one: a silent cap
+        let callers that never passed a limit (a follower, a replay) miss sessions without
+        knowing; a caller that wants a page (the CLI, the web view) asks for one."""
         if status not in (None, "open", "ended"):
             raise ValidationError("status must be 'open' or 'ended'", field="status")
         coll = None if collection is None else validation.collection(collection, self.collection)
+        # The upper bound is SQL's: LIMIT takes a 64-bit integer on both backends.
+        count = None if limit is None else validation.integer(limit, "limit", low=1, high=validation.INT64_MAX)
         with self._db.read() as conn:
-            return self._db.list_sessions(conn, coll, status, validation.integer(limit, "limit", low=1))
+            return self._db.list_sessions(conn, coll, status, count)
 
     def session_timeline(self, session_id: str) -> dict[str, Any]:
         session = self.get_session(session_id)

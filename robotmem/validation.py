@@ -164,7 +164,9 @@ _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _NESTING_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _LONG_DIGITS = re.compile(r"\d{19}")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
-_INT64 = (-(2**63), 2**63 - 1)
+#: The largest integer SQLite and PostgreSQL store (and take as LIMIT).
+INT64_MAX = 2**63 - 1
+_INT64 = (-(2**63), INT64_MAX)
 
 
 def parse_json(text: str, field: str) -> Any:

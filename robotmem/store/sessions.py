@@ -57,12 +57,14 @@ def sessions_where(collection: str | None, status: str | None) -> tuple[str, lis
 
 
 def list_sessions(
-    conn: apsw.Connection, collection: str | None, status: str | None, limit: int
+    conn: apsw.Connection, collection: str | None, status: str | None, limit: int | None
 ) -> list[dict[str, Any]]:
     clause, params = sessions_where(collection, status)
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM sessions {clause} ORDER BY started_at DESC, id LIMIT ?", (*params, limit)
-    )
+    if limit is not None:  # None: every session
+        clause, params = f"{clause} ORDER BY started_at DESC, id LIMIT ?", [*params, limit]
+    else:
+        clause += " ORDER BY started_at DESC, id"
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions {clause}", params)
     return [session_from_row(r) for r in rows]
 
 

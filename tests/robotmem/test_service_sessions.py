@@ -55,6 +55,26 @@ def test_list_sessions_filters_by_status(mem: Memory):
     assert [s["session_id"] for s in mem.list_sessions(status="ended")] == [ended_id]
 
 
+def test_list_sessions_lists_every_session_unless_given_a_limit(mem: Memory, clock):
+    # It once stopped at 100 without saying so, while stats counted them all.
+    ids = []
+    for _ in range(105):
+        ids.append(mem.start_session()["session_id"])
+        clock.advance(1)
+    listed = mem.list_sessions()
+    assert len(listed) == mem.stats()["sessions"] == 105
+    assert [s["session_id"] for s in listed] == ids[::-1]  # newest first
+    assert [s["session_id"] for s in mem.list_sessions(limit=3)] == ids[:-4:-1]
+    assert len(mem.list_sessions(limit=2**63 - 1)) == 105
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2**63, 2.5, "10", True])
+def test_list_sessions_refuses_a_limit_that_is_not_a_count(mem: Memory, limit):
+    with pytest.raises(ValidationError) as err:
+        mem.list_sessions(limit=limit)
+    assert err.value.field == "limit"
+
+
 def test_forget_is_soft_and_reports_unknown_ids(mem: Memory):
     mid = mem.learn("temporary note")["memory_id"]
     assert mem.forget(mid, "test")["status"] == "forgotten"

@@ -31,11 +31,14 @@ def get_session(conn: PgConnection, session_id: str) -> dict[str, Any] | None:
     return None if row is None else session_from_row(tuple(row))
 
 
-def list_sessions(conn: PgConnection, collection: str | None, status: str | None, limit: int) -> list[dict[str, Any]]:
+def list_sessions(conn: PgConnection, collection: str | None, status: str | None,
+                  limit: int | None) -> list[dict[str, Any]]:
     clause, params = sessions_where(collection, status)
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM sessions {clause} ORDER BY started_at DESC, id LIMIT ?", (*params, limit)
-    )
+    if limit is not None:  # None: every session
+        clause, params = f"{clause} ORDER BY started_at DESC, id LIMIT ?", [*params, limit]
+    else:
+        clause += " ORDER BY started_at DESC, id"
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions {clause}", params)
     return [session_from_row(tuple(r)) for r in rows]
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from . import validation
 from .errors import ConfigError, RobotMemError, brief
 
 __all__ = ["Config", "check_postgres_url", "default_home", "is_postgres_url", "redact_url"]
@@ -299,12 +300,6 @@ def _coerce(f: Any, name: str, value: Any) -> Any:
 
 
 def _utf8_path(path: Path, name: str) -> Path:
-    """``path``, if its name is UTF-8. A name of other bytes (a Python str holding lone
-    surrogates) cannot reach SQLite: apsw encodes file names as strict UTF-8."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError:
-        raw = os.fsencode(path).decode("ascii", "backslashreplace")
-        raise ConfigError(f"the path {raw} is not valid UTF-8; robotmem's files need UTF-8 path names",
-                          field=name) from None
-    return path
+    """``path``, if its name is UTF-8 (validation.file_path). A name of other bytes (a Python str
+    holding lone surrogates) cannot reach SQLite: apsw encodes file names as strict UTF-8."""
+    return validation.file_path(path, name, utf8=True, error=ConfigError)

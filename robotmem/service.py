@@ -79,18 +79,22 @@ class Memory:
     ) -> None:
         if is_postgres_url(path):
             path, url = None, str(path)
-        if path is not None and not isinstance(path, (str, Path)):
-            raise ValidationError(f"path must be a file path, got {type(path).__name__}", field="path")
+        if path is not None:
+            # Here, not in SQLite: a NUL or a lone surrogate failed there as a bare ValueError.
+            path = validation.file_path(path, "path", utf8=True)
         if url is not None:
             check_postgres_url(url, error=ValidationError)
         if clock is not None and not callable(clock):
             raise ValidationError("clock must be a callable returning epoch seconds", field="clock")
         if config is None:
             config = Config.load(db_path=path, url=url)
+        elif not isinstance(config, Config):
+            # A dict of options is the likely mistake; Config.load(**options) is what takes one.
+            raise ValidationError(f"config must be a robotmem.Config (Config.load(...) builds one), "
+                                  f"got {type(config).__name__}", field="config")
         elif path is not None or url is not None:
             # As Config.load does: a path alone sets aside the config's url.
-            config = dataclasses.replace(config, db_path=Path(path).expanduser() if path is not None
-                                         else config.db_path, url=url)
+            config = dataclasses.replace(config, db_path=path if path is not None else config.db_path, url=url)
         self.config = config
         self.collection = validation.collection(collection, config.collection)
         self._clock: Clock = clock if clock is not None else time.time
@@ -141,7 +145,8 @@ class Memory:
         return self._engine
 
     def now(self) -> float:
-        return float(self._clock())
+        """The clock's reading, checked: every call reads it before it writes anything."""
+        return validation.clock_reading(self._clock())
 
     def close(self) -> None:
         failure: BaseException | None = None
@@ -505,6 +510,7 @@ class Memory:
     ) -> dict[str, Any]:
         """Offline: consolidate every ended session (oldest first), then decay; counts summed."""
         coll = None if collection is None else validation.collection(collection, self.collection)
+        validation.optional_callable(progress, "progress", "taking (done, total)")
         from .consolidation import Settings, consolidate_ended
 
         settings = Settings.of(self.config, self.embedder)
@@ -619,16 +625,16 @@ class Memory:
     # -- bulk ------------------------------------------------------------------------
 
     def export(self, path: str | Path) -> dict[str, int]:
-        from .transfer import as_path, export_jsonl
+        from .transfer import export_jsonl
 
-        target = as_path(path)
+        target = validation.file_path(path, "path")
         with self._db.read() as conn:
             return export_jsonl(self._db, conn, target)
 
     def import_(self, path: str | Path) -> dict[str, int]:
-        from .transfer import as_path, import_jsonl
+        from .transfer import import_jsonl
 
-        return import_jsonl(self._db, as_path(path), self._embeddings, self.now(), self.config.max_payload_bytes)
+        return import_jsonl(self._db, validation.file_path(path, "path"), self._embeddings, self.now(), self.config.max_payload_bytes)
 
     def reindex(self, *, everything: bool = False, replace_other_models: bool = False, batch_size: int = 64,
                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -638,6 +644,7 @@ class Memory:
         models; without it they are kept and counted in ``kept_other_models``)."""
         from .transfer import reindex
 
+        validation.optional_callable(progress, "progress", "taking (done, total)")
         if not self._embeddings.available:
             raise ConflictError("no embedding model is available; install it (see docs/embeddings.md)")
         result = reindex(self._db, self._embeddings, everything=everything, replace_other_models=replace_other_models,

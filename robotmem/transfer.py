@@ -35,12 +35,6 @@ def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
 
 
-def as_path(value: Any) -> Path:
-    if not isinstance(value, (str, Path)) or str(value) == "":
-        raise ValidationError(f"path must be a file path, got {value!r}", field="path")
-    return Path(value).expanduser()
-
-
 def _opened(path: Path, mode: str, errors: str = "strict") -> IO[str]:
     try:
         return path.open(mode, encoding="utf-8", errors=errors)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import numbers
+import os
 import re
+from pathlib import Path
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from .errors import ValidationError, brief
+from .errors import RobotMemError, ValidationError, brief
 from .models import (
     COLLECTION_MAX_CHARS,
     DESCRIPTION_MAX_CHARS,
@@ -27,6 +30,50 @@ if TYPE_CHECKING:
 
 _COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+
+
+def file_path(value: Any, field: str = "path", *, utf8: bool = False,
+              error: type[RobotMemError] = ValidationError) -> Path:
+    """A file path the operating system can take, as a Path (``~`` expanded).
+
+    Refused, naming ``field``, before open() or SQLite fails on it with a bare ValueError or
+    UnicodeEncodeError: what is not text, the empty name, a NUL character, a lone surrogate
+    that stands for no byte (os.fsencode cannot encode it). ``utf8``: also one that stands for
+    a byte that is not UTF-8 (a command line's ``\\udcff``): SQLite, which gets the memory
+    store's file, takes strict UTF-8 names only."""
+    text = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(text, str) or text == "":
+        raise error(f"{field} must be a file path, got {brief(value)}", field=field)
+    if "\0" in text:
+        raise error(f"{field} {brief(text)} holds a NUL character, which no file name can", field=field)
+    try:
+        raw = os.fsencode(text)
+    except UnicodeEncodeError:
+        raw = None
+    if raw is None or (utf8 and not _encodable(text)):
+        # Shown as the bytes it stands for (\xff), or the surrogate that stands for none (\ud83d).
+        shown = (text.encode("ascii", "backslashreplace") if raw is None else raw).decode("ascii", "backslashreplace")
+        raise error(f"{field} {shown} is not valid UTF-8; robotmem's files need UTF-8 path names", field=field)
+    return Path(text).expanduser()
+
+
+def optional_callable(value: Any, field: str, what: str) -> Any:
+    """``value`` if it is None or callable; ``what`` says what it is called with (for the message)."""
+    if value is not None and not callable(value):
+        raise ValidationError(f"{field} must be None or a callable {what}, got {type(value).__name__}", field=field)
+    return value
+
+
+def clock_reading(value: Any, field: str = "clock") -> float:
+    """What a caller's clock returned: finite epoch seconds. Checked at each reading, before
+    it reaches a row: "now" failed float() deep inside a call, NaN a NOT NULL constraint."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValidationError(f"{field} must return epoch seconds as a number, got {type(value).__name__}",
+                              field=field)
+    seconds = float(value)
+    if not math.isfinite(seconds):
+        raise ValidationError(f"{field} must return a finite time, got {seconds}", field=field)
+    return seconds
 
 
 def unicode_text(value: str, field: str) -> str:

@@ -28,6 +28,13 @@ CALLS = [
     ("export", lambda m, tmp: m.export(tmp), "path"),
     ("import_", lambda m, tmp: m.import_(tmp / "nope.jsonl"), "path"),
     ("reindex", lambda m, tmp: m.reindex(batch_size=0), "batch_size"),
+    ("reindex", lambda m, tmp: m.reindex(progress=5), "progress"),
+    ("consolidate", lambda m, tmp: m.consolidate(progress=5), "progress"),
+    # A NUL or a surrogate that stands for no byte failed in open() as ValueError / UnicodeEncodeError.
+    ("export", lambda m, tmp: m.export(str(tmp / "x\x00")), "path"),
+    ("export", lambda m, tmp: m.export(str(tmp / "x\ud83d")), "path"),
+    ("import_", lambda m, tmp: m.import_(str(tmp / "x\x00")), "path"),
+    ("import_", lambda m, tmp: m.import_(str(tmp / "x\ud83d")), "path"),
     # "\udcff": how a command line's byte 0xff (not UTF-8) arrives; the store keeps UTF-8.
     ("learn", lambda m, tmp: m.learn("\udcff\udcfe bad bytes"), "insight"),
     ("save_perception", lambda m, tmp: m.save_perception("gripper camera \ud800 frame"), "description"),
@@ -74,13 +81,36 @@ def test_an_import_line_that_is_not_utf8_is_a_bad_line_and_nothing_is_imported(m
         assert other.stats()["memories"] == 0
 
 
-@pytest.mark.parametrize("kwargs, field", [({"path": 123}, "path"), ({"embedder": "foo"}, "embedder"),
-                                           ({"embedder": 5}, "embedder"), ({"clock": "x"}, "clock")])
+@pytest.mark.parametrize("kwargs, field", [
+    ({"path": 123}, "path"), ({"embedder": "foo"}, "embedder"), ({"embedder": 5}, "embedder"),
+    ({"clock": "x"}, "clock"), ({"config": {"collection": "x"}}, "config"),
+    # SQLite refused these with a bare ValueError / UnicodeEncodeError; "\udcff" (byte 0xff) is
+    # a name the OS takes but SQLite, which wants UTF-8, does not.
+    ({"path": "m\x00.db"}, "path"), ({"path": "m\ud83d.db"}, "path"), ({"path": "m\udcff.db"}, "path"),
+])
 def test_bad_constructor_arguments_are_validation_errors(tmp_path: Path, kwargs, field):
+    if isinstance(kwargs.get("path"), str):
+        kwargs["path"] = str(tmp_path / kwargs["path"])
     kwargs.setdefault("path", tmp_path / "m.db")
     with pytest.raises(ValidationError) as info:
         Memory(**kwargs)
     assert info.value.field == field
+    if field != "embedder":  # the embedder is resolved once the store is open
+        assert not list(tmp_path.glob("m*"))  # refused before a store file was made
+
+
+@pytest.mark.parametrize("reading", ["now", float("nan"), float("inf"), None, True])
+def test_a_clock_that_reads_no_finite_time_is_a_validation_error_and_nothing_is_written(tmp_path: Path, reading):
+    # "now" failed float() inside learn (ValueError); NaN reached a NOT NULL column (StorageError).
+    path = tmp_path / "m.db"
+    with Memory(path, clock=lambda: reading, embedder=None) as mem:
+        for call in (lambda: mem.learn("the gripper slipped on the wet bottle"),
+                     lambda: mem.save_perception("gripper camera frame 1"), mem.start_session):
+            with pytest.raises(ValidationError) as info:
+                call()
+            assert info.value.field == "clock"
+    with Memory(path, embedder=None) as mem:
+        assert (mem.stats()["memories"], mem.stats()["sessions"]) == (0, 0)
 
 
 def test_an_unusable_store_location_is_a_storage_error(tmp_path: Path):

@@ -77,6 +77,15 @@ def test_a_path_that_is_not_utf8_is_a_config_error_naming_the_setting(tmp_path: 
     assert info.value.field == setting
 
 
+@pytest.mark.parametrize("name", ["\ud83d.db", "a\x00.db"])
+@pytest.mark.parametrize("setting", ["home", "db_path", "models_dir"])
+def test_a_path_no_file_can_have_is_a_config_error_naming_the_setting(tmp_path: Path, setting: str, name: str):
+    # A surrogate that stands for no byte crashed the UTF-8 check itself (UnicodeEncodeError).
+    with pytest.raises(ConfigError) as info:
+        Config.load(**{setting: str(tmp_path / name)})
+    assert info.value.field == setting
+
+
 FLEET_URL = "postgresql://fleet@db.lab/fleet"
 
 

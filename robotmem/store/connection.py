@@ -180,6 +180,11 @@ class Database:
         self._all: dict[int, tuple[apsw.Connection, weakref.finalize[[apsw.Connection], Any]]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        # id(connection) of each connection inside an outermost read() or write(): close() leaves
+        # these to their own thread (_leave). apsw refuses to close a connection that is running a
+        # statement in another thread, and closing one between two statements of a call would fail
+        # that call half done.
+        self._in_call: set[int] = set()
         # Neither the thread nor the hook refers to the Database: an unclosed one can still be
         # collected, and then stops its thread.
         self._checkpointer = _Checkpointer(functools.partial(_open_connection, path, busy_timeout_ms, check_file))
@@ -223,22 +228,48 @@ class Database:
         conn.set_wal_hook(self._checkpointer.after_commit)  # replaces SQLite's checkpoint inside the commit
         return conn
 
+    def _enter(self, conn: apsw.Connection) -> bool:
+        """Note a call on the thread's connection; True when it is the outermost (then ``_leave`` it)."""
+        with self._lock:
+            if id(conn) not in self._all:  # close() took it between connection() and here
+                raise StorageError("the memory store is closed")
+            if id(conn) in self._in_call:
+                return False
+            self._in_call.add(id(conn))
+            return True
+
+    def _leave(self, conn: apsw.Connection) -> None:
+        """The outermost call on ``conn`` returned: if the store was closed meanwhile, close ``conn`` here,
+        on its own thread, now that nothing runs on it."""
+        with self._lock:
+            self._in_call.discard(id(conn))
+            entry = self._all.pop(id(conn), None) if self._closed else None
+        if entry is not None:
+            entry[1].detach()
+            _close_quietly(conn)
+
     @contextmanager
     def read(self) -> Iterator[apsw.Connection]:
         """A consistent snapshot for several SELECTs."""
         conn = self.connection()
-        if conn.in_transaction:
-            yield conn
-            return
+        outermost = self._enter(conn)
         try:
-            conn.execute("BEGIN")
-            try:
+            if conn.in_transaction:
                 yield conn
-            finally:
-                conn.execute("COMMIT")
-        except apsw.Error as exc:
-            log.error("read failed: %s", exc)
-            raise StorageError(f"reading the memory store failed: {_describe(exc)}", advice=_describe(exc)) from exc
+                return
+            try:
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                finally:
+                    conn.execute("COMMIT")
+            except apsw.Error as exc:
+                log.error("read failed: %s", exc)
+                raise StorageError(f"reading the memory store failed: {_describe(exc)}",
+                                   advice=_describe(exc)) from exc
+        finally:
+            if outermost:
+                self._leave(conn)
 
     @contextmanager
     def write(self, *, wait: bool = True) -> Iterator[apsw.Connection]:
@@ -248,19 +279,24 @@ class Database:
         bookkeeping that can be written later).
         """
         conn = self.connection()
-        if conn.in_transaction:
-            yield conn
-            return
-        self._begin(conn, wait=wait)
+        outermost = self._enter(conn)
         try:
-            yield conn
-        except BaseException as exc:
-            _rollback(conn)
-            if isinstance(exc, apsw.Error):
-                log.error("write failed: %s", exc)
-                raise _write_failed(exc) from exc
-            raise
-        _commit(conn)
+            if conn.in_transaction:
+                yield conn
+                return
+            self._begin(conn, wait=wait)
+            try:
+                yield conn
+            except BaseException as exc:
+                _rollback(conn)
+                if isinstance(exc, apsw.Error):
+                    log.error("write failed: %s", exc)
+                    raise _write_failed(exc) from exc
+                raise
+            _commit(conn)
+        finally:
+            if outermost:
+                self._leave(conn)
 
     def _begin(self, conn: apsw.Connection, *, wait: bool = True) -> None:
         try:
@@ -295,17 +331,34 @@ class Database:
             conn.close()
 
     def close(self) -> None:
+        """Close every connection; one inside a call on another thread is closed by that thread
+        when the call returns (``_leave``), so the call finishes as it would have."""
         self._closed = True
         self._checkpointer.stop()
         with self._lock:
-            entries, self._all = list(self._all.values()), {}
-        for conn, finalizer in entries:
-            finalizer.detach()
+            idle = [entry for key, entry in self._all.items() if key not in self._in_call]
+            for conn, _finalizer in idle:
+                del self._all[id(conn)]
+        for conn, finalizer in idle:
             try:
                 conn.close()
+            except apsw.ThreadingViolationError:
+                # Running a statement outside read()/write() on another thread (schema_version):
+                # the finalizer, still attached, closes it when that thread ends.
+                with self._lock:
+                    self._all[id(conn)] = (conn, finalizer)
+                continue
             except apsw.Error:  # pragma: no cover
                 log.exception("closing a connection failed")
+            finalizer.detach()
         self._local = threading.local()
+
+
+def _close_quietly(conn: apsw.Connection) -> None:
+    try:
+        conn.close()
+    except apsw.Error:  # pragma: no cover
+        log.exception("closing a connection failed")
 
 
 def _commit(conn: apsw.Connection) -> None:

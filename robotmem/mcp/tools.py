@@ -1,5 +1,8 @@
 """The seven tools, and outcome_stats: thin typed wrappers over ``Memory`` with the same names and parameters.
 
+The one parameter left out is recall's ``query_vector``: a vector of the server's model's
+dimension is nothing an MCP client has (docs/mcp.md says so).
+
 Validation belongs to ``Memory``, including the parsing of JSON-valued parameters that
 clients send as text (robotmem.validation.parse_json); this layer hands every outcome
 to the error boundary. Descriptions are
@@ -52,6 +55,9 @@ ContextArg = Annotated[
 # ``true`` into 1.0); the schema still tells clients what to send.
 TimeArg = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "string"}, {"type": "null"}]})]
 MemoryId = Annotated[int, Field(strict=True, description="Id returned by learn or save_perception, e.g. 12.")]
+OccurredAt = Annotated[
+    TimeArg, Field(description='When it happened: epoch seconds or ISO 8601, e.g. "2026-12-01T08:00:00Z"; default now.')
+]
 
 
 def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
@@ -76,13 +82,14 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         context: ContextArg = None,
         collection: Collection = None,
         session_id: SessionRef = None,
+        occurred_at: OccurredAt = None,
     ) -> Annotated[CallToolResult, LearnOutput]:
         """Remember a lesson (fact) for later recall: use after a success, failure or discovery worth
         reusing. Repeating an equal lesson reinforces it. Returns {memory_id, status: created|duplicate}."""
         return await run(
             "learn",
             lambda m: m.learn(
-                insight, context=context, collection=collection, session_id=session_id
+                insight, context=context, collection=collection, session_id=session_id, occurred_at=occurred_at
             ),
         )
 
@@ -173,6 +180,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
         ] = None,
         collection: Collection = None,
         session_id: SessionRef = None,
+        occurred_at: OccurredAt = None,
     ) -> Annotated[CallToolResult, SavePerceptionOutput]:
         """Store an observation (sensor reading, trajectory, scene note) with an optional data payload.
         Returns {memory_id, status, payload_bytes}."""
@@ -185,6 +193,7 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
                 metadata=metadata,
                 collection=collection,
                 session_id=session_id,
+                occurred_at=occurred_at,
             ),
         )
 
@@ -220,12 +229,17 @@ def register_tools(server: MCPServer[Any], runtime: MemoryRuntime) -> None:
                 description='JSON object (or string) describing the episode, e.g. {"task": {"name": "tidy"}}.'
             ),
         ] = None,
+        session_id: Annotated[
+            str | None,
+            Field(description='Your own id, making a retry safe (it returns status "exists"), e.g. "run7_ep3". '
+                  "Default: a new one."),
+        ] = None,
     ) -> Annotated[CallToolResult, StartSessionOutput]:
         """Begin an episode (one task attempt); pass the returned session_id to the other tools.
         Returns {session_id, collection, started_at, status}."""
         return await run(
             "start_session",
-            lambda m: m.start_session(collection=collection, context=context),
+            lambda m: m.start_session(collection=collection, context=context, session_id=session_id),
         )
 
     @server.tool(annotations=writes)

@@ -6,22 +6,26 @@ These run the real server subprocess with the real SQLite store and the real ONN
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_client_helpers import (
+    call_error,
     call_ok,
     read_json_resource,
     start_session_with_memories,
     stdio_session,
 )
 
+from robotmem import Memory
+
 pytestmark = pytest.mark.anyio
 
 TOOL_PARAMETERS = {
-    "learn": {"insight", "context", "collection", "session_id"},
+    "learn": {"insight", "context", "collection", "session_id", "occurred_at"},
     "recall": {
         "query",
         "collection",
@@ -34,10 +38,11 @@ TOOL_PARAMETERS = {
         "since",
         "until",
     },
-    "save_perception": {"description", "perception_type", "data", "metadata", "collection", "session_id"},
+    "save_perception": {"description", "perception_type", "data", "metadata", "collection", "session_id",
+                        "occurred_at"},
     "forget": {"memory_id", "reason"},
     "update": {"memory_id", "new_content", "context"},
-    "start_session": {"collection", "context"},
+    "start_session": {"collection", "context", "session_id"},
     "end_session": {"session_id", "outcome_score"},
     "outcome_stats": {
         "group_by",
@@ -52,6 +57,9 @@ TOOL_PARAMETERS = {
         "until",
     },
 }
+#: Python parameters a tool leaves out (docs/mcp.md lists them): a client has no vectors of the server's model.
+NOT_OVER_MCP = {"recall": {"query_vector"}}
+
 REQUIRED = {
     "learn": {"insight"},
     "recall": {"query"},
@@ -70,6 +78,10 @@ async def test_the_server_lists_exactly_the_eight_tools_with_the_python_api_para
     async with stdio_session(robotmem_home, tmp_path / "server.log") as session:
         tools = (await session.list_tools()).tools
     assert {tool.name: set(tool.input_schema["properties"]) for tool in tools} == TOOL_PARAMETERS
+    # "the same names and parameters as the Python API", checked against the Python API itself
+    python_api = {name: set(inspect.signature(getattr(Memory, name)).parameters) - {"self"}
+                  - NOT_OVER_MCP.get(name, set()) for name in TOOL_PARAMETERS}
+    assert python_api == TOOL_PARAMETERS
     for tool in tools:
         assert set(tool.input_schema.get("required", [])) == REQUIRED[tool.name]
         assert tool.output_schema is not None and tool.output_schema["type"] == "object"
@@ -187,3 +199,23 @@ async def test_logs_go_to_stderr_and_the_store_closes_when_the_client_disconnect
     text = log.read_text(encoding="utf-8")
     assert "memory store open" in text
     assert "memory store closed" in text, "closing stdin shuts the server down through its lifespan"
+
+
+async def test_a_control_loop_names_its_episode_and_dates_what_it_stores(robotmem_home: Path, tmp_path: Path) -> None:
+    # start_session's session_id and learn/save_perception's occurred_at, as in the Python API.
+    async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off") as session:
+        first = await call_ok(session, "start_session", {"collection": "lab", "session_id": "run7_ep3"})
+        again = await call_ok(session, "start_session", {"collection": "lab", "session_id": "run7_ep3"})
+        assert (first["session_id"], first["status"], again["status"]) == ("run7_ep3", "started", "exists")
+        await call_ok(session, "learn", {"insight": "the wet bottle slipped at 6 N", "session_id": "run7_ep3",
+                                         "occurred_at": "2026-12-01T08:00:00Z"})
+        await call_ok(session, "save_perception", {"description": "wrist force during the grasp",
+                                                   "perception_type": "tactile", "session_id": "run7_ep3",
+                                                   "occurred_at": 1_796_112_000.5})
+        found = await call_ok(session, "recall", {"query": "", "session_id": "run7_ep3", "min_confidence": 0,
+                                                  "since": 1_796_112_000, "until": "2026-12-01T08:00:01Z"})
+        assert sorted(hit["occurred_at"] for hit in found["results"]) == [1_796_112_000.0, 1_796_112_000.5]
+        error = await call_error(session, "learn", {"insight": "x", "occurred_at": "yesterday"})
+        assert (error["code"], error["field"]) == ("validation_error", "occurred_at")
+        error = await call_error(session, "start_session", {"session_id": "not an id"})
+        assert (error["code"], error["field"]) == ("validation_error", "session_id")

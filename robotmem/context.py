@@ -15,12 +15,10 @@ from typing import Any
 
 from . import validation
 from .errors import ValidationError
-from .models import CONTEXT_MAX_BYTES, CONTEXT_SECTIONS
+from .models import CONTEXT_MAX_BYTES, CONTEXT_MAX_DEPTH, CONTEXT_SECTIONS
 
 __all__ = ["canonical_json", "content_hash", "content_hash_json", "lift_sections", "normalize_text", "parse_context",
            "parse_context_json"]
-
-_MAX_DEPTH = 32
 
 
 def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
@@ -31,7 +29,7 @@ def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
 def parse_context_json(value: Any, field: str = "context") -> tuple[dict[str, Any], str]:
     """``parse_context`` and the context's canonical JSON, serialised once for the size check, the
     content hash and the stored row (bulk writes pay for every serialisation)."""
-    obj = validation.json_object(value, field, max_depth=_MAX_DEPTH) or {}
+    obj = validation.json_object(value, field, max_depth=CONTEXT_MAX_DEPTH) or {}
     text = canonical_json(obj)
     size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
     if size > CONTEXT_MAX_BYTES:

@@ -12,6 +12,7 @@ __all__ = [
     "DESCRIPTION_MAX_CHARS",
     "DESCRIPTION_MIN_CHARS",
     "INSIGHT_MAX_CHARS",
+    "CONTEXT_MAX_DEPTH",
     "JSON_MAX_DEPTH",
     "DOT_PATH_MAX_CHARS",
     "JSON_TEXT_MAX_CHARS",
@@ -49,6 +50,9 @@ CONTEXT_MAX_BYTES: Final = 64 * 1024
 JSON_TEXT_MAX_CHARS: Final = 32 * 1024 * 1024
 #: Deeper JSON is refused before parsing (Python's parser would hit its recursion limit).
 JSON_MAX_DEPTH: Final = 64
+#: Contexts and metadata nest at most this deep (a value at most this many keys in): they are
+#: indexed leaf by leaf, and a robot's context is a few sections of parameters, not a tree.
+CONTEXT_MAX_DEPTH: Final = 32
 #: A dot path (a filter key, group_by, spatial_sort.field): far longer than any context key
 #: path, short enough that an answer echoing it stays small.
 DOT_PATH_MAX_CHARS: Final = 1024

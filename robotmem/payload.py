@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import ValidationError
 from .models import JSON_MAX_DEPTH
+from .validation import too_deep
 
 __all__ = ["decode_payload", "encode_payload", "summarize_payload", "to_json_safe"]
 
@@ -103,7 +104,7 @@ def encode_payload(data: Any, *, max_bytes: int, field: str = "data") -> bytes:
     try:
         blob: bytes = msgpack.packb(_prepare(data), default=_default, use_bin_type=True)
     except _TooDeep:
-        raise ValidationError(f"{field} is nested more than {JSON_MAX_DEPTH} levels deep", field=field) from None
+        raise too_deep(field, JSON_MAX_DEPTH) from None
     except (TypeError, ValueError, OverflowError) as exc:
         raise ValidationError(f"{field} cannot be stored: {exc}", field=field) from exc
     if len(blob) > max_bytes:

@@ -268,7 +268,8 @@ class Memory:
 
     def _prepare_perception(self, raw: Any, *, field_prefix: str) -> dict[str, Any]:
         if not isinstance(raw, dict):
-            raise ValidationError(f"{field_prefix or 'record'} must be a dict", field=field_prefix.rstrip(".") or None)
+            name = field_prefix.rstrip(".") or "record"  # "records[0]", not "records[0]."
+            raise ValidationError(f"{name} must be a dict, got {type(raw).__name__}", field=name)
         allowed = {"description", "perception_type", "data", "metadata", "collection", "session_id", "occurred_at",
                    "embed"}
         unknown = set(raw) - allowed

@@ -184,7 +184,7 @@ def json_object(value: Any, field: str, *, allow_none: bool = True,
     ``max_depth``: plain JSON no deeper than this only (``check_json_tree``)."""
     parsed = isinstance(value, str)
     if parsed:
-        value = None if value.strip() == "" else parse_json(value, field)
+        value = None if value.strip() == "" else parse_json(value, field, max_depth=max_depth)
     elif isinstance(value, dict):
         check_json_tree(value, field, max_depth=max_depth)
     if value is None:
@@ -216,11 +216,12 @@ INT64_MAX = 2**63 - 1
 _INT64 = (-(2**63), INT64_MAX)
 
 
-def parse_json(text: str, field: str) -> Any:
+def parse_json(text: str, field: str, *, max_depth: int | None = None) -> Any:
     """JSON text given for ``field``, parsed once for every edge (MCP, Python API, command line).
 
     Every way the text can be unusable is a ValidationError naming the field, never a crash:
-    too long, nested deeper than JSON_MAX_DEPTH (checked before parsing), malformed, NaN or
+    too long, nested deeper than JSON_MAX_DEPTH, or ``max_depth`` when the caller's limit is
+    lower (checked before parsing, with check_json_tree's message), malformed, NaN or
     Infinity, a lone surrogate (SQLite stores UTF-8), an integer outside 64 bits.
     """
     if len(text) > JSON_TEXT_MAX_CHARS:
@@ -228,8 +229,11 @@ def parse_json(text: str, field: str) -> Any:
                               field=field)
     outside_strings = _JSON_STRING.sub('""', text)
     steps = map(_NESTING_STEP.__getitem__, _NOT_BRACKET.sub("", outside_strings))
-    if max(itertools.accumulate(steps, initial=0)) > JSON_MAX_DEPTH:
-        raise ValidationError(f"{field} is nested more than {JSON_MAX_DEPTH} levels deep", field=field)
+    brackets = max(itertools.accumulate(steps, initial=0))
+    # A container ``n`` brackets in lies n - 1 levels deep: deeper than max_depth past max_depth + 1
+    # (the tree walk finds the rest, a scalar one level further down).
+    if brackets > JSON_MAX_DEPTH or (max_depth is not None and brackets > max_depth + 1):
+        raise too_deep(field, JSON_MAX_DEPTH if max_depth is None else min(max_depth, JSON_MAX_DEPTH))
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
     except ValueError as exc:
@@ -254,14 +258,24 @@ def check_json_tree(value: Any, field: str, *, max_depth: int | None = None) -> 
     """
     refused = _refusal(value, 0, max_depth)
     if refused is not None and refused[1] not in _STORABLE_PROBLEMS:
-        refused = _refusal(value, 0, None) or refused
+        storable = _refusal(value, 0, None)
+        # Too deep for storage is too deep for max_depth as well: that lower limit is the one to state.
+        if storable is not None and not (storable[1] is _TOO_DEEP and refused[1] is _NESTED):
+            refused = storable
     if refused is None:
         return
     segments, message = refused
     if message is _TOO_DEEP:
-        raise ValidationError(f"{field} is nested more than {JSON_MAX_DEPTH} levels deep", field=field)
+        raise too_deep(field, JSON_MAX_DEPTH)
+    if message is _NESTED and max_depth is not None:
+        raise too_deep(field, max_depth)
     path = field + "".join(reversed(segments))
     raise ValidationError(f"{path} {message}", field=path)
+
+
+def too_deep(field: str, limit: int) -> ValidationError:
+    """The one message for JSON deeper than its limit, however it was found (text or tree)."""
+    return ValidationError(f"{field} is nested more than {limit} levels deep", field=field)
 
 
 _TOO_DEEP = "is nested more than JSON_MAX_DEPTH levels deep"

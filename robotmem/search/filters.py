@@ -121,7 +121,7 @@ def _comparisons(node: FilterNode) -> int:
 
 def _parse_object(spec: Any, field: str, depth: int) -> FilterNode:
     if depth > _MAX_DEPTH:
-        raise ValidationError(f"{field} is nested too deeply", field=field)
+        raise ValidationError(f"{field} is nested more than {_MAX_DEPTH} levels deep", field=field)
     if not isinstance(spec, dict):
         raise ValidationError(f"{field} must be a JSON object, got {type(spec).__name__}", field=field)
     return FilterGroup("and", tuple(_parse_clause(key, value, field, depth) for key, value in spec.items()))

@@ -173,7 +173,7 @@ def _collect_identifiers(values: Iterable[Any], found: list[str]) -> bool:
     """Append the identifiers among ``values`` and below; False once ``found`` is full.
 
     Plain recursion with the common scalars passed over first: it runs for every memory a
-    bulk insert writes (contexts are at most 32 levels deep)."""
+    bulk insert writes (contexts are at most models.CONTEXT_MAX_DEPTH levels deep)."""
     for value in values:
         kind = type(value)
         if kind in _NOT_TEXT:

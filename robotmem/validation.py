@@ -412,3 +412,45 @@ def query_vector(value: Any, dim: int, field: str = "query_vector") -> "np.ndarr
     if norm == 0.0:
         raise ValidationError(f"{field} must not be all zeros", field=field)
     return np.ascontiguousarray(vector / norm, dtype=np.float32)
+
+
+#: A row whose length is within this of 1 is kept as the embedder gave it (the packaged model's
+#: float32 rows are unit length to rounding; dividing them again would change their last bits).
+_UNIT_TOLERANCE = 1e-4
+
+
+def embedder_vectors(value: Any, count: int, dim: int, model_id: str) -> "np.ndarray":
+    """An embedder's output for ``count`` texts: shape (count, dim), finite, no all-zero row;
+    returned float32 with unit-length rows.
+
+    The embedder is the caller's code, and its vectors go straight into the store and into every
+    later recall's cosine: one NaN row made sqlite-vec return NULL similarities and one short row
+    a dimension mismatch, on every recall of the collection from then on. So a bad output is
+    refused here, where vectors enter (learn, save_perception(s), update, reindex, recall's
+    query), before anything is written; the error names the embedder's model_id and what is wrong.
+    Rows of another length are scaled to unit length: the in-process index ranks by dot product
+    and sqlite-vec by cosine, which agree only on unit vectors.
+    """
+    import numpy as np
+
+    field = "embedder"
+    who = f"embedder {brief(model_id)}"
+    try:
+        matrix = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{who} returned {type(value).__name__}, not an array of numbers", field=field) from exc
+    if matrix.shape != (count, dim):
+        raise ValidationError(f"{who} returned shape {list(matrix.shape)} for {count} text(s); expected "
+                              f"[{count}, {dim}] (its dim is {dim})", field=field)
+    finite = np.isfinite(matrix).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise ValidationError(f"{who} returned a vector with NaN or infinite values (row {row})", field=field)
+    norms = np.linalg.norm(matrix, axis=1)
+    if not norms.all():
+        row = int(np.flatnonzero(norms == 0.0)[0])
+        raise ValidationError(f"{who} returned an all-zero vector (row {row}), which has no direction to compare",
+                              field=field)
+    if np.all(np.abs(norms - 1.0) <= _UNIT_TOLERANCE):
+        return np.ascontiguousarray(value if isinstance(value, np.ndarray) else matrix, dtype=np.float32)
+    return np.ascontiguousarray(matrix / norms[:, None], dtype=np.float32)

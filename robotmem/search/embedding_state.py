@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import validation
 from ..config import Config
 from ..embeddings.base import Embedder
 from ..errors import EmbeddingUnavailableError, ValidationError
@@ -104,4 +105,5 @@ class EmbeddingState:
                     # The embedder has already said why, once per process.
                     log.debug("embeddings unavailable, recall runs bm25_only: %s", exc)
             return None
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        # Checked before any caller writes them: the one place an embedder's vectors enter.
+        return validation.embedder_vectors(vectors, len(texts), self._embedder.dim, self._embedder.model_id)

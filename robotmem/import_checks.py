@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,9 +47,10 @@ class ImportLimits:
 def _time(value: Any, field: str, *, optional: bool = False) -> float | None:
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValidationError(f"{field} must be a finite number of epoch seconds", field=field)
-    return float(value)
+    # The range a tool call's occurred_at is held to: a time no display can show stays out.
+    return validation.epoch_seconds(value, field)
 
 
 def _count(value: Any, field: str) -> int:

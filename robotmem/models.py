@@ -15,6 +15,8 @@ __all__ = [
     "CONTEXT_MAX_DEPTH",
     "JSON_MAX_DEPTH",
     "DOT_PATH_MAX_CHARS",
+    "EPOCH_MAX",
+    "EPOCH_MIN",
     "JSON_TEXT_MAX_CHARS",
     "MEMORY_TYPES",
     "PERCEPTION_TYPES",
@@ -56,3 +58,8 @@ CONTEXT_MAX_DEPTH: Final = 32
 #: A dot path (a filter key, group_by, spatial_sort.field): far longer than any context key
 #: path, short enough that an answer echoing it stays small.
 DOT_PATH_MAX_CHARS: Final = 1024
+#: The times a caller gives (occurred_at, since, until), in epoch seconds: 1970-01-01 to the
+#: end of 9999-12-31 UTC, what datetime and time.gmtime can show; 1e300 used to be stored and
+#: then crashed every display of the memory.
+EPOCH_MIN: Final = 0.0
+EPOCH_MAX: Final = 253_402_300_799.0

@@ -17,6 +17,8 @@ from .models import (
     COLLECTION_MAX_CHARS,
     DESCRIPTION_MAX_CHARS,
     DESCRIPTION_MIN_CHARS,
+    EPOCH_MAX,
+    EPOCH_MIN,
     INSIGHT_MAX_CHARS,
     JSON_MAX_DEPTH,
     JSON_TEXT_MAX_CHARS,
@@ -361,15 +363,13 @@ def _encodable(text: str) -> bool:
 
 
 def timestamp(value: Any, field: str) -> float | None:
-    """Epoch seconds (int/float) or ISO 8601 text (naive means UTC)."""
+    """Epoch seconds (int/float) or ISO 8601 text (naive means UTC), within EPOCH_MIN..EPOCH_MAX."""
     if value is None:
         return None
     if isinstance(value, bool):
         raise ValidationError(f"{field} must be epoch seconds or ISO 8601 text", field=field)
     if isinstance(value, (int, float)):
-        if math.isnan(value) or math.isinf(value):
-            raise ValidationError(f"{field} must be a finite time", field=field)
-        return float(value)
+        return epoch_seconds(value, field)
     if isinstance(value, str):
         raw = value.strip()
         try:
@@ -377,9 +377,7 @@ def timestamp(value: Any, field: str) -> float | None:
         except ValueError:
             pass
         else:
-            if not math.isfinite(number):
-                raise ValidationError(f"{field} must be a finite time", field=field)
-            return number
+            return epoch_seconds(number, field)
         try:
             parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
         except ValueError as exc:
@@ -389,8 +387,19 @@ def timestamp(value: Any, field: str) -> float | None:
             ) from exc
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=timezone.utc)
-        return parsed.timestamp()
+        return epoch_seconds(parsed.timestamp(), field)
     raise ValidationError(f"{field} must be epoch seconds or ISO 8601 text", field=field)
+
+
+def epoch_seconds(value: float, field: str) -> float:
+    """A finite time from 1970 to the end of 9999 UTC: a stored time outside it (1e300, -1e20) could
+    not be shown (time.gmtime overflows), and no robot's record lies there."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError(f"{field} must be a finite time", field=field)
+    if not EPOCH_MIN <= value <= EPOCH_MAX:  # compared exactly: an int beyond float's range does not overflow
+        raise ValidationError(f"{field} must lie between {EPOCH_MIN:.0f} (1970-01-01) and {EPOCH_MAX:.0f} "
+                              f"(9999-12-31T23:59:59Z) epoch seconds, got {brief(value)}", field=field)
+    return float(value)
 
 
 def query_vector(value: Any, dim: int, field: str = "query_vector") -> "np.ndarray":

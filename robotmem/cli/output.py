@@ -45,11 +45,16 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def format_time(seconds: float | None) -> str:
-    """Epoch seconds as a UTC time people read (``2026-12-05 11:19:37``); ``-`` for None."""
+def format_time(seconds: float | None, suffix: str = "") -> str:
+    """Epoch seconds as a UTC time people read (``2026-12-05 11:19:37``, then ``suffix``); ``-`` for None."""
     if seconds is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds)) + suffix
+    except (OverflowError, OSError, ValueError):
+        # A store written before times were held to 1970..9999 (validation.epoch_seconds) may
+        # hold 1e300 or -1e20: shown as the number, never a crash of the whole listing.
+        return f"{seconds:.6g} (epoch seconds, not a date)"
 
 
 def human_lines(value: Any, prefix: str = "") -> Iterator[str]:
@@ -60,7 +65,7 @@ def human_lines(value: Any, prefix: str = "") -> Iterator[str]:
         for key, item in value.items():
             # Top level only: a memory's own times; keys inside its context are the user's to name.
             if not prefix and key in TIME_KEYS and isinstance(item, (int, float)) and not isinstance(item, bool):
-                yield f"{key}: {format_time(item)} UTC"
+                yield f"{key}: {format_time(item, ' UTC')}"
                 continue
             yield from human_lines(item, f"{prefix}.{key}" if prefix else str(key))
     elif isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):

@@ -24,7 +24,9 @@ def _duration(seconds: float | None) -> str:
         return f"{seconds:.1f} s"
     if seconds < 3600:
         return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
+    hours = seconds / 3600
+    # A time stored before times were held to 1970..9999 (1e300) gave a 300-digit offset.
+    return f"{hours:.1f} h" if hours < 1e6 else f"{hours:.3g} h"
 
 
 def _context_value(session: dict[str, Any], section: str, key: str) -> str:
@@ -88,7 +90,7 @@ def timeline_lines(timeline: dict[str, Any], width: int = CONTENT_WIDTH) -> Iter
     times = [float(r["occurred_at"]) for r in records if r.get("occurred_at") is not None]
     start = session["start"]  # robotmem.view.episode_span, as session list and the web view show (cmd_show adds it)
     origin = min([start, *times])  # offsets count from it; a record stamped before the start stays at +0
-    yield f"started {format_time(start)} UTC, {len(records)} records, outcome {_outcome(session)}"
+    yield f"started {format_time(start, ' UTC')}, {len(records)} records, outcome {_outcome(session)}"
     yield f"{'time':>10}  {'type':<15} content"
     yield f"{'+0.0 s':>10}  {'start':<15} episode started"
     pause = max(MIN_PAUSE_S, PAUSE_FACTOR * _typical_step(sorted(times)))

@@ -43,3 +43,14 @@ def test_without_a_session_end_session_added_nothing():
     context = {"episode": {"outcome": 0.9}}
     checked = check_memory(_record(context, content_hash(_TEXT, {}), session_id=None), _LIMITS)
     assert checked["content_hash"] == content_hash(_TEXT, context)
+
+
+@pytest.mark.parametrize("field", ["occurred_at", "created_at", "last_accessed"])
+@pytest.mark.parametrize("bad", [1e300, -1e20, 253402300800])
+def test_an_imported_time_outside_1970_to_9999_is_refused_like_a_tool_calls(field: str, bad: float):
+    from robotmem.errors import ValidationError
+
+    record = {**_record({}, "not a hash"), field: bad}
+    with pytest.raises(ValidationError) as info:
+        check_memory(record, _LIMITS)
+    assert info.value.field == field

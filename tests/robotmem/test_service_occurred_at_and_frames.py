@@ -50,3 +50,30 @@ def test_spatial_sort_frame_must_be_a_name(mem: Memory):
     with pytest.raises(ValidationError) as err:
         mem.recall("", spatial_sort={"field": "spatial.position", "target": [0, 0], "frame": ""})
     assert err.value.field == "spatial_sort.frame"
+
+
+@pytest.mark.parametrize("bad", [1e300, -1e20, -1, 253402300800, "1e300", "1969-12-31T23:59:59Z", 10**400])
+def test_a_time_outside_1970_to_9999_is_refused_by_name_and_stores_nothing(mem: Memory, bad):
+    """1e300 used to be stored, and then every display of the memory crashed (time.gmtime overflows)."""
+    with pytest.raises(ValidationError) as err:
+        mem.learn("a note", occurred_at=bad)
+    assert err.value.field == "occurred_at" and "9999-12-31" in err.value.message
+    with pytest.raises(ValidationError) as err:
+        mem.save_perceptions([{"description": "dock seen from the corridor", "occurred_at": bad}])
+    assert err.value.field == "records[0].occurred_at"
+    for window in ("since", "until"):  # they compare with occurred_at: the same rule
+        with pytest.raises(ValidationError) as err:
+            mem.recall("note", **{window: bad})
+        assert err.value.field == window
+        with pytest.raises(ValidationError) as err:
+            mem.outcome_stats("task.success", **{window: bad})
+        assert err.value.field == window
+    assert mem.stats()["memories"] == 0
+
+
+def test_the_ends_of_the_time_range_are_stored(mem: Memory):
+    first = mem.learn("the first second of 1970", occurred_at=0)["memory_id"]
+    last = mem.learn("the last second of 9999", occurred_at="9999-12-31T23:59:59Z")["memory_id"]
+    assert mem.get(first)["occurred_at"] == 0.0 and mem.get(last)["occurred_at"] == 253402300799.0
+    found = mem.recall("", since=0, until=253402300799, min_confidence=0.0)
+    assert sorted(hit["id"] for hit in found["results"]) == sorted([first, last])

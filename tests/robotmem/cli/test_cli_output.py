@@ -111,3 +111,23 @@ def test_the_data_of_a_memory_without_a_payload_is_null_or_a_sentence(capsys, ro
     assert code == 0 and json.loads(out) is None
     code, out, _ = run(capsys, "memory", "get", "1", "--data")
     assert code == 0 and out == "memory 1 has no data payload (only perceptions saved with data have one)\n"
+
+
+def test_times_stored_before_the_1970_to_9999_rule_are_shown_not_a_crash(capsys, robotmem_home: Path):
+    """learn refuses them now (validation.epoch_seconds); an older store may still hold them."""
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        mem.learn("the left pad is worn", session_id=sid)
+        mem.save_perception("the pad seen worn", session_id=sid)
+        mem.end_session(sid)
+        conn = mem._db.connection()
+        conn.execute("UPDATE memories SET occurred_at = 1e300 WHERE id = 1")
+        conn.execute("UPDATE memories SET occurred_at = -1e20 WHERE id = 2")
+    code, out, _ = run(capsys, "memory", "get", "1")
+    assert code == 0 and "occurred_at: 1e+300 (epoch seconds, not a date)" in out.splitlines()
+    code, out, _ = run(capsys, "memory", "get", "2")
+    assert code == 0 and "occurred_at: -1e+20 (epoch seconds, not a date)" in out.splitlines()
+    code, out, _ = run(capsys, "session", "show", sid)
+    assert code == 0 and "#1 the left pad is worn" in out and max(map(len, out.splitlines())) < 120
+    code, out, _ = run(capsys, "session", "list")
+    assert code == 0 and sid in out

@@ -254,7 +254,7 @@ def check_json_tree(value: Any, field: str, *, max_depth: int | None = None) -> 
     (bulk writes check every context).
 
     ``max_depth`` (contexts): also refuse what only a Python caller can hand over (keys that
-    are not strings, NaN or infinity, values of other types) and any value deeper than
+    are not strings or hold NUL, NaN or infinity, values of other types) and any value deeper than
     ``max_depth``, in the same walk. The storable checks still win where both fail, as when
     they ran as a walk of their own before these.
     """
@@ -287,6 +287,7 @@ _BEYOND_INT64 = "is an integer outside the 64-bit range"
 _NESTED = "is nested too deeply"
 _KEY_NOT_TEXT = "keys must be strings"
 _NOT_FINITE = "must be a finite number"
+_NUL_KEY = "has a key holding a NUL character (\\x00), which no dot path can name"
 _STORABLE_PROBLEMS = frozenset((_TOO_DEEP, _SURROGATE_KEY, _SURROGATE, _BEYOND_INT64))
 _Refusal = tuple[list[str], str]
 
@@ -325,6 +326,11 @@ def _dict_refusal(item: dict[Any, Any], depth: int, limit: int | None) -> _Refus
                 return [], _KEY_NOT_TEXT
         elif not key.isascii() and not _encodable(key):
             return [], _SURROGATE_KEY
+        elif limit is not None and "\x00" in key:
+            # A context key is a dot path's segment: SQLite's JSON paths cannot name a key holding
+            # NUL and PostgreSQL's jsonb cannot store one, so it would be stored (SQLite) but never
+            # found again, or fail as a storage error (PostgreSQL).
+            return [], _NUL_KEY
         kind = type(child)
         if shallow and (kind is bool or child is None or (kind is str and child.isascii())
                         or (kind is int and _INT64[0] <= child <= _INT64[1])

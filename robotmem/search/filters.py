@@ -93,6 +93,11 @@ def _path_parts(dot_path: Any, field: str) -> tuple[str, ...]:
         raise ValidationError(f"{field}: a dot path of {len(dot_path)} characters; the limit is {DOT_PATH_MAX_CHARS}",
                               field=field)
     validation.unicode_text(dot_path, field)
+    if "\x00" in dot_path:
+        # No stored key holds one (contexts refuse it: validation.check_json_tree), SQLite's JSON path
+        # parser rejects it ("bad JSON path") and PostgreSQL text cannot hold it: a clear refusal
+        # here instead of a storage error on every backend.
+        raise ValidationError(f"{field}: a dot path must not hold a NUL character (\\x00)", field=field)
     parts = tuple(dot_path.split("."))
     if any(part == "" for part in parts):
         raise ValidationError(f"{field}: {brief(dot_path)} has an empty segment", field=field)

@@ -132,3 +132,34 @@ def test_filter_is_exact_over_twenty_thousand_memories(tmp_path: Path, clock):
         assert hits["results"][0]["params"] == {"grip_force": {"value": 7.5}}
         none_text = mem.recall("", context_filter={"params.grip_force.value": 7.5})
         assert [h["id"] for h in none_text["results"]] == [ids[13_337]]
+
+
+def test_a_nul_in_a_key_or_a_path_is_a_validation_error_naming_the_field(mem: Memory):
+    """SQLite's JSON paths cannot name a key holding NUL ("bad JSON path") and PostgreSQL's jsonb
+    cannot store one: refused where keys and paths enter, not a storage error later."""
+    writes = {
+        "context.a": lambda: mem.learn("x", {"a": {"b\x00c": 1}}),
+        "context": lambda: mem.learn("x", '{"a\\u0000b": 1}'),
+        "metadata": lambda: mem.save_perception("a nul key perception", metadata={"a\x00b": 1}),
+        "records[0].metadata": lambda: mem.save_perceptions([{"description": "nul key", "metadata": {"\x00": 1}}]),
+        "context ": lambda: mem.start_session(context={"a\x00b": 1}),
+    }
+    for field, write in writes.items():
+        with pytest.raises(ValidationError) as info:
+            write()
+        assert info.value.field == field.strip() and "NUL" in info.value.message
+    stored = mem.learn("cup on the table", {"a": 1})["memory_id"]
+    mem.update(stored, "cup on the shelf", {"a": 2})
+    with pytest.raises(ValidationError):
+        mem.update(stored, "cup on the floor", {"a\x00b": 3})
+    assert mem.get(stored)["content"] == "cup on the shelf" and mem.stats()["memories"] == 1
+    reads = {
+        "context_filter.a\x00b": lambda: mem.recall("cup", context_filter={"a\x00b": 1}),
+        "context_filter.$or[0].a.\x00": lambda: mem.recall("cup", context_filter={"$or": [{"a.\x00": 1}]}),
+        "group_by": lambda: mem.outcome_stats("a.\x00"),
+        "spatial_sort.field": lambda: mem.recall("cup", spatial_sort={"field": "spatial.p\x00", "target": [0, 0]}),
+    }
+    for field, read in reads.items():
+        with pytest.raises(ValidationError) as info:
+            read()
+        assert info.value.field == field and "NUL" in info.value.message

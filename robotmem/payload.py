@@ -8,6 +8,8 @@ here and about 130 KB as JSON, and decodes without parsing numbers.
 from __future__ import annotations
 
 import base64
+import json
+import math
 from typing import Any
 
 import msgpack
@@ -17,7 +19,7 @@ from .errors import ValidationError
 from .models import JSON_MAX_DEPTH
 from .validation import too_deep
 
-__all__ = ["decode_payload", "encode_payload", "summarize_payload", "to_json_safe"]
+__all__ = ["decode_payload", "encode_payload", "summarize_payload", "summary_from_json", "to_json_safe"]
 
 _NDARRAY_EXT = 1
 _MAX_SUMMARY_KEYS = 20
@@ -135,8 +137,25 @@ def to_json_safe(value: Any) -> Any:
 
 
 def summarize_payload(value: Any, nbytes: int) -> dict[str, Any]:
-    """What recall shows instead of the payload: its shape, not its bulk."""
+    """What recall shows instead of the payload: its shape, not its bulk. Strict JSON: a scalar
+    that is NaN or infinite (a laser's inf, a sensor's NaN; the payload keeps it) is shown as
+    ``{"float": "nan" | "inf" | "-inf"}``."""
     return {"bytes": nbytes, "shape": _describe(value, depth=0)}
+
+
+def _non_finite(value: float) -> dict[str, str]:
+    return {"float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+
+
+_JSON_CONSTANTS = {"NaN": _non_finite(math.nan), "Infinity": _non_finite(math.inf),
+                   "-Infinity": _non_finite(-math.inf)}
+
+
+def summary_from_json(text: str) -> Any:
+    """A stored summary, read. Summaries stored before they were kept strict hold ``NaN`` and
+    ``Infinity`` tokens (Python's json wrote them): read as the tagged form summarize_payload
+    writes now, so a hit and an export are strict JSON whatever wrote the store."""
+    return json.loads(text, parse_constant=lambda name: dict(_JSON_CONSTANTS[name]))
 
 
 def _describe(value: Any, depth: int) -> Any:
@@ -156,4 +175,6 @@ def _describe(value: Any, depth: int) -> Any:
         return {"list": len(value)}
     if isinstance(value, str):
         return value if len(value) <= 80 else {"text": len(value)}
+    if isinstance(value, float) and not math.isfinite(value):
+        return _non_finite(value)  # the value itself is not JSON (json.dumps would write NaN / Infinity)
     return value

@@ -10,6 +10,7 @@ import apsw
 import numpy as np
 
 from ..context import canonical_json
+from ..payload import summary_from_json
 from .decay import effective_confidence_sql
 from .deferred import insert_deferring_indexes, insert_new_embeddings
 from .pipeline import Later
@@ -233,7 +234,7 @@ def full_record(row: tuple[Any, ...]) -> dict[str, Any]:
     record["protected"] = int(record["protected"])
     record["embed"] = int(record["embed"])
     record["payload"] = None if data is None else bytes(data)
-    record["payload_summary"] = json.loads(summary) if summary else None
+    record["payload_summary"] = summary_from_json(summary) if summary else None
     record["embedding"] = None if vector is None else (model_id, _vector_bytes(vector))
     return record
 

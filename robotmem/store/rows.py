@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from ..context import lift_sections
+from ..payload import summary_from_json
 from .decay import effective_confidence
 
 __all__ = ["DUPLICATE_FACT_SQL", "HIT_COLUMNS", "MEMORY_COLUMNS", "hits_sql", "row_to_record"]
@@ -69,7 +70,7 @@ def row_to_record(row: tuple[Any, ...], now: float, half_life_s: float, *, full:
         **lift_sections(context),
     }
     if values["payload_summary"] is not None:
-        record["payload"] = json.loads(values["payload_summary"])
+        record["payload"] = summary_from_json(values["payload_summary"])
     if full:
         record.update(
             status=values["status"],

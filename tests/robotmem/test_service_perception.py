@@ -115,3 +115,35 @@ def test_get_data_many_names_an_unknown_id_and_returns_nothing(mem: Memory):
     with pytest.raises(NotFoundError) as info:
         mem.get_data_many([mid, mid + 1000])
     assert info.value.field == "memory_ids" and str(mid + 1000) in str(info.value)
+
+
+NON_FINITE_DATA = {"f": float("inf"), "g": float("-inf"), "h": float("nan"), "x": 1.5,
+                   "scan": [1.0, float("inf"), float("nan"), float("-inf")], "rows": [[float("nan"), 1.0], [2.0, 3.0]],
+                   "deep": {"r": float("inf")}}
+
+
+def _same(a, b) -> bool:
+    """Equal, NaN included (NaN != NaN)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_same, a, b))
+    return a == b or (a != a and b != b)
+
+
+def test_non_finite_numbers_are_kept_in_data_and_summarised_as_strict_json(mem: Memory):
+    """Lasers report inf and sensors NaN: the payload keeps them, the summary a hit carries names
+    them ({"float": "inf"}) instead of holding a number json.dumps writes as Infinity."""
+    import json
+
+    mid = mem.save_perception("laser scan with inf readings", data=NON_FINITE_DATA)["memory_id"]
+    bare = mem.save_perception("a sensor reported nan alone", data=float("nan"))["memory_id"]
+    result = mem.recall("", since=0, min_relevance=0)
+    json.dumps(result, allow_nan=False)  # strict JSON: no NaN / Infinity tokens
+    shapes = {hit["id"]: hit["payload"]["shape"] for hit in result["results"]}
+    assert shapes[mid] == {"f": {"float": "inf"}, "g": {"float": "-inf"}, "h": {"float": "nan"}, "x": 1.5,
+                           "scan": {"array": [4], "dtype": "float64"}, "rows": {"array": [2, 2], "dtype": "float64"},
+                           "deep": {"r": {"float": "inf"}}}
+    assert shapes[bare] == {"float": "nan"}
+    assert _same(mem.get_data(mid), NON_FINITE_DATA)
+    assert mem.get_data(bare) != mem.get_data(bare)  # NaN itself

@@ -1,6 +1,7 @@
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -129,3 +130,53 @@ def test_an_imported_fact_learned_here_too_is_not_stored_twice(tmp_path: Path, m
     assert (counts["memories"], counts["skipped"]) == (0, 1)
     assert _live_facts(mem, "the left door sticks") == ["the left door sticks"]
     assert mem.learn("the left door sticks")["memory_id"] == here
+
+
+def _strict(line: str):
+    def refuse(name: str):
+        raise ValueError(f"{name} is not strict JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_export_of_non_finite_data_is_strict_json_and_imports_the_same_payload(tmp_path: Path, mem: Memory):
+    """Lasers report inf and sensors NaN: the payload keeps them (msgpack), the export's lines
+    are strict JSON, and an older export whose summary holds Infinity tokens still imports."""
+    from test_service_perception import NON_FINITE_DATA, _same
+
+    mid = mem.save_perception("laser scan with inf readings", data=NON_FINITE_DATA)["memory_id"]
+    mem.save_perception("a sensor reported nan alone", data=float("nan"))
+    mem.export(tmp_path / "e.jsonl")
+    lines = (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [_strict(line) for line in lines]
+    payloads = {r["content"]: r["payload"] for r in records if r["kind"] == "memory"}
+    # An export written before summaries were kept strict: Python's json wrote Infinity and NaN.
+    old = [line.replace('{"float": "inf"}', "Infinity").replace('{"float": "nan"}', "NaN") for line in lines]
+    assert old != lines and "Infinity" in "".join(old)
+    (tmp_path / "old.jsonl").write_text("\n".join(old) + "\n", encoding="utf-8")
+    for name in ("e.jsonl", "old.jsonl"):
+        with Memory(tmp_path / f"{name}.db", embedder=None) as copy:
+            assert copy.import_(tmp_path / name)["memories"] == 2
+            copy.export(tmp_path / f"{name}.again")
+            again = [_strict(line) for line in (tmp_path / f"{name}.again").read_text(encoding="utf-8").splitlines()]
+            # The same payload bytes, byte for byte (base64 of the msgpack).
+            assert {r["content"]: r["payload"] for r in again if r["kind"] == "memory"} == payloads
+            hit = copy.recall("laser scan", min_relevance=0)["results"][0]
+            assert hit["payload"]["shape"]["f"] == {"float": "inf"}
+            json.dumps(hit, allow_nan=False)
+            new_id = hit["id"]
+            assert _same(copy.get_data(new_id), mem.get_data(mid))
+
+
+@pytest.mark.sqlite_only
+def test_a_summary_stored_with_infinity_tokens_is_read_as_strict_json(tmp_path: Path, mem: Memory):
+    """A store written before summaries were kept strict holds NaN / Infinity in payloads.summary."""
+    mid = mem.save_perception("laser scan with inf readings", data={"f": 1.0})["memory_id"]
+    mem._db.connection().execute("UPDATE payloads SET summary = ? WHERE memory_id = ?",
+                                 ('{"bytes": 12, "shape": {"f": Infinity, "g": -Infinity, "h": NaN}}', mid))
+    hit = mem.recall("laser scan", min_relevance=0)["results"][0]
+    assert hit["payload"] == {"bytes": 12, "shape": {"f": {"float": "inf"}, "g": {"float": "-inf"},
+                                                     "h": {"float": "nan"}}}
+    mem.export(tmp_path / "e.jsonl")
+    for line in (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines():
+        _strict(line)

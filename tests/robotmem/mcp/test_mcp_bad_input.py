@@ -90,6 +90,15 @@ BAD_CALLS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("5,000-character filter key", "recall", {"query": "cup", "context_filter": {"a" * 5000: 1}}, "validation_error", "context_filter"),
     ("5,000-character spatial field", "recall", {"query": "", "spatial_sort": {"field": "a" * 5000, "target": [0, 0]}}, "validation_error", "spatial_sort.field"),
     ("unknown session recall", "recall", {"query": "cup", "session_id": "ses_doesnotexist"}, "not_found", "session_id"),
+    # A NUL in a key or a path was a storage_error (SQLite: "bad JSON path"; PostgreSQL cannot store it).
+    ("NUL in a context key", "learn", {"insight": "cup", "context": {"a\x00b": 1}}, "validation_error", "context"),
+    ("NUL in a metadata key", "save_perception", {"description": "a cup seen", "metadata": '{"a\\u0000b": 1}'}, "validation_error", "metadata"),
+    ("NUL in a filter key", "recall", {"query": "cup", "context_filter": {"a\x00b": 1}}, "validation_error", "context_filter"),
+    ("NUL in group_by", "outcome_stats", {"group_by": "a.\x00"}, "validation_error", "group_by"),
+    # Time windows hold to occurred_at's range, 1970 to the end of 9999 UTC.
+    ("since 1e300", "recall", {"query": "cup", "since": 1e300}, "validation_error", "since"),
+    ("until year 10000", "recall", {"query": "cup", "until": 253402300800}, "validation_error", "until"),
+    ("since before 1970", "outcome_stats", {"group_by": "params.f", "since": "1969-12-31T00:00:00Z"}, "validation_error", "since"),
 ]  # fmt: skip
 
 

@@ -72,10 +72,11 @@ def clock_reading(value: Any, field: str = "clock") -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValidationError(f"{field} must return epoch seconds as a number, got {type(value).__name__}",
                               field=field)
-    seconds = float(value)
-    if not math.isfinite(seconds):
+    seconds = value if isinstance(value, int) else float(value)  # an int is compared exactly: 10**400 overflows float
+    if isinstance(seconds, float) and not math.isfinite(seconds):
         raise ValidationError(f"{field} must return a finite time, got {seconds}", field=field)
-    return seconds
+    # Its reading becomes created_at and occurred_at: the range a given occurred_at is held to.
+    return epoch_seconds(seconds, field)
 
 
 def unicode_text(value: str, field: str) -> str:

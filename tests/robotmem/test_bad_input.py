@@ -99,7 +99,7 @@ def test_bad_constructor_arguments_are_validation_errors(tmp_path: Path, kwargs,
         assert not list(tmp_path.glob("m*"))  # refused before a store file was made
 
 
-@pytest.mark.parametrize("reading", ["now", float("nan"), float("inf"), None, True])
+@pytest.mark.parametrize("reading", ["now", float("nan"), float("inf"), None, True, 1e300, -1.0, 253402300800, 10**400])
 def test_a_clock_that_reads_no_finite_time_is_a_validation_error_and_nothing_is_written(tmp_path: Path, reading):
     # "now" failed float() inside learn (ValueError); NaN reached a NOT NULL column (StorageError).
     path = tmp_path / "m.db"

@@ -433,16 +433,22 @@ class Memory:
         text = (validation.insight(new_content, "new_content") if kind == "fact"
                 else validation.description(new_content, "new_content"))
         ctx = new_context if new_context is not None else parse_context(row["context"])
+        # The hash stays that of the context the caller gave, as end_session keeps it
+        # (consolidation/writes.py attach_outcome): a later learn of this text and context
+        # is still a duplicate.
+        digest = content_hash(text, ctx)
+        if kind == "fact":
+            with self._db.read() as conn:
+                self._refuse_second_live_fact(conn, mid, collection, digest)
         vectors = self._embeddings.embed([text])
         now = self.now()
         with self._db.write() as conn:
+            if kind == "fact":  # again under the write lock: a learn may have stored it meanwhile
+                self._refuse_second_live_fact(conn, mid, collection, digest)
             stored = self._with_session_outcome(conn, row["session_id"], ctx)
-            # The hash stays that of the context the caller gave, as end_session keeps it
-            # (consolidation/writes.py attach_outcome): a later learn of this text and context
-            # is still a duplicate.
             self._db.replace_content(
                 conn, mid, content=text, search_text=memory_search_text(text, stored), context=stored,
-                content_hash=content_hash(text, ctx), protected=_is_protected(stored), now=now,
+                content_hash=digest, protected=_is_protected(stored), now=now,
             )
             if vectors is not None:
                 self._store_vector(conn, mid, collection, vectors, 0)
@@ -450,6 +456,18 @@ class Memory:
                 # The old vector describes the old text: it must not answer queries any more.
                 self._db.delete_embedding(conn, mid)
         return {"memory_id": mid, "status": "updated"}
+
+    def _refuse_second_live_fact(self, conn: Any, memory_id: int, collection: str, digest: str) -> None:
+        """A collection keeps one live fact per text + context (``learn`` reinforces a repeat): an
+        update that would make ``memory_id`` a second copy of another live fact is refused, on
+        SQLite as on PostgreSQL (whose unique index would refuse it anyway)."""
+        existing = self._db.find_duplicate(conn, collection, digest)
+        if existing is not None and existing != memory_id:
+            raise ConflictError(
+                f"new_content: memory {existing} already says this (same text and context in collection "
+                f"{collection!r}); memory {memory_id} was not changed: forget it, or update memory {existing}",
+                field="new_content",
+            )
 
     def _with_session_outcome(self, conn: Any, session_id: str | None, context: dict[str, Any]) -> dict[str, Any]:
         """``context`` plus the ``episode.outcome`` end_session wrote into the memory, which a

@@ -103,6 +103,41 @@ def test_update_replaces_content_and_context_and_refuses_forgotten(mem: Memory):
     assert info.value.field == "new_content"
 
 
+def test_update_to_the_text_and_context_of_another_live_fact_is_a_conflict_naming_it(mem: Memory):
+    """learn keeps one live copy per fact text + context; update keeps the same rule, the same way on
+    both stores (PostgreSQL's unique index never gets to refuse it as a storage failure)."""
+    c = mem.learn("the dock is behind the shelf")["memory_id"]
+    d = mem.learn("the lidar is dirty", {"place": "dock"})["memory_id"]
+    before = mem.get(d)
+    with pytest.raises(ConflictError) as info:
+        mem.update(d, "the dock is behind the shelf", {})
+    assert info.value.field == "new_content"
+    assert f"memory {c} already says this" in info.value.message and f"memory {d} was not changed" in info.value.message
+    with pytest.raises(ConflictError):  # the kept context gives the same hash as well
+        mem.update(mem.learn("the lidar is clean")["memory_id"], "the dock is behind the shelf")
+    assert mem.get(d) == before  # nothing changed
+    assert mem.learn("the lidar is dirty", {"place": "dock"}) == {"memory_id": d, "status": "duplicate"}
+    assert mem.learn("the dock is behind the shelf") == {"memory_id": c, "status": "duplicate"}
+    assert [h["id"] for h in mem.recall("shelf")["results"]] == [c]
+
+
+def test_update_may_repeat_its_own_text_or_that_of_a_fact_that_is_not_live_or_elsewhere(mem: Memory):
+    c = mem.learn("the dock is behind the shelf")["memory_id"]
+    assert mem.update(c, "the dock is behind the shelf")["status"] == "updated"  # itself
+    d = mem.learn("the lidar is dirty")["memory_id"]
+    # Another context, another collection, or a perception: not the same fact.
+    assert mem.update(d, "the dock is behind the shelf", {"place": "dock"})["status"] == "updated"
+    e = mem.learn("the lidar is dirty", collection="other")["memory_id"]
+    assert mem.update(e, "the dock is behind the shelf")["status"] == "updated"
+    p = mem.save_perception("camera saw the dock", "visual")["memory_id"]
+    assert mem.update(p, "the dock is behind the shelf")["status"] == "updated"
+    # A forgotten copy is not live: its text may be written again.
+    mem.forget(c, "moved")
+    f = mem.learn("the lift is slow")["memory_id"]
+    assert mem.update(f, "the dock is behind the shelf")["status"] == "updated"
+    assert mem.learn("the dock is behind the shelf") == {"memory_id": f, "status": "duplicate"}
+
+
 def test_update_with_a_new_context_keeps_the_outcome_end_session_wrote(mem: Memory):
     sid = mem.start_session()["session_id"]
     a = mem.learn("push factor one worked", {"params": {"push_factor": 1.0}}, session_id=sid)["memory_id"]

@@ -10,8 +10,10 @@ import json
 from typing import Any, Final
 
 import numpy as np
+import psycopg
 
 from ...context import canonical_json
+from ...errors import ConflictError
 from ..memories import NewMemory, full_record
 from ..pipeline import Later
 from ..points import extract_points
@@ -252,12 +254,23 @@ def replace_content(
     conn: PgConnection, memory_id: int, *, content: str, search_text: str, context: dict[str, Any],
     content_hash: str, protected: bool, now: float,
 ) -> None:
-    conn.execute(
-        "UPDATE memories SET content = ?, search_text = ?, search_tsv = ?::tsvector, context = ?::jsonb, "
-        "content_hash = ?, protected = ?, updated_at = ? WHERE id = ?",
-        (content, search_text, tsvector_literal(search_text), canonical_json(context), content_hash, protected,
-         now, memory_id),
-    )
+    try:
+        conn.execute(
+            "UPDATE memories SET content = ?, search_text = ?, search_tsv = ?::tsvector, context = ?::jsonb, "
+            "content_hash = ?, protected = ?, updated_at = ? WHERE id = ?",
+            (content, search_text, tsvector_literal(search_text), canonical_json(context), content_hash, protected,
+             now, memory_id),
+        )
+    except psycopg.errors.UniqueViolation as exc:
+        if getattr(exc.diag, "constraint_name", None) != "memories_one_live_fact":
+            raise
+        # The service checks this under its write transaction; this is the race in which another
+        # session stored the same fact between that check and this statement. The transaction is
+        # aborted and rolled back by the caller: nothing changed.
+        raise ConflictError(
+            f"new_content: another live fact with the same text and context was stored meanwhile; "
+            f"memory {memory_id} was not changed", field="new_content",
+        ) from exc
     index_points(conn, memory_id, context)
 
 

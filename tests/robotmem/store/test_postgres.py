@@ -17,7 +17,7 @@ from urllib.parse import quote, urlsplit
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from robotmem import ConfigError, Memory, StorageError, ValidationError
+from robotmem import ConfigError, ConflictError, Memory, StorageError, ValidationError
 from robotmem.search.filters import parse_filter, to_postgres
 from robotmem.store.postgres.connection import PgDatabase
 
@@ -247,6 +247,27 @@ def test_a_read_only_role_recalls_and_reads_stats_of_an_up_to_date_store(postgre
         with pytest.raises(StorageError) as info:  # the cause, not "current transaction is aborted"
             replica.learn("the right door sticks")  # (the recall's access count is written first)
         assert "read-only transaction" in info.value.message or "permission denied" in info.value.message
+
+
+def test_an_update_racing_a_learn_of_the_same_fact_is_a_conflict_not_a_storage_error(postgres_url: str):
+    """The service refuses an update into another live fact's text before writing; should a learn in
+    another session store that fact between the check and the UPDATE, the unique index refuses the
+    UPDATE, and that is reported as the same conflict (nothing changed), not a raw constraint."""
+    from robotmem.context import content_hash
+
+    with Memory(url=postgres_url, embedder=None) as mem:
+        c = mem.learn("the dock is behind the shelf")["memory_id"]
+        d = mem.learn("the lidar is dirty")["memory_id"]
+        store = mem._db  # the check the service makes is skipped here: this is the race's second half
+        with pytest.raises(ConflictError) as info:
+            with store.write() as conn:
+                store.replace_content(conn, d, content="the dock is behind the shelf",
+                                      search_text="the dock is behind the shelf", context={},
+                                      content_hash=content_hash("the dock is behind the shelf", {}),
+                                      protected=False, now=1.0)
+        assert info.value.field == "new_content" and f"memory {d} was not changed" in info.value.message
+        assert mem.get(d)["content"] == "the lidar is dirty" and mem.get(c)["status"] == "active"
+        assert mem.update(d, "the lidar is clean")["status"] == "updated"  # the connection is usable
 
 
 def test_a_server_that_stops_gives_storage_errors_and_the_store_reconnects_when_it_is_back(own_server):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ConflictError
 from .backend import Store
+from .copy_duplicates import keep_as_merged, point_at_live_targets
 
 __all__ = ["copy_store"]
 
@@ -34,7 +35,7 @@ def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Prog
     done = _count_upto(source, start)
     if progress is not None:
         progress(done, total)
-    copied = skipped = 0
+    copied = merged = 0
     after = start
     while after < last_source:
         with source.read() as conn:
@@ -45,9 +46,9 @@ def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Prog
             vectors = []
             for record in rows:
                 new_id = _copy_one(target, conn, record)
-                if new_id is None:
-                    skipped += 1
-                    continue
+                if new_id is None:  # a second live copy of a fact, which PostgreSQL refuses
+                    new_id = keep_as_merged(target, conn, record)
+                    merged += 1
                 copied += 1
                 if record["embedding"] is not None:
                     model_id, blob = record["embedding"]
@@ -59,9 +60,10 @@ def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Prog
         if progress is not None:
             progress(done, total)
     _link_superseded(source, target)
+    point_at_live_targets(source, target)
     target.restart_ids()
     indexes = target.build_vector_indexes()
-    return {"memories": copied, "vector_indexes": indexes, "skipped": skipped, "sessions": new_sessions, "resumed_after": start,
+    return {"memories": copied, "vector_indexes": indexes, "merged_duplicates": merged, "sessions": new_sessions, "resumed_after": start,
             "total": total, "source": source.location, "target": target.location}
 
 

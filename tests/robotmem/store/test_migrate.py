@@ -49,7 +49,7 @@ def test_sqlite_to_postgresql_and_back_copies_every_row_and_vector(tmp_path: Pat
     source = _sqlite_source(tmp_path, clock)
     assert main(["--db", str(source), "--json", "migrate", "--to", postgres_url]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["memories"] == out["total"] > 20 and out["skipped"] == 0
+    assert out["memories"] == out["total"] > 20 and out["merged_duplicates"] == 0
     with open_store(source) as a, open_store(postgres_url) as b:
         expected = _rows(a)
         assert _rows(b) == expected  # every column, payload and vector byte for byte
@@ -93,3 +93,56 @@ def test_copying_into_a_store_with_other_memories_is_refused(tmp_path: Path, clo
         with pytest.raises(ConflictError) as info:
             copy_store(source, target)
     assert info.value.field == "to"
+
+
+def _store_with_two_live_copies(path: Path, clock: Any) -> tuple[int, int, int, int]:
+    """(earlier copy, later copy, a fact the later one had absorbed, a perception) in a SQLite store
+    holding two live copies of one fact, as ``update`` made them before it checked: the later
+    copy's row is rewritten by the store's own write, bypassing the service."""
+    from robotmem.context import content_hash
+
+    with Memory(path, clock=clock, embedder=None) as mem:
+        c = mem.learn("the dock is behind the shelf")["memory_id"]
+        clock.advance(60)
+        d = mem.learn("the lidar is dirty")["memory_id"]
+        e = mem.learn("the lidar needs cleaning")["memory_id"]
+        p = mem.save_perception("lidar scan near the dock", "visual", data={"r": [1.0, 2.0]})["memory_id"]
+        store = mem._db
+        with store.write() as conn:
+            store.replace_content(conn, d, content="the dock is behind the shelf",
+                                  search_text="the dock is behind the shelf", context={},
+                                  content_hash=content_hash("the dock is behind the shelf", {}),
+                                  protected=False, now=clock())
+            # d had absorbed e (as consolidation leaves a merge), and gathered evidence of its own.
+            conn.execute("UPDATE memories SET status = 'superseded', superseded_by = ? WHERE id = ?", (d, e))
+            conn.execute("UPDATE memories SET absorbed = ?, evidence_count = 3 WHERE id = ?", (json.dumps([e]), d))
+        live = conn.execute("SELECT id FROM memories WHERE content = 'the dock is behind the shelf' "
+                            "AND status = 'active' ORDER BY id").fetchall()
+        assert [r[0] for r in live] == [c, d]
+    return c, d, e, p
+
+
+def test_two_live_copies_of_a_fact_reach_postgresql_with_the_later_merged_into_the_earlier(
+        tmp_path: Path, clock, postgres_url: str, capsys):
+    """PostgreSQL keeps one live copy of a fact: migrate used to drop the second silently. Now
+    every row arrives, the later copy as consolidation would have left it, and the count says so."""
+    source = tmp_path / "two.db"
+    c, d, e, p = _store_with_two_live_copies(source, clock)
+    assert main(["--db", str(source), "--json", "migrate", "--to", postgres_url]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["total"] == out["memories"] == 4 and out["merged_duplicates"] == 1
+    with open_store(source) as a, open_store(postgres_url) as b:
+        before = {r["id"]: r for r in _rows(a)[1:]}
+        after = {r["id"]: r for r in _rows(b)[1:]}
+    assert sorted(after) == sorted(before) == sorted([c, d, e, p])  # every row accounted for
+    assert after[d] == {**before[d], "status": "superseded", "superseded_by": c}
+    assert after[c] == {**before[c], "absorbed": [d, e], "evidence_count": before[c]["evidence_count"] + 3,
+                        "first_seen": before[c]["first_seen"], "last_seen": before[d]["last_seen"]}
+    assert after[e] == {**before[e], "superseded_by": c}  # re-pointed at the live copy
+    assert after[p] == before[p]
+    with Memory(postgres_url, clock=clock, embedder=None) as pg:
+        assert pg.learn("the dock is behind the shelf") == {"memory_id": c, "status": "duplicate"}
+        assert [h["id"] for h in pg.recall("dock shelf")["results"]] == [c]
+        with pytest.raises(ConflictError) as info:
+            pg.update(d, "the dock is behind the shelf again")
+        assert f"update memory {c} instead" in info.value.message

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
+import urllib.parse
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -140,17 +142,71 @@ class _Checkpointer:
 FileCheck = Callable[[apsw.Connection, Path], None]
 
 
-def _open_connection(path: Path, busy_timeout_ms: int, check: FileCheck | None = None) -> apsw.Connection:
+def _on_read_only_media(path: Path) -> bool:
+    """The store file exists on a file system mounted read-only."""
+    try:
+        return path.is_file() and bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _connect(path: Path, busy_timeout_ms: int) -> apsw.Connection:
+    """A connection whose header was read: SQLite opens any file lazily, so a file that is not a
+    database or is cut short fails here with SQLite's own reason (not later, in the FTS5
+    registration, as "NoFTS5").
+
+    On a read-only mount SQLite cannot open a WAL database the usual way (it must create the
+    ``-shm`` file beside it), so the store is opened read-only instead: with ``immutable=1`` when
+    no ``-wal`` file is there (every commit is in the database file and nothing can write it
+    through this mount), else with ``mode=ro``, which reads the ``-wal`` through an existing
+    ``-shm``. Reads work; writes fail with SQLite's "read-only" (see docs/reliability.md).
+    """
     try:
         conn = apsw.Connection(str(path))
     except apsw.Error as exc:
         raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
     try:
         conn.set_busy_timeout(busy_timeout_ms)
-        # SQLite opens any file lazily: read its header first, so that a file that is not a
-        # database or is cut short fails here with SQLite's own reason (not later, in the FTS5
-        # registration, as "NoFTS5"), and check it before a pragma changes another application's file.
         conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        return conn
+    except (apsw.CantOpenError, apsw.ReadOnlyError) as exc:
+        conn.close()
+        if not _on_read_only_media(path):
+            raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+        return _connect_read_only(path, busy_timeout_ms)
+    except apsw.Error as exc:
+        conn.close()
+        raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+
+
+def _connect_read_only(path: Path, busy_timeout_ms: int) -> apsw.Connection:
+    wal = path.with_name(path.name + "-wal")
+    unfolded = wal.exists() and wal.stat().st_size > 0
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + ("?mode=ro" if unfolded else "?immutable=1")
+    read_only = _WHAT_TO_DO[apsw.SQLITE_READONLY]
+    try:
+        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+    except apsw.Error as exc:
+        raise StorageError(f"cannot open the memory store at {path}: {read_only}", advice=read_only) from exc
+    try:
+        conn.set_busy_timeout(busy_timeout_ms)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+    except apsw.Error as exc:
+        conn.close()
+        if unfolded:
+            # Commits still in the -wal file need its -shm index, which SQLite cannot create here.
+            detail = (f"{read_only}; its {wal.name} file holds commits not yet copied into the database, "
+                      "which only a writable mount can read (open it once read-write to fold them in)")
+            raise StorageError(f"cannot open the memory store at {path}: {detail}", advice=detail) from exc
+        raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+    log.info("%s is on a read-only mount: opened read-only (reads work, writes fail)", path)
+    return conn
+
+
+def _open_connection(path: Path, busy_timeout_ms: int, check: FileCheck | None = None) -> apsw.Connection:
+    conn = _connect(path, busy_timeout_ms)
+    try:
+        # Check the file before a pragma changes another application's file.
         if check is not None:
             check(conn, path)
         conn.enable_load_extension(True)
@@ -284,6 +340,9 @@ class Database:
             if conn.in_transaction:
                 yield conn
                 return
+            if conn.readonly("main"):  # opened read-only on a read-only mount (_connect)
+                detail = _WHAT_TO_DO[apsw.SQLITE_READONLY]
+                raise StorageError(f"writing to the memory store failed: {detail}", advice=detail)
             self._begin(conn, wait=wait)
             try:
                 yield conn

@@ -94,3 +94,84 @@ def test_another_applications_database_is_left_untouched(tmp_path: Path) -> None
     assert "not a robotmem database" in err.value.message and "users" in err.value.message
     assert path.read_bytes() == before  # no tables, no user_version, no WAL mode written into it
     assert not Path(f"{path}-wal").exists()
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path):
+    """A small tmpfs (needs root), remounted read-only by calling the returned function;
+    unmounted at the end whatever happens."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs to remount it read-only needs root")
+    folder = tmp_path / "media"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+
+    def remount(mode: str = "ro") -> None:
+        subprocess.run(["mount", "-o", f"remount,{mode}", str(folder)], check=True)
+
+    try:
+        yield folder, remount
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def _crash_after_learning(path: Path, *insights: str) -> None:
+    """A process that learns and dies without closing: its -wal and -shm files stay beside the store."""
+    script = textwrap.dedent(f"""
+        import os
+        from robotmem import Memory
+        mem = Memory({str(path)!r}, embedder=None)
+        for insight in {list(insights)!r}:
+            mem.learn(insight)
+        os._exit(0)
+    """)
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=REPO, timeout=120)
+
+
+def test_a_store_on_a_read_only_mount_is_read_and_refuses_writes_saying_why(read_only_mount, capsys) -> None:
+    from robotmem.cli.main import main
+
+    folder, remount = read_only_mount
+    path = folder / "s.db"
+    with Memory(path, embedder=None) as mem:
+        mem.learn("the dock is behind the shelf")
+    remount("ro")
+    with Memory(path, embedder=None) as mem:
+        assert [h["content"] for h in mem.recall("dock")["results"]] == ["the dock is behind the shelf"]
+        assert mem.stats()["memories"] == 1
+        with pytest.raises(StorageError) as err:
+            mem.learn("the lidar is dirty")
+    assert "the database file is read-only" in err.value.message and "mount it read-write" in err.value.message
+    assert err.value.advice is not None and "read-only" in err.value.advice
+    capsys.readouterr()
+    assert main(["--db", str(path), "--json", "stats"]) == 0
+    assert '"memories": 1' in capsys.readouterr().out
+    assert main(["--db", str(path), "recall", "dock"]) == 0
+    assert "the dock is behind the shelf" in capsys.readouterr().out
+    assert main(["--db", str(path), "learn", "the lidar is dirty"]) == 1
+    err_text = capsys.readouterr().err
+    assert "the database file is read-only" in err_text and "cannot be opened" not in err_text
+    assert sorted(p.name for p in folder.iterdir()) == ["s.db"]
+
+
+def test_a_read_only_mount_with_commits_still_in_the_wal_reads_them_or_says_why_not(read_only_mount) -> None:
+    folder, remount = read_only_mount
+    path = folder / "w.db"
+    _crash_after_learning(path, "the dock is behind the shelf", "the lidar is dirty")
+    assert (folder / "w.db-wal").stat().st_size > 0 and (folder / "w.db-shm").exists()
+    remount("ro")
+    with Memory(path, embedder=None) as mem:  # the -wal is read through the -shm that is there
+        assert mem.stats()["memories"] == 2
+        assert [h["content"] for h in mem.recall("lidar")["results"]] == ["the lidar is dirty"]
+    remount("rw")
+    (folder / "w.db-shm").unlink()  # without it, SQLite cannot read the -wal on a read-only mount
+    remount("ro")
+    with pytest.raises(StorageError) as err:
+        Memory(path, embedder=None)
+    assert "the database file is read-only" in err.value.message
+    assert "w.db-wal file holds commits not yet copied into the database" in err.value.message

@@ -94,6 +94,10 @@ def text(value: Any, field: str, *, min_len: int = 1, max_len: int) -> str:
     if not isinstance(value, str):
         raise ValidationError(f"{field} must be a string, got {type(value).__name__}", field=field)
     stripped = unicode_text(value, field).strip()
+    if "\x00" in stripped:
+        # PostgreSQL's text cannot hold NUL: refused on both stores, so a SQLite store holds
+        # nothing a fleet store (or `migrate` to one) would refuse
+        raise ValidationError(f"{field} holds a NUL character (\\x00), which text may not", field=field)
     if len(stripped) < min_len:
         what = "must not be empty" if min_len == 1 else f"must be at least {min_len} characters"
         raise ValidationError(f"{field} {what}", field=field)
@@ -289,6 +293,8 @@ _NESTED = "is nested too deeply"
 _KEY_NOT_TEXT = "keys must be strings"
 _NOT_FINITE = "must be a finite number"
 _NUL_KEY = "has a key holding a NUL character (\\x00), which no dot path can name"
+# PostgreSQL's jsonb cannot hold one either (SQLite would store what a fleet store refuses)
+_NUL_VALUE = "holds a NUL character (\\x00), which a context's text may not"
 _STORABLE_PROBLEMS = frozenset((_TOO_DEEP, _SURROGATE_KEY, _SURROGATE, _BEYOND_INT64))
 _Refusal = tuple[list[str], str]
 
@@ -304,6 +310,8 @@ def _refusal(item: Any, depth: int, limit: int | None) -> _Refusal | None:
     if kind is float:
         return None if limit is None or math.isfinite(item) else ([], _NOT_FINITE)
     if isinstance(item, str):
+        if limit is not None and "\x00" in item:
+            return [], _NUL_VALUE
         return None if item.isascii() or _encodable(item) else ([], _SURROGATE)
     if isinstance(item, int):
         return None if _INT64[0] <= item <= _INT64[1] else ([], _BEYOND_INT64)
@@ -333,7 +341,7 @@ def _dict_refusal(item: dict[Any, Any], depth: int, limit: int | None) -> _Refus
             # found again, or fail as a storage error (PostgreSQL).
             return [], _NUL_KEY
         kind = type(child)
-        if shallow and (kind is bool or child is None or (kind is str and child.isascii())
+        if shallow and (kind is bool or child is None or (kind is str and child.isascii() and "\x00" not in child)
                         or (kind is int and _INT64[0] <= child <= _INT64[1])
                         or (kind is float and (limit is None or math.isfinite(child)))):
             continue

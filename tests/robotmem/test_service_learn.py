@@ -82,3 +82,29 @@ def test_learn_in_a_session_uses_the_session_collection(mem: Memory):
     with pytest.raises(ValidationError) as info:
         mem.learn("door 5 sticks", collection="lab-a", session_id=sid)
     assert info.value.field == "collection"
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda m: m.learn("grip \x00 force"), "insight"),
+    (lambda m: m.learn("grip force 9N", context={"task": {"name": "pick\x00"}}), "context.task.name"),
+    (lambda m: m.learn("grip force 9N", context={"params": {"tags": ["wet", "glass\x00"]}}), "context.params.tags[1]"),
+    (lambda m: m.save_perception("wrist camera \x00 frame", "visual"), "description"),
+    (lambda m: m.save_perception("wrist camera frame", "visual", metadata={"source": {"topic": "/cam\x00"}}),
+     "metadata.source.topic"),
+])
+def test_a_nul_in_text_is_refused_on_both_stores_naming_the_field(mem: Memory, call, field):
+    # PostgreSQL's text and jsonb cannot hold NUL: SQLite refuses it too, so no store holds what a fleet store cannot
+    with pytest.raises(ValidationError) as info:
+        call(mem)
+    assert info.value.field == field and "NUL" in str(info.value)
+    assert mem.stats()["memories"] == 0
+
+
+def test_a_recall_query_holding_a_nul_is_answered_or_refused_by_name(mem: Memory):
+    mem.learn("grip force 9N held the bottle")
+    try:
+        result = mem.recall("grip \x00 force", min_relevance=0)
+    except ValidationError as exc:
+        assert exc.field == "query"
+    else:
+        assert result["count"] >= 0

@@ -7,10 +7,11 @@ from hypothesis import strategies as st
 
 from robotmem import Memory
 
+# Text holding NUL is refused, in keys, values and contents alike (PostgreSQL cannot store it).
+no_nul = st.characters(exclude_characters="\x00")
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53),
-                         st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20))
-# A key holding NUL is refused (no dot path can name it; PostgreSQL cannot store it).
-context_keys = st.text(st.characters(exclude_characters="\x00"), min_size=1, max_size=8)
+                         st.floats(allow_nan=False, allow_infinity=False), st.text(no_nul, max_size=20))
+context_keys = st.text(no_nul, min_size=1, max_size=8)
 # "episode" too: end_session adds episode.outcome to it, which import must see through.
 contexts = st.dictionaries(st.sampled_from(["params", "task", "robot", "spatial", "misc", "episode"]),
                            st.dictionaries(context_keys, json_scalars, max_size=3), max_size=4)
@@ -34,7 +35,7 @@ def _snapshot(mem: Memory) -> list[dict]:
     return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
 
 
-texts = st.text(min_size=5, max_size=40).filter(lambda s: len(s.strip()) >= 5)
+texts = st.text(no_nul, min_size=5, max_size=40).filter(lambda s: len(s.strip()) >= 5)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from robotmem import Memory
 
 # Text holding NUL is refused, in keys, values and contents alike (PostgreSQL cannot store it).
-no_nul = st.characters(exclude_characters="\x00")
+no_nul = st.characters(codec="utf-8", exclude_characters="\x00")
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53),
                          st.floats(allow_nan=False, allow_infinity=False), st.text(no_nul, max_size=20))
 context_keys = st.text(no_nul, min_size=1, max_size=8)

@@ -9,6 +9,7 @@ from typing import Any
 from .. import validation
 from ..errors import ValidationError
 from ..models import DEFAULT_MIN_RELEVANCE
+from ..store.points import MAX_COORDINATE, MAX_DISTANCE
 from .filters import CompiledFilter, compile_for, json_path
 
 __all__ = ["RecallRequest", "SpatialSort", "parse_spatial_sort"]
@@ -75,6 +76,9 @@ def parse_spatial_sort(value: Any) -> SpatialSort | None:
     ):
         raise ValidationError("spatial_sort.target must be [x, y] or [x, y, z] finite numbers",
                               field="spatial_sort.target")
+    if not all(-MAX_COORDINATE <= v <= MAX_COORDINATE for v in target):
+        raise ValidationError(f"spatial_sort.target coordinates must be at most {MAX_COORDINATE:g} in magnitude "
+                              "(a point's bound)", field="spatial_sort.target")
     max_distance = spec.get("max_distance")
     if max_distance is not None and (
         isinstance(max_distance, bool) or not isinstance(max_distance, (int, float))
@@ -82,6 +86,9 @@ def parse_spatial_sort(value: Any) -> SpatialSort | None:
     ):
         raise ValidationError("spatial_sort.max_distance must be a finite number >= 0",
                               field="spatial_sort.max_distance")
+    if max_distance is not None and max_distance > MAX_DISTANCE:
+        raise ValidationError(f"spatial_sort.max_distance must be at most {MAX_DISTANCE:g} (farther than any two "
+                              "points can be apart)", field="spatial_sort.max_distance")
     frame = spec.get("frame")
     if frame is not None and (not isinstance(frame, str) or not frame.strip()):
         raise ValidationError("spatial_sort.frame must be a non-empty frame name such as 'map'",

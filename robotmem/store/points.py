@@ -1,7 +1,8 @@
 """The spatial index: every point-like value of a context, in R*Trees.
 
-A point is a list of 2 or 3 finite numbers (``[x, y]``, ``[x, y, z]``) or an object
-with numeric ``x`` and ``y`` (and optionally ``z``), at any dot path of the context up
+A point is a list of 2 or 3 numbers (``[x, y]``, ``[x, y, z]``) or an object with
+numeric ``x`` and ``y`` (and optionally ``z``), every coordinate finite and at most
+``MAX_COORDINATE`` in magnitude, at any dot path of the context up
 to ``MAX_DEPTH`` levels deep. 2-D points sit at z = 0. The R*Tree answers "what lies
 inside this box" in logarithmic time; spatial recall grows a box around the target
 until it holds enough eligible points, then sorts them by exact distance (the exact
@@ -27,7 +28,6 @@ box query: at 1,000,000 memories, a box holding 1,061 points took 3.4-3.8 ms fro
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -35,10 +35,18 @@ from typing import Any, cast
 
 import apsw
 
-__all__ = ["EPOCH_BITS", "MAX_DEPTH", "exact_points", "extract_points", "index_new_points", "index_points",
+__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "exact_points", "extract_points", "index_new_points", "index_points",
            "memory_of_point", "move_exact_columns_out", "points_of", "reindex_all_points", "split_points_by_epoch"]
 
 MAX_DEPTH = 4
+#: The largest coordinate magnitude of a point (metres, if the context speaks metres: beyond any
+#: robot's workspace). A list or object with a larger number is kept in the context but is no
+#: point: PostgreSQL's GiST index overflows on coordinates near 1e154 (its penalty squares
+#: them) and refuses every later write into that index page, and both stores' distances
+#: overflow beyond it.
+MAX_COORDINATE = 1e15
+#: The largest ``spatial_sort.max_distance``: more than two points within MAX_COORDINATE can be apart.
+MAX_DISTANCE = 4e15
 #: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.
 _MAX_POINTS = 64
 #: Memory ids per R*Tree.
@@ -69,7 +77,9 @@ CREATE VIEW spatial_points AS
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A coordinate: a finite number of magnitude at most ``MAX_COORDINATE``."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and -MAX_COORDINATE <= value <= MAX_COORDINATE)
 
 
 def _as_point(value: Any) -> tuple[float, float, float] | None:
@@ -79,7 +89,11 @@ def _as_point(value: Any) -> tuple[float, float, float] | None:
         return (float(value[0]), float(value[1]), float(value[2]) if len(value) == 3 else 0.0)
     if isinstance(value, dict) and _number(value.get("x")) and _number(value.get("y")):
         z = value.get("z", 0.0)
-        return (float(value["x"]), float(value["y"]), float(z) if _number(z) else 0.0)
+        if _number(z):
+            return (float(value["x"]), float(value["y"]), float(z))
+        if isinstance(z, (int, float)) and not isinstance(z, bool):
+            return None  # a number out of bounds, as in a list
+        return (float(value["x"]), float(value["y"]), 0.0)
     return None
 
 

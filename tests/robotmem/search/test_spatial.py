@@ -182,3 +182,56 @@ def test_the_walk_reads_exact_points_only_near_the_answer(mem: Memory, monkeypat
     assert [h["id"] for h in found] == _brute_nearest(dict(zip(ids, cloud)), [0.0, 0.0, 0.0], 10)
     first_box = sum(1 for p in cloud if max(map(abs, p)) <= 0.25)  # the walk's first box: about 375 points
     assert first_box > 300 and 10 <= len(read) <= 100
+
+
+def test_numbers_beyond_the_coordinate_bound_make_no_point():
+    from robotmem.store.points import MAX_COORDINATE
+
+    context = {"range": [-1e300, 1e300], "edge": [MAX_COORDINATE, -MAX_COORDINATE], "over": [1e15 * 1.0000001, 0],
+               "big_int": [10**20, 0], "xyz": {"x": 1, "y": 2, "z": 1e16}, "xy": {"x": 1e16, "y": 0},
+               "named_z": {"x": 1, "y": 2, "z": "up"}}
+    assert dict(extract_points(context)) == {"edge": (1e15, -1e15, 0.0), "named_z": (1.0, 2.0, 0.0)}
+
+
+def test_a_huge_number_pair_is_kept_but_does_not_break_later_writes(mem: Memory):
+    """On PostgreSQL a point near 1e154 or beyond overflowed the GiST index once it held more than a
+    page, and every later write into that page failed: such a pair is no point now, on both stores."""
+    odd = mem.learn("a calibration range note", context={"range": [-1e300, 1e300], "spatial": {"pos": [1e200, 0]},
+                                                          "tag": "odd"})["memory_id"]
+    ids = [mem.learn(f"placed the cube at spot {i}", context={"spatial": {"pos": [i % 7, i % 5]}, "tag": i % 200})[
+        "memory_id"] for i in range(400)]
+    assert len(ids) == 400
+    assert mem.get(odd)["context"]["range"] == [-1e300, 1e300]
+    hits = mem.recall("", min_relevance=0, context_filter={"tag": {"$in": ["odd", 0]}},
+                      spatial_sort={"field": "spatial.pos", "target": [0, 0]})["results"]
+    # The odd memory has no point: it sorts after the compared ones, without a distance.
+    assert [(h["id"], h.get("distance")) for h in hits] == [(ids[0], 0.0), (ids[200], 4.0), (odd, None)]
+    stats = mem.outcome_stats("tag", spatial_sort={"field": "spatial.pos", "target": [0, 0], "max_distance": 4e15})
+    assert stats["matched"] == 400
+
+
+def test_a_point_at_the_bound_is_found_at_its_distance(mem: Memory):
+    far = mem.learn("far edge marker", context={"spatial": {"pos": [1e15, -1e15]}})["memory_id"]
+    near = mem.learn("near marker", context={"spatial": {"pos": [1, 1]}})["memory_id"]
+    hits = mem.recall("", spatial_sort={"field": "spatial.pos", "target": [-1e15, 1e15], "max_distance": 3e15},
+                      min_relevance=0)["results"]
+    assert [h["id"] for h in hits] == [near, far]
+    assert hits[1]["distance"] == pytest.approx(math.hypot(2e15, 2e15))
+
+
+@pytest.mark.parametrize("spatial_sort, field", [
+    ({"field": "spatial.pos", "target": [1e16, 0]}, "spatial_sort.target"),
+    ({"field": "spatial.pos", "target": [0, 0, -1e300]}, "spatial_sort.target"),
+    ({"field": "spatial.pos", "target": [0, 0], "max_distance": 1e300}, "spatial_sort.max_distance"),
+    ({"field": "spatial.pos", "target": [0, 0], "max_distance": 4.1e15}, "spatial_sort.max_distance"),
+])
+def test_a_target_or_max_distance_beyond_the_bound_is_refused(mem: Memory, spatial_sort: dict, field: str):
+    from robotmem.errors import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        mem.recall("", spatial_sort=spatial_sort)
+    assert err.value.field == field
+    with pytest.raises(ValidationError) as err:
+        mem.outcome_stats("spatial.pos", spatial_sort=spatial_sort if "max_distance" in spatial_sort
+                          else {**spatial_sort, "max_distance": 1.0})
+    assert err.value.field == field

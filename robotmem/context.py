@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from typing import Any
 
@@ -17,8 +18,8 @@ from . import validation
 from .errors import ValidationError
 from .models import CONTEXT_MAX_BYTES, CONTEXT_MAX_DEPTH, CONTEXT_SECTIONS
 
-__all__ = ["canonical_json", "content_hash", "content_hash_json", "lift_sections", "normalize_text", "parse_context",
-           "parse_context_json"]
+__all__ = ["canonical_json", "content_hash", "content_hash_json", "lift_sections", "load_stored_json",
+           "normalize_text", "parse_context", "parse_context_json"]
 
 
 def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
@@ -53,6 +54,28 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 
 def canonical_json(value: Any) -> str:
     return _CANONICAL.encode(value)
+
+
+#: 19 digits in a row: the shortest text that can hold an integer beyond 64 bits.
+_LONG_DIGITS = re.compile(r"[0-9]{19}")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _stored_int(digits: str) -> int | float:
+    """An integer of stored JSON: beyond 64 bits it can only have been a float (robotmem refuses such
+    integers at write), which PostgreSQL's jsonb wrote out in full (1e300 as 301 digits)."""
+    value = int(digits)
+    return value if _INT64_MIN <= value <= _INT64_MAX else float(digits)
+
+
+def load_stored_json(text: str | bytes) -> Any:
+    """JSON read back from a store (a context, a session's context, a group value): its numbers as
+    they were written. PostgreSQL's jsonb keeps numbers as decimals and writes a float of 1e16 or
+    more as its digits (``1e300`` -> ``1000...0``); an integer beyond 64 bits is read as the float
+    it was. Only a text with 19 digits in a row pays for the integer hook (recall reads every hit)."""
+    if _LONG_DIGITS.search(text if isinstance(text, str) else text.decode("utf-8", "surrogatepass")) is None:
+        return json.loads(text)
+    return json.loads(text, parse_int=_stored_int)
 
 
 def normalize_text(text: str) -> str:

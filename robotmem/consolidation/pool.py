@@ -8,7 +8,6 @@ word Jaccard by one binary word-matrix product.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import sparse
 
+from ..context import load_stored_json
 from .context_rule import context_bucket
 from .similarity import TextSignature, signature
 
@@ -41,7 +41,7 @@ def _parse_context(context_json: str) -> tuple[dict[str, Any], Hashable]:
 
     The returned dict is shared between callers and must not be modified.
     """
-    context = json.loads(context_json) if context_json else {}
+    context = load_stored_json(context_json) if context_json else {}
     return context, context_bucket(context)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..context import load_stored_json
 from ..store.postgres.sql import tsquery_literal
 from ..store.tokens import token_parts
 from .filters import compile_for
@@ -93,7 +94,7 @@ def _typed(text: str | None) -> tuple[str | None, Any]:
     """(SQLite's json_type name, the value as outcomes._group reads it) of a jsonb value's text."""
     if text is None:
         return None, None
-    value = json.loads(text)
+    value = load_stored_json(text)
     if isinstance(value, bool):
         return ("true" if value else "false"), None
     if value is None:

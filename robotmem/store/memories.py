@@ -9,7 +9,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ..context import canonical_json
+from ..context import canonical_json, load_stored_json
 from ..payload import summary_from_json
 from .decay import effective_confidence_sql
 from .deferred import insert_deferring_indexes, insert_new_embeddings
@@ -229,7 +229,7 @@ def full_record(row: tuple[Any, ...]) -> dict[str, Any]:
     """A row of MEMORY_COLUMNS + payload data, payload summary, model id, vector, as plain values."""
     record = dict(zip(MEMORY_COLUMNS, row[: len(MEMORY_COLUMNS)]))
     data, summary, model_id, vector = row[len(MEMORY_COLUMNS):]
-    record["context"] = json.loads(record["context"])
+    record["context"] = load_stored_json(record["context"])
     record["absorbed"] = json.loads(record["absorbed"])
     record["protected"] = int(record["protected"])
     record["embed"] = int(record["embed"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..context import lift_sections
+from ..context import lift_sections, load_stored_json
 from ..payload import summary_from_json
 from .decay import effective_confidence
 
@@ -52,7 +52,7 @@ def hits_sql(memory_ids_json: str) -> tuple[str, list[Any]]:
 def row_to_record(row: tuple[Any, ...], now: float, half_life_s: float, *, full: bool = False) -> dict[str, Any]:
     """A row of :func:`hits_sql` as the record recall and get return (``full`` adds the bookkeeping)."""
     values = dict(zip(HIT_COLUMNS, row))
-    context = json.loads(values["context"]) if values["context"] else {}
+    context = load_stored_json(values["context"]) if values["context"] else {}
     confidence = effective_confidence(
         values["confidence"], values["reinforced_at"], values["protected"], now, half_life_s
     )

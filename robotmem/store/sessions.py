@@ -7,6 +7,7 @@ from typing import Any
 
 import apsw
 
+from ..context import load_stored_json
 from .connection import one_row
 
 __all__ = ["all_sessions", "close_session", "get_session", "insert_session", "insert_session_row", "list_sessions", "session_counts", "session_from_row",
@@ -21,12 +22,12 @@ def session_from_row(row: tuple[Any, ...]) -> dict[str, Any]:
     return {
         "session_id": sid,
         "collection": collection,
-        "context": json.loads(context) if context else {},
+        "context": load_stored_json(context) if context else {},
         "started_at": started,
         "ended_at": ended,
         "outcome_score": score,
         "status": "open" if ended is None else "ended",
-        "summary": json.loads(summary) if summary else None,
+        "summary": load_stored_json(summary) if summary else None,
     }
 
 

@@ -1,0 +1,74 @@
+"""Numbers in a context read back as the numbers that were stored, on both stores.
+
+PostgreSQL's jsonb keeps numbers as decimals and writes a float of 1e16 or more out in full
+(1e300 as 301 digits); robotmem refuses integers beyond 64 bits at write, so such an integer
+read back is the float it was (robotmem.context.load_stored_json).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from robotmem import Memory
+
+VALUES = {"huge": 1e300, "minus_huge": -1e300, "tiny": 1e-300, "plain": 1.5, "int_max": 2**63 - 1,
+          "int_min": -(2**63), "big_float": 12345678901234567890.0, "minus_big_float": -1.2345678901234567e19,
+          "half": 0.5, "one": 1}
+
+
+def _same(got: dict, want: dict) -> None:
+    assert got == want
+    for key, value in want.items():
+        assert type(got[key]) is type(value), key  # noqa: E721  (1e300 must not come back an int)
+
+
+def test_numbers_read_back_as_stored_by_get_recall_and_filters(mem: Memory):
+    mid = mem.learn("force sensor saturates", context={"params": dict(VALUES)})["memory_id"]
+    record = mem.get(mid)
+    _same(record["context"]["params"], VALUES)
+    _same(record["params"], VALUES)
+    hits = mem.recall("force sensor saturates", n=5)["results"]
+    assert [h["id"] for h in hits] == [mid]
+    _same(hits[0]["context"]["params"], VALUES)
+    # What was read back is accepted when fed back: as a filter value and as a context.
+    for key, value in VALUES.items():
+        found = mem.recall("", context_filter={f"params.{key}": value}, n=5, min_relevance=0)["results"]
+        assert [h["id"] for h in found] == [mid], key
+    again = mem.learn("force sensor saturates again", context=record["context"])["memory_id"]
+    _same(mem.get(again)["context"]["params"], VALUES)
+
+
+def test_minus_zero_reads_back_as_zero(mem: Memory, backend: str):
+    """Documented: PostgreSQL's numeric has no -0, so -0.0 reads back as 0.0 there (equal as numbers)."""
+    mid = mem.learn("offset note", context={"params": {"offset": -0.0}})["memory_id"]
+    offset = mem.get(mid)["context"]["params"]["offset"]
+    assert offset == 0 and isinstance(offset, float)
+
+
+def test_export_then_import_into_sqlite_keeps_the_numbers(mem: Memory, tmp_path: Path):
+    mem.learn("force sensor saturates", context={"params": dict(VALUES)})
+    mem.export(tmp_path / "dump.jsonl")
+    with Memory(tmp_path / "copy.db", embedder=None) as target:
+        assert target.import_(tmp_path / "dump.jsonl")["memories"] == 1
+        hits = target.recall("force sensor saturates", n=5)["results"]
+        _same(hits[0]["context"]["params"], VALUES)
+
+
+def test_session_context_numbers_read_back_as_stored(mem: Memory):
+    sid = mem.start_session(context={"params": {"limit": 1e300, "n": 2**63 - 1}})["session_id"]
+    context = mem.get_session(sid)["context"]
+    assert context == {"params": {"limit": 1e300, "n": 2**63 - 1}}
+    assert isinstance(context["params"]["limit"], float)
+
+
+@pytest.mark.parametrize("text, want", [
+    ("{\"a\": 1" + "0" * 300 + "}", {"a": 1e300}),
+    ("{\"a\": 9223372036854775807, \"b\": -9223372036854775808}", {"a": 2**63 - 1, "b": -(2**63)}),
+    ("{\"a\": 12345678901234567000}", {"a": 12345678901234567000.0}),
+    ("[1, 2.5, \"x\"]", [1, 2.5, "x"]),
+])
+def test_load_stored_json(text: str, want: object):
+    from robotmem.context import load_stored_json
+
+    got = load_stored_json(text)
+    assert got == want and repr(got) == repr(want)

@@ -18,7 +18,8 @@ tests hold both to a plain-Python oracle):
    ``episode.outcome >= success_threshold`` when the episode was scored (a number),
    else none; its score: ``episode.outcome`` when it is a number;
 3. groups by the JSON value at ``group_by`` (5 and 5.0 are one group, as they are one
-   value to the filter grammar; numbers optionally binned), each with its count of
+   value to the filter grammar; numbers by exact value, so 2**53 and 2**53 + 1 are two;
+   numbers optionally binned), each with its count of
    memories, of verdicts, of successes, of scores and their sum; binned and given a
    Wilson 95 % interval here.
 """
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from ..context import load_stored_json
 from ..store.backend import dialect_of
 from .leaf_columns import LeafColumns
 from .outcome_request import OutcomeRequest, Row
@@ -78,7 +80,7 @@ def _json_value(kind: str, value: Any) -> Any:
     if kind in ("true", "false"):
         return kind == "true"
     if kind in ("object", "array"):
-        return json.loads(value)
+        return load_stored_json(value)
     return value
 
 
@@ -120,9 +122,13 @@ def _group(req: OutcomeRequest, rows: list[Row]) -> tuple[dict[Any, _Tally], _Ta
             key: Any = ("bin", _bin_of(float(gv), edges))
         else:
             value = _json_value(gt, gv)
-            # 5 and 5.0 (and -0.0 and 0) are one group, as they are one value to the filter grammar.
-            identity = float(value) + 0.0 if gt in ("integer", "real") else value
-            key = ("value", json.dumps(identity, sort_keys=True))
+            if gt in ("integer", "real"):
+                # By exact value: 5 and 5.0 (and -0.0 and 0) are one group, as they are one value to the
+                # filter grammar, and 2**53 and 2**53 + 1 two (Python compares int and float exactly,
+                # and equal numbers hash alike). float() merged integers beyond 2**53.
+                key = ("number", value)
+            else:
+                key = ("value", json.dumps(value, sort_keys=True))
             groups.setdefault(key, _Tally(shown=value))
         groups.setdefault(key, _Tally()).add(counts)
     bin_keys = [("bin", pair) for pair in pairwise(edges)] if edges is not None else []

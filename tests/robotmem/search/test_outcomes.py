@@ -152,8 +152,8 @@ def oracle(path: Any, group_by: str, *, query: str = "", context_filter: dict[st
         is_number = isinstance(value, (int, float)) and not isinstance(value, bool)
         if edges and is_number:
             key: Any = ("bin", _bin(value, edges))
-        else:  # 1 and 1.0 are one value, as in the filter grammar
-            key = ("value", repr(float(value) if is_number else value))
+        else:  # 1 and 1.0 are one value, as in the filter grammar; 2**53 and 2**53 + 1 two
+            key = ("value", _exact(value))
         g = groups.setdefault(key, {"count": 0, "successes": 0, "scores": []})
         success = lookup(r["context"], "task.success")
         outcome = lookup(r["context"], "episode.outcome")
@@ -174,8 +174,14 @@ def oracle(path: Any, group_by: str, *, query: str = "", context_filter: dict[st
 def _key(group: dict[str, Any]) -> Any:
     if "bin" in group:
         return ("bin", tuple(group["bin"]))
-    value = group["value"]
-    return ("value", repr(float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value))
+    return ("value", _exact(group["value"]))
+
+
+def _exact(value: Any) -> str:
+    """A group value's identity: a number by its exact value (an integral float as that integer)."""
+    if isinstance(value, float) and value.is_integer():
+        return repr(int(value))
+    return repr(value + 0.0 if isinstance(value, float) else value)
 
 
 def check(result: dict[str, Any], expected: dict[Any, dict[str, Any]]) -> None:
@@ -379,7 +385,7 @@ def _property_store(factory: pytest.TempPathFactory) -> Path:
 def _comparable(result: dict[str, Any]) -> dict[str, Any]:
     def identity(value: Any) -> str:  # 5, 5.0 and -0.0, 0 are one value
         number = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return json.dumps(float(value) + 0.0 if number else value, sort_keys=True)
+        return _exact(value) if number else json.dumps(value, sort_keys=True)
 
     groups = sorted((identity(g.get("bin", g.get("value"))), g["memories"], g["count"],
                      g["successes"], g["scored"], None if g["mean_outcome"] is None else round(g["mean_outcome"], 9))
@@ -513,3 +519,17 @@ def test_cached_columns_see_a_deleted_row_and_one_inserted_below_the_newest_id(t
         stats = reader.outcome_stats("params.g")
         assert [(g["value"], g["count"], g["successes"], g["mean_outcome"])
                 for g in stats["groups"]] == [(1, 1, 0, 0.25)]
+
+
+def test_groups_are_by_exact_value_beyond_2_to_53(mem: Memory) -> None:
+    """float() merged 2**53 and 2**53 + 1 into one group, while a filter tells them apart."""
+    for trial, ok in [(2**53, True), (2**53 + 1, False), (2**53 + 1, True), (1, True), (1.0, False),
+                      (-(2**63), True), (2**63 - 1, False), (9007199254740992.0, False)]:
+        mem.learn(f"trial {trial!r} {ok}", {"trial": {"id": trial}, "task": {"success": ok}})
+    result = mem.outcome_stats("trial.id")
+    got = [(g["value"], g["memories"], g["successes"]) for g in result["groups"]]
+    # 2.0**53 is equal to the integer 2**53 as a number: one group with it.
+    assert got == [(-(2**63), 1, 1), (1, 2, 1), (2**53, 2, 1), (2**53 + 1, 2, 1), (2**63 - 1, 1, 0)]
+    for trial, count in [(2**53, 2), (2**53 + 1, 2)]:
+        found = mem.recall("", context_filter={"trial.id": trial}, n=10, min_relevance=0)["results"]
+        assert len(found) == count

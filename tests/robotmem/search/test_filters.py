@@ -163,3 +163,33 @@ def test_a_nul_in_a_key_or_a_path_is_a_validation_error_naming_the_field(mem: Me
         with pytest.raises(ValidationError) as info:
             read()
         assert info.value.field == field and "NUL" in info.value.message
+
+
+def test_numbers_beyond_2_to_53_compare_as_documented(mem: Memory, backend: str):
+    """docs/data-model.md, "Numbers beyond 2^53": integers compare exactly on both stores, floats
+    among themselves alike; an integer against a float whose shortest decimal is not its exact
+    value compares with that decimal on PostgreSQL (jsonb), with the exact value on SQLite."""
+    f = 1.2345678901234568e18  # exactly 1234567890123456768; its shortest decimal is 1234567890123456800
+    ids = {name: mem.learn(f"stamp {name}", {"t": t})["memory_id"] for name, t in [
+        ("int", 1234567890123456789), ("exact_int", 1234567890123456768), ("float", f), ("min", -(2**63)),
+        ("two_53", 2**53), ("two_53_plus", 2**53 + 1)]}
+
+    def q(spec: dict) -> set[str]:
+        found = {h["id"] for h in mem.recall("", context_filter=spec, n=100, min_relevance=0)["results"]}
+        return {name for name, mid in ids.items() if mid in found}
+
+    # Integers against integers, floats against floats: exact, and the same on both stores.
+    assert q({"t": 1234567890123456768}) >= {"exact_int"}
+    assert q({"t": {"$gt": 1234567890123456768, "$lt": 2**62}}) >= {"int"}
+    assert q({"t": 2**53 + 1}) == {"two_53_plus"}
+    assert q({"t": {"$lte": -(2**63)}}) == {"min"}
+    assert q({"t": {"$gte": f, "$lte": f}}) >= {"float"}
+    assert q({"t": 2.0**53}) == {"two_53"}  # 2.0**53's shortest decimal is its exact value
+    if backend == "sqlite":  # a float by its exact binary value
+        assert q({"t": f}) == {"exact_int", "float"}
+        assert q({"t": {"$lte": f, "$gt": 2**60}}) == {"exact_int", "float"}
+        assert q({"t": {"$lte": -2.0**63}}) == {"min"}
+    else:  # a float by its shortest decimal: f is 1234567890123456800, -2.0**63 is -9223372036854776000
+        assert q({"t": f}) == {"float"}
+        assert q({"t": {"$lte": f, "$gt": 2**60}}) == {"int", "exact_int", "float"}
+        assert q({"t": {"$lte": -2.0**63}}) == set()

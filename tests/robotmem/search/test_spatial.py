@@ -235,3 +235,9 @@ def test_a_target_or_max_distance_beyond_the_bound_is_refused(mem: Memory, spati
         mem.outcome_stats("spatial.pos", spatial_sort=spatial_sort if "max_distance" in spatial_sort
                           else {**spatial_sort, "max_distance": 1.0})
     assert err.value.field == field
+
+
+def test_a_3d_point_against_a_2d_target_is_compared_by_x_and_y(mem: Memory):
+    mid = mem.learn("tall marker", context={"spatial": {"pos": [3, 4, 100]}})["memory_id"]
+    hits = mem.recall("", spatial_sort={"field": "spatial.pos", "target": [0, 0]})["results"]
+    assert [(h["id"], h["distance"]) for h in hits] == [(mid, 5.0)]

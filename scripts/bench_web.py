@@ -9,7 +9,8 @@ episode of ``--big`` perceptions (a force sample each), then times, over real HT
 
 and, in this process, what the list reads per episode now (``Memory.session_overviews``: a few
 aggregate statements) against what it read before (``Memory.session_timeline``: every record of
-every listed episode), the reference measured in the same run.
+every listed episode), the reference measured in the same run; and the large episode's payloads read
+by ``Memory.get_data_many`` against one ``get_data`` each (what the page did before).
 
     python scripts/bench_web.py [--episodes 50] [--big 20000] [--rounds 5]
 """
@@ -29,6 +30,7 @@ import urllib.request
 from pathlib import Path
 
 from robotmem import Memory
+from robotmem.view import episode_detail
 
 
 def build(home: Path, episodes: int, big: int) -> tuple[list[str], str]:
@@ -91,8 +93,15 @@ def main() -> None:
         with Memory(home / "memory.db", embedder=None) as mem:
             overviews = median_ms(lambda: mem.session_overviews(sids), args.rounds)
             timelines = median_ms(lambda: [mem.session_timeline(s) for s in sids], max(1, args.rounds // 2))
+            ids = [m["id"] for m in mem.session_timeline(big)["memories"]]
+            batched = median_ms(lambda: mem.get_data_many(ids), args.rounds)
+            one_by_one = median_ms(lambda: [mem.get_data(i) for i in ids], max(1, args.rounds // 2))
+            detail = median_ms(lambda: episode_detail(mem, big), max(1, args.rounds // 2))
         print(f"list reads, in process: session_overviews {overviews:.1f} ms; "
               f"every record of every episode (the reference, before) {timelines:.1f} ms")
+        print(f"the big episode's {len(ids):,} payloads, in process: get_data_many {batched:.0f} ms; "
+              f"one get_data each (the reference, before) {one_by_one:.0f} ms; the whole page's data "
+              f"(episode_detail) {detail:.0f} ms")
         process, url = start_ui(home)
         try:
             base = url.split("#")[0].rstrip("/")
@@ -106,6 +115,8 @@ def main() -> None:
         print(f"GET /api/episodes: p50 {listed:.1f} ms ({size / 1024:.0f} kB)")
         print(f"GET /api/episodes/<the {args.big:,}-record episode>: p50 {page:.0f} ms ({page_size / 1024:.0f} kB)")
         print(json.dumps({"overviews_ms": round(overviews, 1), "timelines_ms": round(timelines, 1),
+                          "payloads_batched_ms": round(batched), "payloads_one_by_one_ms": round(one_by_one),
+                          "detail_ms": round(detail),
                           "list_ms": round(listed, 1), "page_ms": round(page), "page_kb": round(page_size / 1024)}))
 
 

@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -613,14 +613,14 @@ class Memory:
         value = decode_payload(row[0])
         return value if as_numpy else to_json_safe(value)
 
-    def get_data_many(self, memory_ids: Sequence[int], *, as_numpy: bool = False) -> dict[int, Any]:
+    def get_data_many(self, memory_ids: Iterable[int], *, as_numpy: bool = False) -> dict[int, Any]:
         """The payloads of many memories, ``{memory_id: payload}`` (None for a memory without one),
         read a batch per statement: an episode page of 20,000 perceptions spent most of its time
         on one statement per payload. An id that names no memory is a NotFoundError, as in
         :meth:`get_data`, and nothing is returned."""
-        if isinstance(memory_ids, (str, bytes)) or not isinstance(memory_ids, Sequence):
+        if isinstance(memory_ids, (str, bytes, Mapping)) or not isinstance(memory_ids, Iterable):
             raise ValidationError("memory_ids must be a list of memory ids", field="memory_ids")
-        mids = list(dict.fromkeys(validation.memory_id(m, "memory_ids") for m in memory_ids))
+        mids = list(dict.fromkeys(validation.memory_id(m, f"memory_ids[{i}]") for i, m in enumerate(memory_ids)))
         blobs: dict[int, bytes | None] = {}
         with self._db.read() as conn:
             for first in range(0, len(mids), _RECORDS_PER_STATEMENT):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .paths import episode_paths, gaps_of
-from .series import episode_series
+from .paths import episode_paths, gaps_of, is_pose_chunk
+from .series import episode_series, needs_payload
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
@@ -167,7 +167,7 @@ def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
     row = episode_row(with_overviews(mem, [session])[0])
     lines, left_out = _timeline_lines(memories, row, gaps)
     payloads = mem.get_data_many([m["id"] for m in memories
-                                  if m.get("type") == "perception" and m.get("status") == "active"])
+                                  if needs_payload(m) or (m.get("status") == "active" and is_pose_chunk(m))])
     return {
         "episode": row,
         "context": session.get("context") or {},

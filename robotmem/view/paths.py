@@ -123,13 +123,20 @@ def episode_paths(session: dict[str, Any], memories: list[dict[str, Any]],
 
 
 def thin_segments(segments: list[list[Point]], max_points: int = MAX_PATH_POINTS) -> list[list[Point]]:
-    """At most about ``max_points`` points over all segments: every k-th point of each, and each
-    segment's first and last (a segment still starts and ends where the data does). A map is a
-    few hundred pixels wide; a day-long odometry trail sent whole is megabytes of JSON."""
+    """At most ``max_points`` points over all segments. A map is a few hundred pixels wide; a
+    day-long odometry trail sent whole is megabytes of JSON.
+
+    Each segment keeps its first and last point (it still starts and ends where the data does)
+    and every k-th point between, k chosen so the ends fit too. A path broken into more pieces
+    than a quarter of the budget (a gap every few points) keeps every j-th piece, as its two
+    ends: segments are never joined, which would draw a line across missing data."""
     total = sum(len(segment) for segment in segments)
     if total <= max_points:
         return segments
-    step = math.ceil(total / max_points)
+    if 4 * len(segments) > max_points:
+        every = math.ceil(4 * len(segments) / max_points)
+        return [segment if len(segment) <= 2 else [segment[0], segment[-1]] for segment in segments[::every]]
+    step = math.ceil(total / (max_points - 2 * len(segments)))
     return [segment if len(segment) <= 2 else segment[:-1:step] + [segment[-1]] for segment in segments]
 
 

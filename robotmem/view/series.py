@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_IMAGES", "MAX_POINTS", "MAX_SERIES", "decimate", "episode_series"]
+__all__ = ["MAX_IMAGES", "MAX_POINTS", "MAX_SERIES", "decimate", "episode_series", "needs_payload"]
 
 _NUMERIC = (int, float)
 
@@ -129,6 +129,31 @@ def _scan_series(points: list[tuple[float, float, float]]) -> list[dict[str, Any
     return [_series("nearest", t, [p[1] for p in points]), _series("mean", t, [p[2] for p in points])]
 
 
+def _summary_keys(memory: dict[str, Any]) -> set[str] | None:
+    """The payload's top-level keys from its stored summary (no payload read); None where the
+    summary does not list them all (more keys than it names, or not a dict)."""
+    shape = (memory.get("payload") or {}).get("shape")
+    if not isinstance(shape, dict) or "..." in shape:
+        return None
+    return set(shape)
+
+
+def needs_payload(memory: dict[str, Any]) -> bool:
+    """Whether :func:`episode_series` reads this record's payload: joint logs, force samples and
+    laser summaries, judged from the stored summary. Not an image (the page fetches its thumbnail
+    itself: its id is enough) nor a payload no plot draws (a point cloud): decoding those into
+    lists made a page of 150 images and 150 clouds take 825 MB."""
+    if memory.get("type") != "perception" or memory.get("status") != "active" or "payload" not in memory:
+        return False
+    keys = _summary_keys(memory)
+    if keys is None:
+        return True
+    if "thumbnail" in keys:
+        return False
+    return ({"positions", "names"} <= keys or memory.get("perception_type") == "tactile"
+            or {"min_range", "mean_range"} <= keys)
+
+
 def episode_series(memories: list[dict[str, Any]], payloads: dict[int, Any]) -> dict[str, Any]:
     """Plot data from the payloads of an episode's active perceptions (``payloads``: by memory
     id, as ``Memory.get_data_many`` returns them; a perception absent from it is skipped)."""
@@ -138,6 +163,9 @@ def episode_series(memories: list[dict[str, Any]], payloads: dict[int, Any]) -> 
     images: list[int] = []
     for memory in memories:
         if memory.get("type") != "perception" or memory.get("status") != "active":
+            continue
+        if "thumbnail" in (_summary_keys(memory) or ()):
+            images.append(memory["id"])
             continue
         data = payloads.get(memory["id"])
         if not isinstance(data, dict):

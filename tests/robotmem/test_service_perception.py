@@ -87,6 +87,7 @@ def test_get_data_many_returns_what_get_data_returns_for_each_id(mem: Memory):
     arrays = mem.get_data_many([with_arrays], as_numpy=True)[with_arrays]
     assert isinstance(arrays["q"], np.ndarray) and arrays["q"].shape == (2, 2)
     assert mem.get_data_many([]) == {}
+    assert mem.get_data_many(iter([fact, without])) == {fact: None, without: None}  # any iterable of ids
 
 
 def test_get_data_many_reads_more_ids_than_one_statement_takes(mem: Memory):
@@ -100,9 +101,10 @@ def test_get_data_many_reads_more_ids_than_one_statement_takes(mem: Memory):
 @pytest.mark.parametrize("ids, error, field", [
     ("12", ValidationError, "memory_ids"),
     (12, ValidationError, "memory_ids"),
-    ([1, "x"], ValidationError, "memory_ids"),
-    ([0], ValidationError, "memory_ids"),
-    ([True], ValidationError, "memory_ids"),
+    ({1: 2}, ValidationError, "memory_ids"),
+    ([1, "x"], ValidationError, "memory_ids[1]"),
+    ([0], ValidationError, "memory_ids[0]"),
+    ([True], ValidationError, "memory_ids[0]"),
 ])
 def test_get_data_many_refuses_what_is_not_a_list_of_ids(mem: Memory, ids, error, field):
     with pytest.raises(error) as info:

@@ -96,10 +96,21 @@ def test_thinning_keeps_each_segments_ends_and_order_and_leaves_short_paths_alon
                 for start, n in ((0, 7_001), (10_000, 2), (20_000, 3_000), (30_000, 1))]
     thinned = thin_segments(segments, max_points=1000)
     assert len(thinned) == len(segments)
-    assert sum(len(s) for s in thinned) <= 1000 + len(segments)
+    assert sum(len(s) for s in thinned) <= 1000
     for original, kept in zip(segments, thinned):
         assert kept[0] == original[0] and kept[-1] == original[-1]
         assert set(kept) <= set(original) and kept == sorted(kept)
+
+
+@pytest.mark.parametrize("pieces, size", [(20_000, 2), (5_000, 3), (300, 40), (251, 8)])
+def test_a_path_broken_into_many_pieces_stays_within_the_budget_and_is_never_joined(pieces: int, size: int) -> None:
+    segments = [[(float(p * 100 + i), float(p), float(i), ) for i in range(size)] for p in range(pieces)]
+    thinned = thin_segments(segments, max_points=1000)
+    assert 0 < sum(len(s) for s in thinned) <= 1000
+    originals = {s[0]: s for s in segments}
+    for kept in thinned:  # each kept piece is one original piece's own points, its ends included
+        original = originals[kept[0]]
+        assert kept[-1] == original[-1] and set(kept) <= set(original)
 
 
 def test_a_long_trail_is_sent_thinned_within_its_own_bounds() -> None:
@@ -119,7 +130,7 @@ def test_a_long_trail_is_sent_thinned_within_its_own_bounds() -> None:
         (path,) = episode_detail(mem, sid)["paths"]
     drawn = [p for s in path["segments"] for p in s]
     assert path["points"] == 30_000 and path["decimated"] is True
-    assert len(drawn) <= MAX_PATH_POINTS + len(path["segments"])
+    assert len(drawn) <= MAX_PATH_POINTS
     assert drawn[0] == [xs[0], xs[0] * 0.5] and drawn[-1] == [xs[-1], xs[-1] * 0.5]
     assert all(y == x * 0.5 for x, y in drawn)
     assert [len(s) for s in path["segments"]] == [len(t) for t in path["times"]]

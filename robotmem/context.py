@@ -11,14 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from decimal import Decimal
 from typing import Any
 
 from . import validation
 from .errors import ValidationError
 from .models import CONTEXT_MAX_BYTES, CONTEXT_MAX_DEPTH, CONTEXT_SECTIONS
 
-__all__ = ["canonical_json", "content_hash", "content_hash_json", "lift_sections", "load_stored_json",
-           "normalize_text", "parse_context", "parse_context_json"]
+__all__ = ["canonical_json", "content_hash", "content_hash_json", "legacy_content_hash", "lift_sections",
+           "load_stored_json", "normalize_text", "parse_context", "parse_context_json"]
 
 
 def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
@@ -85,12 +86,55 @@ def normalize_text(text: str) -> str:
     return " ".join(folded.split())
 
 
-def content_hash(text: str, context: dict[str, Any]) -> str:
-    return content_hash_json(text, canonical_json(context))
+def _hash_form(value: Any) -> Any:
+    """``value`` with every float that PostgreSQL's jsonb reads back as an integer written as that
+    integer: an integral float of 1e16 or more within 64 bits (Python writes it ``1e+16``, jsonb keeps
+    the shortest decimal and writes it in full, ``10000000000000000``, which load_stored_json reads
+    as an int). Smaller floats keep
+    their ``.0`` through jsonb; beyond 64 bits load_stored_json reads the float back."""
+    if isinstance(value, float):
+        if abs(value) >= 1e16 and value == value and abs(value) != float("inf"):
+            # The integer of the shortest decimal Python writes (2.0**62 is 4.611686018427388e+18,
+            # read back as 4611686018427388000), as load_stored_json reads it: within 64 bits.
+            digits = int(Decimal(repr(value)))
+            return digits if _INT64_MIN <= digits <= _INT64_MAX else value
+        return value
+    if isinstance(value, dict):
+        return {k: _hash_form(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_hash_form(v) for v in value]
+    return value
+
+
+def content_hash(text: str, context: dict[str, Any], context_json: str | None = None) -> str:
+    """The duplicate key of a fact: its normalised text and context. A float of 1e16 or more counts
+    as the integer of its shortest decimal when that fits 64 bits (``_hash_form``), so the hash of a context read back from
+    PostgreSQL is the hash of the context as it was given. ``context_json``: the context's canonical
+    JSON when the caller has it already."""
+    text_json = canonical_json(context) if context_json is None else context_json
+    # A float of 1e16 or more is always written with an exponent ("1e+16"): without one there is
+    # nothing to rewrite (a string holding "e+" only costs the walk).
+    if "e+" in text_json:
+        text_json = canonical_json(_hash_form(context))
+    return content_hash_json(text, text_json)
+
+
+def legacy_content_hash(text: str, context: dict[str, Any], context_json: str | None = None) -> str | None:
+    """The hash earlier versions gave this text and context when it differs from ``content_hash``
+    (a context holding a float of 1e16 or more within 64 bits), else None.
+
+    Stored hashes are not rewritten: a store may hold facts hashed this way, so duplicate checks
+    look this hash up too (service.py ``_find_fact``)."""
+    text_json = canonical_json(context) if context_json is None else context_json
+    if "e+" not in text_json:
+        return None
+    legacy = content_hash_json(text, text_json)
+    return None if legacy == content_hash(text, context, text_json) else legacy
 
 
 def content_hash_json(text: str, context_json: str) -> str:
-    """``content_hash`` of a context already in canonical JSON."""
+    """The hash of ``text`` and a context's canonical JSON exactly as given (``content_hash`` first
+    rewrites floats that jsonb cannot keep)."""
     payload = normalize_text(text) + "\x00" + context_json
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import validation
 from .config import Config, check_postgres_url, is_postgres_url
-from .context import canonical_json, content_hash, content_hash_json, parse_context, parse_context_json
+from .context import canonical_json, content_hash, legacy_content_hash, parse_context, parse_context_json
 from .embeddings.base import Embedder
 from .errors import ConflictError, NotFoundError, ValidationError
 from .models import DESCRIPTION_MAX_CHARS
@@ -187,10 +187,10 @@ class Memory:
         now = self.now()
         occurred = validation.timestamp(occurred_at, "occurred_at")
         coll = self._collection_for(collection, session_id)
-        digest = content_hash_json(text, ctx_json)
+        digests = (content_hash(text, ctx, ctx_json), legacy_content_hash(text, ctx, ctx_json))
         with self._db.read() as conn:
             self._check_session_open(conn, session_id, coll)
-            existing = self._db.find_duplicate(conn, coll, digest)
+            existing = self._find_fact(conn, coll, digests)
         if existing is not None:
             with self._db.write() as conn:
                 return self._reinforce_duplicate(conn, existing, now)
@@ -200,14 +200,14 @@ class Memory:
             self._check_session_open(conn, session_id, coll)
             # Checked again under the write lock: another thread or process may have stored
             # the same insight while this one was embedding it.
-            existing = self._db.find_duplicate(conn, coll, digest)
+            existing = self._find_fact(conn, coll, digests)
             if existing is not None:
                 return self._reinforce_duplicate(conn, existing, now)
             memory_id = self._insert(conn, coll, session_id, "fact", None, text, ctx, now,
                                      now if occurred is None else occurred, context_json=ctx_json)
             if memory_id is None:
                 # PostgreSQL: another process stored it after our check; the unique index kept one.
-                duplicate = self._db.find_duplicate(conn, coll, digest)
+                duplicate = self._find_fact(conn, coll, digests)
                 if duplicate is None:  # pragma: no cover - it was forgotten in between
                     raise ConflictError("the same insight was stored and retracted concurrently; retry")
                 return self._reinforce_duplicate(conn, duplicate, now)
@@ -215,6 +215,15 @@ class Memory:
             return {"memory_id": memory_id, "status": "created"}
 
         return self._db.run_write(store)
+
+    def _find_fact(self, conn: Any, collection: str, digests: tuple[str, str | None]) -> int | None:
+        """The live fact with this hash, or with the hash earlier versions gave the same text and
+        context (``legacy_content_hash``; stored hashes are not rewritten)."""
+        digest, legacy = digests
+        found = self._db.find_duplicate(conn, collection, digest)
+        if found is None and legacy is not None:
+            found = self._db.find_duplicate(conn, collection, legacy)
+        return found
 
     def _reinforce_duplicate(self, conn: Any, existing: int, now: float) -> dict[str, Any]:
         self._db.reinforce(conn, existing, now, step=self.config.reinforce_step,
@@ -432,19 +441,24 @@ class Memory:
             raise ConflictError(f"memory {mid} is {status}{target}", field="memory_id")
         text = (validation.insight(new_content, "new_content") if kind == "fact"
                 else validation.description(new_content, "new_content"))
-        ctx = new_context if new_context is not None else parse_context(row["context"])
-        # The hash stays that of the context the caller gave, as end_session keeps it
+        if new_context is not None:
+            ctx = new_context
+        else:
+            with self._db.read() as conn:
+                ctx = self._caller_context(conn, row)
+        # The hash is that of the context the caller gave, as end_session keeps it
         # (consolidation/writes.py attach_outcome): a later learn of this text and context
-        # is still a duplicate.
+        # is a duplicate.
         digest = content_hash(text, ctx)
+        digests = (digest, legacy_content_hash(text, ctx))
         if kind == "fact":
             with self._db.read() as conn:
-                self._refuse_second_live_fact(conn, mid, collection, digest)
+                self._refuse_second_live_fact(conn, mid, collection, digests)
         vectors = self._embeddings.embed([text])
         now = self.now()
         with self._db.write() as conn:
             if kind == "fact":  # again under the write lock: a learn may have stored it meanwhile
-                self._refuse_second_live_fact(conn, mid, collection, digest)
+                self._refuse_second_live_fact(conn, mid, collection, digests)
             stored = self._with_session_outcome(conn, row["session_id"], ctx)
             self._db.replace_content(
                 conn, mid, content=text, search_text=memory_search_text(text, stored), context=stored,
@@ -457,17 +471,50 @@ class Memory:
                 self._db.delete_embedding(conn, mid)
         return {"memory_id": mid, "status": "updated"}
 
-    def _refuse_second_live_fact(self, conn: Any, memory_id: int, collection: str, digest: str) -> None:
+    def _refuse_second_live_fact(self, conn: Any, memory_id: int, collection: str,
+                                 digests: tuple[str, str | None]) -> None:
         """A collection keeps one live fact per text + context (``learn`` reinforces a repeat): an
         update that would make ``memory_id`` a second copy of another live fact is refused, on
         SQLite as on PostgreSQL (whose unique index would refuse it anyway)."""
-        existing = self._db.find_duplicate(conn, collection, digest)
-        if existing is not None and existing != memory_id:
-            raise ConflictError(
-                f"new_content: memory {existing} already says this (same text and context in collection "
-                f"{collection!r}); memory {memory_id} was not changed: forget it, or update memory {existing}",
-                field="new_content",
-            )
+        for digest in digests:
+            existing = None if digest is None else self._db.find_duplicate(conn, collection, digest)
+            if existing is not None and existing != memory_id:
+                raise ConflictError(
+                    f"new_content: memory {existing} already says this (same text and context in collection "
+                    f"{collection!r}); memory {memory_id} was not changed: forget it, or update memory {existing}",
+                    field="new_content",
+                )
+
+    def _caller_context(self, conn: Any, row: Any) -> dict[str, Any]:
+        """The context ``learn`` was given for this memory, as far as the stored one tells: without
+        the ``episode.outcome`` end_session wrote into it (the reverse of ``_with_session_outcome``).
+
+        The outcome is taken out only when it is the session's score. Which of "no episode key" and
+        an empty ``episode`` the caller gave (both end as ``{"episode": {"outcome": s}}``), and
+        whether the caller wrote that very outcome itself, is told by the memory's hash of its
+        current text; when no candidate gives that hash (a hash of an earlier version), the
+        outcome is taken out and an ``episode`` left empty by that is dropped.
+        """
+        stored: dict[str, Any] = parse_context(row["context"])
+        episode = stored.get("episode")
+        if row["session_id"] is None or not isinstance(episode, dict) or "outcome" not in episode:
+            return stored
+        session = self._db.get_session(conn, row["session_id"])
+        score = None if session is None else session["outcome_score"]
+        outcome = episode["outcome"]
+        if score is None or isinstance(outcome, bool) or not isinstance(outcome, (int, float)) \
+                or float(outcome) != float(score):
+            return stored
+        others = {k: v for k, v in stored.items() if k != "episode"}
+        rest = {k: v for k, v in episode.items() if k != "outcome"}
+        candidates = [others, {**others, "episode": rest}] if not rest else [{**others, "episode": rest}]
+        candidates.append(stored)
+        held = conn.execute("SELECT content_hash FROM memories WHERE id = ?", (row["id"],)).fetchone()
+        for candidate in candidates:
+            if held is not None and held[0] in (content_hash(row["content"], candidate),
+                                                legacy_content_hash(row["content"], candidate)):
+                return candidate
+        return candidates[0]
 
     def _with_session_outcome(self, conn: Any, session_id: str | None, context: dict[str, Any]) -> dict[str, Any]:
         """``context`` plus the ``episode.outcome`` end_session wrote into the memory, which a
@@ -736,7 +783,7 @@ class Memory:
         ctx_json = context_json or canonical_json(ctx)
         return NewMemory(
             collection=collection, session_id=session_id, type=kind, perception_type=ptype, content=text,
-            search_text=memory_search_text(text, ctx), context=ctx, content_hash=content_hash_json(text, ctx_json),
+            search_text=memory_search_text(text, ctx), context=ctx, content_hash=content_hash(text, ctx, ctx_json),
             protected=_is_protected(ctx), confidence=self.config.initial_confidence, now=now, occurred_at=occurred_at,
             embed=embed, context_json=ctx_json,
         )

@@ -5,11 +5,12 @@ PostgreSQL's jsonb keeps numbers as decimals and writes a float of 1e16 or more 
 read back is the float it was (robotmem.context.load_stored_json).
 """
 
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from robotmem import Memory
+from robotmem import ConflictError, Memory
 
 VALUES = {"huge": 1e300, "minus_huge": -1e300, "tiny": 1e-300, "plain": 1.5, "int_max": 2**63 - 1,
           "int_min": -(2**63), "big_float": 12345678901234567890.0, "minus_big_float": -1.2345678901234567e19,
@@ -72,3 +73,44 @@ def test_load_stored_json(text: str, want: object):
 
     got = load_stored_json(text)
     assert got == want and repr(got) == repr(want)
+
+
+@pytest.mark.parametrize("value", [1e16, 1e17, -3e18, 2.0**62, 9.2e18])
+def test_a_float_jsonb_reads_back_as_an_integer_hashes_as_learn_hashed_it(mem: Memory, value: float):
+    """PostgreSQL reads a float of 1e16 or more (within 64 bits) back as an int: update without a
+    context rehashes what it read, which must be the hash learn gave (and the equal int's)."""
+    a = mem.learn("the sensor value check", context={"p": {"v": value}})["memory_id"]
+    as_read = int(Decimal(repr(value)))  # what jsonb keeps: the shortest decimal, in full
+    assert mem.learn("the sensor value check", context={"p": {"v": as_read}})["memory_id"] == a
+    mem.update(a, "the sensor value check corrected")
+    assert mem.learn("the sensor value check corrected", context={"p": {"v": value}}) == {
+        "memory_id": a, "status": "duplicate"}
+    assert mem.learn("the sensor value check corrected", context={"p": {"v": value / 10}})["status"] == "created"
+
+
+def test_a_fact_hashed_by_an_earlier_version_is_still_found_by_learn(mem: Memory):
+    """Stored hashes are not rewritten: a fact whose hash was taken of ``1e+17`` as written
+    (before integral floats counted as integers) is still the duplicate of a new learn."""
+    from robotmem.context import canonical_json, content_hash_json
+
+    ctx = {"p": {"v": 1e17}}
+    a = mem.learn("the old store's lesson", context=ctx)["memory_id"]
+    legacy = content_hash_json("the old store's lesson", canonical_json(ctx))
+    with mem._db.write() as conn:
+        conn.execute("UPDATE memories SET content_hash = ? WHERE id = ?", (legacy, a))
+    assert mem.learn("the old store's lesson", context=ctx) == {"memory_id": a, "status": "duplicate"}
+    b = mem.learn("another lesson of the old store", context=ctx)["memory_id"]
+    with pytest.raises(ConflictError) as info:
+        mem.update(b, "the old store's lesson", context=ctx)
+    assert f"memory {a} already says this" in str(info.value)
+
+
+def test_the_hash_form_changes_only_floats_jsonb_cannot_keep():
+    from robotmem.context import canonical_json, content_hash, content_hash_json, legacy_content_hash
+
+    for ctx in ({"v": 1.5}, {"v": 9.0e15}, {"v": 2.0**63}, {"v": 1e300}, {"v": 2**63 - 1}, {"s": "1e+17"}):
+        assert content_hash("t", ctx) == content_hash_json("t", canonical_json(ctx))
+        assert legacy_content_hash("t", ctx) is None
+    assert content_hash("t", {"v": [1e17]}) == content_hash("t", {"v": [10**17]})
+    assert content_hash("t", {"v": 2.0**62}) == content_hash("t", {"v": 4611686018427388000})
+    assert legacy_content_hash("t", {"v": [1e17]}) == content_hash_json("t", '{"v":[1e+17]}')

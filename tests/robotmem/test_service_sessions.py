@@ -156,6 +156,27 @@ def test_update_with_a_new_context_keeps_the_outcome_end_session_wrote(mem: Memo
     assert mem.get(a)["context"] == {"episode": {"attempt": 3, "outcome": 0.9}}
 
 
+def test_update_without_a_context_hashes_the_callers_context_not_the_outcome_end_session_wrote(mem: Memory):
+    ctx = {"task": {"name": "pick"}, "params": {"grip": 5}}
+    sid = mem.start_session()["session_id"]
+    a = mem.learn("grip the mug handle with five newtons", ctx, session_id=sid)["memory_id"]
+    mem.end_session(sid, 0.9)
+    mem.update(a, "grip the mug handle with six newtons")
+    assert mem.get(a)["context"] == {**ctx, "episode": {"outcome": 0.9}}  # the score stays
+    assert mem.learn("grip the mug handle with six newtons", ctx) == {"memory_id": a, "status": "duplicate"}
+    # The caller's own empty episode object, and an outcome the caller wrote itself, are told
+    # apart from end_session's by the memory's hash.
+    sid = mem.start_session()["session_id"]
+    b = mem.learn("the tray tilts when loaded", {"episode": {}}, session_id=sid)["memory_id"]
+    c = mem.learn("the tray tilts when empty", {"episode": {"outcome": 0.4}}, session_id=sid)["memory_id"]
+    mem.end_session(sid, 0.4)
+    mem.update(b, "the tray tilts when fully loaded")
+    mem.update(c, "the tray tilts when fully empty")
+    assert mem.learn("the tray tilts when fully loaded", {"episode": {}})["memory_id"] == b
+    assert mem.learn("the tray tilts when fully empty", {"episode": {"outcome": 0.4}})["memory_id"] == c
+    assert mem.learn("the tray tilts when fully loaded")["status"] == "created"
+
+
 def test_update_keeps_an_outcome_the_new_context_gives_or_an_episode_that_is_not_an_object(mem: Memory):
     sid = mem.start_session()["session_id"]
     a = mem.learn("gripper slipped on the wet cup", session_id=sid)["memory_id"]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from . import validation
-from .context import content_hash, parse_context
+from .context import content_hash, legacy_content_hash, parse_context
 from .errors import ValidationError
 from .models import (
     DESCRIPTION_MAX_CHARS,
@@ -153,7 +153,10 @@ def _learned_hash(content: str, context: dict[str, Any], session_id: Any, claime
         if not rest:
             contexts.append(others)
     hashes = [content_hash(content, c) for c in contexts]
-    return claimed if claimed in hashes else hashes[0]
+    for digest, c in zip(hashes, contexts):  # a file of an earlier version: its form of the hash
+        if claimed in (digest, legacy_content_hash(content, c)):
+            return digest
+    return hashes[0]
 
 
 def _ids(value: Any) -> list[int]:

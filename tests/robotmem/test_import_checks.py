@@ -45,6 +45,16 @@ def test_without_a_session_end_session_added_nothing():
     assert checked["content_hash"] == content_hash(_TEXT, context)
 
 
+def test_a_hash_an_earlier_version_gave_a_large_float_is_taken_in_todays_form():
+    from robotmem.context import canonical_json, content_hash_json
+
+    learned = {"p": {"v": 1e17}}
+    ended = {**learned, "episode": {"outcome": 0.9}}
+    claimed = content_hash_json(_TEXT, canonical_json(learned))  # 1e17 hashed as written: "1e+17"
+    assert claimed != content_hash(_TEXT, learned)
+    assert check_memory(_record(ended, claimed), _LIMITS)["content_hash"] == content_hash(_TEXT, learned)
+
+
 @pytest.mark.parametrize("field", ["occurred_at", "created_at", "last_accessed"])
 @pytest.mark.parametrize("bad", [1e300, -1e20, 253402300800])
 def test_an_imported_time_outside_1970_to_9999_is_refused_like_a_tool_calls(field: str, bad: float):

@@ -156,10 +156,13 @@ def _connect(path: Path, busy_timeout_ms: int) -> apsw.Connection:
     registration, as "NoFTS5").
 
     On a read-only mount SQLite cannot open a WAL database the usual way (it must create the
-    ``-shm`` file beside it), so the store is opened read-only instead: with ``immutable=1`` when
-    no ``-wal`` file is there (every commit is in the database file and nothing can write it
-    through this mount), else with ``mode=ro``, which reads the ``-wal`` through an existing
-    ``-shm``. Reads work; writes fail with SQLite's "read-only" (see docs/reliability.md).
+    ``-shm`` file beside it), so the store is opened read-only instead: with ``mode=ro`` when a
+    ``-wal`` (even empty) or ``-shm`` file is there, which reads the ``-wal`` through the ``-shm``
+    and sees what a writer commits through another mount of the same folder (a bind mount
+    remounted read-only, a Docker ``:ro`` volume); with ``immutable=1`` when neither is there
+    (SQLite cannot open it ``mode=ro`` then), which reads the file as a snapshot: a writer that
+    opens it elsewhere later is not seen, and one warning says so. Reads work; writes fail with
+    SQLite's "read-only" (see docs/reliability.md).
     """
     try:
         conn = apsw.Connection(str(path))
@@ -179,10 +182,29 @@ def _connect(path: Path, busy_timeout_ms: int) -> apsw.Connection:
         raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
 
 
+_SNAPSHOTS_WARNED: set[str] = set()
+_SNAPSHOTS_LOCK = threading.Lock()
+
+
+def _warn_once(path: Path) -> bool:
+    """True the first time a process opens ``path`` as a snapshot (each thread opens its own connection)."""
+    key = str(path.resolve())
+    with _SNAPSHOTS_LOCK:
+        if key in _SNAPSHOTS_WARNED:
+            return False
+        _SNAPSHOTS_WARNED.add(key)
+        return True
+
+
 def _connect_read_only(path: Path, busy_timeout_ms: int) -> apsw.Connection:
     wal = path.with_name(path.name + "-wal")
+    shm = path.with_name(path.name + "-shm")
+    # A -wal (even empty) or -shm file means a writer may have the store open, perhaps through
+    # another mount of the same folder (a bind mount remounted read-only, a Docker :ro volume):
+    # mode=ro reads through its -shm and sees what it commits. immutable=1 only without either.
+    live = wal.exists() or shm.exists()
     unfolded = wal.exists() and wal.stat().st_size > 0
-    uri = "file:" + urllib.parse.quote(str(path.resolve())) + ("?mode=ro" if unfolded else "?immutable=1")
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + ("?mode=ro" if live else "?immutable=1")
     read_only = _WHAT_TO_DO[apsw.SQLITE_READONLY]
     try:
         conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
@@ -199,7 +221,14 @@ def _connect_read_only(path: Path, busy_timeout_ms: int) -> apsw.Connection:
                       "which only a writable mount can read (open it once read-write to fold them in)")
             raise StorageError(f"cannot open the memory store at {path}: {detail}", advice=detail) from exc
         raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
-    log.info("%s is on a read-only mount: opened read-only (reads work, writes fail)", path)
+    if live:
+        log.info("%s is on a read-only mount: opened read-only (reads work, writes fail)", path)
+    elif _warn_once(path):
+        log.warning(
+            "%s is on a read-only mount and no writer has it open: read as a snapshot of the file as it is "
+            "now (reads work, writes fail); changes made elsewhere (through another mount of the same "
+            "folder) will not be seen until the store is opened again", path,
+        )
     return conn
 
 

@@ -175,3 +175,115 @@ def test_a_read_only_mount_with_commits_still_in_the_wal_reads_them_or_says_why_
         Memory(path, embedder=None)
     assert "the database file is read-only" in err.value.message
     assert "w.db-wal file holds commits not yet copied into the database" in err.value.message
+
+
+@pytest.fixture
+def bind_mount(tmp_path: Path):
+    """A folder (``rw``) and a read-only bind mount of it (``ro``): one file seen through a writable
+    and a read-only path, as a Docker ``:ro`` volume of a folder a writer still writes (needs root).
+    Unmounted at the end whatever happens."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("a read-only bind mount needs root")
+    rw, ro = tmp_path / "rw", tmp_path / "ro"
+    rw.mkdir()
+    ro.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(rw), str(ro)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {mounted.stderr.strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True)
+        yield rw, ro
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+
+
+class _Writer:
+    """A process holding the store open through the writable path: ``learn(n)`` learns n more facts."""
+
+    def __init__(self, path: Path) -> None:
+        script = textwrap.dedent(f"""
+            import sys
+            from robotmem import Memory
+            mem = Memory({str(path)!r}, embedder=None)
+            for line in sys.stdin:
+                start, n = map(int, line.split())
+                for i in range(start, start + n):
+                    mem.learn(f"lesson {{i}} about the red door handle")
+                if n == 0:
+                    mem._db.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+                print("done", flush=True)
+            mem.close()
+        """)
+        self.proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.learned = 0
+
+    def learn(self, n: int) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{self.learned} {n}\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "done"
+        self.learned += n
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=120) == 0
+
+
+def test_a_read_only_bind_mount_of_a_store_a_writer_has_open_sees_its_writes(bind_mount, caplog) -> None:
+    rw, ro = bind_mount
+    writer = _Writer(rw / "m.db")
+    try:
+        writer.learn(5)
+        with caplog.at_level("INFO", logger="robotmem.store.connection"):
+            reader = Memory(ro / "m.db", embedder=None)  # -wal and -shm are there: mode=ro
+        try:
+            assert reader.stats()["memories"] == 5
+            writer.learn(30)
+            assert reader.stats()["memories"] == 35
+            assert [h["content"] for h in reader.recall("lesson 33 red door", n=1)["results"]] == [
+                "lesson 33 about the red door handle"]
+            writer.learn(0)  # checkpointed: the -wal is there but empty
+            assert (rw / "m.db-wal").stat().st_size == 0
+            writer.learn(10)
+            assert reader.stats()["memories"] == 45
+            with pytest.raises(StorageError, match="read-only"):
+                reader.learn("a lesson the reader cannot write")
+        finally:
+            reader.close()
+        # A reader opened while the -wal is empty (a writer had it open) reads through the -shm too.
+        writer.learn(0)
+        reader = Memory(ro / "m.db", embedder=None)
+        try:
+            writer.learn(5)
+            assert reader.stats()["memories"] == 50
+        finally:
+            reader.close()
+    finally:
+        writer.close()
+    assert "snapshot" not in caplog.text
+
+
+def test_a_read_only_bind_mount_without_a_writer_is_read_as_a_snapshot_and_says_so(bind_mount, caplog) -> None:
+    rw, ro = bind_mount
+    writer = _Writer(rw / "m.db")
+    writer.learn(5)
+    writer.close()
+    assert sorted(p.name for p in rw.iterdir()) == ["m.db"]  # no -wal, no -shm: nothing tells of a writer
+    with caplog.at_level("WARNING", logger="robotmem.store.connection"):
+        reader = Memory(ro / "m.db", embedder=None)
+        import threading
+
+        other = threading.Thread(target=reader.stats)  # another thread's connection: no second warning
+        other.start()
+        other.join()
+    try:
+        warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        assert len(warnings) == 1
+        assert "read as a snapshot" in warnings[0] and "will not be seen" in warnings[0]
+        assert reader.stats()["memories"] == 5
+    finally:
+        reader.close()

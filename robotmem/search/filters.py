@@ -190,6 +190,11 @@ def _scalar_kind(value: Any, where: str) -> str:
             raise ValidationError(f"{where}: numbers must be finite", field=where)
         return "number"
     if isinstance(value, str):
+        if "\x00" in value:
+            # No stored context holds one (validation.py refuses them), and PostgreSQL cannot take
+            # one as a parameter: refused here on both stores, naming the filter.
+            raise ValidationError(f"{where}: compares with a string holding a NUL character (\\x00), "
+                                  "which no stored context holds", field=where)
         return "text"
     raise ValidationError(
         f"{where}: compare with a string, number, boolean or null, not {type(value).__name__}", field=where

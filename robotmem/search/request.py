@@ -93,6 +93,9 @@ def parse_spatial_sort(value: Any) -> SpatialSort | None:
     if frame is not None and (not isinstance(frame, str) or not frame.strip()):
         raise ValidationError("spatial_sort.frame must be a non-empty frame name such as 'map'",
                               field="spatial_sort.frame")
+    if frame is not None and "\x00" in frame:
+        raise ValidationError("spatial_sort.frame holds a NUL character (\\x00), which no stored frame name holds",
+                              field="spatial_sort.frame")
     parent = field.rpartition(".")[0]
     return SpatialSort(
         field=field,

@@ -165,6 +165,37 @@ def test_a_nul_in_a_key_or_a_path_is_a_validation_error_naming_the_field(mem: Me
         assert info.value.field == field and "NUL" in info.value.message
 
 
+def test_a_nul_in_a_filter_value_or_a_frame_is_a_validation_error_naming_it_on_both_stores(mem: Memory):
+    """No stored context holds a NUL (refused at write) and PostgreSQL cannot take one as a
+    parameter ("unsupported Unicode escape sequence"): refused once, where the request is parsed."""
+    mem.learn("cup on the table", {"task": {"name": "pick"}, "spatial": {"p": [0, 0], "frame": "map"}})
+    nul = "pi\x00ck"
+    reads = {
+        "context_filter.task.name": [
+            lambda: mem.recall("cup", context_filter={"task.name": nul}),
+            lambda: mem.recall("cup", context_filter={"task.name": {"$ne": nul}}),
+            lambda: mem.recall("cup", context_filter={"task.name": {"$in": ["pick", nul]}}),
+            lambda: mem.recall("cup", context_filter={"task.name": {"$nin": [nul]}}),
+            lambda: mem.recall("cup", context_filter={"task.name": {"$gte": nul}}),
+            lambda: mem.outcome_stats("task.name", context_filter={"task.name": nul}),
+        ],
+        "context_filter.$or[1].task.name": [
+            lambda: mem.recall("", context_filter={"$or": [{"task.name": "pick"}, {"task.name": nul}]}),
+        ],
+        "spatial_sort.frame": [
+            lambda: mem.recall("cup", spatial_sort={"field": "spatial.p", "target": [0, 0], "frame": nul}),
+        ],
+    }
+    for field, calls in reads.items():
+        for read in calls:
+            with pytest.raises(ValidationError) as info:
+                read()
+            assert info.value.field == field and "NUL" in info.value.message
+    # A NUL in the query text is only text that matches nothing, on both stores alike.
+    assert mem.recall("cup " + nul)["count"] == mem.recall("cup pi ck")["count"]
+    assert mem.outcome_stats("task.name", query="cup " + nul)["matched"] == 0
+
+
 def test_numbers_beyond_2_to_53_compare_as_documented(mem: Memory, backend: str):
     """docs/data-model.md, "Numbers beyond 2^53": integers compare exactly on both stores, floats
     among themselves alike; an integer against a float whose shortest decimal is not its exact

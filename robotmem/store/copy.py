@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ConflictError
 from .backend import Store
-from .copy_duplicates import keep_as_merged, point_at_live_targets
+from .copy_duplicates import keep_as_merged, point_at_live_targets, second_live_copy
 
 __all__ = ["copy_store"]
 
@@ -45,8 +45,8 @@ def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Prog
         with target.write() as conn:
             vectors = []
             for record in rows:
-                new_id = _copy_one(target, conn, record)
-                if new_id is None:  # a second live copy of a fact, which PostgreSQL refuses
+                new_id = None if second_live_copy(target, conn, record) else _copy_one(target, conn, record)
+                if new_id is None:  # a second live copy of a fact: merged into the first, on any target
                     new_id = keep_as_merged(target, conn, record)
                     merged += 1
                 copied += 1

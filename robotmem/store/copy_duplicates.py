@@ -2,8 +2,9 @@
 
 A collection holds one live fact per text + context (``learn`` reinforces a repeat, ``update``
 refuses to make one). Stores written by versions whose ``update`` did not check may hold two
-live copies; PostgreSQL's unique index refuses the second. Instead of dropping that row, the
-copy keeps it the way consolidation keeps a merged duplicate: ``status = 'superseded'``,
+live copies. The copy checks each live fact against the target first (``second_live_copy``), the
+same on any target (PostgreSQL's unique index would refuse the second; SQLite has none), and keeps
+the second copy the way consolidation keeps a merged duplicate: ``status = 'superseded'``,
 ``superseded_by`` the live copy, which gains the row (and what it had absorbed) in ``absorbed``,
 its evidence, and the wider first/last seen. Confidence is not re-scored (migrate copies
 scores as stored). ``copy_store`` counts these rows as ``merged_duplicates``.
@@ -16,12 +17,19 @@ from typing import Any
 
 from .backend import Store, dialect_of
 
-__all__ = ["keep_as_merged", "point_at_live_targets"]
+__all__ = ["keep_as_merged", "point_at_live_targets", "second_live_copy"]
+
+
+def second_live_copy(target: Store, conn: Any, record: dict[str, Any]) -> bool:
+    """``record`` is a live fact of which ``target`` already holds a live copy (same collection and
+    content hash): it is to be kept with ``keep_as_merged``, whatever the target's backend."""
+    return (record["type"] == "fact" and record["status"] in ("active", "archived")
+            and target.find_duplicate(conn, record["collection"], record["content_hash"]) is not None)
 
 
 def keep_as_merged(target: Store, conn: Any, record: dict[str, Any]) -> int:
-    """Insert ``record``, which ``target`` refused as a second live copy of a fact, as merged into
-    the live copy; returns its id (kept)."""
+    """Insert ``record``, a second live copy of a fact (``second_live_copy``, or refused by
+    PostgreSQL's unique index), as merged into the live copy; returns its id (kept)."""
     live = target.find_duplicate(conn, record["collection"], record["content_hash"])
     if live is None:  # pragma: no cover - the refusal said there is one, in this same transaction
         raise AssertionError(f"memory {record['id']} was refused but no live copy of it exists")

@@ -122,16 +122,20 @@ def _store_with_two_live_copies(path: Path, clock: Any) -> tuple[int, int, int, 
     return c, d, e, p
 
 
-def test_two_live_copies_of_a_fact_reach_postgresql_with_the_later_merged_into_the_earlier(
-        tmp_path: Path, clock, postgres_url: str, capsys):
-    """PostgreSQL keeps one live copy of a fact: migrate used to drop the second silently. Now
-    every row arrives, the later copy as consolidation would have left it, and the count says so."""
+@pytest.mark.parametrize("target_kind", ["postgresql", "sqlite"])
+def test_two_live_copies_of_a_fact_arrive_with_the_later_merged_into_the_earlier(
+        tmp_path: Path, clock, target_kind: str, request: pytest.FixtureRequest, capsys):
+    """A store keeps one live copy of a fact: migrate used to drop the second silently into
+    PostgreSQL and to carry both into SQLite. Now, into either, every row arrives, the later copy
+    as consolidation would have left it, and the count says so."""
     source = tmp_path / "two.db"
     c, d, e, p = _store_with_two_live_copies(source, clock)
-    assert main(["--db", str(source), "--json", "migrate", "--to", postgres_url]) == 0
+    target = (request.getfixturevalue("postgres_url") if target_kind == "postgresql"
+                    else str(tmp_path / "target.db"))
+    assert main(["--db", str(source), "--json", "migrate", "--to", target]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["total"] == out["memories"] == 4 and out["merged_duplicates"] == 1
-    with open_store(source) as a, open_store(postgres_url) as b:
+    with open_store(source) as a, open_store(target) as b:
         before = {r["id"]: r for r in _rows(a)[1:]}
         after = {r["id"]: r for r in _rows(b)[1:]}
     assert sorted(after) == sorted(before) == sorted([c, d, e, p])  # every row accounted for
@@ -140,7 +144,7 @@ def test_two_live_copies_of_a_fact_reach_postgresql_with_the_later_merged_into_t
                         "first_seen": before[c]["first_seen"], "last_seen": before[d]["last_seen"]}
     assert after[e] == {**before[e], "superseded_by": c}  # re-pointed at the live copy
     assert after[p] == before[p]
-    with Memory(postgres_url, clock=clock, embedder=None) as pg:
+    with Memory(target, clock=clock, embedder=None) as pg:
         assert pg.learn("the dock is behind the shelf") == {"memory_id": c, "status": "duplicate"}
         assert [h["id"] for h in pg.recall("dock shelf")["results"]] == [c]
         with pytest.raises(ConflictError) as info:

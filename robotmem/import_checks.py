@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,6 +122,7 @@ def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
         "access_count": _count(r["access_count"], "access_count"),
         "last_accessed": _time(r["last_accessed"], "last_accessed", optional=True),
         "embed": _flag(r.get("embed", 1), "embed"),
+        "uid": _uid(r.get("uid")),
     }
     for name in _TIMES:
         checked[name] = _time(r[name], name)
@@ -157,6 +159,18 @@ def _learned_hash(content: str, context: dict[str, Any], session_id: Any, claime
         if claimed in (digest, legacy_content_hash(content, c)):
             return digest
     return hashes[0]
+
+
+_UID = re.compile(r"[0-9a-f]{32}")
+
+
+def _uid(value: Any) -> str | None:
+    """The memory's identity across stores; None in a file written before memories had one."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _UID.fullmatch(value):
+        raise ValidationError("uid must be 32 lowercase hexadecimal digits", field="uid")
+    return value
 
 
 def _ids(value: Any) -> list[int]:

@@ -15,7 +15,7 @@ from .decay import effective_confidence_sql
 from .deferred import insert_deferring_indexes, insert_new_embeddings
 from .pipeline import Later
 from .points import index_new_points, index_points
-from .rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql
+from .rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS, hits_sql, new_uid
 
 __all__ = [
     "NewMemory",
@@ -25,6 +25,7 @@ __all__ = [
     "insert_memories",
     "insert_memory",
     "insert_payload",
+    "ids_by_uid",
     "insert_row",
     "iter_rows",
     "mark_forgotten",
@@ -54,16 +55,20 @@ class NewMemory:
     embed: bool = True
     #: ``canonical_json(context)``; filled in when not given (callers that validated the context have it).
     context_json: str = field(default="", compare=False)
+    #: The memory's identity across stores (robotmem.store.rows.new_uid); a new one when not given.
+    uid: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.context_json:
             self.context_json = canonical_json(self.context)
+        if not self.uid:
+            self.uid = new_uid()
 
 
 _INSERT = (
     "INSERT INTO memories (collection, session_id, type, perception_type, content, search_text, context, "
     "content_hash, protected, confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, "
-    "updated_at, embed) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "updated_at, embed, uid) VALUES (?, ?, ?, ?, ?, ?, jsonb(?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "RETURNING id, collection, type, status"
 )
 
@@ -71,7 +76,7 @@ _INSERT = (
 def _values(m: NewMemory) -> tuple[Any, ...]:
     return (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text, m.context_json,
             m.content_hash, int(m.protected), m.confidence, m.now, m.occurred_at, m.occurred_at, m.now,
-            m.occurred_at, m.now, int(m.embed))
+            m.occurred_at, m.now, int(m.embed), m.uid)
 
 
 def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:
@@ -202,15 +207,31 @@ def flush_access_counts(conn: apsw.Connection, counts: dict[int, int], now: floa
 
 
 def insert_row(conn: apsw.Connection, r: dict[str, Any], *, keep_id: bool = False) -> int:
-    """A whole memory row as exported (context/absorbed as JSON values); a new id unless ``keep_id``."""
+    """A whole memory row as exported (context/absorbed as JSON values); a new id unless ``keep_id``.
+    Its ``uid`` is kept (a new one when the record has none: an export written before uids)."""
     columns = [c for c in INSERTED_COLUMNS if keep_id or c != "id"]
-    values = [json.dumps(r[c]) if c in ("context", "absorbed") else r.get(c, 1 if c == "embed" else None)
-              for c in columns]
+    values = [_row_value(r, c) for c in columns]
     placeholders = ", ".join("jsonb(?)" if c == "context" else "?" for c in columns)
     conn.execute(f"INSERT INTO memories ({', '.join(columns)}) VALUES ({placeholders})", values)
     new_id = int(conn.last_insert_rowid())
     index_new_points(conn, [(new_id, r["context"])])
     return new_id
+
+
+def _row_value(r: dict[str, Any], column: str) -> Any:
+    if column in ("context", "absorbed"):
+        return json.dumps(r[column])
+    if column == "uid":
+        return r.get("uid") or new_uid()
+    return r.get(column, 1 if column == "embed" else None)
+
+
+def ids_by_uid(conn: apsw.Connection, uids: list[str]) -> dict[str, int]:
+    """``{uid: memory id}`` for each of ``uids`` a memory of the store has (one lookup of the uid index each)."""
+    if not uids:
+        return {}
+    return {str(u): int(i) for u, i in conn.execute(
+        "SELECT uid, id FROM memories WHERE uid IN (SELECT value FROM json_each(?))", (json.dumps(uids),))}
 
 
 def iter_rows(conn: apsw.Connection, after_id: int, limit: int) -> list[dict[str, Any]]:

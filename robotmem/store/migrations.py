@@ -246,10 +246,33 @@ _V17 = UNMARKED_INSERT_TRIGGERS
 # Payloads counted and summed per collection by triggers, for stats (robotmem.store.counts).
 _V18 = PAYLOAD_COUNTS_SCHEMA
 
+# Every memory has an identity that survives export, import and migrate (robotmem.transfer): import
+# recognises a record it holds by its uid, where content and times could not tell five identical
+# sensor samples apart, nor an updated memory from its older text. Existing rows get a random one
+# (the form robotmem.store.rows.new_uid writes). ``import_links`` holds, until their targets are
+# stored, the links (superseded_by, absorbed) of imported memories as the targets' uids: an import
+# writes in batches, and one stopped between them finishes its links when run again.
+# Safe to run again (tests rewind user_version).
+def _v19(conn: apsw.Connection) -> None:
+    if not any(row[1] == "uid" for row in conn.execute("PRAGMA table_info(memories)")):
+        conn.execute("ALTER TABLE memories ADD COLUMN uid TEXT")
+    conn.execute(_V19)
+
+
+_V19 = """
+UPDATE memories SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS memories_by_uid ON memories(uid);
+CREATE TABLE IF NOT EXISTS import_links (
+    memory_id     INTEGER PRIMARY KEY,
+    superseded_by TEXT,                     -- uid of the target, or NULL
+    absorbed      TEXT NOT NULL             -- JSON list: uids (strings) and ids kept as they were
+);
+"""
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
-    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18))
+    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18), (19, _v19))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

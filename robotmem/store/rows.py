@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from ..context import lift_sections, load_stored_json
 from ..payload import summary_from_json
 from .decay import effective_confidence
 
-__all__ = ["DUPLICATE_FACT_SQL", "HIT_COLUMNS", "MEMORY_COLUMNS", "hits_sql", "row_to_record"]
+__all__ = ["DUPLICATE_FACT_SQL", "HIT_COLUMNS", "MEMORY_COLUMNS", "hits_sql", "new_uid", "row_to_record"]
 
 #: The oldest live fact of a collection with this content hash (learn's deduplication; both stores
 #: index exactly these rows: ``type = 'fact'`` matches their partial indexes).
@@ -18,12 +19,18 @@ DUPLICATE_FACT_SQL = (
     "AND status IN ('active', 'archived') ORDER BY id LIMIT 1"
 )
 
+def new_uid() -> str:
+    """A memory's identity across stores (export, import, migrate): 128 random bits as 32 hex digits,
+    the form the migrations that added the column backfilled (SQLite ``lower(hex(randomblob(16)))``)."""
+    return os.urandom(16).hex()
+
+
 #: Every column of a memory, as export, import and migrate copy it.
 MEMORY_COLUMNS = (
     "id", "collection", "session_id", "type", "perception_type", "content", "search_text", "context",
     "content_hash", "protected", "confidence", "reinforced_at", "evidence_count", "first_seen", "last_seen",
     "created_at", "occurred_at", "updated_at", "status", "superseded_by", "absorbed", "forgotten_at",
-    "forget_reason", "access_count", "last_accessed", "embed",
+    "forget_reason", "access_count", "last_accessed", "embed", "uid",
 )
 #: Columns an insert writes (``superseded_by`` is set afterwards, when every id exists).
 INSERTED_COLUMNS = tuple(c for c in MEMORY_COLUMNS if c != "superseded_by")

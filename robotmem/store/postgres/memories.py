@@ -17,7 +17,7 @@ from ...errors import ConflictError
 from ..memories import NewMemory, full_record
 from ..pipeline import Later
 from ..points import extract_points
-from ..rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS
+from ..rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS, new_uid
 from .connection import PgConnection
 from .sql import HITS_SELECT, effective_confidence_sql, sql_literal, tsvector_literal
 
@@ -33,6 +33,7 @@ __all__ = [
     "index_points",
     "insert_memory",
     "insert_payload",
+    "ids_by_uid",
     "insert_row",
     "iter_rows",
     "mark_forgotten",
@@ -54,15 +55,15 @@ _INDEX_LOCK = 0x726D7678
 _INSERT = (
     "INSERT INTO memories (collection, session_id, type, perception_type, content, search_text, search_tsv, "
     "context, content_hash, protected, confidence, reinforced_at, first_seen, last_seen, created_at, "
-    "occurred_at, updated_at, embed) VALUES (?, ?, ?, ?, ?, ?, ?::tsvector, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, ?, "
-    f"?, ?) ON CONFLICT (collection, content_hash) WHERE {_LIVE_FACT} DO NOTHING RETURNING id"
+    "occurred_at, updated_at, embed, uid) VALUES (?, ?, ?, ?, ?, ?, ?::tsvector, ?::jsonb, ?, ?, ?, ?, ?, ?, ?, "
+    f"?, ?, ?, ?) ON CONFLICT (collection, content_hash) WHERE {_LIVE_FACT} DO NOTHING RETURNING id"
 )
 
 
 def _values(m: NewMemory) -> tuple[Any, ...]:
     return (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text,
             tsvector_literal(m.search_text), m.context_json, m.content_hash, m.protected, m.confidence,
-            m.now, m.occurred_at, m.occurred_at, m.now, m.occurred_at, m.now, m.embed)
+            m.now, m.occurred_at, m.occurred_at, m.now, m.occurred_at, m.now, m.embed, m.uid)
 
 
 def insert_memories(conn: PgConnection, items: list[NewMemory], *, later: Later | None = None) -> list[int]:
@@ -291,12 +292,15 @@ def index_points(conn: PgConnection, memory_id: int, context: dict[str, Any], *,
 
 
 def insert_row(conn: PgConnection, r: dict[str, Any], *, keep_id: bool = False) -> int | None:
-    """A whole exported memory; None when it would be a second live copy of a fact (the unique rule)."""
+    """A whole exported memory; None when it would be a second live copy of a fact (the unique rule).
+    Its ``uid`` is kept (a new one when the record has none: an export written before uids)."""
     columns = [c for c in INSERTED_COLUMNS if keep_id or c != "id"]
     values = []
     for c in columns:
         value = r.get(c, 1 if c == "embed" else None)
-        if c in ("context", "absorbed"):
+        if c == "uid":
+            value = value or new_uid()
+        elif c in ("context", "absorbed"):
             value = json.dumps(value)
         elif c in ("protected", "embed"):
             value = bool(value)
@@ -312,6 +316,13 @@ def insert_row(conn: PgConnection, r: dict[str, Any], *, keep_id: bool = False) 
         return None
     index_points(conn, int(row[0]), r["context"], fresh=True)
     return int(row[0])
+
+
+def ids_by_uid(conn: PgConnection, uids: list[str]) -> dict[str, int]:
+    """``{uid: memory id}`` for each of ``uids`` a memory of the store has (one lookup of the uid index each)."""
+    if not uids:
+        return {}
+    return {str(u): int(i) for u, i in conn.execute("SELECT uid, id FROM memories WHERE uid = ANY(?)", (uids,))}
 
 
 def iter_rows(conn: PgConnection, after_id: int, limit: int) -> list[dict[str, Any]]:

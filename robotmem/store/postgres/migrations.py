@@ -149,10 +149,22 @@ def _v3(conn: Any) -> None:
         conn.executemany("UPDATE memories SET search_text = ?, search_tsv = ?::tsvector WHERE id = ?", changed)
 
 
+# A memory's identity across stores, and the links an import has still to write (as SQLite's migration 19).
+# The volatile default gives every existing row its own uid while the table is rewritten once.
+_V4 = """
+ALTER TABLE memories ADD COLUMN uid text NOT NULL DEFAULT replace(gen_random_uuid()::text, '-', '');
+CREATE UNIQUE INDEX memories_by_uid ON memories (uid);
+CREATE TABLE import_links (
+    memory_id     bigint PRIMARY KEY,
+    superseded_by text,
+    absorbed      text NOT NULL
+);
+"""
+
 Step = Union[str, Callable[[Any], None]]
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
-MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3))
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

@@ -2,16 +2,19 @@
 
 One line per session (``"kind": "session"``) then one per memory (``"kind": "memory"``)
 with everything a memory has: status, provenance, payload (msgpack, base64) and
-vector (float32, base64, with its model id). Import keeps session ids, assigns new
-memory ids (remapping ``superseded_by`` and ``absorbed``) and skips what is already
-there, so importing the same file twice adds nothing.
+vector (float32, base64, with its model id). Each memory carries its ``uid``, its identity
+across stores. Import keeps session ids, assigns new memory ids (remapping ``superseded_by``
+and ``absorbed``) and skips the records the store holds (by uid), so importing the same
+file twice, or into the store it came from, adds nothing.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,7 +29,7 @@ from .store.rows import MEMORY_COLUMNS
 __all__ = ["export_jsonl", "import_jsonl", "reindex"]
 
 _FORMAT = "robotmem-export/1"
-_DEFAULTS = {"embed": 1}
+_DEFAULTS = {"embed": 1, "uid": None}
 _REQUIRED_SESSION = ("id", "collection", "context", "started_at", "ended_at", "outcome_score", "summary")
 _REQUIRED_MEMORY = tuple(c for c in MEMORY_COLUMNS if c not in _DEFAULTS)
 
@@ -124,62 +127,165 @@ def _check_line(line: str, limits: ImportLimits) -> dict[str, Any]:
     return {"kind": kind, **checked}
 
 
+#: Memories per write transaction of an import: a robot's own writes interleave between batches.
+IMPORT_BATCH = 1000
+#: A test seam: called after each committed batch with the number of memory records done so far.
+_after_batch: Callable[[int], None] | None = None
+
+# The same record as a line without a uid (a file written before memories had one): the old rule,
+# through the index memories_by_collection (collection, status, created_at) instead of a scan.
+_SAME_RECORD_SQL = (
+    "SELECT id, uid FROM memories WHERE collection = ? "
+    "AND status IN ('active', 'archived', 'forgotten', 'superseded') AND created_at = ? "
+    "AND content_hash = ? AND content = ? ORDER BY id"
+)
+
+
+@dataclass
+class _Run:
+    """What one import knows across its batches."""
+
+    #: file id -> the record's uid (the file's, or for a line without one, derived from it: _legacy_uid)
+    uid_of: dict[int, str]
+    #: every uid of the file, so the rule for lines without a uid never takes a row another line is
+    uids: set[str] = field(default_factory=set)
+    #: uid -> the memory of this store it is (found by uid, inserted, or the live copy of a fact)
+    id_of_uid: dict[str, int] = field(default_factory=dict)
+    #: rows that are a record of this run: the rule for lines without a uid matches each row once
+    taken: set[int] = field(default_factory=set)
+
+
 def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
                  max_payload_bytes: int) -> dict[str, int]:
+    """Sessions first, then memories in batches of IMPORT_BATCH, each its own write transaction.
+
+    A record whose uid the store holds is that memory (skipped; the store's version wins). One
+    without a uid matches a stored row by the old rule (collection, content hash, created_at,
+    content), each row at most once per run. Otherwise a live fact the store has a live copy of is
+    that copy (learn's rule); anything else is inserted with its uid. Links (superseded_by,
+    absorbed) are written only for inserted records, as the uids of their targets in
+    ``import_links`` until every target is stored: a run stopped between batches and run again
+    stores each record once and finishes the links."""
     limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
     records = _read_lines(path, limits)
+    sessions = [r for r in records if r["kind"] == "session"]
+    memories = [r for r in records if r["kind"] == "memory"]
     counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0}
-    id_map: dict[int, int] = {}
-    to_embed: list[tuple[int, str, str]] = []
-    vectors: list[tuple[int, str, str, np.ndarray]] = []
+    for r in memories:
+        r["known_uid"] = r["uid"] or _legacy_uid(r)
+    run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories})
+    run.uids = {r["known_uid"] for r in memories}
     with db.write() as conn:
-        sessions = {r["id"] for r in records if r["kind"] == "session"}
-        for r in (r for r in records if r["kind"] == "session"):
-            counts["sessions"] += int(db.insert_session_row(conn, r))
-        memories = [r for r in records if r["kind"] == "memory"]
-        for r in memories:
-            _check_session_known(conn, r, sessions)
-            existing = _stored_as(db, conn, r)
-            new_id = None if existing is not None else db.insert_row(conn, r)
-            if new_id is None:
-                # PostgreSQL's unique rule refused a live copy another writer stored since the check.
-                id_map[r["id"]] = existing if existing is not None else _live_copy(db, conn, r)
-                counts["skipped"] += 1
-                continue
-            id_map[r["id"]] = new_id
-            counts["memories"] += 1
-            if r["payload"] is not None:
-                db.insert_payload(conn, new_id, r["payload"], r["payload_summary"])
-            if r["embedding"] is not None:
-                model_id, vector = r["embedding"]
-                vectors.append((id_map[r["id"]], r["collection"], model_id, vector))
-            elif r["status"] in ("active", "archived") and r["embed"]:
-                to_embed.append((id_map[r["id"]], r["collection"], r["content"]))
-        # A bulk load: PostgreSQL builds each collection's vector index once, below, not row by row.
-        db.put_embeddings(conn, vectors, bulk=True)
-        absorbed_param = "?::jsonb" if dialect_of(conn) == "postgresql" else "?"
-        for r in memories:
-            new_id = id_map[r["id"]]
-            superseded = id_map.get(r["superseded_by"]) if r["superseded_by"] is not None else None
-            absorbed = [id_map.get(a, a) for a in r["absorbed"]]
-            conn.execute(f"UPDATE memories SET superseded_by = ?, absorbed = {absorbed_param} WHERE id = ?",
-                         (superseded, json.dumps(absorbed), new_id))
+        _check_sessions_known(conn, memories, {s["id"] for s in sessions})
+        for s in sessions:
+            counts["sessions"] += int(db.insert_session_row(conn, s))
+    batch = max(1, IMPORT_BATCH)
+    for start in range(0, len(memories), batch):
+        with db.write() as conn:
+            to_embed = _import_batch(db, conn, memories[start : start + batch], run, counts)
+            _write_links(db, conn, run)
+        counts["embedded"] += _embed_missing(db, embeddings, to_embed)
+        if _after_batch is not None:
+            _after_batch(min(start + batch, len(memories)))
     db.build_vector_indexes()
-    counts["embedded"] = _embed_missing(db, embeddings, to_embed)
     return counts
 
 
-def _stored_as(db: Store, conn: Any, r: dict[str, Any]) -> int | None:
-    """The memory this record already is: the same record (imported before, or the store it
-    was exported from), or for a live fact the live copy of that fact. ``learn`` keeps one
-    live copy per text and context and PostgreSQL's unique index refuses a second, so an
-    import into SQLite keeps one too instead of adding a copy ``learn`` would never make."""
-    row = conn.execute(
-        "SELECT id FROM memories WHERE collection = ? AND content_hash = ? AND created_at = ? AND content = ?",
-        (r["collection"], r["content_hash"], r["created_at"], r["content"]),
-    ).fetchone()
-    if row is not None:
-        return int(row[0])
+def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
+                  counts: dict[str, int]) -> list[tuple[int, str, str]]:
+    run.id_of_uid.update(db.ids_by_uid(conn, [r["known_uid"] for r in chunk if r["known_uid"] not in run.id_of_uid]))
+    to_embed: list[tuple[int, str, str]] = []
+    vectors: list[tuple[int, str, str, np.ndarray]] = []
+    links: list[tuple[int, str | None, str]] = []
+    for r in chunk:
+        uid = r["known_uid"]
+        existing = run.id_of_uid.get(uid)
+        if existing is None:
+            existing = _stored_as(db, conn, r, run)
+        new_id = None
+        if existing is None:
+            pending = _pending_links(r, run)
+            row = {**r, "uid": uid, "absorbed": [] if pending else r["absorbed"]}
+            new_id = db.insert_row(conn, row)
+            if new_id is None:
+                # PostgreSQL's unique rule refused a live copy another writer stored since the check.
+                existing = _live_copy(db, conn, r)
+        if existing is not None:
+            run.id_of_uid[uid] = existing
+            counts["skipped"] += 1
+            continue
+        assert new_id is not None
+        run.id_of_uid[uid] = new_id
+        run.taken.add(new_id)
+        counts["memories"] += 1
+        if pending:
+            links.append((new_id, *pending))
+        if r["payload"] is not None:
+            db.insert_payload(conn, new_id, r["payload"], r["payload_summary"])
+        if r["embedding"] is not None:
+            model_id, vector = r["embedding"]
+            vectors.append((new_id, r["collection"], model_id, vector))
+        elif r["status"] in ("active", "archived") and r["embed"]:
+            to_embed.append((new_id, r["collection"], r["content"]))
+    # A bulk load: PostgreSQL builds each collection's vector index once, at the end, not row by row.
+    db.put_embeddings(conn, vectors, bulk=True)
+    if links:
+        conn.executemany("INSERT INTO import_links (memory_id, superseded_by, absorbed) VALUES (?, ?, ?)", links)
+    return to_embed
+
+
+def _pending_links(r: dict[str, Any], run: _Run) -> tuple[str | None, str] | None:
+    """(superseded_by, absorbed) as the uids of their targets in the file, or None when no link
+    points into the file (then superseded_by is dropped and absorbed kept as it was, as before)."""
+    superseded = run.uid_of.get(r["superseded_by"]) if r["superseded_by"] is not None else None
+    absorbed: list[str | int] = [run.uid_of.get(a, a) for a in r["absorbed"]]
+    if superseded is None and not any(isinstance(a, str) for a in absorbed):
+        return None
+    return superseded, json.dumps(absorbed)
+
+
+def _write_links(db: Store, conn: Any, run: _Run) -> None:
+    """The links of imported memories whose targets are all stored now (of this run or of an earlier
+    one that stopped before its end); the others wait in ``import_links`` for a later batch."""
+    pending = [(int(m), s, json.loads(a)) for m, s, a in conn.execute(
+        "SELECT memory_id, superseded_by, absorbed FROM import_links ORDER BY memory_id")]
+    if not pending:
+        return
+    wanted = {u for _, s, a in pending for u in (s, *a) if isinstance(u, str)}
+    ids = {u: run.id_of_uid[u] for u in wanted if u in run.id_of_uid}
+    ids.update(db.ids_by_uid(conn, sorted(wanted - ids.keys())))
+    absorbed_param = "?::jsonb" if dialect_of(conn) == "postgresql" else "?"
+    done = []
+    for memory_id, superseded, absorbed in pending:
+        if any(isinstance(u, str) and u not in ids for u in (superseded, *absorbed)):
+            continue
+        conn.execute(f"UPDATE memories SET superseded_by = ?, absorbed = {absorbed_param} WHERE id = ?",
+                     (None if superseded is None else ids[superseded],
+                      json.dumps([ids[a] if isinstance(a, str) else a for a in absorbed]), memory_id))
+        done.append((memory_id,))
+    conn.executemany("DELETE FROM import_links WHERE memory_id = ?", done)
+
+
+def _legacy_uid(r: dict[str, Any]) -> str:
+    """The uid a line without one gets: derived from what it is, so the same line of the same file
+    gets the same uid in every run (a rerun after a stop finds what the stopped run stored)."""
+    key = json.dumps(["robotmem-export/1", r["id"], r["collection"], r["content_hash"], r["created_at"],
+                      r["occurred_at"], r["content"]], ensure_ascii=False)
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None:
+    """For a record whose uid the store does not hold: the memory it already is. A line without a
+    uid is the unclaimed row with its collection, content hash, created_at and content (the rule of
+    exports written before uids). A live fact is the live copy of that fact: ``learn`` keeps one
+    live copy per text and context and PostgreSQL's unique index refuses a second, so an import into
+    SQLite keeps one too instead of adding a copy ``learn`` would never make."""
+    if r["uid"] is None:
+        for row_id, row_uid in conn.execute(
+                _SAME_RECORD_SQL, (r["collection"], r["created_at"], r["content_hash"], r["content"])):
+            if int(row_id) not in run.taken and row_uid not in run.uids:
+                run.taken.add(int(row_id))
+                return int(row_id)
     if r["type"] == "fact" and r["status"] in ("active", "archived"):
         return db.find_duplicate(conn, r["collection"], r["content_hash"])
     return None
@@ -191,12 +297,16 @@ def _live_copy(db: Store, conn: Any, r: dict[str, Any]) -> int:
     return found
 
 
-def _check_session_known(conn: Any, r: dict[str, Any], sessions: set[str]) -> None:
-    sid = r["session_id"]
-    if sid is None or sid in sessions or conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
-        return
-    raise ValidationError(f"line {r['line']}: session_id {sid} is neither in the file nor in the store",
-                          field="path")
+def _check_sessions_known(conn: Any, memories: list[dict[str, Any]], sessions: set[str]) -> None:
+    """Before anything is written: every memory's session is in the file or in the store."""
+    first: dict[str, int] = {}
+    for r in memories:
+        if r["session_id"] is not None and r["session_id"] not in sessions:
+            first.setdefault(r["session_id"], r["line"])
+    for sid, line in first.items():
+        if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
+            raise ValidationError(f"line {line}: session_id {sid} is neither in the file nor in the store",
+                                  field="path")
 
 
 def _embed_missing(db: Store, embeddings: EmbeddingState, items: list[tuple[int, str, str]],

@@ -134,7 +134,7 @@ field_values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), s
                               "context", "content_hash", "protected", "confidence", "reinforced_at",
                               "evidence_count", "first_seen", "created_at", "occurred_at", "status",
                               "superseded_by", "absorbed", "forgotten_at", "forget_reason", "access_count",
-                              "last_accessed", "embed", "payload", "embedding"]),
+                              "last_accessed", "embed", "payload", "embedding", "uid"]),
        value=field_values, kind=st.sampled_from(["fact", "perception"]))
 def test_any_field_value_is_either_refused_by_line_or_imported_and_recallable(
     tmp_path_factory: pytest.TempPathFactory, export_lines: list[str], field: str, value: Any, kind: str

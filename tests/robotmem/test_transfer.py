@@ -1,11 +1,13 @@
 import json
 from pathlib import Path
+from typing import Any
 
+import apsw
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robotmem import Memory
+from robotmem import Memory, transfer
 
 # Text holding NUL is refused, in keys, values and contents alike (PostgreSQL cannot store it).
 no_nul = st.characters(codec="utf-8", exclude_characters="\x00")
@@ -181,3 +183,206 @@ def test_a_summary_stored_with_infinity_tokens_is_read_as_strict_json(tmp_path: 
     mem.export(tmp_path / "e.jsonl")
     for line in (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines():
         _strict(line)
+# -- identity: every memory's uid survives export and import ---------------------------------------------
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _memories(mem: Memory, path: Path) -> list[dict]:
+    """Every memory of the store as its export line writes it (ids and the vector left out)."""
+    mem.export(path)
+    return sorted(({k: v for k, v in r.items() if k not in ("id", "superseded_by", "absorbed", "embedding")}
+                   for r in _lines(path) if r["kind"] == "memory"), key=lambda r: r["uid"])
+
+
+def _samples(n: int) -> list[dict]:
+    return [{"description": "joint state sample from /joint_states", "perception_type": "proprioceptive",
+             "metadata": {"robot": {"id": "r1"}}, "data": {"q": [0.1 * i] * 6}, "occurred_at": 1_700_000_000 + i,
+             "embed": False} for i in range(n)]
+
+
+def test_a_batch_of_samples_with_one_description_round_trips_every_sample(tmp_path: Path, mem: Memory, clock):
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        with robot.bulk_writer() as writer:
+            writer.save_perceptions(_samples(100))
+        robot.save_perceptions(_samples(100))  # one call, the same again: another 100 records
+        robot.export(tmp_path / "e.jsonl")
+        before = _memories(robot, tmp_path / "before.jsonl")
+        assert robot.import_(tmp_path / "e.jsonl")["memories"] == 0  # into its own store
+    counts = mem.import_(tmp_path / "e.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (200, 0)
+    after = _memories(mem, tmp_path / "after.jsonl")
+    assert after == before  # uids, payloads, occurred_at: all 200 as they were
+    assert sorted(mem.get_data(i)["q"][0] for i in range(1, 201)) == sorted([0.1 * i for i in range(100)] * 2)
+    again = mem.import_(tmp_path / "e.jsonl")
+    assert (again["memories"], again["skipped"]) == (0, 200)
+
+
+def test_five_identical_records_are_five_records(tmp_path: Path, mem: Memory, clock):
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.save_perceptions([{"description": "contact on the left finger pad", "perception_type": "tactile"}] * 5)
+        robot.export(tmp_path / "e.jsonl")
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 5
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 0
+    assert mem.stats()["collections"]["default"]["by_status"] == {"active": 5}
+
+
+def test_facts_with_one_text_and_one_created_at_are_different_records(tmp_path: Path, mem: Memory, clock):
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        old = robot.learn("the left door sticks")["memory_id"]
+        robot.forget(old, "fixed, then it stuck again")
+        new = robot.learn("the left door sticks")["memory_id"]  # the same clock time: the same created_at
+        assert new != old and robot.get(new)["created_at"] == robot.get(old)["created_at"]
+        robot.export(tmp_path / "e.jsonl")
+    counts = mem.import_(tmp_path / "e.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (2, 0)
+    assert mem.stats()["collections"]["default"]["by_status"] == {"active": 1, "forgotten": 1}
+    assert _live_facts(mem, "the left door sticks") == ["the left door sticks"]
+
+
+def test_an_older_export_imported_after_an_update_adds_nothing(tmp_path: Path, mem: Memory):
+    kept = mem.learn("the left door sticks")["memory_id"]
+    mem.save_perception("door handle camera frame", "visual")
+    mem.export(tmp_path / "before.jsonl")
+    mem.update(kept, "the left door sticks when it is wet")
+    counts = mem.import_(tmp_path / "before.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (0, 2)
+    assert mem.get(kept)["content"] == "the left door sticks when it is wet"  # the store's version wins
+    hits = mem.recall("left door", n=100, min_relevance=0, min_confidence=0)["results"]
+    assert [h["content"] for h in hits if "door sticks" in h["content"]] == ["the left door sticks when it is wet"]
+
+
+def _without_uids(source: Path, target: Path) -> None:
+    """The file as robotmem wrote it before memories had a uid."""
+    target.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "uid"}) + "\n"
+                              for r in _lines(source)), encoding="utf-8")
+
+
+def test_an_export_without_uids_still_imports_once(tmp_path: Path, mem: Memory, clock):
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        _episode(robot)
+        robot.save_perceptions([{"description": "contact on the left finger pad", "perception_type": "tactile"}] * 5)
+        robot.export(tmp_path / "new.jsonl")
+        _without_uids(tmp_path / "new.jsonl", tmp_path / "old.jsonl")
+        own = robot.import_(tmp_path / "old.jsonl")  # its rows have uids the file does not know: the old rule
+        assert (own["memories"], own["skipped"]) == (0, 10)
+    for expected in (10, 0):
+        assert mem.import_(tmp_path / "old.jsonl")["memories"] == expected
+    assert mem.stats()["collections"]["default"]["by_status"] == {"active": 10}
+    assert _live_facts(mem, "the left door sticks") == ["the left door sticks"]
+
+
+def _merged_episode(mem: Memory, clock) -> dict[str, int]:
+    """A session whose end merged one fact into another (superseded_by one way, absorbed the other),
+    with perceptions between, so that a small batch puts the two on either side of a boundary."""
+    sid = mem.start_session()["session_id"]
+    ids = {"kept": mem.learn("Approach the mug slowly from the left", session_id=sid)["memory_id"]}
+    for i in range(3):
+        clock.advance(1)
+        mem.save_perception(f"wrist camera frame number {i}", "visual", session_id=sid)
+    ids["merged"] = mem.learn("approach the mug slowly, from the left", session_id=sid)["memory_id"]
+    assert mem.end_session(sid, 0.8)["merged"] == 1
+    assert mem.get(ids["merged"])["superseded_by"] == ids["kept"]
+    assert mem.get(ids["kept"])["absorbed"] == [ids["merged"]]
+    return ids
+
+
+def _links(mem: Memory) -> dict[str, tuple]:
+    """Each memory's links, by content, as contents."""
+    records = {r["id"]: r for r in (mem.get(i) for i in _all_ids(mem))}
+    return {r["content"]: (r["status"], records[r["superseded_by"]]["content"] if r["superseded_by"] else None,
+                           [records[a]["content"] for a in r["absorbed"]]) for r in records.values()}
+
+
+def _all_ids(mem: Memory) -> list[int]:
+    with mem.store.read() as conn:
+        return [int(i) for (i,) in conn.execute("SELECT id FROM memories ORDER BY id")]
+
+
+def test_links_are_remapped_across_batches(tmp_path: Path, mem: Memory, clock, monkeypatch):
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 2)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        _merged_episode(robot, clock)
+        expected = _links(robot)
+        robot.export(tmp_path / "e.jsonl")
+    mem.save_perception("a memory of the store before the import", "visual")  # other ids than the source's
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 5
+    assert {k: v for k, v in _links(mem).items() if k in expected} == expected
+    with mem.store.read() as conn:
+        assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 0
+
+
+def test_an_import_stopped_between_batches_finishes_when_run_again(tmp_path: Path, mem: Memory, clock,
+                                                                   monkeypatch):
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 2)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        _merged_episode(robot, clock)
+        robot.save_perceptions([{"description": "contact on the left finger pad", "perception_type": "tactile"}] * 3)
+        expected = _links(robot)
+        before = _memories(robot, tmp_path / "before.jsonl")
+        robot.export(tmp_path / "e.jsonl")
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first_batch(done: int) -> None:
+        raise Stop(done)
+
+    monkeypatch.setattr(transfer, "_after_batch", stop_after_first_batch)
+    with pytest.raises(Stop):
+        mem.import_(tmp_path / "e.jsonl")
+    assert len(_all_ids(mem)) == 2  # the first batch is stored, its forward link waits
+    monkeypatch.setattr(transfer, "_after_batch", None)
+    counts = mem.import_(tmp_path / "e.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (6, 2)
+    assert _memories(mem, tmp_path / "after.jsonl") == before
+    assert _links(mem) == expected
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 0
+
+
+def test_a_skipped_record_writes_no_other_row(tmp_path: Path, mem: Memory, clock):
+    """The same fact learned here is the live copy an imported fact is mapped to: the import must
+    not write the links of the file's record over that row."""
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        _merged_episode(robot, clock)
+        robot.export(tmp_path / "e.jsonl")
+    here = mem.learn("Approach the mug slowly from the left")["memory_id"]  # the hash the file's fact has
+    counts = mem.import_(tmp_path / "e.jsonl")
+    assert counts["skipped"] == 1
+    assert mem.get(here)["absorbed"] == [] and mem.get(here)["superseded_by"] is None
+
+
+@pytest.mark.sqlite_only
+def test_import_looks_records_up_through_indexes(tmp_path: Path, mem: Memory, clock, db_path, monkeypatch):
+    """No statement of an import scans the memories (a scan per record made it quadratic)."""
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        _merged_episode(robot, clock)
+        robot.save_perceptions(_samples(20))
+        robot.learn("the shelf is wobbly")
+        robot.export(tmp_path / "new.jsonl")
+    _without_uids(tmp_path / "new.jsonl", tmp_path / "old.jsonl")
+    mem.save_perceptions(_samples(20))
+    statements: list[tuple[str, tuple]] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
+        statements.append((sql, tuple(bindings) if isinstance(bindings, (list, tuple)) else ()))
+        return True
+
+    def hook(conn: apsw.Connection) -> None:
+        conn.exec_trace = trace
+
+    monkeypatch.setattr(apsw, "connection_hooks", [*apsw.connection_hooks, hook])
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 7)
+    with Memory(db_path, clock=clock, embedder=None) as traced:
+        for name in ("new.jsonl", "old.jsonl", "new.jsonl"):
+            traced.import_(tmp_path / name)
+    reads = {(sql, b) for sql, b in statements
+             if "memories" in sql and sql.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE"))}
+    assert any("uid" in sql for sql, _ in reads) and any("created_at = ?" in sql for sql, _ in reads)
+    check = apsw.Connection(str(db_path))
+    for sql, bindings in reads:
+        plan = [row[-1] for row in check.execute("EXPLAIN QUERY PLAN " + sql, bindings)]
+        assert not any(step.startswith("SCAN") and "memories" in step and "json_each" not in step
+                       for step in plan), (sql, plan)

@@ -152,9 +152,9 @@ def _v3(conn: Any) -> None:
 # A memory's identity across stores, and the links an import has still to write (as SQLite's migration 19).
 # The volatile default gives every existing row its own uid while the table is rewritten once.
 _V4 = """
-ALTER TABLE memories ADD COLUMN uid text NOT NULL DEFAULT replace(gen_random_uuid()::text, '-', '');
-CREATE UNIQUE INDEX memories_by_uid ON memories (uid);
-CREATE TABLE import_links (
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS uid text NOT NULL DEFAULT replace(gen_random_uuid()::text, '-', '');
+CREATE UNIQUE INDEX IF NOT EXISTS memories_by_uid ON memories (uid);
+CREATE TABLE IF NOT EXISTS import_links (
     memory_id     bigint PRIMARY KEY,
     superseded_by text,
     absorbed      text NOT NULL

@@ -53,10 +53,16 @@ def test_sqlite_to_postgresql_and_back_copies_every_row_and_vector(tmp_path: Pat
     with open_store(source) as a, open_store(postgres_url) as b:
         expected = _rows(a)
         assert _rows(b) == expected  # every column, payload and vector byte for byte
+        # uid too: a memory is the same memory in both stores (import recognises it by its uid)
+        assert len({r["uid"] for r in expected[1:]}) == len(expected) - 1 and all(r["uid"] for r in expected[1:])
     back = tmp_path / "back.db"
     assert main(["--url", postgres_url, "--json", "migrate", "--to", str(back)]) == 0
     with open_store(back) as c:
         assert _rows(c) == expected
+    with Memory(source, clock=clock) as lite:
+        lite.export(tmp_path / "e.jsonl")
+    with Memory(back, clock=clock) as copy:
+        assert copy.import_(tmp_path / "e.jsonl")["memories"] == 0  # the migrated store holds the same memories
     with Memory(source, clock=clock) as lite, Memory(postgres_url, clock=clock) as pg:
         for args in ({"query": "", "context_filter": {"params.grip_force": {"$gte": 15}}, "n": 20},
                      {"query": "", "spatial_sort": {"field": "spatial.p", "target": [0.3, 1.0]}, "n": 4},

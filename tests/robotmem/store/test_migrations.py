@@ -140,3 +140,20 @@ def test_opening_waits_for_another_process_migrating_the_store(db_path: Path, ca
         holder.join()
     assert _user_version(db_path) == SCHEMA_VERSION
     assert sum("another process holds the write lock" in r.message for r in caplog.records) == 1
+
+
+def test_migration_19_gives_existing_memories_a_uid_each(db_path: Path, tmp_path: Path):
+    with Memory(db_path, embedder=None) as mem:
+        mem.learn("the dock light flickers at dusk")
+        mem.save_perceptions([{"description": "dock frame with one text"}] * 3)
+    conn = apsw.Connection(str(db_path))
+    # As robotmem before migration 19 left it.
+    conn.execute("DROP INDEX memories_by_uid; DROP TABLE import_links; ALTER TABLE memories DROP COLUMN uid;"
+                 "PRAGMA user_version=18")
+    conn.close()
+    with Memory(db_path, embedder=None) as mem:
+        mem.export(tmp_path / "e.jsonl")
+        assert mem.import_(tmp_path / "e.jsonl")["memories"] == 0
+        uids = [u for (u,) in mem._db.connection().execute("SELECT uid FROM memories ORDER BY id")]
+    assert len(uids) == 4 == len(set(uids)) and all(len(u) == 32 and int(u, 16) >= 0 for u in uids)
+    assert _user_version(db_path) == SCHEMA_VERSION

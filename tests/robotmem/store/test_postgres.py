@@ -397,3 +397,21 @@ def test_migration_3_indexes_context_identifiers_of_existing_memories(postgres_u
         assert [h["id"] for h in mem.recall("G3-GIMBAL-220")["results"]] == [mid]
     with _admin(postgres_url) as admin:
         assert "-220" in admin.execute("SELECT search_tsv::text FROM memories WHERE id = %s", (mid,)).fetchone()[0]
+
+
+def test_migration_4_gives_existing_memories_a_uid_each(postgres_url: str, tmp_path: Path):
+    with Memory(postgres_url, embedder=None) as mem:
+        ids = [mem.learn("the gimbal jittered at 120 Hz")["memory_id"],
+               *mem.save_perceptions([{"description": "contact on the left finger pad"}] * 3)]
+    with _admin(postgres_url) as admin:
+        # As robotmem before migration 4 left it.
+        admin.execute("ALTER TABLE memories DROP COLUMN uid; DROP TABLE import_links")
+        admin.execute("DELETE FROM robotmem_schema WHERE version >= 4")
+    with Memory(postgres_url, embedder=None) as mem:  # migrates
+        mem.export(tmp_path / "e.jsonl")
+        assert mem.import_(tmp_path / "e.jsonl")["memories"] == 0
+        assert len(mem.save_perceptions([{"description": "contact on the left finger pad"}])) == 1
+    with _admin(postgres_url) as admin:
+        uids = [u for (u,) in admin.execute("SELECT uid FROM memories ORDER BY id")]
+    assert len(uids) == len(ids) + 1 == len(set(uids))
+    assert all(len(u) == 32 and int(u, 16) >= 0 for u in uids)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +130,10 @@ def _check_line(line: str, limits: ImportLimits) -> dict[str, Any]:
 
 #: Memories per write transaction of an import: a robot's own writes interleave between batches.
 IMPORT_BATCH = 1000
+#: After each batch, an import into SQLite leaves the write lock free for as long as the batch held
+#: it, up to this many seconds: a writer waiting on SQLite's busy timeout retries every 100 ms at
+#: most, so it gets the lock within a batch or two instead of racing the next batch's BEGIN.
+IMPORT_PAUSE_MAX_S = 0.1
 #: A test seam: called after each committed batch with the number of memory records done so far.
 _after_batch: Callable[[int], None] | None = None
 
@@ -181,10 +186,15 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
             counts["sessions"] += int(db.insert_session_row(conn, s))
     batch = max(1, IMPORT_BATCH)
     for start in range(0, len(memories), batch):
+        began = time.monotonic()
         with db.write() as conn:
             to_embed = _import_batch(db, conn, memories[start : start + batch], run, counts)
             _write_links(db, conn, run)
+        held = time.monotonic() - began
         counts["embedded"] += _embed_missing(db, embeddings, to_embed)
+        if db.kind == "sqlite" and start + batch < len(memories):
+            # PostgreSQL locks rows, not the database: its writers never wait for a batch.
+            time.sleep(min(held, IMPORT_PAUSE_MAX_S))
         if _after_batch is not None:
             _after_batch(min(start + batch, len(memories)))
     db.build_vector_indexes()

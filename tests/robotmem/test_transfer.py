@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robotmem import Memory, transfer
+from robotmem import Config, Memory, transfer
 
 # Text holding NUL is refused, in keys, values and contents alike (PostgreSQL cannot store it).
 no_nul = st.characters(codec="utf-8", exclude_characters="\x00")
@@ -386,3 +386,17 @@ def test_import_looks_records_up_through_indexes(tmp_path: Path, mem: Memory, cl
         plan = [row[-1] for row in check.execute("EXPLAIN QUERY PLAN " + sql, bindings)]
         assert not any(step.startswith("SCAN") and "memories" in step and "json_each" not in step
                        for step in plan), (sql, plan)
+
+
+def test_another_writer_writes_between_batches(tmp_path: Path, mem: Memory, db_path, clock, monkeypatch):
+    """Each batch commits on its own: a writer that will not wait (busy timeout 0) gets in between."""
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.save_perceptions(_samples(10))
+        robot.export(tmp_path / "e.jsonl")
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 3)
+    with Memory(db_path, clock=clock, embedder=None, config=Config(busy_timeout_ms=0)) as other:
+        written: list[int] = []
+        monkeypatch.setattr(transfer, "_after_batch", lambda done: written.append(
+            other.save_perception(f"written after {done} imported", "visual")["memory_id"]))
+        assert mem.import_(tmp_path / "e.jsonl")["memories"] == 10
+    assert len(written) == 4 and mem.stats()["collections"]["default"]["by_status"] == {"active": 14}

@@ -158,6 +158,9 @@ class _Run:
     id_of_uid: dict[str, int] = field(default_factory=dict)
     #: rows that are a record of this run: the rule for lines without a uid matches each row once
     taken: set[int] = field(default_factory=set)
+    #: for lines without a uid: the rows of each key not taken yet, last first (one query per key:
+    #: a batch's look-alike samples share their key, and a query per line would revisit them all)
+    candidates: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
 
 
 def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
@@ -291,11 +294,16 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
     live copy per text and context and PostgreSQL's unique index refuses a second, so an import into
     SQLite keeps one too instead of adding a copy ``learn`` would never make."""
     if r["uid"] is None:
-        for row_id, row_uid in conn.execute(
-                _SAME_RECORD_SQL, (r["collection"], r["created_at"], r["content_hash"], r["content"])):
-            if int(row_id) not in run.taken and row_uid not in run.uids:
-                run.taken.add(int(row_id))
-                return int(row_id)
+        key = (r["collection"], r["created_at"], r["content_hash"], r["content"])
+        rows = run.candidates.get(key)
+        if rows is None:
+            rows = run.candidates[key] = [int(i) for i, u in conn.execute(_SAME_RECORD_SQL, key)
+                                          if u not in run.uids][::-1]
+        while rows:
+            row_id = rows.pop()
+            if row_id not in run.taken:
+                run.taken.add(row_id)
+                return row_id
     if r["type"] == "fact" and r["status"] in ("active", "archived"):
         return db.find_duplicate(conn, r["collection"], r["content_hash"])
     return None

@@ -55,14 +55,12 @@ class NewMemory:
     embed: bool = True
     #: ``canonical_json(context)``; filled in when not given (callers that validated the context have it).
     context_json: str = field(default="", compare=False)
-    #: The memory's identity across stores (robotmem.store.rows.new_uid); a new one when not given.
+    #: The memory's identity across stores; empty: each insert gives the row a new one (rows.new_uid).
     uid: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not self.context_json:
             self.context_json = canonical_json(self.context)
-        if not self.uid:
-            self.uid = new_uid()
 
 
 _INSERT = (
@@ -76,7 +74,7 @@ _INSERT = (
 def _values(m: NewMemory) -> tuple[Any, ...]:
     return (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text, m.context_json,
             m.content_hash, int(m.protected), m.confidence, m.now, m.occurred_at, m.occurred_at, m.now,
-            m.occurred_at, m.now, int(m.embed), m.uid)
+            m.occurred_at, m.now, int(m.embed), m.uid or new_uid())
 
 
 def insert_memory(conn: apsw.Connection, m: NewMemory) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from ..context import lift_sections, load_stored_json
@@ -20,9 +21,12 @@ DUPLICATE_FACT_SQL = (
 )
 
 def new_uid() -> str:
-    """A memory's identity across stores (export, import, migrate): 128 random bits as 32 hex digits,
-    the form the migrations that added the column backfilled (SQLite ``lower(hex(randomblob(16)))``)."""
-    return os.urandom(16).hex()
+    """A memory's identity across stores (export, import, migrate): 32 hex digits, the milliseconds
+    since the epoch (12) then 80 random bits (20), as UUIDv7 orders them. Leading with the time, a
+    new memory's uid goes to the end of the unique index, as its id does, instead of a random page
+    of it (a random content hash index dirtied 1,439 pages per 1,000 inserts at 1M memories,
+    migration 13). Rows older than the column got 32 random digits (migration 19)."""
+    return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
 
 
 #: Every column of a memory, as export, import and migrate copy it.

@@ -63,7 +63,7 @@ _INSERT = (
 def _values(m: NewMemory) -> tuple[Any, ...]:
     return (m.collection, m.session_id, m.type, m.perception_type, m.content, m.search_text,
             tsvector_literal(m.search_text), m.context_json, m.content_hash, m.protected, m.confidence,
-            m.now, m.occurred_at, m.occurred_at, m.now, m.occurred_at, m.now, m.embed, m.uid)
+            m.now, m.occurred_at, m.occurred_at, m.now, m.occurred_at, m.now, m.embed, m.uid or new_uid())
 
 
 def insert_memories(conn: PgConnection, items: list[NewMemory], *, later: Later | None = None) -> list[int]:

@@ -183,6 +183,8 @@ def test_a_summary_stored_with_infinity_tokens_is_read_as_strict_json(tmp_path: 
     mem.export(tmp_path / "e.jsonl")
     for line in (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines():
         _strict(line)
+
+
 # -- identity: every memory's uid survives export and import ---------------------------------------------
 
 

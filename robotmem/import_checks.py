@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +23,7 @@ from . import validation
 from .context import content_hash, legacy_content_hash, parse_context
 from .errors import ValidationError
 from .models import (
-    DESCRIPTION_MAX_CHARS,
-    MEMORY_TYPES,
-    PERCEPTION_TYPES,
-    REASON_MAX_CHARS,
-    STATUSES,
+    DESCRIPTION_MAX_CHARS, EPOCH_MAX, EPOCH_MIN, MEMORY_TYPES, PERCEPTION_TYPES, REASON_MAX_CHARS, STATUSES,
 )
 from .payload import decode_payload, summarize_payload
 from .store.tokens import memory_search_text
@@ -45,12 +42,19 @@ class ImportLimits:
     dim: int | None
 
 
-def _time(value: Any, field: str, *, optional: bool = False) -> float | None:
+def _time(value: Any, field: str, clamped: list[str], *, optional: bool = False) -> float | None:
+    """A stored time. One outside 1970..9999 UTC (the range a tool call's occurred_at is held to)
+    is brought to the range's nearest end and its field noted in ``clamped``: versions before that
+    range stored such times (an occurred_at given in milliseconds), and one such line must not
+    keep a whole backup from being restored."""
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (
+            isinstance(value, float) and not math.isfinite(value)):
         raise ValidationError(f"{field} must be a finite number of epoch seconds", field=field)
-    # The range a tool call's occurred_at is held to: a time no display can show stays out.
+    if not EPOCH_MIN <= value <= EPOCH_MAX:
+        clamped.append(field)
+        return EPOCH_MIN if value < EPOCH_MIN else EPOCH_MAX
     return validation.epoch_seconds(value, field)
 
 
@@ -83,14 +87,16 @@ def check_session(r: dict[str, Any]) -> dict[str, Any]:
     summary = r["summary"]
     if summary is not None and not isinstance(summary, dict):
         raise ValidationError("summary must be a JSON object or null", field="summary")
+    clamped: list[str] = []
     return {
         "id": validation.session_id(r["id"], "id"),
         "collection": validation.collection(r["collection"], ""),
         "context": parse_context(r["context"]),
-        "started_at": _time(r["started_at"], "started_at"),
-        "ended_at": _time(r["ended_at"], "ended_at", optional=True),
+        "started_at": _time(r["started_at"], "started_at", clamped),
+        "ended_at": _time(r["ended_at"], "ended_at", clamped, optional=True),
         "outcome_score": validation.optional_score(r["outcome_score"]),
         "summary": summary,
+        "times_clamped": clamped,
     }
 
 
@@ -98,6 +104,7 @@ def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
     kind = _choice(r["type"], MEMORY_TYPES, "type")
     content = validation.text(r["content"], "content", max_len=DESCRIPTION_MAX_CHARS)
     context = parse_context(r["context"])
+    clamped: list[str] = []
     checked: dict[str, Any] = {
         "id": validation.integer(r["id"], "id", low=1),
         "collection": validation.collection(r["collection"], ""),
@@ -116,16 +123,17 @@ def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
         "superseded_by": None if r["superseded_by"] is None else validation.integer(r["superseded_by"],
                                                                                      "superseded_by", low=1),
         "absorbed": _ids(r["absorbed"]),
-        "forgotten_at": _time(r["forgotten_at"], "forgotten_at", optional=True),
+        "forgotten_at": _time(r["forgotten_at"], "forgotten_at", clamped, optional=True),
         "forget_reason": None if r["forget_reason"] is None
         else validation.text(r["forget_reason"], "forget_reason", max_len=REASON_MAX_CHARS),
         "access_count": _count(r["access_count"], "access_count"),
-        "last_accessed": _time(r["last_accessed"], "last_accessed", optional=True),
+        "last_accessed": _time(r["last_accessed"], "last_accessed", clamped, optional=True),
         "embed": _flag(r.get("embed", 1), "embed"),
         "uid": _uid(r.get("uid")),
     }
     for name in _TIMES:
-        checked[name] = _time(r[name], name)
+        checked[name] = _time(r[name], name, clamped)
+    checked["times_clamped"] = clamped
     checked["payload"], checked["payload_summary"] = _payload(r.get("payload"), limits)
     checked["embedding"] = _embedding(r.get("embedding"), limits)
     return checked

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +29,8 @@ from .store.backend import Store, dialect_of
 from .store.rows import MEMORY_COLUMNS
 
 __all__ = ["export_jsonl", "import_jsonl", "reindex"]
+
+log = logging.getLogger(__name__)
 
 _FORMAT = "robotmem-export/1"
 _DEFAULTS = {"embed": 1, "uid": None}
@@ -178,7 +181,13 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     records = _read_lines(path, limits)
     sessions = [r for r in records if r["kind"] == "session"]
     memories = [r for r in records if r["kind"] == "memory"]
-    counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0}
+    counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0,
+              "times_clamped": sum(len(r["times_clamped"]) for r in records if r["kind"] in ("session", "memory"))}
+    if counts["times_clamped"]:
+        first = next(r for r in records if r.get("times_clamped"))
+        log.warning("%s: %d stored time(s) outside 1970..9999 UTC brought to the nearest end of that range "
+                    "(first: line %s, %s)", path, counts["times_clamped"], first.get("line"),
+                    first["times_clamped"][0])
     for r in memories:
         r["known_uid"] = r["uid"] or _legacy_uid(r)
     run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories})

@@ -56,11 +56,18 @@ def test_a_hash_an_earlier_version_gave_a_large_float_is_taken_in_todays_form():
 
 
 @pytest.mark.parametrize("field", ["occurred_at", "created_at", "last_accessed"])
-@pytest.mark.parametrize("bad", [1e300, -1e20, 253402300800])
-def test_an_imported_time_outside_1970_to_9999_is_refused_like_a_tool_calls(field: str, bad: float):
+@pytest.mark.parametrize("bad, kept", [(1e300, 253402300799.0), (-1e20, 0.0), (253402300800, 253402300799.0)])
+def test_an_imported_time_outside_1970_to_9999_is_brought_into_it_and_noted(field: str, bad: float, kept: float):
+    # Versions before the range stored such times; one line must not keep a backup from being restored.
+    checked = check_memory({**_record({}, "not a hash"), field: bad}, _LIMITS)
+    assert checked[field] == kept and checked["times_clamped"] == [field]
+    assert check_memory(_record({}, "not a hash"), _LIMITS)["times_clamped"] == []
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), "yesterday", True])
+def test_an_imported_time_that_is_no_finite_number_is_refused(bad: Any):
     from robotmem.errors import ValidationError
 
-    record = {**_record({}, "not a hash"), field: bad}
     with pytest.raises(ValidationError) as info:
-        check_memory(record, _LIMITS)
-    assert info.value.field == field
+        check_memory({**_record({}, "not a hash"), "occurred_at": bad}, _LIMITS)
+    assert info.value.field == "occurred_at"

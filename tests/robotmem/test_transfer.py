@@ -402,3 +402,22 @@ def test_another_writer_writes_between_batches(tmp_path: Path, mem: Memory, db_p
             other.save_perception(f"written after {done} imported", "visual")["memory_id"]))
         assert mem.import_(tmp_path / "e.jsonl")["memories"] == 10
     assert len(written) == 4 and mem.stats()["collections"]["default"]["by_status"] == {"active": 14}
+
+
+def test_an_export_holding_times_outside_1970_to_9999_is_restored_with_them_noted(tmp_path: Path, mem: Memory):
+    # Versions before that range stored such times (an occurred_at given in milliseconds): a
+    # backup holding one imports whole, the time brought to the range's nearest end and counted.
+    with Memory(tmp_path / "old.db", embedder=None) as old:
+        old.learn("the cart left the dock at noon")
+        old.save_perception("wrist force during the push", "tactile", data={"f": [1.0, 2.0]})
+        old.export(tmp_path / "old.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "old.jsonl").read_text().splitlines()]
+    for line in lines:
+        if line.get("kind") == "memory" and line["type"] == "fact":
+            line["occurred_at"] = 1_764_000_000_000.0  # milliseconds
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    counts = mem.import_(tmp_path / "old.jsonl")
+    assert counts["memories"] == 2 and counts["times_clamped"] == 1
+    hits = mem.recall("", since=0, n=10, min_confidence=0)["results"]
+    assert sorted(r["occurred_at"] for r in hits)[-1] == 253402300799.0
+    assert mem.import_(tmp_path / "old.jsonl")["memories"] == 0  # a rerun adds nothing

@@ -42,20 +42,30 @@ class ImportLimits:
     dim: int | None
 
 
-def _time(value: Any, field: str, clamped: list[str], *, optional: bool = False) -> float | None:
-    """A stored time. One outside 1970..9999 UTC (the range a tool call's occurred_at is held to)
-    is brought to the range's nearest end and its field noted in ``clamped``: versions before that
-    range stored such times (an occurred_at given in milliseconds), and one such line must not
-    keep a whole backup from being restored."""
+#: Units a stored time too large for seconds may have been written in (ms, µs, ns since 1970),
+#: tried in this order: the first that brings it into 1970..9999 is taken.
+_TIME_UNITS = (1e3, 1e6, 1e9)
+
+
+def _time(value: Any, field: str, adjusted: list[tuple[str, str]], *, optional: bool = False) -> float | None:
+    """A stored time. Versions before the 1970..9999 UTC range (the one a tool call's occurred_at
+    is held to) stored what they were given, and one such line must not keep a whole backup from
+    being restored: a time that is milliseconds, microseconds or nanoseconds since 1970 is read
+    in seconds (``adjusted``: (field, "rescaled")); any other is brought to the range's nearest end
+    ((field, "clamped"))."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (
             isinstance(value, float) and not math.isfinite(value)):
         raise ValidationError(f"{field} must be a finite number of epoch seconds", field=field)
-    if not EPOCH_MIN <= value <= EPOCH_MAX:
-        clamped.append(field)
-        return EPOCH_MIN if value < EPOCH_MIN else EPOCH_MAX
-    return validation.epoch_seconds(value, field)
+    if EPOCH_MIN <= value <= EPOCH_MAX:
+        return validation.epoch_seconds(value, field)
+    for unit in _TIME_UNITS if value > EPOCH_MAX else ():
+        if EPOCH_MIN <= value / unit <= EPOCH_MAX:
+            adjusted.append((field, "rescaled"))
+            return float(value / unit)
+    adjusted.append((field, "clamped"))
+    return EPOCH_MIN if value < EPOCH_MIN else EPOCH_MAX
 
 
 def _count(value: Any, field: str) -> int:
@@ -87,16 +97,16 @@ def check_session(r: dict[str, Any]) -> dict[str, Any]:
     summary = r["summary"]
     if summary is not None and not isinstance(summary, dict):
         raise ValidationError("summary must be a JSON object or null", field="summary")
-    clamped: list[str] = []
+    adjusted: list[tuple[str, str]] = []
     return {
         "id": validation.session_id(r["id"], "id"),
         "collection": validation.collection(r["collection"], ""),
         "context": parse_context(r["context"]),
-        "started_at": _time(r["started_at"], "started_at", clamped),
-        "ended_at": _time(r["ended_at"], "ended_at", clamped, optional=True),
+        "started_at": _time(r["started_at"], "started_at", adjusted),
+        "ended_at": _time(r["ended_at"], "ended_at", adjusted, optional=True),
         "outcome_score": validation.optional_score(r["outcome_score"]),
         "summary": summary,
-        "times_clamped": clamped,
+        "times_adjusted": adjusted,
     }
 
 
@@ -104,7 +114,7 @@ def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
     kind = _choice(r["type"], MEMORY_TYPES, "type")
     content = validation.text(r["content"], "content", max_len=DESCRIPTION_MAX_CHARS)
     context = parse_context(r["context"])
-    clamped: list[str] = []
+    adjusted: list[tuple[str, str]] = []
     checked: dict[str, Any] = {
         "id": validation.integer(r["id"], "id", low=1),
         "collection": validation.collection(r["collection"], ""),
@@ -123,17 +133,17 @@ def check_memory(r: dict[str, Any], limits: ImportLimits) -> dict[str, Any]:
         "superseded_by": None if r["superseded_by"] is None else validation.integer(r["superseded_by"],
                                                                                      "superseded_by", low=1),
         "absorbed": _ids(r["absorbed"]),
-        "forgotten_at": _time(r["forgotten_at"], "forgotten_at", clamped, optional=True),
+        "forgotten_at": _time(r["forgotten_at"], "forgotten_at", adjusted, optional=True),
         "forget_reason": None if r["forget_reason"] is None
         else validation.text(r["forget_reason"], "forget_reason", max_len=REASON_MAX_CHARS),
         "access_count": _count(r["access_count"], "access_count"),
-        "last_accessed": _time(r["last_accessed"], "last_accessed", clamped, optional=True),
+        "last_accessed": _time(r["last_accessed"], "last_accessed", adjusted, optional=True),
         "embed": _flag(r.get("embed", 1), "embed"),
         "uid": _uid(r.get("uid")),
     }
     for name in _TIMES:
-        checked[name] = _time(r[name], name, clamped)
-    checked["times_clamped"] = clamped
+        checked[name] = _time(r[name], name, adjusted)
+    checked["times_adjusted"] = adjusted
     checked["payload"], checked["payload_summary"] = _payload(r.get("payload"), limits)
     checked["embedding"] = _embedding(r.get("embedding"), limits)
     return checked

@@ -181,13 +181,15 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     records = _read_lines(path, limits)
     sessions = [r for r in records if r["kind"] == "session"]
     memories = [r for r in records if r["kind"] == "memory"]
+    adjusted = [(r.get("line"), field, how) for r in records if r["kind"] in ("session", "memory")
+                for field, how in r["times_adjusted"]]
     counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0,
-              "times_clamped": sum(len(r["times_clamped"]) for r in records if r["kind"] in ("session", "memory"))}
-    if counts["times_clamped"]:
-        first = next(r for r in records if r.get("times_clamped"))
-        log.warning("%s: %d stored time(s) outside 1970..9999 UTC brought to the nearest end of that range "
-                    "(first: line %s, %s)", path, counts["times_clamped"], first.get("line"),
-                    first["times_clamped"][0])
+              "times_rescaled": sum(how == "rescaled" for _, _, how in adjusted),
+              "times_clamped": sum(how == "clamped" for _, _, how in adjusted)}
+    if adjusted:
+        log.warning("%s: %d stored time(s) outside 1970..9999 UTC: %d read as milliseconds, microseconds or "
+                    "nanoseconds since 1970, %d brought to the range's nearest end (first: line %s, %s, %s)",
+                    path, len(adjusted), counts["times_rescaled"], counts["times_clamped"], *adjusted[0])
     for r in memories:
         r["known_uid"] = r["uid"] or _legacy_uid(r)
     run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories})

@@ -56,12 +56,19 @@ def test_a_hash_an_earlier_version_gave_a_large_float_is_taken_in_todays_form():
 
 
 @pytest.mark.parametrize("field", ["occurred_at", "created_at", "last_accessed"])
-@pytest.mark.parametrize("bad, kept", [(1e300, 253402300799.0), (-1e20, 0.0), (253402300800, 253402300799.0)])
-def test_an_imported_time_outside_1970_to_9999_is_brought_into_it_and_noted(field: str, bad: float, kept: float):
+@pytest.mark.parametrize("stored, kept, how", [
+    (1_700_000_000_500.0, 1_700_000_000.5, "rescaled"),      # milliseconds since 1970
+    (1_700_000_000_500_000, 1_700_000_000.5, "rescaled"),    # microseconds
+    (1_700_000_000_500_000_000, 1_700_000_000.5, "rescaled"),  # nanoseconds
+    (1e300, 253402300799.0, "clamped"),
+    (-1e20, 0.0, "clamped"),
+])
+def test_an_imported_time_outside_1970_to_9999_is_read_in_its_unit_or_brought_into_range(
+        field: str, stored: float, kept: float, how: str):
     # Versions before the range stored such times; one line must not keep a backup from being restored.
-    checked = check_memory({**_record({}, "not a hash"), field: bad}, _LIMITS)
-    assert checked[field] == kept and checked["times_clamped"] == [field]
-    assert check_memory(_record({}, "not a hash"), _LIMITS)["times_clamped"] == []
+    checked = check_memory({**_record({}, "not a hash"), field: stored}, _LIMITS)
+    assert checked[field] == pytest.approx(kept, abs=1e-3) and checked["times_adjusted"] == [(field, how)]
+    assert check_memory(_record({}, "not a hash"), _LIMITS)["times_adjusted"] == []
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), "yesterday", True])

@@ -76,6 +76,7 @@ def _read_lines(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
     """Every record of the file, checked; any bad line refuses the whole import, naming it."""
     records: list[dict[str, Any]] = []
     problems: list[str] = []
+    first_line_of_uid: dict[str, int] = {}
     # surrogateescape: bytes that are not UTF-8 are read (as lone surrogates) instead of raising
     # in the middle of the loop, so _utf8 reports their line like any other bad line.
     with _opened(path, "r", errors="surrogateescape") as src:
@@ -89,6 +90,12 @@ def _read_lines(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
                 continue
             if record["kind"] != "header":
                 record["line"] = number
+            if record["kind"] == "memory" and record["uid"] is not None:
+                # Two lines with one uid are one memory told twice: keeping either would drop the other.
+                first = first_line_of_uid.setdefault(record["uid"], number)
+                if first != number:
+                    problems.append(f"line {number}: uid {record['uid']} is also the uid of line {first}")
+                    continue
             records.append(record)
     if problems:
         shown = "; ".join(problems[:_MAX_REPORTED])

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robotmem import Config, Memory, transfer
+from robotmem.errors import ValidationError
 
 # Text holding NUL is refused, in keys, values and contents alike (PostgreSQL cannot store it).
 no_nul = st.characters(codec="utf-8", exclude_characters="\x00")
@@ -423,3 +424,26 @@ def test_an_export_holding_times_outside_1970_to_9999_is_restored_with_them_read
     hits = mem.recall("", since=0, n=10, min_confidence=0)["results"]
     assert 1_764_000_000.0 in [r["occurred_at"] for r in hits]  # read as milliseconds
     assert mem.import_(tmp_path / "old.jsonl")["memories"] == 0  # a rerun adds nothing
+
+
+def _rewrite(path: Path, change) -> None:
+    """The export at ``path`` with ``change(memory_lines)`` applied in place."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    change([line for line in lines if line.get("kind") == "memory"])
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_two_lines_with_one_uid_refuse_the_file_before_anything_is_written(tmp_path: Path, mem: Memory):
+    with Memory(tmp_path / "robot.db", embedder=None) as robot:
+        for i in range(3):
+            robot.save_perception(f"camera frame {i}", "visual")
+        robot.export(tmp_path / "e.jsonl")
+
+    def same_uid(memories: list[dict]) -> None:
+        memories[2]["uid"] = memories[0]["uid"]
+
+    _rewrite(tmp_path / "e.jsonl", same_uid)
+    with pytest.raises(ValidationError, match=r"nothing imported, 1 bad line\(s\): line 4: uid [0-9a-f]{32} "
+                                              r"is also the uid of line 2"):
+        mem.import_(tmp_path / "e.jsonl")
+    assert _all_ids(mem) == []

@@ -97,13 +97,44 @@ def _read_lines(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
                     problems.append(f"line {number}: uid {record['uid']} is also the uid of line {first}")
                     continue
             records.append(record)
+    _refuse_bad_lines(path, problems)
+    if not records or records[0].get("format") != _FORMAT:
+        raise ValidationError(f"{path} is not a {_FORMAT} file", field="path")
+    return records
+
+
+def _refuse_bad_lines(path: Path, problems: list[str]) -> None:
     if problems:
         shown = "; ".join(problems[:_MAX_REPORTED])
         more = f" (and {len(problems) - _MAX_REPORTED} more)" if len(problems) > _MAX_REPORTED else ""
         raise ValidationError(f"{path}: nothing imported, {len(problems)} bad line(s): {shown}{more}", field="path")
-    if not records or records[0].get("format") != _FORMAT:
-        raise ValidationError(f"{path} is not a {_FORMAT} file", field="path")
-    return records
+
+
+#: The fields of a memory that never change (update rewrites content and context, consolidation the
+#: status and links): a stored memory with a file line's uid must have the line's.
+_FIXED_FIELDS = ("collection", "type", "created_at")
+_UID_LOOKUP = 500
+
+
+def _check_uids_are_these(conn: Any, path: Path, memories: list[dict[str, Any]]) -> None:
+    """Before anything is written: each uid of the file the store holds is the same memory there
+    (its collection, type and created_at), not another memory that has that uid; otherwise the
+    record would be skipped and links re-pointed at an unrelated memory."""
+    with_uid = [r for r in memories if r["uid"] is not None]
+    problems: list[str] = []
+    for start in range(0, len(with_uid), _UID_LOOKUP):
+        chunk = {r["uid"]: r for r in with_uid[start : start + _UID_LOOKUP]}
+        marks = ", ".join("?" * len(chunk))
+        for uid, memory_id, *stored in conn.execute(
+                f"SELECT uid, id, {', '.join(_FIXED_FIELDS)} FROM memories WHERE uid IN ({marks})", list(chunk)):
+            r = chunk[str(uid)]
+            differs = [name for name, value in zip(_FIXED_FIELDS, stored)
+                       if value != r[name] and name not in r["times_clamped"]]
+            if differs:
+                problems.append(f"line {r['line']}: uid {uid} belongs to memory {int(memory_id)} of this store, "
+                                f"a different memory (its {', '.join(differs)} differ)")
+    problems.sort(key=lambda p: int(p.split(":", 1)[0].split()[1]))
+    _refuse_bad_lines(path, problems)
 
 
 def _utf8(line: str) -> str:
@@ -177,7 +208,9 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
                  max_payload_bytes: int) -> dict[str, int]:
     """Sessions first, then memories in batches of IMPORT_BATCH, each its own write transaction.
 
-    A record whose uid the store holds is that memory (skipped; the store's version wins). One
+    A record whose uid the store holds is that memory (skipped; the store's version wins), checked
+    before anything is written to have its collection, type and created_at there (a uid held by a
+    different memory refuses the file, as does a uid on two lines). One
     without a uid matches a stored row by the old rule (collection, content hash, created_at,
     content), each row at most once per run. Otherwise a live fact the store has a live copy of is
     that copy (learn's rule); anything else is inserted with its uid. Links (superseded_by,
@@ -202,6 +235,7 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories})
     run.uids = {r["known_uid"] for r in memories}
     with db.write() as conn:
+        _check_uids_are_these(conn, path, memories)
         _check_sessions_known(conn, memories, {s["id"] for s in sessions})
         for s in sessions:
             counts["sessions"] += int(db.insert_session_row(conn, s))

@@ -447,3 +447,34 @@ def test_two_lines_with_one_uid_refuse_the_file_before_anything_is_written(tmp_p
                                               r"is also the uid of line 2"):
         mem.import_(tmp_path / "e.jsonl")
     assert _all_ids(mem) == []
+
+
+def test_a_uid_of_another_memory_of_the_store_refuses_the_file(tmp_path: Path, mem: Memory):
+    """A line whose uid is held here by a different memory is not that memory: skipping it (and
+    pointing its links at that memory) would lose it and link the wrong memory."""
+    with Memory(tmp_path / "robot.db", embedder=None) as robot:
+        robot.save_perception("camera frame 0", "visual")
+        robot.save_perception("camera frame 1", "visual")
+        robot.export(tmp_path / "e.jsonl")
+    own = mem.save_perception("this store's own memory", "visual")["memory_id"]
+    with mem.store.read() as conn:
+        own_uid = conn.execute("SELECT uid FROM memories WHERE id = ?", (own,)).fetchone()[0]
+
+    def collide(memories: list[dict]) -> None:
+        memories[0]["uid"] = own_uid
+        memories[1].update(status="superseded", superseded_by=memories[0]["id"])
+
+    _rewrite(tmp_path / "e.jsonl", collide)
+    with pytest.raises(ValidationError, match=rf"nothing imported, 1 bad line\(s\): line 2: uid {own_uid} belongs "
+                                              rf"to memory {own} of this store, a different memory"):
+        mem.import_(tmp_path / "e.jsonl")
+    assert _all_ids(mem) == [own] and mem.get(own)["status"] == "active"
+
+
+def test_a_uid_of_the_same_memory_updated_here_is_that_memory(tmp_path: Path, mem: Memory):
+    """Content (and so context) may differ: an update changes them, not what memory it is."""
+    first = mem.save_perception("camera frame 0", "visual")["memory_id"]
+    mem.export(tmp_path / "e.jsonl")
+    mem.update(first, "camera frame 0, relabelled")
+    counts = mem.import_(tmp_path / "e.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (0, 1)

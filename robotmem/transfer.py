@@ -4,7 +4,7 @@ One line per session (``"kind": "session"``) then one per memory (``"kind": "mem
 with everything a memory has: status, provenance, payload (msgpack, base64) and
 vector (float32, base64, with its model id). Each memory carries its ``uid``, its identity
 across stores. Import keeps session ids, assigns new memory ids (remapping ``superseded_by``
-and ``absorbed``) and skips the records the store holds (by uid), so importing the same
+and ``absorbed``; a link to a memory not in the file is dropped) and skips the records the store holds (by uid), so importing the same
 file twice, or into the store it came from, adds nothing.
 """
 
@@ -270,7 +270,7 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
         new_id = None
         if existing is None:
             pending = _pending_links(r, run)
-            row = {**r, "uid": uid, "absorbed": [] if pending else r["absorbed"]}
+            row = {**r, "uid": uid, "absorbed": []}  # links are written from import_links, into the file only
             new_id = db.insert_row(conn, row)
             if new_id is None:
                 # PostgreSQL's unique rule refused a live copy another writer stored since the check.
@@ -301,10 +301,11 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
 
 def _pending_links(r: dict[str, Any], run: _Run) -> tuple[str | None, str] | None:
     """(superseded_by, absorbed) as the uids of their targets in the file, or None when no link
-    points into the file (then superseded_by is dropped and absorbed kept as it was, as before)."""
+    points into the file. A target that is not in the file is dropped, from either: its id is the
+    source store's, and kept as it is it would name an unrelated memory of this store."""
     superseded = run.uid_of.get(r["superseded_by"]) if r["superseded_by"] is not None else None
-    absorbed: list[str | int] = [run.uid_of.get(a, a) for a in r["absorbed"]]
-    if superseded is None and not any(isinstance(a, str) for a in absorbed):
+    absorbed = [run.uid_of[a] for a in r["absorbed"] if a in run.uid_of]
+    if superseded is None and not absorbed:
         return None
     return superseded, json.dumps(absorbed)
 

@@ -478,3 +478,28 @@ def test_a_uid_of_the_same_memory_updated_here_is_that_memory(tmp_path: Path, me
     mem.update(first, "camera frame 0, relabelled")
     counts = mem.import_(tmp_path / "e.jsonl")
     assert (counts["memories"], counts["skipped"]) == (0, 1)
+
+
+def test_links_to_memories_not_in_the_file_are_dropped(tmp_path: Path, mem: Memory):
+    """An id that is not in the file is the source store's: kept, it would name an unrelated memory here."""
+    with Memory(tmp_path / "robot.db", embedder=None) as robot:
+        for i in range(3):
+            robot.save_perception(f"camera frame {i}", "visual")
+        robot.export(tmp_path / "e.jsonl")
+
+    def dangling(memories: list[dict]) -> None:
+        first = memories.pop(0)  # id 1 is not in the file
+        memories[0].update(status="superseded", superseded_by=999)
+        memories[1].update(absorbed=[first["id"], 998, memories[0]["id"]])
+
+    lines = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    memories = [line for line in lines if line.get("kind") == "memory"]
+    dangling(memories)
+    (tmp_path / "e.jsonl").write_text("".join(json.dumps(line) + "\n"
+                                              for line in [x for x in lines if x.get("kind") != "memory"] + memories))
+    local = mem.save_perception("this store's own memory number one", "visual")["memory_id"]
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 2
+    links = _links(mem)
+    assert links["camera frame 1"] == ("superseded", None, [])
+    assert links["camera frame 2"] == ("active", None, ["camera frame 1"])
+    assert links["this store's own memory number one"] == ("active", None, []) and local == 1

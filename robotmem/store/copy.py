@@ -7,6 +7,9 @@ continues after the last memory the target holds. Vectors, payloads and every
 bookkeeping column are copied as stored: nothing is re-embedded or re-scored.
 Into PostgreSQL, vectors are loaded without their HNSW index, which is built once at the end.
 ``superseded_by`` links are set at the end, when every memory they point at exists.
+The links an import stopped half-way left waiting (``import_links``: a memory id, kept, and
+its targets' uids, kept too) are copied as they are, so running that import again against
+the target finishes them.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Prog
             progress(done, total)
     _link_superseded(source, target)
     point_at_live_targets(source, target)
+    _copy_import_links(source, target)
     target.restart_ids()
     indexes = target.build_vector_indexes()
     return {"memories": copied, "vector_indexes": indexes, "merged_duplicates": merged, "sessions": new_sessions, "resumed_after": start,
@@ -106,3 +110,15 @@ def _link_superseded(source: Store, target: Store) -> None:
             conn.execute("UPDATE memories SET superseded_by = ? WHERE id = ? AND superseded_by IS NULL "
                          "AND EXISTS (SELECT 1 FROM memories t WHERE t.id = ?)",
                          (superseded_by, memory_id, superseded_by))
+
+
+def _copy_import_links(source: Store, target: Store) -> None:
+    """The links a stopped import left waiting; a row the target holds already (a copy run again) is kept."""
+    with source.read() as conn:
+        links = [(int(m), s, str(a)) for m, s, a in conn.execute(
+            "SELECT memory_id, superseded_by, absorbed FROM import_links ORDER BY memory_id")]
+    if not links:
+        return
+    with target.write() as conn:
+        conn.executemany("INSERT INTO import_links (memory_id, superseded_by, absorbed) VALUES (?, ?, ?) "
+                         "ON CONFLICT (memory_id) DO NOTHING", links)

@@ -156,3 +156,46 @@ def test_two_live_copies_of_a_fact_arrive_with_the_later_merged_into_the_earlier
         with pytest.raises(ConflictError) as info:
             pg.update(d, "the dock is behind the shelf again")
         assert f"update memory {c} instead" in info.value.message
+
+
+@pytest.mark.parametrize("target_kind", ["sqlite", "postgresql"])
+def test_links_a_stopped_import_left_waiting_are_finished_by_the_import_run_again_on_the_copy(
+        tmp_path: Path, clock, target_kind: str, request: pytest.FixtureRequest, monkeypatch):
+    from robotmem import transfer
+
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        sid = robot.start_session()["session_id"]
+        kept = robot.learn("Approach the mug slowly from the left", session_id=sid)["memory_id"]
+        for i in range(3):
+            clock.advance(1)
+            robot.save_perception(f"wrist camera frame number {i}", "visual", session_id=sid)
+        merged = robot.learn("approach the mug slowly, from the left", session_id=sid)["memory_id"]
+        assert robot.end_session(sid, 0.8)["merged"] == 1
+        robot.export(tmp_path / "e.jsonl")
+
+    class Stop(Exception):
+        pass
+
+    def stop(done: int) -> None:
+        raise Stop(done)
+
+    source = tmp_path / "source.db"
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 2)
+    monkeypatch.setattr(transfer, "_after_batch", stop)
+    with Memory(source, clock=clock, embedder=None) as mem, pytest.raises(Stop):
+        mem.import_(tmp_path / "e.jsonl")  # the first batch holds `kept`: its absorbed waits for `merged`
+    monkeypatch.setattr(transfer, "_after_batch", None)
+    with open_store(source) as a, a.read() as conn:
+        assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 1
+    target = (request.getfixturevalue("postgres_url") if target_kind == "postgresql"
+              else str(tmp_path / "target.db"))
+    assert main(["--db", str(source), "--json", "migrate", "--to", target]) == 0
+    with Memory(target, clock=clock, embedder=None) as copy:
+        assert copy.import_(tmp_path / "e.jsonl")["memories"] == 3
+        ids = {copy.get(i)["content"]: i for i in range(1, 6)}
+        here_kept, here_merged = ids["Approach the mug slowly from the left"], ids["approach the mug slowly, from the left"]
+        assert copy.get(here_kept)["absorbed"] == [here_merged]
+        assert copy.get(here_merged)["superseded_by"] == here_kept
+        with copy.store.read() as conn:
+            assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 0
+    assert (kept, merged) == (1, 5)

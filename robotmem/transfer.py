@@ -273,8 +273,9 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
             row = {**r, "uid": uid, "absorbed": []}  # links are written from import_links, into the file only
             new_id = db.insert_row(conn, row)
             if new_id is None:
-                # PostgreSQL's unique rule refused a live copy another writer stored since the check.
-                existing = _live_copy(db, conn, r)
+                # PostgreSQL's unique rules refused a record another writer (an import of the same
+                # file) or a live copy another writer stored since the check.
+                existing = db.ids_by_uid(conn, [uid]).get(uid) or _live_copy(db, conn, r)
         if existing is not None:
             run.id_of_uid[uid] = existing
             counts["skipped"] += 1

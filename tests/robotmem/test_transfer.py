@@ -503,3 +503,33 @@ def test_links_to_memories_not_in_the_file_are_dropped(tmp_path: Path, mem: Memo
     assert links["camera frame 1"] == ("superseded", None, [])
     assert links["camera frame 2"] == ("active", None, ["camera frame 1"])
     assert links["this store's own memory number one"] == ("active", None, []) and local == 1
+
+
+def test_two_imports_of_one_file_at_once_into_postgresql_store_each_record_once(tmp_path: Path, postgres_url: str,
+                                                                               clock, monkeypatch):
+    """The other import stores the file between this one's look-up of a batch and its inserts: the
+    unique uid refuses this one's rows, which are then that import's (skipped), and both finish."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 2)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        _merged_episode(robot, clock)
+        robot.save_perception("gripper closes on the mug", "tactile")
+        expected = _links(robot)
+        robot.export(tmp_path / "e.jsonl")
+    with Memory(postgres_url, clock=clock, embedder=None) as first, \
+            Memory(postgres_url, clock=clock, embedder=None) as second:
+        looked_up = second.store.ids_by_uid
+        first_counts: list[dict] = []
+
+        def the_other_import_meanwhile(conn: Any, uids: list[str]) -> dict[str, int]:
+            found = looked_up(conn, uids)
+            if not first_counts:
+                first_counts.append(first.import_(tmp_path / "e.jsonl"))
+            return found
+
+        monkeypatch.setattr(second.store, "ids_by_uid", the_other_import_meanwhile)
+        counts = second.import_(tmp_path / "e.jsonl")
+        assert first_counts[0]["memories"] == 6
+        assert (counts["memories"], counts["skipped"]) == (0, 6)
+        assert _links(second) == expected and len(_all_ids(second)) == 6
+        with second.store.read() as conn:
+            assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 0

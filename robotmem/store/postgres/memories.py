@@ -292,7 +292,9 @@ def index_points(conn: PgConnection, memory_id: int, context: dict[str, Any], *,
 
 
 def insert_row(conn: PgConnection, r: dict[str, Any], *, keep_id: bool = False) -> int | None:
-    """A whole exported memory; None when it would be a second live copy of a fact (the unique rule).
+    """A whole exported memory; None when it would be a second live copy of a fact (the unique rule)
+    or, for an import (not ``keep_id``), when its uid is stored already: another import of the same
+    file stored it since this one looked (the insert waits for that one's commit, then does nothing).
     Its ``uid`` is kept (a new one when the record has none: an export written before uids)."""
     columns = [c for c in INSERTED_COLUMNS if keep_id or c != "id"]
     values = []
@@ -307,9 +309,14 @@ def insert_row(conn: PgConnection, r: dict[str, Any], *, keep_id: bool = False) 
         values.append(value)
     casts = {"context": "?::jsonb", "absorbed": "?::jsonb"}
     placeholders = ", ".join(casts.get(c, "?") for c in columns)
+    # One ON CONFLICT names at most one unique index: an import's insert (new id) gives way on any
+    # (a live fact's, the uid's); a copy's (migrate, ids kept) on the live fact's only, so a clash
+    # of ids still fails loudly instead of passing for a merged duplicate.
+    conflict = ("ON CONFLICT DO NOTHING" if not keep_id
+                else f"ON CONFLICT (collection, content_hash) WHERE {_LIVE_FACT} DO NOTHING")
     row = conn.execute(
         f"INSERT INTO memories ({', '.join(columns)}, search_tsv) VALUES ({placeholders}, ?::tsvector) "
-        f"ON CONFLICT (collection, content_hash) WHERE {_LIVE_FACT} DO NOTHING RETURNING id",
+        f"{conflict} RETURNING id",
         [*values, tsvector_literal(r["search_text"])],
     ).fetchone()
     if row is None:

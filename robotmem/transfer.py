@@ -129,7 +129,7 @@ def _check_uids_are_these(conn: Any, path: Path, memories: list[dict[str, Any]])
                 f"SELECT uid, id, {', '.join(_FIXED_FIELDS)} FROM memories WHERE uid IN ({marks})", list(chunk)):
             r = chunk[str(uid)]
             differs = [name for name, value in zip(_FIXED_FIELDS, stored)
-                       if value != r[name] and name not in r["times_clamped"]]
+                       if value != r[name] and name not in {field for field, _ in r["times_adjusted"]}]
             if differs:
                 problems.append(f"line {r['line']}: uid {uid} belongs to memory {int(memory_id)} of this store, "
                                 f"a different memory (its {', '.join(differs)} differ)")

@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from .errors import ValidationError
 from .import_checks import ImportLimits, check_memory, check_session
 from .search.embedding_state import EmbeddingState
 from .store.backend import Store, dialect_of
-from .store.rows import MEMORY_COLUMNS
+from .store.rows import MEMORY_COLUMNS, PROVISIONAL_PREFIX, is_provisional
 
 __all__ = ["export_jsonl", "import_jsonl", "reindex"]
 
@@ -202,6 +203,13 @@ class _Run:
     #: for lines without a uid: the rows of each key not taken yet, last first (one query per key:
     #: a batch's look-alike samples share their key, and a query per line would revisit them all)
     candidates: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
+    #: the uids the file's lines give (not those derived for lines without one)
+    file_uids: set[str] = field(default_factory=set)
+    #: for records with a uid the store does not hold: the rows of each key with a provisional uid
+    #: (rows.is_provisional) no line of the file gives, not taken by such a record yet, first first.
+    #: Rows this run inserts for lines without a uid join them: a file may hold an old export then
+    #: a new one.
+    provisional: dict[tuple[Any, ...], deque[int]] = field(default_factory=dict)
 
 
 def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
@@ -212,7 +220,9 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     before anything is written to have its collection, type and created_at there (a uid held by a
     different memory refuses the file, as does a uid on two lines). One
     without a uid matches a stored row by the old rule (collection, content hash, created_at,
-    content), each row at most once per run. Otherwise a live fact the store has a live copy of is
+    content), each row at most once per run. One with a uid matches by that rule only a row whose
+    uid robotmem invented (provisional: a row older than uids, or stored from a line without one),
+    each such row at most once per run, and the row takes the record's uid. Otherwise a live fact the store has a live copy of is
     that copy (learn's rule); anything else is inserted with its uid. Links (superseded_by,
     absorbed) are written only for inserted records, as the uids of their targets in
     ``import_links`` until every target is stored: a run stopped between batches and run again
@@ -234,6 +244,7 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
         r["known_uid"] = r["uid"] or _legacy_uid(r)
     run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories})
     run.uids = {r["known_uid"] for r in memories}
+    run.file_uids = {r["uid"] for r in memories if r["uid"]}
     with db.write() as conn:
         _check_uids_are_these(conn, path, memories)
         _check_sessions_known(conn, memories, {s["id"] for s in sessions})
@@ -282,6 +293,8 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
             continue
         assert new_id is not None
         run.id_of_uid[uid] = new_id
+        if r["uid"] is None and (key := _key(r)) in run.provisional:
+            run.provisional[key].append(new_id)  # its uid is provisional: a newer line may be it
         run.taken.add(new_id)
         counts["memories"] += 1
         if pending:
@@ -335,20 +348,39 @@ def _write_links(db: Store, conn: Any, run: _Run) -> None:
 
 def _legacy_uid(r: dict[str, Any]) -> str:
     """The uid a line without one gets: derived from what it is, so the same line of the same file
-    gets the same uid in every run (a rerun after a stop finds what the stopped run stored)."""
+    gets the same uid in every run (a rerun after a stop finds what the stopped run stored). It is
+    provisional (rows.PROVISIONAL_PREFIX): a later export of the source gives the memory its own."""
     key = json.dumps(["robotmem-export/1", r["id"], r["collection"], r["content_hash"], r["created_at"],
                       r["occurred_at"], r["content"]], ensure_ascii=False)
-    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return PROVISIONAL_PREFIX + digest[len(PROVISIONAL_PREFIX):32]
+
+
+def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+    """The old rule's key, in the order of _SAME_RECORD_SQL's parameters."""
+    return r["collection"], r["created_at"], r["content_hash"], r["content"]
 
 
 def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None:
     """For a record whose uid the store does not hold: the memory it already is. A line without a
     uid is the unclaimed row with its collection, content hash, created_at and content (the rule of
-    exports written before uids). A live fact is the live copy of that fact: ``learn`` keeps one
+    exports written before uids). A record with a uid is, by that rule, an unclaimed row whose uid
+    robotmem invented (rows.is_provisional: the row or its line predates uids), which takes the
+    record's uid unless that one is provisional too. A live fact is the live copy of that fact: ``learn`` keeps one
     live copy per text and context and PostgreSQL's unique index refuses a second, so an import into
     SQLite keeps one too instead of adding a copy ``learn`` would never make."""
-    if r["uid"] is None:
-        key = (r["collection"], r["created_at"], r["content_hash"], r["content"])
+    key = _key(r)
+    if r["uid"] is not None:
+        found = run.provisional.get(key)
+        if found is None:
+            found = run.provisional[key] = deque(int(i) for i, u in conn.execute(_SAME_RECORD_SQL, key)
+                                                 if is_provisional(u) and u not in run.file_uids)
+        if found:
+            row_id = found.popleft()
+            if not is_provisional(r["uid"]):
+                conn.execute("UPDATE memories SET uid = ? WHERE id = ?", (r["uid"], row_id))
+            return row_id
+    else:
         rows = run.candidates.get(key)
         if rows is None:
             rows = run.candidates[key] = [int(i) for i, u in conn.execute(_SAME_RECORD_SQL, key)

@@ -248,8 +248,9 @@ _V18 = PAYLOAD_COUNTS_SCHEMA
 
 # Every memory has an identity that survives export, import and migrate (robotmem.transfer): import
 # recognises a record it holds by its uid, where content and times could not tell five identical
-# sensor samples apart, nor an updated memory from its older text. Existing rows get a random one
-# (the form robotmem.store.rows.new_uid writes). ``import_links`` holds, until their targets are
+# sensor samples apart, nor an updated memory from its older text. Existing rows get a provisional
+# one: 12 zero digits where new_uid writes the time, then 80 random bits. Import recognises it as a
+# uid robotmem invented, and gives the row the uid of the record it turns out to be (by the old rule). ``import_links`` holds, until their targets are
 # stored, the links (superseded_by, absorbed) of imported memories as the targets' uids: an import
 # writes in batches, and one stopped between them finishes its links when run again.
 # Safe to run again (tests rewind user_version).
@@ -260,7 +261,7 @@ def _v19(conn: apsw.Connection) -> None:
 
 
 _V19 = """
-UPDATE memories SET uid = lower(hex(randomblob(16))) WHERE uid IS NULL;
+UPDATE memories SET uid = '000000000000' || lower(hex(randomblob(10))) WHERE uid IS NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS memories_by_uid ON memories(uid);
 CREATE TABLE IF NOT EXISTS import_links (
     memory_id     INTEGER PRIMARY KEY,

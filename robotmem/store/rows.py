@@ -25,8 +25,22 @@ def new_uid() -> str:
     since the epoch (12) then 80 random bits (20), as UUIDv7 orders them. Leading with the time, a
     new memory's uid goes to the end of the unique index, as its id does, instead of a random page
     of it (a random content hash index dirtied 1,439 pages per 1,000 inserts at 1M memories,
-    migration 13). Rows older than the column got 32 random digits (migration 19)."""
+    migration 13). Rows older than the column got a provisional uid (migration 19): see
+    PROVISIONAL_PREFIX."""
     return f"{time.time_ns() // 1_000_000:012x}{os.urandom(10).hex()}"
+
+
+#: The time part of a uid robotmem invented for a memory that had none (a row older than the column,
+#: SQLite migration 19 and PostgreSQL migration 4; a line of an export written before uids): a time
+#: of 0 ms, which new_uid never writes. Import takes such a row for the record of another file that
+#: is the same memory by the old rule (collection, content hash, created_at, content), and gives it
+#: that record's uid (robotmem.transfer).
+PROVISIONAL_PREFIX = "000000000000"
+
+
+def is_provisional(uid: str | None) -> bool:
+    """Whether ``uid`` is one robotmem invented (PROVISIONAL_PREFIX), not a memory's own."""
+    return uid is not None and uid.startswith(PROVISIONAL_PREFIX)
 
 
 #: Every column of a memory, as export, import and migrate copy it.

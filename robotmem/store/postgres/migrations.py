@@ -150,9 +150,10 @@ def _v3(conn: Any) -> None:
 
 
 # A memory's identity across stores, and the links an import has still to write (as SQLite's migration 19).
-# The volatile default gives every existing row its own uid while the table is rewritten once.
+# The volatile default gives every existing row its own provisional uid (12 zero digits, then 80
+# random bits: see robotmem.store.rows.PROVISIONAL_PREFIX) while the table is rewritten once.
 _V4 = """
-ALTER TABLE memories ADD COLUMN IF NOT EXISTS uid text NOT NULL DEFAULT replace(gen_random_uuid()::text, '-', '');
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS uid text NOT NULL DEFAULT '000000000000' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 20);
 CREATE UNIQUE INDEX IF NOT EXISTS memories_by_uid ON memories (uid);
 CREATE TABLE IF NOT EXISTS import_links (
     memory_id     bigint PRIMARY KEY,

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from robotmem import Config, Memory, transfer
 from robotmem.errors import ValidationError
+from robotmem.store.rows import is_provisional
 
 # Text holding NUL is refused, in keys, values and contents alike (PostgreSQL cannot store it).
 no_nul = st.characters(codec="utf-8", exclude_characters="\x00")
@@ -533,3 +534,103 @@ def test_two_imports_of_one_file_at_once_into_postgresql_store_each_record_once(
         assert _links(second) == expected and len(_all_ids(second)) == 6
         with second.store.read() as conn:
             assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 0
+
+
+# -- provisional uids: those robotmem invented for memories older than uids ------------------------------
+
+
+def _uids(mem: Memory) -> list[str]:
+    with mem.store.read() as conn:
+        return sorted(str(u) for (u,) in conn.execute("SELECT uid FROM memories"))
+
+
+def _source(path: Path, clock) -> None:
+    """Facts, a perception and five identical samples: the old rule tells the samples apart only by count."""
+    with Memory(path, clock=clock, embedder=None) as robot:
+        _episode(robot)
+        robot.save_perceptions([{"description": "contact on the left finger pad", "perception_type": "tactile"}] * 5)
+
+
+def _upgraded_from_before_uids(path: Path) -> None:
+    """The uids SQLite's migration 19 gives rows written before memories had one."""
+    conn = apsw.Connection(str(path))
+    conn.execute("UPDATE memories SET uid = '000000000000' || lower(hex(randomblob(10)))")
+    conn.close()
+
+
+@pytest.mark.parametrize("source_had_uids", [True, False])
+def test_a_store_restored_before_uids_takes_the_uids_of_a_newer_export(tmp_path: Path, mem: Memory, clock,
+                                                                       source_had_uids: bool):
+    """S exported before uids, imported into T; both upgraded: S's new export adds nothing to T."""
+    _source(tmp_path / "robot.db", clock)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.export(tmp_path / "e.jsonl")
+    _without_uids(tmp_path / "e.jsonl", tmp_path / "old.jsonl")
+    assert mem.import_(tmp_path / "old.jsonl")["memories"] == 10
+    assert all(is_provisional(u) for u in _uids(mem))  # what T's migration would have given them
+    if not source_had_uids:
+        _upgraded_from_before_uids(tmp_path / "robot.db")
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.export(tmp_path / "new.jsonl")
+        source_uids = _uids(robot)
+        expected = robot.stats()["collections"]["default"]["by_status"]
+    for _ in range(2):
+        counts = mem.import_(tmp_path / "new.jsonl")
+        assert (counts["memories"], counts["skipped"]) == (0, 10)
+        assert mem.stats()["collections"]["default"]["by_status"] == expected == {"active": 10}
+    if source_had_uids:
+        assert _uids(mem) == source_uids  # the rows took the source's uids: the rule is needed once
+    else:
+        assert all(is_provisional(u) for u in _uids(mem))
+    assert _live_facts(mem, "the left door sticks") == ["the left door sticks"]
+
+
+def test_an_old_backup_then_a_newer_export_restore_each_memory_once(tmp_path: Path, mem: Memory, clock):
+    _source(tmp_path / "robot.db", clock)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.export(tmp_path / "e.jsonl")
+        _without_uids(tmp_path / "e.jsonl", tmp_path / "old.jsonl")  # the backup of before uids
+        clock.advance(5)
+        robot.save_perceptions([{"description": "contact on the left finger pad", "perception_type": "tactile"}] * 2)
+        robot.export(tmp_path / "new.jsonl")
+        source_uids = _uids(robot)
+    assert mem.import_(tmp_path / "old.jsonl")["memories"] == 10
+    counts = mem.import_(tmp_path / "new.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (2, 10)
+    assert _uids(mem) == source_uids
+    assert mem.import_(tmp_path / "new.jsonl")["memories"] == 0
+    assert mem.import_(tmp_path / "old.jsonl")["memories"] == 0
+    assert mem.stats()["collections"]["default"]["by_status"] == {"active": 12}
+
+
+def test_a_file_of_an_old_backup_then_a_newer_export_restores_each_memory_once(tmp_path: Path, mem: Memory,
+                                                                                 clock, monkeypatch):
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 3)
+    _source(tmp_path / "robot.db", clock)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.export(tmp_path / "e.jsonl")
+        _without_uids(tmp_path / "e.jsonl", tmp_path / "old.jsonl")
+        source_uids = _uids(robot)
+    newer = [line for line in (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+             if json.loads(line)["kind"] != "header"]
+    (tmp_path / "both.jsonl").write_text((tmp_path / "old.jsonl").read_text(encoding="utf-8") + "".join(newer),
+                                         encoding="utf-8")
+    counts = mem.import_(tmp_path / "both.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (10, 10)
+    assert _uids(mem) == source_uids
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 0
+    assert mem.stats()["collections"]["default"]["by_status"] == {"active": 10}
+
+
+def test_records_with_their_own_uids_are_never_merged_by_text_and_time(tmp_path: Path, mem: Memory, clock):
+    """Two stores that each saved the same sample at the same time: different memories, all kept."""
+    sample = [{"description": "contact on the left finger pad", "perception_type": "tactile"}] * 3
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.save_perceptions(sample)
+        robot.export(tmp_path / "e.jsonl")
+    mem.save_perceptions(sample)  # the same clock: the same created_at, text and hash; their own uids
+    own = _uids(mem)
+    counts = mem.import_(tmp_path / "e.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (3, 0)
+    assert set(own) <= set(_uids(mem)) and len(_uids(mem)) == 6
+    assert mem.stats()["collections"]["default"]["by_status"] == {"active": 6}

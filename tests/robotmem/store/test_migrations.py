@@ -142,7 +142,7 @@ def test_opening_waits_for_another_process_migrating_the_store(db_path: Path, ca
     assert sum("another process holds the write lock" in r.message for r in caplog.records) == 1
 
 
-def test_migration_19_gives_existing_memories_a_uid_each(db_path: Path, tmp_path: Path):
+def test_migration_19_gives_existing_memories_a_provisional_uid_each(db_path: Path, tmp_path: Path):
     with Memory(db_path, embedder=None) as mem:
         mem.learn("the dock light flickers at dusk")
         mem.save_perceptions([{"description": "dock frame with one text"}] * 3)
@@ -156,4 +156,16 @@ def test_migration_19_gives_existing_memories_a_uid_each(db_path: Path, tmp_path
         assert mem.import_(tmp_path / "e.jsonl")["memories"] == 0
         uids = [u for (u,) in mem._db.connection().execute("SELECT uid FROM memories ORDER BY id")]
     assert len(uids) == 4 == len(set(uids)) and all(len(u) == 32 and int(u, 16) >= 0 for u in uids)
+    # Provisional (a time of 0 ms): a later import takes them for the records they are by the old rule.
+    assert all(u.startswith("000000000000") and u == u.lower() for u in uids)
     assert _user_version(db_path) == SCHEMA_VERSION
+    # Safe to run again: the uids it gave are kept.
+    conn = apsw.Connection(str(db_path))
+    conn.execute("PRAGMA user_version=18")
+    conn.close()
+    with Memory(db_path, embedder=None) as mem:
+        again = [u for (u,) in mem._db.connection().execute("SELECT uid FROM memories ORDER BY id")]
+        new = mem.save_perception("dock frame after the upgrade", "visual")["memory_id"]
+        assert not mem._db.connection().execute("SELECT uid FROM memories WHERE id = ?", (new,)).fetchone()[0] \
+            .startswith("000000000000")
+    assert again == uids and _user_version(db_path) == SCHEMA_VERSION

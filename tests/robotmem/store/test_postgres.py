@@ -399,7 +399,7 @@ def test_migration_3_indexes_context_identifiers_of_existing_memories(postgres_u
         assert "-220" in admin.execute("SELECT search_tsv::text FROM memories WHERE id = %s", (mid,)).fetchone()[0]
 
 
-def test_migration_4_gives_existing_memories_a_uid_each(postgres_url: str, tmp_path: Path):
+def test_migration_4_gives_existing_memories_a_provisional_uid_each(postgres_url: str, tmp_path: Path):
     with Memory(postgres_url, embedder=None) as mem:
         ids = [mem.learn("the gimbal jittered at 120 Hz")["memory_id"],
                *mem.save_perceptions([{"description": "contact on the left finger pad"}] * 3)]
@@ -414,4 +414,6 @@ def test_migration_4_gives_existing_memories_a_uid_each(postgres_url: str, tmp_p
     with _admin(postgres_url) as admin:
         uids = [u for (u,) in admin.execute("SELECT uid FROM memories ORDER BY id")]
     assert len(uids) == len(ids) + 1 == len(set(uids))
-    assert all(len(u) == 32 and int(u, 16) >= 0 for u in uids)
+    assert all(len(u) == 32 and int(u, 16) >= 0 and u == u.lower() for u in uids)
+    # The rows older than the column: provisional (a time of 0 ms); the one saved since: time-led.
+    assert all(u.startswith("000000000000") for u in uids[:-1]) and not uids[-1].startswith("000000000000")

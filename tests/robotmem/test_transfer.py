@@ -368,6 +368,7 @@ def test_import_looks_records_up_through_indexes(tmp_path: Path, mem: Memory, cl
         robot.export(tmp_path / "new.jsonl")
     _without_uids(tmp_path / "new.jsonl", tmp_path / "old.jsonl")
     mem.save_perceptions(_samples(20))
+    Memory(tmp_path / "restored.db", clock=clock, embedder=None).close()  # created (and migrated) untraced
     statements: list[tuple[str, tuple]] = []
 
     def trace(_cursor: apsw.Cursor, sql: str, bindings: Any) -> bool:
@@ -382,9 +383,13 @@ def test_import_looks_records_up_through_indexes(tmp_path: Path, mem: Memory, cl
     with Memory(db_path, clock=clock, embedder=None) as traced:
         for name in ("new.jsonl", "old.jsonl", "new.jsonl"):
             traced.import_(tmp_path / name)
+    with Memory(tmp_path / "restored.db", clock=clock, embedder=None) as restored:
+        for name in ("old.jsonl", "new.jsonl"):  # the second takes the provisional rows of the first
+            restored.import_(tmp_path / name)
     reads = {(sql, b) for sql, b in statements
              if "memories" in sql and sql.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE"))}
     assert any("uid" in sql for sql, _ in reads) and any("created_at = ?" in sql for sql, _ in reads)
+    assert any(sql.startswith("UPDATE memories SET uid") for sql, _ in reads)
     check = apsw.Connection(str(db_path))
     for sql, bindings in reads:
         plan = [row[-1] for row in check.execute("EXPLAIN QUERY PLAN " + sql, bindings)]

@@ -222,11 +222,12 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     without a uid matches a stored row by the old rule (collection, content hash, created_at,
     content), each row at most once per run. One with a uid matches by that rule only a row whose
     uid robotmem invented (provisional: a row older than uids, or stored from a line without one),
-    each such row at most once per run, and the row takes the record's uid. Otherwise a live fact the store has a live copy of is
-    that copy (learn's rule); anything else is inserted with its uid. Links (superseded_by,
-    absorbed) are written only for inserted records, as the uids of their targets in
-    ``import_links`` until every target is stored: a run stopped between batches and run again
-    stores each record once and finishes the links."""
+    each such row at most once per run, and the row takes the record's uid (unless that one is
+    provisional too). Otherwise a live fact the store has a live copy of is that copy (learn's
+    rule); anything else is inserted with its uid. Links (superseded_by, absorbed) are written
+    only for inserted records, as the uids of their targets in ``import_links`` until every
+    target is stored: a run stopped between batches and run again stores each record once and
+    finishes the links."""
     limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
     records = _read_lines(path, limits)
     sessions = [r for r in records if r["kind"] == "session"]

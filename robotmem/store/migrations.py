@@ -250,9 +250,10 @@ _V18 = PAYLOAD_COUNTS_SCHEMA
 # recognises a record it holds by its uid, where content and times could not tell five identical
 # sensor samples apart, nor an updated memory from its older text. Existing rows get a provisional
 # one: 12 zero digits where new_uid writes the time, then 80 random bits. Import recognises it as a
-# uid robotmem invented, and gives the row the uid of the record it turns out to be (by the old rule). ``import_links`` holds, until their targets are
-# stored, the links (superseded_by, absorbed) of imported memories as the targets' uids: an import
-# writes in batches, and one stopped between them finishes its links when run again.
+# uid robotmem invented, and gives the row the uid of the record it turns out to be by the old rule
+# (rows.PROVISIONAL_PREFIX). ``import_links`` holds, until their targets are stored, the links
+# (superseded_by, absorbed) of imported memories as the targets' uids: an import writes in
+# batches, and one stopped between them finishes its links when run again.
 # Safe to run again (tests rewind user_version).
 def _v19(conn: apsw.Connection) -> None:
     if not any(row[1] == "uid" for row in conn.execute("PRAGMA table_info(memories)")):

@@ -153,7 +153,8 @@ def _v3(conn: Any) -> None:
 # The volatile default gives every existing row its own provisional uid (12 zero digits, then 80
 # random bits: see robotmem.store.rows.PROVISIONAL_PREFIX) while the table is rewritten once.
 _V4 = """
-ALTER TABLE memories ADD COLUMN IF NOT EXISTS uid text NOT NULL DEFAULT '000000000000' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 20);
+ALTER TABLE memories ADD COLUMN IF NOT EXISTS uid text NOT NULL
+    DEFAULT '000000000000' || substr(replace(gen_random_uuid()::text, '-', ''), 1, 20);
 CREATE UNIQUE INDEX IF NOT EXISTS memories_by_uid ON memories (uid);
 CREATE TABLE IF NOT EXISTS import_links (
     memory_id     bigint PRIMARY KEY,

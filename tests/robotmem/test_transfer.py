@@ -439,11 +439,17 @@ def _rewrite(path: Path, change) -> None:
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
-def test_two_lines_with_one_uid_refuse_the_file_before_anything_is_written(tmp_path: Path, mem: Memory):
+def _camera_export(tmp_path: Path, frames: int) -> Path:
+    """An export of another store holding ``frames`` camera perceptions."""
     with Memory(tmp_path / "robot.db", embedder=None) as robot:
-        for i in range(3):
+        for i in range(frames):
             robot.save_perception(f"camera frame {i}", "visual")
         robot.export(tmp_path / "e.jsonl")
+    return tmp_path / "e.jsonl"
+
+
+def test_two_lines_with_one_uid_refuse_the_file_before_anything_is_written(tmp_path: Path, mem: Memory):
+    _camera_export(tmp_path, 3)
 
     def same_uid(memories: list[dict]) -> None:
         memories[2]["uid"] = memories[0]["uid"]
@@ -458,10 +464,7 @@ def test_two_lines_with_one_uid_refuse_the_file_before_anything_is_written(tmp_p
 def test_a_uid_of_another_memory_of_the_store_refuses_the_file(tmp_path: Path, mem: Memory):
     """A line whose uid is held here by a different memory is not that memory: skipping it (and
     pointing its links at that memory) would lose it and link the wrong memory."""
-    with Memory(tmp_path / "robot.db", embedder=None) as robot:
-        robot.save_perception("camera frame 0", "visual")
-        robot.save_perception("camera frame 1", "visual")
-        robot.export(tmp_path / "e.jsonl")
+    _camera_export(tmp_path, 2)
     own = mem.save_perception("this store's own memory", "visual")["memory_id"]
     with mem.store.read() as conn:
         own_uid = conn.execute("SELECT uid FROM memories WHERE id = ?", (own,)).fetchone()[0]
@@ -488,10 +491,7 @@ def test_a_uid_of_the_same_memory_updated_here_is_that_memory(tmp_path: Path, me
 
 def test_links_to_memories_not_in_the_file_are_dropped(tmp_path: Path, mem: Memory):
     """An id that is not in the file is the source store's: kept, it would name an unrelated memory here."""
-    with Memory(tmp_path / "robot.db", embedder=None) as robot:
-        for i in range(3):
-            robot.save_perception(f"camera frame {i}", "visual")
-        robot.export(tmp_path / "e.jsonl")
+    _camera_export(tmp_path, 3)
 
     def dangling(memories: list[dict]) -> None:
         first = memories.pop(0)  # id 1 is not in the file

@@ -246,9 +246,10 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories})
     run.uids = {r["known_uid"] for r in memories}
     run.file_uids = {r["uid"] for r in memories if r["uid"]}
-    with db.write() as conn:
+    with db.read() as conn:  # checks that read the whole file's uids: a robot's writes need not wait for them
         _check_uids_are_these(conn, path, memories)
         _check_sessions_known(conn, memories, {s["id"] for s in sessions})
+    with db.write() as conn:
         for s in sessions:
             counts["sessions"] += int(db.insert_session_row(conn, s))
     batch = max(1, IMPORT_BATCH)

@@ -19,7 +19,7 @@ from .errors import ValidationError
 from .models import JSON_MAX_DEPTH
 from .validation import too_deep
 
-__all__ = ["decode_payload", "encode_payload", "summarize_payload", "summary_from_json", "to_json_safe"]
+__all__ = ["decode_payload", "encode_payload", "summarize_payload", "summary_from_json", "tag_non_finite", "to_json_safe"]
 
 _NDARRAY_EXT = 1
 _MAX_SUMMARY_KEYS = 20
@@ -133,6 +133,19 @@ def to_json_safe(value: Any) -> Any:
         return {k: to_json_safe(v) for k, v in value.items()}
     if isinstance(value, list):
         return [to_json_safe(v) for v in value]
+    return value
+
+
+def tag_non_finite(value: Any) -> Any:
+    """``value`` with each NaN or infinite float written ``{"float": "nan" | "inf" | "-inf"}``, the
+    form payload summaries use: what a strict JSON output (the CLI's ``--json``) prints of a
+    payload's data, which keeps a laser's inf and a sensor's NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _non_finite(value)
+    if isinstance(value, dict):
+        return {k: tag_non_finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [tag_non_finite(v) for v in value]
     return value
 
 

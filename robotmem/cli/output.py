@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
+from ..payload import tag_non_finite
+
 __all__ = ["TIME_KEYS", "emit", "format_bytes", "format_time", "format_value", "human_lines", "progress_bar",
            "truncate"]
 
@@ -26,7 +28,8 @@ Renderer = Callable[[Any], Iterator[str]]
 def emit(value: Any, as_json: bool, render: Renderer | None = None, out: TextIO | None = None) -> None:
     out = out if out is not None else sys.stdout
     if as_json:
-        out.write(json.dumps(value, ensure_ascii=False, indent=2, default=str) + "\n")
+        # strict JSON for any reader: a payload's NaN or inf is written as its summary writes it
+        out.write(json.dumps(tag_non_finite(value), ensure_ascii=False, indent=2, default=str, allow_nan=False) + "\n")
         return
     for line in (render or human_lines)(value):
         out.write(line + "\n")

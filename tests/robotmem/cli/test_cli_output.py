@@ -113,6 +113,24 @@ def test_the_data_of_a_memory_without_a_payload_is_null_or_a_sentence(capsys, ro
     assert code == 0 and out == "memory 1 has no data payload (only perceptions saved with data have one)\n"
 
 
+def _strict(text: str):
+    def refuse(name: str):
+        raise ValueError(f"{name} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_output_is_strict_json_when_a_payload_holds_nan_or_inf(capsys, robotmem_home: Path):
+    # A laser's inf and a sensor's NaN stay in the payload; --json writes them as summaries do.
+    with Memory(embedder=None) as mem:
+        mem.save_perception("laser ranges with one miss", "visual",
+                            data={"ranges": [1.5, float("inf"), float("nan")], "max": float("-inf")})
+    code, out, _ = run(capsys, "--json", "memory", "get", "1", "--data")
+    assert code == 0 and _strict(out) == {"ranges": [1.5, {"float": "inf"}, {"float": "nan"}],
+                                          "max": {"float": "-inf"}}
+    code, out, _ = run(capsys, "--json", "memory", "get", "1")
+    assert code == 0 and _strict(out)["payload"]["shape"]["max"] == {"float": "-inf"}
+
+
 def test_times_stored_before_the_1970_to_9999_rule_are_shown_not_a_crash(capsys, robotmem_home: Path):
     """learn refuses them now (validation.epoch_seconds); an older store may still hold them."""
     with Memory(embedder=None) as mem:

@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from ..payload import tag_non_finite
-
 __all__ = ["TIME_KEYS", "emit", "format_bytes", "format_time", "format_value", "human_lines", "progress_bar",
            "truncate"]
 
@@ -29,6 +27,9 @@ def emit(value: Any, as_json: bool, render: Renderer | None = None, out: TextIO 
     out = out if out is not None else sys.stdout
     if as_json:
         # strict JSON for any reader: a payload's NaN or inf is written as its summary writes it
+        # (imported here: parsing a command line must not load numpy, which payload needs)
+        from ..payload import tag_non_finite
+
         out.write(json.dumps(tag_non_finite(value), ensure_ascii=False, indent=2, default=str, allow_nan=False) + "\n")
         return
     for line in (render or human_lines)(value):

@@ -18,8 +18,9 @@ from . import validation
 from .errors import ValidationError
 from .models import CONTEXT_MAX_BYTES, CONTEXT_MAX_DEPTH, CONTEXT_SECTIONS
 
-__all__ = ["canonical_json", "content_hash", "content_hash_json", "legacy_content_hash", "lift_sections",
-           "load_stored_json", "normalize_text", "parse_context", "parse_context_json"]
+__all__ = ["canonical_json", "content_hash", "content_hash_json", "contexts_before_outcome", "holds_hash",
+           "legacy_content_hash", "lift_sections", "load_stored_json", "normalize_text", "parse_context",
+           "parse_context_json"]
 
 
 def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
@@ -130,6 +131,26 @@ def legacy_content_hash(text: str, context: dict[str, Any], context_json: str | 
         return None
     legacy = content_hash_json(text, text_json)
     return None if legacy == content_hash(text, context, text_json) else legacy
+
+
+def holds_hash(digest: Any, text: str, context: dict[str, Any]) -> bool:
+    """``digest`` is the hash of this text and context, in today's form or an earlier version's
+    (``legacy_content_hash``: stored hashes are not rewritten)."""
+    return digest in (content_hash(text, context), legacy_content_hash(text, context))
+
+
+def contexts_before_outcome(context: dict[str, Any]) -> list[dict[str, Any]]:
+    """The contexts a memory could have been learned with, when ``context`` holds the
+    ``episode.outcome`` end_session writes into its session's memories (consolidation/writes.py
+    ``attach_outcome``, which keeps their hash): the ``episode`` without its outcome, and, when
+    nothing else was in it, no ``episode`` at all (a caller's empty ``episode`` and none both end
+    as ``{"episode": {"outcome": s}}``). Empty when ``context`` holds no outcome."""
+    episode = context.get("episode")
+    if not isinstance(episode, dict) or "outcome" not in episode:
+        return []
+    others = {k: v for k, v in context.items() if k != "episode"}
+    rest = {k: v for k, v in episode.items() if k != "outcome"}
+    return [{**others, "episode": rest}] if rest else [{**others, "episode": rest}, others]
 
 
 def content_hash_json(text: str, context_json: str) -> str:

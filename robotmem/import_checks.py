@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import validation
-from .context import content_hash, legacy_content_hash, parse_context
+from .context import content_hash, contexts_before_outcome, holds_hash, parse_context
 from .errors import ValidationError
 from .models import (
     DESCRIPTION_MAX_CHARS, EPOCH_MAX, EPOCH_MIN, MEMORY_TYPES, PERCEPTION_TYPES, REASON_MAX_CHARS, STATUSES,
@@ -164,19 +164,11 @@ def _learned_hash(content: str, context: dict[str, Any], session_id: Any, claime
     it is, as before. Either way the hash belongs to this text: it cannot make a later
     ``learn`` of another text a duplicate of this memory.
     """
-    contexts = [context]
-    episode = context.get("episode")
-    if session_id is not None and isinstance(episode, dict) and "outcome" in episode:
-        others = {k: v for k, v in context.items() if k != "episode"}
-        rest = {k: v for k, v in episode.items() if k != "outcome"}
-        contexts.append({**others, "episode": rest})
-        if not rest:
-            contexts.append(others)
-    hashes = [content_hash(content, c) for c in contexts]
-    for digest, c in zip(hashes, contexts):  # a file of an earlier version: its form of the hash
-        if claimed in (digest, legacy_content_hash(content, c)):
-            return digest
-    return hashes[0]
+    contexts = [context, *(contexts_before_outcome(context) if session_id is not None else [])]
+    for c in contexts:  # a file of an earlier version: its form of the hash
+        if holds_hash(claimed, content, c):
+            return content_hash(content, c)
+    return content_hash(content, context)
 
 
 _UID = re.compile(r"[0-9a-f]{32}")

@@ -19,7 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import validation
 from .config import Config, check_postgres_url, is_postgres_url
-from .context import canonical_json, content_hash, legacy_content_hash, parse_context, parse_context_json
+from .context import (
+    canonical_json, content_hash, contexts_before_outcome, holds_hash, legacy_content_hash, parse_context,
+    parse_context_json,
+)
 from .embeddings.base import Embedder
 from .errors import ConflictError, NotFoundError, ValidationError
 from .models import DESCRIPTION_MAX_CHARS
@@ -441,18 +444,14 @@ class Memory:
             raise ConflictError(f"memory {mid} is {status}{target}", field="memory_id")
         text = (validation.insight(new_content, "new_content") if kind == "fact"
                 else validation.description(new_content, "new_content"))
-        if new_context is not None:
-            ctx = new_context
-        else:
-            with self._db.read() as conn:
-                ctx = self._caller_context(conn, row)
-        # The hash is that of the context the caller gave, as end_session keeps it
-        # (consolidation/writes.py attach_outcome): a later learn of this text and context
-        # is a duplicate.
-        digest = content_hash(text, ctx)
-        digests = (digest, legacy_content_hash(text, ctx))
-        if kind == "fact":
-            with self._db.read() as conn:
+        with self._db.read() as conn:
+            ctx = new_context if new_context is not None else self._caller_context(conn, row)
+            # The hash is that of the context the caller gave, as end_session keeps it
+            # (consolidation/writes.py attach_outcome): a later learn of this text and context
+            # is a duplicate.
+            digest = content_hash(text, ctx)
+            digests = (digest, legacy_content_hash(text, ctx))
+            if kind == "fact":
                 self._refuse_second_live_fact(conn, mid, collection, digests)
         vectors = self._embeddings.embed([text])
         now = self.now()
@@ -496,23 +495,20 @@ class Memory:
         outcome is taken out and an ``episode`` left empty by that is dropped.
         """
         stored: dict[str, Any] = parse_context(row["context"])
-        episode = stored.get("episode")
-        if row["session_id"] is None or not isinstance(episode, dict) or "outcome" not in episode:
+        before = contexts_before_outcome(stored) if row["session_id"] is not None else []
+        if not before:
             return stored
         session = self._db.get_session(conn, row["session_id"])
         score = None if session is None else session["outcome_score"]
-        outcome = episode["outcome"]
+        outcome = stored["episode"]["outcome"]
         if score is None or isinstance(outcome, bool) or not isinstance(outcome, (int, float)) \
                 or float(outcome) != float(score):
             return stored
-        others = {k: v for k, v in stored.items() if k != "episode"}
-        rest = {k: v for k, v in episode.items() if k != "outcome"}
-        candidates = [others, {**others, "episode": rest}] if not rest else [{**others, "episode": rest}]
-        candidates.append(stored)
+        # No episode before an empty one: the default, when no candidate gives the memory's hash.
+        candidates: list[dict[str, Any]] = [*reversed(before), stored]
         held = conn.execute("SELECT content_hash FROM memories WHERE id = ?", (row["id"],)).fetchone()
         for candidate in candidates:
-            if held is not None and held[0] in (content_hash(row["content"], candidate),
-                                                legacy_content_hash(row["content"], candidate)):
+            if held is not None and holds_hash(held[0], row["content"], candidate):
                 return candidate
         return candidates[0]
 
@@ -700,7 +696,8 @@ class Memory:
     def import_(self, path: str | Path) -> dict[str, int]:
         from .transfer import import_jsonl
 
-        return import_jsonl(self._db, validation.file_path(path, "path"), self._embeddings, self.now(), self.config.max_payload_bytes)
+        return import_jsonl(self._db, validation.file_path(path, "path"), self._embeddings, self.now(),
+                            self.config.max_payload_bytes)
 
     def reindex(self, *, everything: bool = False, replace_other_models: bool = False, batch_size: int = 64,
                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -122,20 +122,19 @@ def _check_uids_are_these(conn: Any, path: Path, memories: list[dict[str, Any]])
     (its collection, type and created_at), not another memory that has that uid; otherwise the
     record would be skipped and links re-pointed at an unrelated memory."""
     with_uid = [r for r in memories if r["uid"] is not None]
-    problems: list[str] = []
+    problems: list[tuple[int, str]] = []
     for start in range(0, len(with_uid), _UID_LOOKUP):
         chunk = {r["uid"]: r for r in with_uid[start : start + _UID_LOOKUP]}
         marks = ", ".join("?" * len(chunk))
         for uid, memory_id, *stored in conn.execute(
                 f"SELECT uid, id, {', '.join(_FIXED_FIELDS)} FROM memories WHERE uid IN ({marks})", list(chunk)):
             r = chunk[str(uid)]
-            differs = [name for name, value in zip(_FIXED_FIELDS, stored)
-                       if value != r[name] and name not in {field for field, _ in r["times_adjusted"]}]
+            adjusted = {name for name, _ in r["times_adjusted"]}  # not the time the file gave
+            differs = [name for name, value in zip(_FIXED_FIELDS, stored) if value != r[name] and name not in adjusted]
             if differs:
-                problems.append(f"line {r['line']}: uid {uid} belongs to memory {int(memory_id)} of this store, "
-                                f"a different memory (its {', '.join(differs)} differ)")
-    problems.sort(key=lambda p: int(p.split(":", 1)[0].split()[1]))
-    _refuse_bad_lines(path, problems)
+                problems.append((r["line"], f"line {r['line']}: uid {uid} belongs to memory {int(memory_id)} of "
+                                            f"this store, a different memory (its {', '.join(differs)} differ)"))
+    _refuse_bad_lines(path, [problem for _, problem in sorted(problems)])
 
 
 def _utf8(line: str) -> str:

@@ -20,6 +20,7 @@ DUPLICATE_FACT_SQL = (
     "AND status IN ('active', 'archived') ORDER BY id LIMIT 1"
 )
 
+
 def new_uid() -> str:
     """A memory's identity across stores (export, import, migrate): 32 hex digits, the milliseconds
     since the epoch (12) then 80 random bits (20), as UUIDv7 orders them. Leading with the time, a

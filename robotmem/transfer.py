@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .errors import ValidationError
+from .errors import StorageError, ValidationError
 from .import_checks import ImportLimits, check_memory, check_session
 from .search.embedding_state import EmbeddingState
 from .store.backend import Store, dialect_of
@@ -204,11 +204,10 @@ class _Run:
     candidates: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
     #: the uids the file's lines give (not those derived for lines without one)
     file_uids: set[str] = field(default_factory=set)
-    #: for records with a uid the store does not hold: the rows of each key with a provisional uid
-    #: (rows.is_provisional) no line of the file gives, not taken by such a record yet, first first.
-    #: Rows this run inserts for lines without a uid join them: a file may hold an old export then
-    #: a new one.
-    provisional: dict[tuple[Any, ...], deque[int]] = field(default_factory=dict)
+    #: for records with a uid the store does not hold: (id, uid) of the rows of each key with a
+    #: provisional uid (rows.is_provisional) no line of the file gives, not taken by such a record
+    #: yet, first first. Rows this run inserts for lines without a uid join them.
+    provisional: dict[tuple[Any, ...], deque[tuple[int, str]]] = field(default_factory=dict)
 
 
 def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
@@ -295,7 +294,7 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
         assert new_id is not None
         run.id_of_uid[uid] = new_id
         if r["uid"] is None and (key := _key(r)) in run.provisional:
-            run.provisional[key].append(new_id)  # its uid is provisional: a newer line may be it
+            run.provisional[key].append((new_id, uid))  # its uid is provisional: a newer line may be it
         run.taken.add(new_id)
         counts["memories"] += 1
         if pending:
@@ -374,13 +373,20 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
     if r["uid"] is not None:
         found = run.provisional.get(key)
         if found is None:
-            found = run.provisional[key] = deque(int(i) for i, u in conn.execute(_SAME_RECORD_SQL, key)
+            found = run.provisional[key] = deque((int(i), str(u)) for i, u in conn.execute(_SAME_RECORD_SQL, key)
                                                  if is_provisional(u) and u not in run.file_uids)
-        if found:
-            row_id = found.popleft()
-            if not is_provisional(r["uid"]):
-                conn.execute("UPDATE memories SET uid = ? WHERE id = ?", (r["uid"], row_id))
-            return row_id
+        while found:
+            row_id, provisional = found.popleft()
+            if is_provisional(r["uid"]):
+                return row_id
+            if _adopt(conn, row_id, provisional, r["uid"]):
+                return row_id
+            # Another writer took the row for a record of its own, or stored this record meanwhile.
+            stored = db.ids_by_uid(conn, [r["uid"]]).get(r["uid"])
+            if stored is not None:
+                if stored != row_id:
+                    found.appendleft((row_id, provisional))  # unclaimed yet, unless _adopt finds it taken
+                return stored
     else:
         rows = run.candidates.get(key)
         if rows is None:
@@ -394,6 +400,30 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
     if r["type"] == "fact" and r["status"] in ("active", "archived"):
         return db.find_duplicate(conn, r["collection"], r["content_hash"])
     return None
+
+
+_ADOPT_SQL = "UPDATE memories SET uid = ? WHERE id = ? AND uid = ?"
+_UNIQUE_VIOLATION = "23505"  # PostgreSQL's SQLSTATE
+
+
+def _adopt(conn: Any, row_id: int, provisional: str, uid: str) -> bool:
+    """Whether the row, still with its provisional uid, took ``uid``. Another writer may have given
+    the row a uid since this run read it (between batches; on PostgreSQL, also within one): the
+    update then finds no such row. On PostgreSQL another writer may also have stored ``uid`` since
+    the batch looked it up (a SQLite batch holds the only write lock): the unique index refuses it,
+    and the savepoint keeps the batch's other writes instead of aborting its transaction."""
+    params = (uid, row_id, provisional)
+    if dialect_of(conn) != "postgresql":
+        conn.execute(_ADOPT_SQL, params)
+        return bool(conn.changes() == 1)
+    try:
+        with conn.savepoint():
+            conn.execute(_ADOPT_SQL, params)
+    except StorageError as exc:
+        if getattr(exc.__cause__, "sqlstate", None) != _UNIQUE_VIOLATION:
+            raise
+        return False
+    return bool(conn.changes() == 1)
 
 
 def _live_copy(db: Store, conn: Any, r: dict[str, Any]) -> int:

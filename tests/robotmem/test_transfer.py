@@ -639,3 +639,70 @@ def test_records_with_their_own_uids_are_never_merged_by_text_and_time(tmp_path:
     assert (counts["memories"], counts["skipped"]) == (3, 0)
     assert set(own) <= set(_uids(mem)) and len(_uids(mem)) == 6
     assert mem.stats()["collections"]["default"]["by_status"] == {"active": 6}
+
+
+def test_a_uid_stored_by_another_writer_while_a_batch_adopts_a_row_is_that_record(tmp_path: Path, postgres_url: str,
+                                                                                   clock, monkeypatch):
+    """Between the batch's look-up and its giving a provisional row the record's uid, another writer
+    (an import of an export in which the memory was relabelled) stores that uid in a row of its own:
+    the batch goes on, the record counts as skipped, and the row it did not take stays unclaimed."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 2)
+    _camera_export(tmp_path, 2)
+    _without_uids(tmp_path / "e.jsonl", tmp_path / "old.jsonl")
+
+    def relabel(memories: list[dict]) -> None:
+        memories[0]["content"] = "camera frame 0, relabelled"
+        del memories[1:]
+
+    (tmp_path / "other.jsonl").write_text((tmp_path / "e.jsonl").read_text())
+    _rewrite(tmp_path / "other.jsonl", relabel)
+    with Memory(postgres_url, clock=clock, embedder=None) as mem, \
+            Memory(postgres_url, clock=clock, embedder=None) as other:
+        assert mem.import_(tmp_path / "old.jsonl")["memories"] == 2
+        looked_up = mem.store.ids_by_uid
+        others: list[dict] = []
+
+        def the_other_writer_meanwhile(conn: Any, uids: list[str]) -> dict[str, int]:
+            found = looked_up(conn, uids)
+            if not others:
+                others.append(other.import_(tmp_path / "other.jsonl"))
+            return found
+
+        monkeypatch.setattr(mem.store, "ids_by_uid", the_other_writer_meanwhile)
+        counts = mem.import_(tmp_path / "e.jsonl")
+        assert others[0]["memories"] == 1
+        assert (counts["memories"], counts["skipped"]) == (0, 2)
+        monkeypatch.setattr(mem.store, "ids_by_uid", looked_up)
+        assert sorted(is_provisional(u) for u in _uids(mem)) == [False, False, True]
+        assert sorted(set(_uids(mem)) - {u for u in _uids(mem) if is_provisional(u)}) == \
+            sorted(r["uid"] for r in _lines(tmp_path / "e.jsonl") if r["kind"] == "memory")
+        assert mem.import_(tmp_path / "e.jsonl")["memories"] == 0
+
+
+def test_a_provisional_row_another_import_took_between_batches_keeps_that_import_s_uid(tmp_path: Path, mem: Memory,
+                                                                                        db_path, clock, monkeypatch):
+    """This run read the two look-alike provisional rows in its first batch; before its second,
+    another import gave the second row the uid of a third robot's identical sample. The second
+    batch's record does not take that row from it (it is stored as a row of its own)."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 1)
+    sample = [{"description": "contact on the left finger pad", "perception_type": "tactile"}]
+    for name, n in (("robot", 2), ("third", 1)):
+        with Memory(tmp_path / f"{name}.db", clock=clock, embedder=None) as robot:
+            robot.save_perceptions(sample * n)
+            robot.export(tmp_path / f"{name}.jsonl")
+    _without_uids(tmp_path / "robot.jsonl", tmp_path / "old.jsonl")
+    assert mem.import_(tmp_path / "old.jsonl")["memories"] == 2
+    with Memory(db_path, clock=clock, embedder=None) as other:
+        others: list[dict] = []
+
+        def the_other_import_once(done: int) -> None:
+            if not others:
+                monkeypatch.setattr(transfer, "_after_batch", None)  # its own batches go uninterrupted
+                others.append(other.import_(tmp_path / "third.jsonl"))
+
+        monkeypatch.setattr(transfer, "_after_batch", the_other_import_once)
+        counts = mem.import_(tmp_path / "robot.jsonl")
+    assert (others[0]["memories"], others[0]["skipped"]) == (0, 1)
+    assert (counts["memories"], counts["skipped"]) == (1, 1)
+    assert _uids(mem) == sorted(r["uid"] for name in ("robot", "third")
+                                for r in _lines(tmp_path / f"{name}.jsonl") if r["kind"] == "memory")

@@ -208,6 +208,11 @@ class _Run:
     #: provisional uid (rows.is_provisional) no line of the file gives, not taken by such a record
     #: yet, first first. Rows this run inserts for lines without a uid join them.
     provisional: dict[tuple[Any, ...], deque[tuple[int, str]]] = field(default_factory=dict)
+    #: the provisional uids links waiting in import_links name that no row had when the run began
+    waiting: set[str] = field(default_factory=set)
+    #: uid a waiting link may name -> the uid of that memory now: a row's provisional uid -> the uid
+    #: it took, and a name in ``waiting`` -> the uid of the line it was derived from (_legacy_uid)
+    renamed: dict[str, str] = field(default_factory=dict)
 
 
 def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
@@ -225,7 +230,8 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     rule); anything else is inserted with its uid. Links (superseded_by, absorbed) are written
     only for inserted records, as the uids of their targets in ``import_links`` until every
     target is stored: a run stopped between batches and run again stores each record once and
-    finishes the links."""
+    finishes the links. A waiting link follows its target to the uid a newer line gives it
+    (``_Run.renamed``)."""
     limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
     records = _read_lines(path, limits)
     sessions = [r for r in records if r["kind"] == "session"]
@@ -239,14 +245,15 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
         log.warning("%s: %d stored time(s) outside 1970..9999 UTC: %d read as milliseconds, microseconds or "
                     "nanoseconds since 1970, %d brought to the range's nearest end (first: line %s, %s, %s)",
                     path, len(adjusted), counts["times_rescaled"], counts["times_clamped"], *adjusted[0])
-    for r in memories:
-        r["known_uid"] = r["uid"] or _legacy_uid(r)
-    run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories})
-    run.uids = {r["known_uid"] for r in memories}
-    run.file_uids = {r["uid"] for r in memories if r["uid"]}
     with db.read() as conn:  # checks that read the whole file's uids: a robot's writes need not wait for them
         _check_uids_are_these(conn, path, memories)
         _check_sessions_known(conn, memories, {s["id"] for s in sessions})
+        waiting = _waiting_for(db, conn)
+    for r in memories:
+        r["known_uid"] = r["uid"] or _legacy_uid(r)
+    run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories}, waiting=waiting)
+    run.uids = {r["known_uid"] for r in memories}
+    run.file_uids = {r["uid"] for r in memories if r["uid"]}
     with db.write() as conn:
         for s in sessions:
             counts["sessions"] += int(db.insert_session_row(conn, s))
@@ -275,6 +282,8 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
     links: list[tuple[int, str | None, str]] = []
     for r in chunk:
         uid = r["known_uid"]
+        if run.waiting and not is_provisional(uid):
+            _rename_waiting(r, run)
         existing = run.id_of_uid.get(uid)
         if existing is None:
             existing = _stored_as(db, conn, r, run)
@@ -326,24 +335,53 @@ def _pending_links(r: dict[str, Any], run: _Run) -> tuple[str | None, str] | Non
 
 def _write_links(db: Store, conn: Any, run: _Run) -> None:
     """The links of imported memories whose targets are all stored now (of this run or of an earlier
-    one that stopped before its end); the others wait in ``import_links`` for a later batch."""
-    pending = [(int(m), s, json.loads(a)) for m, s, a in conn.execute(
+    one that stopped before its end); the others wait in ``import_links`` for a later batch, under
+    the uids their targets have now (``run.renamed``), in the transaction that renamed them."""
+    pending = [(int(m), *_renamed(run, s, json.loads(a))) for m, s, a in conn.execute(
         "SELECT memory_id, superseded_by, absorbed FROM import_links ORDER BY memory_id")]
     if not pending:
         return
-    wanted = {u for _, s, a in pending for u in (s, *a) if isinstance(u, str)}
+    wanted = {u for _, s, a, _ in pending for u in (s, *a) if isinstance(u, str)}
     ids = {u: run.id_of_uid[u] for u in wanted if u in run.id_of_uid}
     ids.update(db.ids_by_uid(conn, sorted(wanted - ids.keys())))
     absorbed_param = "?::jsonb" if dialect_of(conn) == "postgresql" else "?"
-    done = []
-    for memory_id, superseded, absorbed in pending:
+    done, renamed = [], []
+    for memory_id, superseded, absorbed, changed in pending:
         if any(isinstance(u, str) and u not in ids for u in (superseded, *absorbed)):
+            if changed:
+                renamed.append((superseded, json.dumps(absorbed), memory_id))
             continue
         conn.execute(f"UPDATE memories SET superseded_by = ?, absorbed = {absorbed_param} WHERE id = ?",
                      (None if superseded is None else ids[superseded],
                       json.dumps([ids[a] if isinstance(a, str) else a for a in absorbed]), memory_id))
         done.append((memory_id,))
     conn.executemany("DELETE FROM import_links WHERE memory_id = ?", done)
+    conn.executemany("UPDATE import_links SET superseded_by = ?, absorbed = ? WHERE memory_id = ?", renamed)
+
+
+def _renamed(run: _Run, superseded: str | None, absorbed: list[Any]) -> tuple[str | None, list[Any], bool]:
+    """A waiting link's targets under the uids they have now, and whether any was renamed."""
+    if not run.renamed:
+        return superseded, absorbed, False
+    now = run.renamed.get(superseded, superseded) if superseded is not None else None
+    now_absorbed = [run.renamed.get(a, a) if isinstance(a, str) else a for a in absorbed]
+    return now, now_absorbed, (now, now_absorbed) != (superseded, absorbed)
+
+
+def _waiting_for(db: Store, conn: Any) -> set[str]:
+    """The provisional uids that waiting links name and no row has: the uids a stopped import gave
+    lines without one whose memories it had not stored yet. A newer export's line gives such a
+    memory its own uid; _rename_waiting re-keys the links to it."""
+    named = {u for s, a in conn.execute("SELECT superseded_by, absorbed FROM import_links")
+             for u in (s, *json.loads(a)) if isinstance(u, str) and is_provisional(u)}
+    return named - db.ids_by_uid(conn, sorted(named)).keys() if named else named
+
+
+def _rename_waiting(r: dict[str, Any], run: _Run) -> None:
+    """Links waiting for the uid this memory's line got in an export written before uids (derived
+    from the line: its id, collection, content hash, times and text) wait for this memory."""
+    if (legacy := _legacy_uid(r)) in run.waiting:
+        run.renamed[legacy] = r["known_uid"]
 
 
 def _legacy_uid(r: dict[str, Any]) -> str:
@@ -380,6 +418,7 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
             if is_provisional(r["uid"]):
                 return row_id
             if _adopt(conn, row_id, provisional, r["uid"]):
+                run.renamed[provisional] = r["uid"]
                 return row_id
             # Another writer took the row for a record of its own, or stored this record meanwhile.
             stored = db.ids_by_uid(conn, [r["uid"]]).get(r["uid"])

@@ -641,6 +641,62 @@ def test_records_with_their_own_uids_are_never_merged_by_text_and_time(tmp_path:
     assert mem.stats()["collections"]["default"]["by_status"] == {"active": 6}
 
 
+def _renumbered(path: Path, by: int) -> None:
+    """The export as a store holding the same memories under other ids writes it."""
+    def shift(memories: list[dict]) -> None:
+        for m in memories:
+            m["id"] += by
+            m["superseded_by"] = m["superseded_by"] and m["superseded_by"] + by
+            m["absorbed"] = [a + by for a in m["absorbed"]]
+
+    _rewrite(path, shift)
+
+
+@pytest.mark.parametrize("newer_ids", ["the same", "others"])
+def test_links_a_stopped_import_of_an_old_backup_left_waiting_follow_a_newer_export(
+        tmp_path: Path, mem: Memory, clock, monkeypatch, newer_ids: str):
+    """The stopped import left the kept fact's links waiting, naming the uids it gave the lines of
+    a frame (stored) and of the merged fact (not stored yet). The newer export gives the frame's row
+    its own uid and stores the merged fact under its own: the links follow both."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 2)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        _merged_episode(robot, clock)
+        robot.export(tmp_path / "new.jsonl")
+
+    def absorb_a_frame_too(memories: list[dict]) -> None:
+        memories[0]["absorbed"] = [memories[1]["id"], *memories[0]["absorbed"]]
+
+    _rewrite(tmp_path / "new.jsonl", absorb_a_frame_too)
+    _without_uids(tmp_path / "new.jsonl", tmp_path / "old.jsonl")
+    frame_uid = _lines(tmp_path / "new.jsonl")[3]["uid"]  # header, session, kept fact, frame 0
+    if newer_ids == "others":
+        _renumbered(tmp_path / "new.jsonl", 100)
+
+    def stop(done: int) -> None:
+        raise RuntimeError(done)
+
+    monkeypatch.setattr(transfer, "_after_batch", stop)
+    with pytest.raises(RuntimeError):
+        mem.import_(tmp_path / "old.jsonl")
+    monkeypatch.setattr(transfer, "_after_batch", None)
+    counts = mem.import_(tmp_path / "new.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (3, 2)
+    with mem.store.read() as conn:
+        waiting = [json.loads(a) for (a,) in conn.execute("SELECT absorbed FROM import_links")]
+    if newer_ids == "others":
+        # Its lines' uids cannot be told from the old lines': the link waits for the old file's rerun,
+        # under the uid the frame's row took.
+        assert len(waiting) == 1 and frame_uid in waiting[0]
+        assert mem.import_(tmp_path / "old.jsonl")["memories"] == 0
+    else:
+        assert waiting == []
+    assert _links(mem)["Approach the mug slowly from the left"] == (
+        "active", None, ["wrist camera frame number 0", "approach the mug slowly, from the left"])
+    with mem.store.read() as conn:
+        assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 0
+    assert len(_all_ids(mem)) == 5
+
+
 def test_a_uid_stored_by_another_writer_while_a_batch_adopts_a_row_is_that_record(tmp_path: Path, postgres_url: str,
                                                                                    clock, monkeypatch):
     """Between the batch's look-up and its giving a provisional row the record's uid, another writer

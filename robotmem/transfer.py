@@ -231,7 +231,8 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     only for inserted records, as the uids of their targets in ``import_links`` until every
     target is stored: a run stopped between batches and run again stores each record once and
     finishes the links. A waiting link follows its target to the uid a newer line gives it
-    (``_Run.renamed``)."""
+    (``_Run.renamed``). Before all this, a line without a uid of its own takes the uid of a line
+    of the file with one that is the same record by the old rule (_pair_old_lines)."""
     limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
     records = _read_lines(path, limits)
     sessions = [r for r in records if r["kind"] == "session"]
@@ -249,6 +250,7 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
         _check_uids_are_these(conn, path, memories)
         _check_sessions_known(conn, memories, {s["id"] for s in sessions})
         waiting = _waiting_for(db, conn)
+    _pair_old_lines(memories)
     for r in memories:
         r["known_uid"] = r["uid"] or _legacy_uid(r)
     run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories}, waiting=waiting)
@@ -382,6 +384,25 @@ def _rename_waiting(r: dict[str, Any], run: _Run) -> None:
     from the line: its id, collection, content hash, times and text) wait for this memory."""
     if (legacy := _legacy_uid(r)) in run.waiting:
         run.renamed[legacy] = r["known_uid"]
+
+
+def _pair_old_lines(memories: list[dict[str, Any]]) -> None:
+    """A file may hold an old export's lines (without a uid, or a provisional one) and a newer
+    export's lines of the same memories, in either order: each old line takes the uid of a newer
+    line with its collection, type, created_at, content hash and text, the first not taken, in file
+    order, so it is that memory in this run and every rerun. Lines with a uid of their own are never
+    paired with one another (two robots' identical samples stay two memories)."""
+    old = [r for r in memories if r["uid"] is None or is_provisional(r["uid"])]
+    if not old or len(old) == len(memories):
+        return
+    newer: dict[tuple[Any, ...], deque[str]] = {}
+    for r in memories:
+        if r["uid"] is not None and not is_provisional(r["uid"]):
+            newer.setdefault((r["type"], *_key(r)), deque()).append(r["uid"])
+    for r in old:
+        same = newer.get((r["type"], *_key(r)))
+        if same:
+            r["uid"] = same.popleft()
 
 
 def _legacy_uid(r: dict[str, Any]) -> str:

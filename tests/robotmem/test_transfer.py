@@ -641,6 +641,53 @@ def test_records_with_their_own_uids_are_never_merged_by_text_and_time(tmp_path:
     assert mem.stats()["collections"]["default"]["by_status"] == {"active": 6}
 
 
+def _provisional_uids(source: Path, target: Path) -> None:
+    """The file as a store whose rows were older than uids exports it: each a provisional uid."""
+    lines = _lines(source)
+    for line in lines:
+        if line["kind"] == "memory":
+            line["uid"] = "000000000000" + line["uid"][12:]
+    target.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+
+
+def _body(path: Path) -> str:
+    """The file's lines after its header."""
+    return "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+                   if json.loads(line)["kind"] != "header")
+
+
+@pytest.mark.parametrize("old_lines", ["without uids", "with provisional uids"])
+@pytest.mark.parametrize("order", ["newer first", "old first"])
+def test_a_file_of_a_newer_export_and_an_old_backup_stores_each_memory_once(tmp_path: Path, mem: Memory, clock,
+                                                                            monkeypatch, old_lines: str, order: str):
+    """Either order, stopped between batches or not, imported again or not: the old lines are the
+    newer lines' memories."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 3)
+    _source(tmp_path / "robot.db", clock)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.export(tmp_path / "e.jsonl")
+        source_uids = _uids(robot)
+    (_without_uids if old_lines == "without uids" else _provisional_uids)(tmp_path / "e.jsonl", tmp_path / "old.jsonl")
+    header = (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[0]
+    parts = [_body(tmp_path / "e.jsonl"), _body(tmp_path / "old.jsonl")]
+    (tmp_path / "both.jsonl").write_text(header + "".join(parts if order == "newer first" else parts[::-1]),
+                                         encoding="utf-8")
+
+    def stop(done: int) -> None:
+        raise RuntimeError(done)
+
+    monkeypatch.setattr(transfer, "_after_batch", stop)
+    with pytest.raises(RuntimeError):
+        mem.import_(tmp_path / "both.jsonl")
+    monkeypatch.setattr(transfer, "_after_batch", None)
+    counts = mem.import_(tmp_path / "both.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (7, 13)  # the first batch's 3 were stored
+    assert _uids(mem) == source_uids
+    for name in ("both.jsonl", "e.jsonl", "both.jsonl"):
+        assert mem.import_(tmp_path / name)["memories"] == 0
+    assert mem.stats()["collections"]["default"]["by_status"] == {"active": 10}
+
+
 def _renumbered(path: Path, by: int) -> None:
     """The export as a store holding the same memories under other ids writes it."""
     def shift(memories: list[dict]) -> None:

@@ -380,18 +380,20 @@ def _waiting_for(db: Store, conn: Any) -> set[str]:
 
 
 def _rename_waiting(r: dict[str, Any], run: _Run) -> None:
-    """Links waiting for the uid this memory's line got in an export written before uids (derived
-    from the line: its id, collection, content hash, times and text) wait for this memory."""
-    if (legacy := _legacy_uid(r)) in run.waiting:
-        run.renamed[legacy] = r["known_uid"]
+    """Links waiting for the provisional uid this memory's line had (paired, _pair_old_lines), or
+    got in an export written before uids (derived from the line: its id, collection, content hash,
+    times and text), wait for this memory."""
+    if (old := r.get("paired_from") or _legacy_uid(r)) in run.waiting:
+        run.renamed[old] = r["known_uid"]
 
 
 def _pair_old_lines(memories: list[dict[str, Any]]) -> None:
     """A file may hold an old export's lines (without a uid, or a provisional one) and a newer
     export's lines of the same memories, in either order: each old line takes the uid of a newer
     line with its collection, type, created_at, content hash and text, the first not taken, in file
-    order, so it is that memory in this run and every rerun. Lines with a uid of their own are never
-    paired with one another (two robots' identical samples stay two memories)."""
+    order, so it is that memory in this run and every rerun (``paired_from``: the provisional uid it
+    had, which links a stopped import of the old lines left waiting may name). Lines with a uid of
+    their own are never paired with one another (two robots' identical samples stay two memories)."""
     old = [r for r in memories if r["uid"] is None or is_provisional(r["uid"])]
     if not old or len(old) == len(memories):
         return
@@ -402,7 +404,7 @@ def _pair_old_lines(memories: list[dict[str, Any]]) -> None:
     for r in old:
         same = newer.get((r["type"], *_key(r)))
         if same:
-            r["uid"] = same.popleft()
+            r["paired_from"], r["uid"] = r["uid"], same.popleft()
 
 
 def _legacy_uid(r: dict[str, Any]) -> str:
@@ -438,14 +440,15 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
             row_id, provisional = found.popleft()
             if is_provisional(r["uid"]):
                 return row_id
-            if _adopt(conn, row_id, provisional, r["uid"]):
+            # Not adopted: another writer gave the row a uid (this record's, or its own), or stored
+            # this record in a row of its own, since this run read the row.
+            stored = row_id if _adopt(conn, row_id, provisional, r["uid"]) else db.ids_by_uid(
+                conn, [r["uid"]]).get(r["uid"])
+            if stored == row_id:
                 run.renamed[provisional] = r["uid"]
                 return row_id
-            # Another writer took the row for a record of its own, or stored this record meanwhile.
-            stored = db.ids_by_uid(conn, [r["uid"]]).get(r["uid"])
             if stored is not None:
-                if stored != row_id:
-                    found.appendleft((row_id, provisional))  # unclaimed yet, unless _adopt finds it taken
+                found.appendleft((row_id, provisional))  # not this record's: unclaimed, or _adopt will see it taken
                 return stored
     else:
         rows = run.candidates.get(key)

@@ -809,3 +809,33 @@ def test_a_provisional_row_another_import_took_between_batches_keeps_that_import
     assert (counts["memories"], counts["skipped"]) == (1, 1)
     assert _uids(mem) == sorted(r["uid"] for name in ("robot", "third")
                                 for r in _lines(tmp_path / f"{name}.jsonl") if r["kind"] == "memory")
+
+
+@pytest.mark.parametrize("old_lines", ["without uids", "with provisional uids"])
+def test_links_a_stopped_import_of_an_old_backup_left_waiting_resolve_in_a_file_of_both(
+        tmp_path: Path, mem: Memory, clock, monkeypatch, old_lines: str):
+    """The old lines take the newer lines' uids in the file of both: the links that wait for the
+    uids the stopped import knew them by follow them."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 2)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        _merged_episode(robot, clock)
+        expected = _links(robot)
+        robot.export(tmp_path / "new.jsonl")
+    (_without_uids if old_lines == "without uids" else _provisional_uids)(tmp_path / "new.jsonl",
+                                                                          tmp_path / "old.jsonl")
+    header = (tmp_path / "new.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[0]
+    (tmp_path / "both.jsonl").write_text(header + _body(tmp_path / "new.jsonl") + _body(tmp_path / "old.jsonl"),
+                                         encoding="utf-8")
+
+    def stop(done: int) -> None:
+        raise RuntimeError(done)
+
+    monkeypatch.setattr(transfer, "_after_batch", stop)
+    with pytest.raises(RuntimeError):
+        mem.import_(tmp_path / "old.jsonl")  # the kept fact's absorbed waits for the merged fact
+    monkeypatch.setattr(transfer, "_after_batch", None)
+    counts = mem.import_(tmp_path / "both.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (3, 7)
+    assert _links(mem) == expected
+    with mem.store.read() as conn:
+        assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 0

@@ -6,6 +6,7 @@ The same file (``bridge.toml``) drives the live rosbridge client and offline rep
     rdp_tolerance_m = 0.02        # Ramer-Douglas-Peucker tolerance for stored pose paths
     idle_gap_s = 30.0             # no motion for this long ends an episode (when the policy uses it)
     max_episode_s = 1800.0
+    late_grace_s = 2.0            # an ended episode still takes messages stamped before its end this long
     default_topics = true         # keep the built-in rules; [[topics]] entries override them per topic
 
     [[topics]]
@@ -125,6 +126,10 @@ class BridgeConfig:
     #: no motion for this long ends an episode (policies that use idle detection)
     idle_gap_s: float = 30.0
     max_episode_s: float = 1800.0
+    #: an ended episode is finished (last chunks, summary, end_session) only after this many
+    #: seconds of message time, so that a message stamped before its end that arrives late
+    #: (topics are independent streams) still lands in it; 0 finishes it at once
+    late_grace_s: float = 2.0
     #: longest side of stored image thumbnails
     image_thumbnail_px: int = 64
     #: CompressedImage: 0 (default) stores metadata only (format, bytes, frame, width/height from

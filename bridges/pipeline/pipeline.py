@@ -47,6 +47,9 @@ _LOG_FIRST = 5
 _SAMPLE_EARLY_FRACTION = 4
 #: converters whose records carry the robot's pose at their time (robot_pose.py)
 _POSE_TAKERS = frozenset({"image", "laser_scan", "joint_trajectory"})
+#: messages and actions kept waiting behind a held episode before it is finished early: the
+#: grace window is message time, so a mis-set late_grace_s must not hold a stream in memory
+_HELD_MAX = 50_000
 
 
 @dataclass
@@ -80,6 +83,26 @@ class _Episode:
     messages: dict[str, int] = field(default_factory=dict)
     facts: int = 0
     gaps: list[Gap] = field(default_factory=list)
+
+    def end_ns(self, action: EndEpisode) -> int:
+        """Where the episode ends: the end's time, or its last message when a stamp came later."""
+        return max(action.t_ns, self.last_ns)
+
+
+@dataclass
+class _Held:
+    """An ended episode that is not finished yet (``late_grace_s``, docs/bridge.md "Late messages").
+
+    Until a message or tick passes ``until_ns`` it takes the data and notes stamped at or
+    before ``end_ns`` that arrive late. Everything else that arrives meanwhile (the next
+    episode's marker and data) waits in ``waiting`` and is handled, in arrival order, once
+    the episode is finished: the converters hold one episode's buffers at a time.
+    """
+
+    end: EndEpisode
+    end_ns: int
+    until_ns: int
+    waiting: list[RosMessage | EpisodeAction] = field(default_factory=list)
 
 
 class Pipeline:
@@ -126,6 +149,9 @@ class Pipeline:
         self._handlers: dict[tuple[str, str], _Handler] = {}
         self._robot_pose = RobotPoseTracker(config.pose_max_age_s)
         self._episode: _Episode | None = None
+        #: the open episode has ended and waits for late messages (then _episode is that episode)
+        self._held: _Held | None = None
+        self._grace_ns = int(config.late_grace_s * 1e9)
         #: wait for motion before opening an episode: after an idle end, and under gap:SECONDS from the start
         self._idle = episode_policy.waits_for_motion_at_start
         #: the message time the last ended episode reached: nothing before it opens an episode
@@ -138,28 +164,17 @@ class Pipeline:
     def feed(self, msg: RosMessage) -> None:
         handler = self._handlers.get((msg.topic, msg.msgtype)) or self._new_handler(msg.topic, msg.msgtype)
         handler.stats.messages += 1
-        kind = handler.kind
-        if kind == "ignored":
+        if handler.kind == "ignored":
             handler.stats.ignored += 1
-        elif kind == "episode":
-            self._on_marker(msg, handler)
+        elif handler.kind == "episode" and msg.topic != self.policy.marker_topic:
+            pass  # markers mean nothing to this policy; counted, not stored
         else:
-            self._advance(msg.t_ns)
-            if handler.gaps is not None:
-                gap = handler.gaps.observe(msg.t_ns)
-                if gap is not None:
-                    self._record_gap(gap)
-            if self._sampled_out(msg.t_ns, handler):
-                handler.stats.sampled_out += 1
-            elif kind == "learn":
-                self._on_learn(msg, handler)
-            else:
-                self._on_data(msg, handler)
+            self._route(msg)
 
     def tick(self, now_ns: int) -> None:
-        """Time passed without messages: end an idle episode, write chunks that are due."""
+        """Time passed without messages: finish a held episode, end an idle one, write chunks that are due."""
         self.writer.retry_due()
-        self._advance(now_ns)
+        self._pass_time(now_ns)
         due = [h for h in self._converters() if h.converter is not None and h.converter.pending_since_ns is not None
                and now_ns - h.converter.pending_since_ns >= h.converter.chunk_ns]
         if due and self._episode is not None:
@@ -176,8 +191,7 @@ class Pipeline:
         ``StartEpisode(t_ns, session_id=..., owned=False)`` attaches the episode to a session
         someone else opened; see :class:`~bridges.pipeline.episodes.StartEpisode`.
         """
-        self._advance(action.t_ns)
-        self._apply([action])
+        self._route(action)
 
     def flush(self) -> None:
         """Write every buffered chunk now; the episode stays open."""
@@ -186,10 +200,15 @@ class Pipeline:
         self.writer.drain()
 
     def close(self) -> PipelineStats:
-        """Flush, end the open episode, return the counters."""
+        """Flush, finish the held episode and what waited behind it, end the open one, return the counters.
+
+        Nothing more will arrive, so no episode waits for late messages (stop, Ctrl-C, end of a recording).
+        """
         try:
+            while self._held is not None:
+                self._finish_held()
             if self._episode is not None:
-                self._end(EndEpisode(self._episode.last_ns))
+                self._finish(EndEpisode(self._episode.last_ns))
         finally:
             self.writer.close()
         return self.stats
@@ -198,6 +217,7 @@ class Pipeline:
         """The stream failed (a recording that cannot be read on, a store that fails): stop
         writing. An episode left open is rewritten whole by the next replay."""
         self._episode = None
+        self._held = None
         self.writer.abandon()
 
     @property
@@ -206,6 +226,46 @@ class Pipeline:
         return self.writer.plan
 
     # -- dispatch ------------------------------------------------------------------------
+    def _route(self, item: RosMessage | EpisodeAction) -> None:
+        """Handle a message or an episode action now, or keep it until the held episode is finished."""
+        self._pass_time(item.t_ns)  # may end an idle episode: then it is held, and this item is after its end
+        held = self._held
+        if held is None:
+            self._handle(item)
+        elif isinstance(item, RosMessage) and self._late_for_held(item, held):
+            self._handlers[(item.topic, item.msgtype)].stats.late += 1
+            self._handle(item)  # the held episode is still self._episode: the message goes into it
+        else:
+            held.waiting.append(item)
+            if len(held.waiting) > _HELD_MAX:
+                log.warning("%d messages arrived within late_grace_s of an episode's end: finishing it early",
+                            _HELD_MAX)
+                self._finish_held()
+
+    def _late_for_held(self, msg: RosMessage, held: _Held) -> bool:
+        """Data or a note stamped at or before the held episode's end. Markers always wait: an
+        ``end`` or ``start`` concerns the episodes after it, whatever its stamp."""
+        return msg.t_ns <= held.end_ns and self._handlers[(msg.topic, msg.msgtype)].kind != "episode"
+
+    def _handle(self, item: RosMessage | EpisodeAction) -> None:
+        if not isinstance(item, RosMessage):
+            self._apply([item])
+            return
+        handler = self._handlers[(item.topic, item.msgtype)]
+        if handler.kind == "episode":
+            self._on_marker(item, handler)
+            return
+        if handler.gaps is not None:
+            gap = handler.gaps.observe(item.t_ns)
+            if gap is not None:
+                self._record_gap(gap)
+        if self._sampled_out(item.t_ns, handler):
+            handler.stats.sampled_out += 1
+        elif handler.kind == "learn":
+            self._on_learn(item, handler)
+        else:
+            self._on_data(item, handler)
+
     def _new_handler(self, topic: str, msgtype: str) -> _Handler:
         stats = self.stats.topic(topic)
         stats.msgtype = msgtype
@@ -252,6 +312,8 @@ class Pipeline:
         episode = self._episode
         if episode is None or episode.skipping or gap.end_ns < episode.start_ns:
             return
+        if self._held is not None and gap.start_ns >= self._held.end_ns:
+            return  # after the held episode's end: in no episode yet, as when none is open
         episode.gaps.append(gap)
         self.stats.gaps += 1
         for handler in self._converters():
@@ -327,9 +389,9 @@ class Pipeline:
         return True
 
     def _late(self, t_ns: int) -> bool:
-        """Stamped before the end of the episode that ended last (a throttled camera frame that
-        arrives after an ``end`` marker): it must not open an episode that starts before the
-        previous one ended (docs/bridge.md, "Episodes")."""
+        """Stamped before the end of the episode finished last, arriving after its ``late_grace_s``:
+        it must not open an episode that starts before the previous one ended (docs/bridge.md,
+        "Late messages")."""
         return self._ended_until_ns is not None and t_ns <= self._ended_until_ns
 
     def _on_learn(self, msg: RosMessage, handler: _Handler) -> None:
@@ -380,9 +442,6 @@ class Pipeline:
 
     # -- episodes ------------------------------------------------------------------------
     def _on_marker(self, msg: RosMessage, handler: _Handler) -> None:
-        if self.policy.marker_topic != msg.topic:
-            return  # markers mean nothing to this policy; counted, not stored
-        self._advance(msg.t_ns)
         try:
             actions = self.policy.on_marker(msg, self._episode is not None)
         except _MALFORMED as exc:
@@ -391,7 +450,10 @@ class Pipeline:
         self._apply(actions)
 
     def _apply(self, actions: list[EpisodeAction]) -> None:
-        for action in actions:
+        for i, action in enumerate(actions):
+            if self._held is not None:  # a `start` that ended the open episode: it opens the next one later
+                self._held.waiting.extend(actions[i:])
+                return
             if isinstance(action, StartEpisode):
                 self._start(action)
             elif self._episode is not None and action.session_id in (None, self._attached_session()):
@@ -404,9 +466,9 @@ class Pipeline:
         return episode.context.session_id if episode is not None and not episode.owned else None
 
     def _advance(self, now_ns: int) -> None:
-        """Apply the idle-gap and maximum-duration rules to the open episode."""
+        """Apply the idle-gap and maximum-duration rules to the open episode (not to a held one: it has ended)."""
         episode = self._episode
-        if episode is None:
+        if episode is None or self._held is not None:
             return
         # An attached episode ends when the session's owner says so, never for idleness.
         if self._idle_ns and episode.owned and now_ns - episode.last_motion_ns > self._idle_ns:
@@ -416,7 +478,8 @@ class Pipeline:
             # Split: the next part goes on in the same attached session, or in a new own one.
             task = dict(episode.task, continues=episode.context.session_id) if episode.owned else episode.task
             marker = dict(episode.marker, task=task) if task else episode.marker
-            self._end(EndEpisode(now_ns))
+            # Not held for late messages: the next part opens at once and takes them.
+            self._finish(EndEpisode(now_ns))
             self._start(StartEpisode(now_ns, marker, session_id=None if episode.owned else episode.context.session_id,
                                      owned=episode.owned))
 
@@ -481,17 +544,49 @@ class Pipeline:
         return session_id, status
 
     def _end(self, action: EndEpisode) -> None:
+        """The open episode ended: hold it for late messages, or finish it now without ``late_grace_s``."""
+        episode = self._episode
+        assert episode is not None
+        if not self._grace_ns:
+            self._finish(action)
+            return
+        end_ns = episode.end_ns(action)
+        self._held = _Held(action, end_ns, end_ns + self._grace_ns)
+
+    def _pass_time(self, now_ns: int) -> None:
+        """Message time reached ``now_ns``: finish a held episode whose window is over, apply the idle
+        and maximum-duration rules to the open one. An idle end is found ``idle_gap_s`` after the last
+        motion, so its window may be over at once: hence the second check."""
+        self._expire(now_ns)
+        self._advance(now_ns)
+        self._expire(now_ns)
+
+    def _expire(self, now_ns: int) -> None:
+        """Message time has passed the held episode's grace window: finish it."""
+        if self._held is not None and now_ns > self._held.until_ns:
+            self._finish_held()
+
+    def _finish_held(self) -> None:
+        """Finish the held episode, then handle what waited behind it (it may open and end the next ones)."""
+        held, self._held = self._held, None
+        assert held is not None
+        self._finish(held.end)
+        for item in held.waiting:
+            self._route(item)
+
+    def _finish(self, action: EndEpisode) -> None:
+        """Write the episode's last chunks and summary and end its session (release an attached one)."""
         episode = self._episode
         assert episode is not None
         self._drain(self._converters())
         self._episode = None
         if episode.skipping:
             return
-        self._ended_until_ns = max(action.t_ns, episode.last_ns)
+        self._ended_until_ns = episode.end_ns(action)
         summaries = [s for h in self._converters() if h.converter is not None
                      for s in [h.converter.episode_summary()] if s is not None]
         summary = episode_summary_record(
-            episode.context, policy=self.policy.name, start_ns=episode.start_ns, end_ns=max(action.t_ns, episode.last_ns),
+            episode.context, policy=self.policy.name, start_ns=episode.start_ns, end_ns=self._ended_until_ns,
             messages=episode.messages, facts=episode.facts, topic_summaries=summaries, task=episode.task,
             outcome_score=action.score, gaps=episode.gaps,
         )

@@ -24,6 +24,8 @@ class TopicStats:
     sampled_out: int = 0
     #: arrived while no episode was open (for example between explicit episode markers)
     outside_episode: int = 0
+    #: arrived after the end of the episode it is stamped in, within late_grace_s: put into it
+    late: int = 0
     #: belonged to an episode that was already stored (idempotent replay)
     already_stored: int = 0
     #: no rule / converter for this topic and type

@@ -77,7 +77,9 @@ def _notes(topic: Any) -> str:
     for label, value in (("rejected", topic.rejected), ("malformed", topic.malformed),
                          ("stamps far from the log time (log time used)", topic.stamps_replaced),
                          ("sampled out", topic.sampled_out),
-                         ("outside episodes", topic.outside_episode), ("already stored", topic.already_stored)):
+                         ("outside episodes", topic.outside_episode),
+                         ("late (put into the episode they are stamped in)", topic.late),
+                         ("already stored", topic.already_stored)):
         if value:
             parts.append(f"{value} {label}")
     return ", ".join(parts)

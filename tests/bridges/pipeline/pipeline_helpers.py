@@ -119,6 +119,7 @@ def feed_docking_episode(pipeline: Any) -> list[RosMessage]:
         pipeline.feed(msg)
     pipeline.feed(learn(T0 + 5 * S, "The dock is behind the pillar"))
     pipeline.feed(marker(T0 + 26 * S, "end 0.8"))
+    pipeline.tick(T0 + 29 * S)  # late_grace_s (2 s) after the end has passed: the episode is finished
     return drive
 
 

@@ -105,7 +105,8 @@ def test_an_end_for_another_session_does_not_end_the_attached_episode(mem: Memor
     pipeline.feed(_attach_marker(T0, control))
     pipeline.feed(marker(T0 + S, json.dumps({"event": "end", "session_id": "ses_someone_else"})))
     assert pipeline.stats.episodes_ended == 0
-    pipeline.feed(marker(T0 + 2 * S, "end"))  # a plain end ends whatever is open
+    pipeline.feed(marker(T0 + 2 * S, "end"))  # a plain end ends whatever is open ...
+    pipeline.tick(T0 + 5 * S)  # ... and it is finished once late_grace_s has passed
     assert pipeline.stats.episodes_ended == 1
     assert mem.get_session(control)["status"] == "open"
 

@@ -63,6 +63,14 @@ def test_no_file_gives_the_defaults() -> None:
     assert load_bridge_config(None) == BridgeConfig()
 
 
+def test_late_grace_s_is_read_and_zero_turns_the_wait_off(tmp_path: Path) -> None:
+    path = tmp_path / "bridge.toml"
+    assert BridgeConfig().late_grace_s == 2.0
+    for text, expected in (("late_grace_s = 0.5\n", 0.5), ("late_grace_s = 0\n", 0.0)):
+        path.write_text(text, encoding="utf-8")
+        assert load_bridge_config(path).late_grace_s == expected
+
+
 @pytest.mark.parametrize(
     ("text", "field"),
     [
@@ -95,6 +103,7 @@ def test_no_file_gives_the_defaults() -> None:
         ('[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nmsgtype = 7\n', "topics[0].msgtype"),
         ("rdp_tolerance_m = nan\n", "rdp_tolerance_m"),
         ("max_episode_s = inf\n", "max_episode_s"),
+        ("late_grace_s = -0.5\n", "late_grace_s"),
     ],
 )
 def test_a_bad_config_value_is_a_config_error_naming_the_key(tmp_path: Path, text: str, field: str) -> None:

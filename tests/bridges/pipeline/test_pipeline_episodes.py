@@ -298,35 +298,17 @@ def _live_policy() -> TopicEpisodes:
     return default_episode_policy(BridgeConfig())  # the live bridge's: markers, else automatic episodes
 
 
-def test_a_frame_stamped_inside_an_ended_episode_opens_no_new_one(mem: Memory, make_pipeline: MakePipeline) -> None:
-    # rosbridge throttles the camera: a frame stamped 0.2 s before the `end` marker arrives after it.
-    pipeline = make_pipeline(policy=_live_policy())
-    pipeline.feed(marker(T0, "start"))
-    for msg in straight_drive(T0, 5):
-        pipeline.feed(msg)
-    pipeline.feed(marker(T0 + 5 * S, "end 1"))
-    pipeline.feed(image(T0 + 5 * S - S // 5))
-    stats = pipeline.close()
-    session = _only_session(mem)
-    assert stats.episodes_started == stats.episodes_ended == 1
-    assert stats.topics["/camera/image_raw"].outside_episode == 1
-    assert summary_of(mem, session)["context"]["episode"]["t_end_ns"] == T0 + 5 * S
-
-
-def test_a_note_outside_an_episode_is_stored_without_a_session_live_and_late(
-        mem: Memory, make_pipeline: MakePipeline) -> None:
+def test_a_note_outside_an_episode_is_stored_without_a_session_live(mem: Memory, make_pipeline: MakePipeline) -> None:
     pipeline = make_pipeline(policy=_live_policy())
     pipeline.feed(learn(T0, "the loading ramp is slippery when wet"))  # no episode open
     pipeline.feed(marker(T0 + S, "start"))
     for msg in straight_drive(T0 + S, 3):
         pipeline.feed(msg)
     pipeline.feed(marker(T0 + 4 * S, "end"))
-    pipeline.feed(learn(T0 + 4 * S - S // 2, "the dock light blinks when charging"))  # late, after `end`
     stats = pipeline.close()
     assert stats.episodes_started == 1
     notes = mem.recall("", collection="test", min_confidence=0, context_filter={"source.topic": "/robotmem/learn"})["results"]
-    assert sorted((n["content"], n["session_id"]) for n in notes) == [
-        ("the dock light blinks when charging", None), ("the loading ramp is slippery when wet", None)]
+    assert [(n["content"], n["session_id"]) for n in notes] == [("the loading ramp is slippery when wet", None)]
 
 
 def test_with_gap_episodes_a_note_before_any_motion_opens_no_episode(mem: Memory, make_pipeline: MakePipeline) -> None:

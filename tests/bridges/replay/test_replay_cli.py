@@ -261,6 +261,7 @@ def test_a_run_stopped_between_episodes_continues_with_the_next_one(
                 if msg.t_ns >= 1735689625_000000000:  # the second errand starts at 25.1 s
                     break
                 stopped.feed(msg)
+        stopped.tick(1735689625_100000001)  # late_grace_s (2 s) after the first errand's end (23.1 s) has passed
         stopped.flush()
         assert [s["status"] for s in mem.list_sessions()] == ["ended"]
     code, out, _ = run_cli("replay", str(recording), *SPLIT)

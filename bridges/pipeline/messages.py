@@ -31,6 +31,10 @@ class RosMessage:
     t_ns: int
     #: field names as in the .msg; times as {"sec", "nanosec"}; uint8[] as bytes
     data: dict[str, Any]
+    #: when it reached the bridge (receive time, on the message clock) or the recorder (log
+    #: time); None: unknown. A frame stamped before an episode's end that arrives after the
+    #: late_grace_s window must not go into it, and only its arrival tells (pipeline.py)
+    arrived_ns: int | None = None
 
 
 def normalize_msgtype(name: str) -> str:

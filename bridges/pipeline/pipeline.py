@@ -174,7 +174,7 @@ class Pipeline:
     def tick(self, now_ns: int) -> None:
         """Time passed without messages: finish a held episode, end an idle one, write chunks that are due."""
         self.writer.retry_due()
-        self._pass_time(now_ns)
+        self._pass_time(now_ns, now_ns)
         due = [h for h in self._converters() if h.converter is not None and h.converter.pending_since_ns is not None
                and now_ns - h.converter.pending_since_ns >= h.converter.chunk_ns]
         if due and self._episode is not None:
@@ -228,7 +228,10 @@ class Pipeline:
     # -- dispatch ------------------------------------------------------------------------
     def _route(self, item: RosMessage | EpisodeAction) -> None:
         """Handle a message or an episode action now, or keep it until the held episode is finished."""
-        self._pass_time(item.t_ns)  # may end an idle episode: then it is held, and this item is after its end
+        arrived = item.arrived_ns if isinstance(item, RosMessage) and item.arrived_ns is not None else item.t_ns
+        # A late message's stamp is old; its arrival says how late it is. The later of the two
+        # is how far time has come (clocks differ a little: either alone may lag).
+        self._pass_time(item.t_ns, max(item.t_ns, arrived))  # may end an idle episode: then it is held
         held = self._held
         if held is None:
             self._handle(item)
@@ -553,13 +556,14 @@ class Pipeline:
         end_ns = episode.end_ns(action)
         self._held = _Held(action, end_ns, end_ns + self._grace_ns)
 
-    def _pass_time(self, now_ns: int) -> None:
-        """Message time reached ``now_ns``: finish a held episode whose window is over, apply the idle
-        and maximum-duration rules to the open one. An idle end is found ``idle_gap_s`` after the last
-        motion, so its window may be over at once: hence the second check."""
-        self._expire(now_ns)
+    def _pass_time(self, now_ns: int, arrived_ns: int) -> None:
+        """A message of time ``now_ns`` arrived at ``arrived_ns``: finish a held episode whose window is
+        over, apply the idle and maximum-duration rules to the open one (on message time, as always).
+        An idle end is found ``idle_gap_s`` after the last motion, so its window may be over at once:
+        hence the second check."""
+        self._expire(arrived_ns)
         self._advance(now_ns)
-        self._expire(now_ns)
+        self._expire(arrived_ns)
 
     def _expire(self, now_ns: int) -> None:
         """Message time has passed the held episode's grace window: finish it."""

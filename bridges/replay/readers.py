@@ -137,11 +137,11 @@ class _ReaderBase:
         """The message at its stamp, or at its log time when it has none or one not to believe."""
         stamp = header_stamp_ns(data)
         if stamp <= 0:
-            return RosMessage(topic, msgtype, log_ns, data)
+            return RosMessage(topic, msgtype, log_ns, data, log_ns)
         if self.stamp_limit_ns and abs(stamp - log_ns) > self.stamp_limit_ns:
             self.stamps_replaced[topic] = self.stamps_replaced.get(topic, 0) + 1
-            return RosMessage(topic, msgtype, log_ns, data)
-        return RosMessage(topic, msgtype, stamp, data)
+            return RosMessage(topic, msgtype, log_ns, data, log_ns)
+        return RosMessage(topic, msgtype, stamp, data, log_ns)
 
     def _read_on(self, records: Iterator[_Raw]) -> Iterator[_Raw]:
         """The reading library's (item, log time, payload) records; a failure part-way through

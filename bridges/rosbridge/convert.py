@@ -93,7 +93,8 @@ def to_ros_message(item: Received, clock: MessageClock | None = None) -> RosMess
     if clock is not None and stamp_ns > 0:
         clock.observe(stamp_ns, item.receive_ns)
     fallback_ns = clock.to_message_time(item.receive_ns) if clock is not None else item.receive_ns
-    return RosMessage(topic=item.topic, msgtype=msgtype, t_ns=message_time_ns(plain, fallback_ns), data=plain)
+    return RosMessage(topic=item.topic, msgtype=msgtype, t_ns=message_time_ns(plain, fallback_ns), data=plain,
+                      arrived_ns=fallback_ns)
 
 
 def _decode_bytes_field(data: dict[str, Any], path: str, topic: str) -> None:

@@ -72,6 +72,8 @@ class IngestWriter:
         self.clock_grace_ns = int(clock_grace_s * 1e9)
         #: unstamped messages waiting for the clock (see the module docstring)
         self._held: list[Received] = []
+        #: receive time (wall clock) of the newest message fed to the pipeline
+        self._fed_receive_ns: int | None = None
         self.final_stats: Any = None
         #: notified after every batch, so others can wait for the writer to catch up
         self.progress = progress or threading.Condition()
@@ -162,6 +164,7 @@ class IngestWriter:
             LOG.exception("pipeline failed on a message from %s", item.topic)
             return
         self.counters.fed[item.topic] += 1
+        self._fed_receive_ns = item.receive_ns
         lag = (time.monotonic_ns() - item.receive_mono_ns) / 1e9
         self.counters.lag_s = lag
         self.counters.max_lag_s = max(self.counters.max_lag_s, lag)
@@ -172,8 +175,12 @@ class IngestWriter:
             self._release_held(assume_wall=True)
         if not self.clock.synced:
             return  # no message yet: no idea which clock the robot uses
+        # While messages wait in the inbox, time has come only as far as the newest one fed: a
+        # writer behind the websocket must not close an ended episode's late_grace_s window (or
+        # find an idle end) before it has seen the messages that arrived in time.
+        now_ns = time.time_ns() if len(self.inbox) == 0 or self._fed_receive_ns is None else self._fed_receive_ns
         try:
-            self.pipeline.tick(self.clock.to_message_time(time.time_ns()))
+            self.pipeline.tick(self.clock.to_message_time(now_ns))
         except Exception:
             self.counters.feed_errors += 1
             LOG.exception("pipeline tick failed")

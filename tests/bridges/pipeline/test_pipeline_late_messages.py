@@ -8,6 +8,7 @@ late_grace_s (2 s) of message time has passed, and takes such messages until the
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from pipeline_helpers import T0, S, by_topic, image, learn, marker, odom, records, straight_drive, summary_of
 
@@ -154,6 +155,19 @@ def test_a_message_past_the_window_finishes_the_episode_and_later_stragglers_sta
     camera = stats.topics["/camera/image_raw"]
     assert (camera.late, camera.outside_episode, stats.episodes_started) == (0, 1, 1)
     assert by_topic(mem, session, "/camera/image_raw") == []
+
+
+def test_a_late_message_is_judged_by_when_it_arrived_too(mem: Memory, make_pipeline: MakePipeline) -> None:
+    # The bridge (receive time) and replay (log time) know when a message arrived: one that comes
+    # more than late_grace_s after the end is too late even when nothing else came in between.
+    pipeline = make_pipeline(policy=TopicEpisodes())
+    _first_episode(pipeline)
+    pipeline.feed(replace(odom(END, 2.5, 0.0), arrived_ns=END + S))  # in time
+    pipeline.feed(replace(image(END - S // 5), arrived_ns=END + 5 * S // 2))  # after the window
+    stats = pipeline.close()
+    (session,) = _sessions(mem)
+    assert _raw_points(mem, session) == 100 + 1 and by_topic(mem, session, "/camera/image_raw") == []
+    assert (stats.topics["/odom"].late, stats.topics["/camera/image_raw"].outside_episode) == (1, 1)
 
 
 def test_time_passing_without_messages_finishes_the_episode(mem: Memory, make_pipeline: MakePipeline) -> None:

@@ -25,6 +25,8 @@ CAMERA = "/camera/image_raw"
 END = T0 + 3 * S
 #: the late frame: stamped before END, recorded after it
 LATE_STAMP, LATE_LOG = END - S // 5, END + 3 * S // 10
+#: the second episode's `start`
+SECOND = END + S // 2
 
 
 def _drive(make_datasets: ModuleType, start_ns: int, seconds: int, x0: float) -> list[tuple[int, str, str, Any]]:
@@ -37,15 +39,15 @@ def _drive(make_datasets: ModuleType, start_ns: int, seconds: int, x0: float) ->
     return sorted(messages, key=lambda m: m[0])
 
 
-def _recording(make_datasets: ModuleType, path: Path) -> None:
+def _recording(make_datasets: ModuleType, path: Path, late_log: int = LATE_LOG, second: int = SECOND) -> None:
     """Two episodes between markers; the first one's last frame is recorded after its `end`."""
     string = make_datasets.string
     messages = [(T0, "/robotmem/episode", STRING, string("start")), *_drive(make_datasets, T0, 3, 0.0),
                 (END, "/robotmem/episode", STRING, string("end 0.9")),
-                (LATE_LOG, CAMERA, IMAGE, make_datasets.camera_image(LATE_STAMP, 1.4, 0.0)),
-                (END + S // 2, "/robotmem/episode", STRING, string("start")),
-                *_drive(make_datasets, END + S // 2, 3, 2.0),
-                (END + 4 * S, "/robotmem/episode", STRING, string("end 0.4"))]
+                (late_log, CAMERA, IMAGE, make_datasets.camera_image(LATE_STAMP, 1.4, 0.0)),
+                (second, "/robotmem/episode", STRING, string("start")),
+                *_drive(make_datasets, second, 3, 2.0),
+                (second + 7 * S // 2, "/robotmem/episode", STRING, string("end 0.4"))]
     make_datasets.write_mcap(path, messages)
 
 
@@ -64,7 +66,7 @@ def test_a_frame_recorded_after_the_end_marker_but_stamped_before_it_is_in_its_e
         (result,) = replay_paths(mem, [path], BridgeConfig(), options)
         first, second = result.stats.session_ids
         assert _frame_stamps(mem, first) == [T0 + S // 2, T0 + 3 * S // 2, LATE_STAMP]
-        assert _frame_stamps(mem, second) == [END + S, END + 2 * S]
+        assert _frame_stamps(mem, second) == [SECOND + S // 2, SECOND + 3 * S // 2]
         camera = result.stats.topics[CAMERA]
         assert (camera.late, camera.outside_episode, result.stats.episodes_ended) == (1, 0, 2)
         assert mem.get_session(first)["outcome_score"] == 0.9
@@ -74,3 +76,17 @@ def test_a_frame_recorded_after_the_end_marker_but_stamped_before_it_is_in_its_e
         camera = again.stats.topics[CAMERA]
         assert (again.stats.records_written, camera.already_stored, camera.outside_episode) == (0, 5, 0)
         assert mem.stats() == stored
+
+
+def test_a_frame_recorded_after_the_window_stays_outside_as_live_even_with_nothing_in_between(
+        tmp_path: Path, make_datasets: ModuleType) -> None:
+    # Live, the bridge's clock closes the window 2 s after the end although nothing arrives;
+    # replay has the log time, when the recorder received the frame: 2.5 s after the end.
+    path = tmp_path / "too_late_frame.mcap"
+    _recording(make_datasets, path, late_log=END + 5 * S // 2, second=END + 5 * S)
+    with Memory(tmp_path / "memory.db", embedder=None) as mem:
+        (result,) = replay_paths(mem, [path], BridgeConfig(), ReplayOptions(episode_split="topic:/robotmem/episode"))
+        first, _ = result.stats.session_ids
+        assert _frame_stamps(mem, first) == [T0 + S // 2, T0 + 3 * S // 2]
+        camera = result.stats.topics[CAMERA]
+        assert (camera.late, camera.outside_episode) == (0, 1)

@@ -7,11 +7,13 @@ import time
 import pytest
 
 from bridges.pipeline.config import BridgeConfig, TopicRule
+from bridges.pipeline.messages import RosMessage
 from bridges.rosbridge.convert import MalformedMessage, MessageClock, to_ros_message
 from bridges.rosbridge.discovery import plan_subscriptions, wire_type
 from bridges.rosbridge.inbox import BoundedInbox, Received
 from bridges.rosbridge.sessions import ControlSessionFollower
 from bridges.rosbridge.status import BridgeSnapshot, format_status, format_summary
+from bridges.rosbridge.writer import IngestWriter
 from bridges.rosbridge.testing import messages as m
 from robotmem import Memory
 
@@ -116,6 +118,49 @@ def test_closed_inbox_counts_late_messages_as_dropped_but_keeps_what_it_holds() 
     inbox.close()
     assert not inbox.put(received("/a", "std_msgs/String", {"data": 2}))
     assert len(inbox.take(10, timeout=0)) == 1 and inbox.dropped() == {"/a": 1}
+
+
+# ---------------------------------------------------------------- writer
+
+
+class _TickRecorder:
+    """Stands in for the pipeline: records what it is fed and the times it is told."""
+
+    def __init__(self) -> None:
+        self.fed: list[int] = []
+        self.ticks: list[int] = []
+
+    def feed(self, msg: RosMessage) -> None:
+        self.fed.append(msg.t_ns)
+
+    def tick(self, now_ns: int) -> None:
+        self.ticks.append(now_ns)
+
+    def note_gap(self, start_ns: int, end_ns: int, reason: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_writer_behind_its_inbox_tells_the_pipeline_only_the_time_of_what_it_has_fed() -> None:
+    # Messages received an hour ago still wait: telling the pipeline "now" would close an ended
+    # episode's late_grace_s window before it sees the late frames that arrived in time.
+    hour_ago = time.time_ns() - 3600 * 10**9
+    inbox = BoundedInbox(10)
+    arrivals = [hour_ago + i * 10**8 for i in range(3)]
+    for t in arrivals:
+        inbox.put(received("/odom", "nav_msgs/Odometry", {"header": {"stamp": {"sec": t // 10**9,
+                                                                            "nanosec": t % 10**9}}}, t))
+    pipeline = _TickRecorder()
+    writer = IngestWriter(inbox, pipeline, batch_size=1, tick_interval_s=0.05)
+    writer.start()
+    with writer.progress:
+        writer.progress.wait_for(lambda: len(pipeline.ticks) >= 3, timeout=10)
+    writer.stop(timeout=10)
+    assert pipeline.fed == arrivals
+    assert pipeline.ticks[:2] == arrivals[:2]  # stamps = receive times here: the robot's clock is the wall's
+    assert pipeline.ticks[2] > arrivals[2] + 3000 * 10**9  # the inbox is empty: now is now
 
 
 # ---------------------------------------------------------------- status

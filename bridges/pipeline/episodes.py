@@ -11,8 +11,10 @@
   :class:`StartEpisode`) and, on ``end``, ends only the episode attached to that session.
 
 Every policy can also be limited by ``max_episode_s`` (default: the config's) and, for
-live use, ``idle_gap_s``. The pipeline applies those two rules; a policy only says what
-its markers mean and whether data outside an episode opens a new one.
+live use, ``idle_gap_s``. The pipeline applies those two rules, and holds every ended
+episode for messages stamped before its end that arrive late (the config's
+``late_grace_s``); a policy only says what its markers mean and whether data outside an
+episode opens a new one.
 """
 
 from __future__ import annotations

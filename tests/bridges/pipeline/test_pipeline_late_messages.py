@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
+import pytest
 from pipeline_helpers import T0, S, by_topic, image, learn, marker, odom, records, straight_drive, summary_of
 
 from bridges.pipeline import BridgeConfig, GapEpisodes, Pipeline, TopicEpisodes
+from bridges.pipeline import pipeline as pipeline_module
 from bridges.rosbridge.bridge import default_episode_policy
 from robotmem import Memory
 
@@ -217,3 +219,22 @@ def test_a_split_at_max_episode_s_is_not_held_the_next_part_takes_late_messages(
     pipeline.feed(image(T0 + 10 * S - S // 5))
     pipeline.close()
     assert len(by_topic(mem, second, "/camera/image_raw")) == 1
+
+
+def test_too_many_waiting_messages_finish_the_episode_early_and_lose_none(
+        mem: Memory, make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline_module, "_HELD_MAX", 5)  # 50,000 in the bridge
+    pipeline = make_pipeline(policy=TopicEpisodes())
+    _first_episode(pipeline)
+    pipeline.feed(marker(END + S // 10, "start"))
+    docking = straight_drive(END + S // 5, 1, origin=(3.0, 0.0))  # 20 poses inside the window
+    for msg in docking[:5]:
+        pipeline.feed(msg)
+    first, second = _sessions(mem)  # the marker and 5 poses wait; one more would not
+    assert mem.get_session(first)["status"] == "ended"
+    for msg in docking[5:]:
+        pipeline.feed(msg)
+    pipeline.feed(image(END - S // 5))  # its episode is finished: it goes where any message goes, the open one
+    stats = pipeline.close()
+    assert stats.topics["/camera/image_raw"].late == 0 and len(by_topic(mem, second, "/camera/image_raw")) == 1
+    assert (_raw_points(mem, first), _raw_points(mem, second)) == (100, len(docking))

@@ -90,11 +90,14 @@ def to_ros_message(item: Received, clock: MessageClock | None = None) -> RosMess
         _decode_bytes_field(data, path, item.topic)
     plain = to_plain(data)
     stamp_ns = header_stamp_ns(plain)
+    # When it arrived, on the robot's clock as it stood before this message's own stamp moves
+    # it: translated afterwards, a frame that arrives late would look on time (late_grace_s).
+    arrived_ns = clock.to_message_time(item.receive_ns) if clock is not None and clock.synced else None
     if clock is not None and stamp_ns > 0:
         clock.observe(stamp_ns, item.receive_ns)
     fallback_ns = clock.to_message_time(item.receive_ns) if clock is not None else item.receive_ns
     return RosMessage(topic=item.topic, msgtype=msgtype, t_ns=message_time_ns(plain, fallback_ns), data=plain,
-                      arrived_ns=fallback_ns)
+                      arrived_ns=fallback_ns if arrived_ns is None else arrived_ns)
 
 
 def _decode_bytes_field(data: dict[str, Any], path: str, topic: str) -> None:

@@ -92,6 +92,25 @@ def test_episode_markers_start_and_end_a_session_with_context_score_and_the_robo
     assert summary["context"]["task"]["duration_s"] == pytest.approx(3.9, abs=0.5)
 
 
+def test_a_frame_stamped_before_the_end_that_arrives_after_it_is_in_the_episode(
+        rosbridge_server: RosbridgeTestServer, start_bridge, memory: Memory) -> None:
+    camera = "/camera/image_raw"
+    rosbridge_server.add_topic(camera, "sensor_msgs/msg/Image")
+    bridge = start_bridge(rosbridge_server)
+    wait_subscribed(rosbridge_server, "/odom", EPISODE, camera)
+    rosbridge_server.publish(EPISODE, m.string("start"))
+    for i in range(40):
+        rosbridge_server.publish("/odom", m.odometry(100.0 + 0.1 * i, 0.05 * i, 0.0))
+    rosbridge_server.publish(EPISODE, m.string("end 0.75"))
+    wait_received(bridge, EPISODE, 2)
+    rosbridge_server.publish(camera, m.image(103.7, 4, 4))  # throttled: it crossed the network late
+    # Nothing else arrives: the bridge's clock finishes the episode late_grace_s (2 s) after its end.
+    assert bridge.wait_until(lambda s: s.episodes_ended == 1, 15)
+    (session,) = bridge_sessions(memory)
+    assert session["status"] == "ended" and len(records(memory, session["session_id"], topic=camera)) == 1
+    bridge.stop()
+
+
 def l_shaped_path(i: int, t0: float, origin: tuple[float, float]) -> dict:
     """30 s at 10 Hz: 15 m east, then 15 m north (1 m/s)."""
     t = 0.1 * i

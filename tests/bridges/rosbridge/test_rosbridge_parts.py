@@ -70,6 +70,14 @@ def test_message_clock_places_unstamped_messages_on_the_stamped_clock() -> None:
     assert clock.to_message_time(7_000_000_000) == 102_000_000_000
 
 
+def test_a_late_frame_keeps_its_stamp_and_arrives_on_the_clock_as_it_stood_before_it() -> None:
+    clock = MessageClock()
+    to_ros_message(received("/odom", "nav_msgs/msg/Odometry", m.odometry(100.0, 0.0, 0.0), 5_000_000_000), clock)
+    # stamped 99.8 s (before the odometry), received 0.5 s after it: it arrived at 100.5 s
+    frame = to_ros_message(received("/cam", "sensor_msgs/msg/Image", m.image(99.8, 2, 2), 5_500_000_000), clock)
+    assert (frame.t_ns, frame.arrived_ns) == (99_800_000_000, 100_500_000_000)
+
+
 # ---------------------------------------------------------------- discovery
 
 

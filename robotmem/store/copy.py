@@ -22,10 +22,14 @@ import numpy as np
 from ..errors import ConflictError
 from .backend import Store
 from .copy_duplicates import keep_as_merged, point_at_live_targets, second_live_copy
+from .rows import OLD_RULE_COLUMNS, same_memory
 
 __all__ = ["copy_store"]
 
 Progress = Callable[[int, int], None]
+
+# The columns that say which memory a row is (rows.same_memory).
+_IDENTITY = ("id", "uid", *OLD_RULE_COLUMNS)
 
 
 def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Progress | None = None) -> dict[str, Any]:
@@ -72,19 +76,25 @@ def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Prog
 
 
 def _resume_point(source: Store, target: Store) -> int:
-    """The last memory id the target already holds, checked to be this source's."""
+    """The last memory id the target already holds, checked to be this source's: the target's last
+    row must be the source's row of that id by rows.same_memory (its uid, which migrate copies; for
+    a copy stopped before uids existed, whose two sides were given different provisional uids, its
+    collection, created_at, content hash and text). An id and a content hash alone do not tell: two
+    unrelated stores both begin at id 1, often with the same first lesson."""
+    columns = ", ".join(_IDENTITY)
     with target.read() as conn:
-        row = conn.execute("SELECT id, content_hash FROM memories ORDER BY id DESC LIMIT 1").fetchone()
-    if row is None:
+        last = conn.execute(f"SELECT {columns} FROM memories ORDER BY id DESC LIMIT 1").fetchone()
+    if last is None:
         return 0
+    held = dict(zip(_IDENTITY, last))
     with source.read() as conn:
-        same = conn.execute("SELECT 1 FROM memories WHERE id = ? AND content_hash = ?", (row[0], row[1])).fetchone()
-    if same is None:
+        row = conn.execute(f"SELECT {columns} FROM memories WHERE id = ?", (held["id"],)).fetchone()
+    if row is None or not same_memory(held, dict(zip(_IDENTITY, row))):
         raise ConflictError(
-            f"the target {target.location} already holds other memories; migrate into an empty store "
-            "(or continue an interrupted copy of this same store)", field="to",
+            f"the target {target.location} already holds other memories (its memory {held['id']} is not this "
+            "store's); migrate into an empty store (or continue an interrupted copy of this same store)", field="to",
         )
-    return int(row[0])
+    return int(held["id"])
 
 
 def _count_upto(source: Store, last_id: int) -> int:

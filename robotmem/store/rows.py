@@ -11,7 +11,8 @@ from ..context import lift_sections, load_stored_json
 from ..payload import summary_from_json
 from .decay import effective_confidence
 
-__all__ = ["DUPLICATE_FACT_SQL", "HIT_COLUMNS", "MEMORY_COLUMNS", "hits_sql", "new_uid", "row_to_record"]
+__all__ = ["DUPLICATE_FACT_SQL", "HIT_COLUMNS", "MEMORY_COLUMNS", "OLD_RULE_COLUMNS", "hits_sql", "new_uid", "row_to_record",
+           "same_memory"]
 
 #: The oldest live fact of a collection with this content hash (learn's deduplication; both stores
 #: index exactly these rows: ``type = 'fact'`` matches their partial indexes).
@@ -42,6 +43,23 @@ PROVISIONAL_PREFIX = "000000000000"
 def is_provisional(uid: str | None) -> bool:
     """Whether ``uid`` is one robotmem invented (PROVISIONAL_PREFIX), not a memory's own."""
     return uid is not None and uid.startswith(PROVISIONAL_PREFIX)
+
+
+#: What identifies a memory whose uid is provisional (the old rule, from before uids): its
+#: collection, created_at (seconds as a float, which two stores rarely share), content hash and text.
+OLD_RULE_COLUMNS = ("collection", "created_at", "content_hash", "content")
+
+
+def same_memory(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two stores' rows (each with ``uid`` and OLD_RULE_COLUMNS) are one memory: the same
+    uid, or when either uid is provisional (invented separately on each side, for rows older than
+    uids, so they differ for the same memory) the same values of OLD_RULE_COLUMNS. Two real uids
+    that differ are two memories, however alike the rows are."""
+    if a["uid"] == b["uid"]:
+        return True
+    if not (is_provisional(a["uid"]) or is_provisional(b["uid"])):
+        return False
+    return all(a[column] == b[column] for column in OLD_RULE_COLUMNS)
 
 
 #: Every column of a memory, as export, import and migrate copy it.

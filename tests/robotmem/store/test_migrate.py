@@ -199,3 +199,88 @@ def test_links_a_stopped_import_left_waiting_are_finished_by_the_import_run_agai
         with copy.store.read() as conn:
             assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 0
     assert (kept, merged) == (1, 5)
+
+
+def _target(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    return request.getfixturevalue("postgres_url") if kind == "postgresql" else str(tmp_path / "target.db")
+
+
+def _give_provisional_uids(store: Store) -> None:
+    """Each row a provisional uid of its own, as migration 19 (PostgreSQL: 4) gave rows older than uids."""
+    import os
+
+    from robotmem.store.rows import PROVISIONAL_PREFIX
+
+    with store.read() as conn:
+        ids = [int(r[0]) for r in conn.execute("SELECT id FROM memories")]
+    with store.write() as conn:
+        conn.executemany("UPDATE memories SET uid = ? WHERE id = ?",
+                         [(PROVISIONAL_PREFIX + os.urandom(10).hex(), i) for i in ids])
+
+
+def _stopped_copy(source: Store, target: Store) -> None:
+    def stop_after_two_batches(done: int, total: int) -> None:
+        if done == 10:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        copy_store(source, target, batch=5, progress=stop_after_two_batches)
+
+
+@pytest.mark.parametrize("target_kind", ["sqlite", "postgresql"])
+def test_a_stopped_copy_continues_where_it_stopped_by_uid(tmp_path: Path, clock, target_kind: str,
+                                                        request: pytest.FixtureRequest):
+    source_path = _sqlite_source(tmp_path, clock)
+    with open_store(source_path) as source, open_store(_target(target_kind, tmp_path, request)) as target:
+        target.migrate()
+        _stopped_copy(source, target)
+        result = copy_store(source, target, batch=5)
+        assert result["resumed_after"] == 10 and result["memories"] == result["total"] - 10
+        assert _rows(target) == _rows(source)
+
+
+@pytest.mark.parametrize("target_kind", ["sqlite", "postgresql"])
+def test_a_copy_stopped_before_uids_existed_continues_by_the_old_rule(tmp_path: Path, clock, target_kind: str,
+                                                                      request: pytest.FixtureRequest):
+    """Both sides were given provisional uids of their own by the migration that added the column:
+    the rows differ by uid, and are the same memory by collection, created_at, content hash and text."""
+    source_path = _sqlite_source(tmp_path, clock)
+    with open_store(source_path) as source, open_store(_target(target_kind, tmp_path, request)) as target:
+        target.migrate()
+        _give_provisional_uids(source)
+        _stopped_copy(source, target)
+        _give_provisional_uids(target)
+        result = copy_store(source, target, batch=5)
+        assert result["resumed_after"] == 10 and result["memories"] == result["total"] - 10
+        with source.read() as a, target.read() as b:
+            query = "SELECT id, content, created_at FROM memories WHERE id > 10 ORDER BY id"
+            assert [tuple(r) for r in b.execute(query)] == [tuple(r) for r in a.execute(query)]
+
+
+def _learn_first_lesson(path: Any, clock: Any) -> None:
+    with Memory(path, clock=clock, embedder=None) as mem:
+        assert mem.learn("gripper calibrated")["memory_id"] == 1
+
+
+@pytest.mark.parametrize("target_kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("uids", ["real", "provisional"])
+def test_a_store_that_only_shares_its_first_lesson_is_not_taken_for_a_stopped_copy(
+        tmp_path: Path, clock, target_kind: str, uids: str, request: pytest.FixtureRequest):
+    """Memory 1 "gripper calibrated" in both, same id and content hash: a different memory (another
+    uid; for rows older than uids, another created_at), so the copy is refused, the target untouched."""
+    source_path = tmp_path / "source.db"
+    _learn_first_lesson(source_path, clock)
+    with Memory(source_path, clock=clock, embedder=None) as mem:
+        mem.learn("the shelf edge is sharp")
+    target_url = _target(target_kind, tmp_path, request)
+    clock.advance(3600)
+    _learn_first_lesson(target_url, clock)
+    with open_store(source_path) as source, open_store(target_url) as target:
+        if uids == "provisional":
+            _give_provisional_uids(source)
+            _give_provisional_uids(target)
+        before = _rows(target)
+        with pytest.raises(ConflictError) as info:
+            copy_store(source, target)
+        assert _rows(target) == before
+    assert info.value.field == "to" and "its memory 1 is not this store's" in info.value.message

@@ -80,6 +80,8 @@ class PgConnection:
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
+        #: the thread that opened it, the only one that runs statements on it
+        self.owner = threading.get_ident()
         self._rowcount = 0
         #: (collection, model) pairs whose vector index is known to exist
         self.indexed: set[tuple[str, str]] = set()
@@ -137,6 +139,11 @@ class PgDatabase:
         self._all: list[PgConnection] = []
         self._lock = threading.Lock()
         self._closed = False
+        # Threads (their ident) inside an outermost read() or write(): close() leaves their
+        # connections to them (_leave). psycopg closes a socket at once, also under a statement
+        # another thread is waiting on, which failed that call with "the connection to PostgreSQL
+        # was lost"; one closed between two statements of a call failed the call half done.
+        self._in_call: set[int] = set()
 
     def connection(self) -> PgConnection:
         conn: PgConnection | None = getattr(self._local, "conn", None)
@@ -147,10 +154,42 @@ class PgDatabase:
             if self._closed:
                 raise StorageError("the memory store is closed")
             conn = self._open()
-            self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                closed = self._closed  # close() ran while it connected: it never saw this one
+                if not closed:
+                    self._all.append(conn)
+            if closed:
+                _close_quietly(conn)
+                raise StorageError("the memory store is closed")
+            self._local.conn = conn
         return conn
+
+    def open_connections(self) -> int:
+        """Connections currently open (one per thread that used the store, bulk writers' aside)."""
+        with self._lock:
+            return len(self._all)
+
+    def _enter(self, conn: PgConnection) -> bool:
+        """Note a call on this thread; True when it is the outermost (then ``_leave`` it)."""
+        with self._lock:
+            if conn not in self._all:  # close() took it between connection() and here
+                raise StorageError("the memory store is closed")
+            if conn.owner in self._in_call:
+                return False
+            self._in_call.add(conn.owner)
+            return True
+
+    def _leave(self) -> None:
+        """The outermost call on this thread returned: if the store was closed meanwhile, close the
+        thread's connection here, now that nothing runs on it."""
+        me = threading.get_ident()
+        with self._lock:
+            self._in_call.discard(me)
+            mine = [c for c in self._all if c.owner == me] if self._closed else []
+            for conn in mine:
+                self._all.remove(conn)
+        for conn in mine:
+            _close_quietly(conn)
 
     def _open(self) -> PgConnection:
         try:
@@ -181,11 +220,16 @@ class PgDatabase:
     def read(self) -> Iterator[PgConnection]:
         """A consistent snapshot for several SELECTs."""
         conn = self.connection()
-        if conn.in_transaction:
-            yield conn
-            return
-        with self._transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading") as active:
-            yield active
+        outermost = self._enter(conn)
+        try:
+            if conn.in_transaction:
+                yield conn
+                return
+            with self._transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading") as active:
+                yield active
+        finally:
+            if outermost:
+                self._leave()
 
     @contextmanager
     def write(self, *, wait: bool = True) -> Iterator[PgConnection]:
@@ -195,13 +239,18 @@ class PgDatabase:
         be written later).
         """
         conn = self.connection()
-        if conn.in_transaction:
-            yield conn
-            return
-        with self._transaction(conn, "BEGIN", "writing to") as active:
-            if not wait:
-                active.execute("SET LOCAL lock_timeout = '50ms'")
-            yield active
+        outermost = self._enter(conn)
+        try:
+            if conn.in_transaction:
+                yield conn
+                return
+            with self._transaction(conn, "BEGIN", "writing to") as active:
+                if not wait:
+                    active.execute("SET LOCAL lock_timeout = '50ms'")
+                yield active
+        finally:
+            if outermost:
+                self._leave()
 
     def pipelined_writes(self) -> PipelinedWrites:
         """Write transactions on a connection of their own that commit on a worker thread (bulk loads)."""
@@ -278,15 +327,21 @@ class PgDatabase:
             self._forget(conn)  # the connection broke with the statement: open a new one next time
 
     def close(self) -> None:
+        """Close every connection; one inside a call on another thread is closed by that thread
+        when the call returns (``_leave``), so the call finishes as it would have."""
         self._closed = True
         with self._lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            try:
-                conn.raw.close()
-            except psycopg.Error:  # pragma: no cover
-                log.exception("closing a connection failed")
-        self._local = threading.local()
+            idle = [c for c in self._all if c.owner not in self._in_call]
+            self._all = [c for c in self._all if c.owner in self._in_call]
+        for conn in idle:
+            _close_quietly(conn)
+
+
+def _close_quietly(conn: PgConnection) -> None:
+    try:
+        conn.raw.close()
+    except psycopg.Error:  # pragma: no cover
+        log.exception("closing a connection failed")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -160,9 +160,9 @@ def _connect(path: Path, busy_timeout_ms: int) -> apsw.Connection:
     ``-wal`` (even empty) or ``-shm`` file is there, which reads the ``-wal`` through the ``-shm``
     and sees what a writer commits through another mount of the same folder (a bind mount
     remounted read-only, a Docker ``:ro`` volume); with ``immutable=1`` when neither is there
-    (SQLite cannot open it ``mode=ro`` then), which reads the file as a snapshot: a writer that
-    opens it elsewhere later is not seen, and one warning says so. Reads work; writes fail with
-    SQLite's "read-only" (see docs/reliability.md).
+    (SQLite cannot open it ``mode=ro`` then), which reads the file as a snapshot (a
+    :class:`_Snapshot`, which ``Database.read`` reopens once a writer shows). Reads work; writes
+    fail with SQLite's "read-only" (see docs/reliability.md).
     """
     try:
         conn = apsw.Connection(str(path))
@@ -196,9 +196,41 @@ def _warn_once(path: Path) -> bool:
         return True
 
 
+#: What tells that a writer came since a snapshot was opened: the database file's identity, size
+#: and modification time (a writer that came and went folded its commits into the file), and
+#: whether its -shm file exists (a writer has it open: a WAL writer makes it with the -wal, unless
+#: it holds SQLite's exclusive locking mode, which robotmem never sets).
+Signature = tuple[int, int, int, bool]
+
+
+def _signature(path: str) -> Signature:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1, -1, False)  # gone: differs from any file, so the next read reopens and says why not
+    # os.access, not os.path.exists: no exception raised and caught for the usual missing file (a third of the cost).
+    return (st.st_ino, st.st_size, st.st_mtime_ns, os.access(path + "-shm", os.F_OK))
+
+
+class _Snapshot(apsw.Connection):
+    """A connection that reads the file as it was (``immutable=1``: SQLite takes no locks and never
+    looks at the -wal), so it must be reopened to see what a writer adds. ``stale`` tells whether one
+    came: two stat calls, checked before each read transaction (their cost: docs/benchmarks.md)."""
+
+    def __init__(self, uri: str, path: str, seen: Signature) -> None:
+        super().__init__(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        self.path = path
+        self.seen = seen
+
+    def stale(self) -> bool:
+        return _signature(self.path) != self.seen
+
+
 def _connect_read_only(path: Path, busy_timeout_ms: int) -> apsw.Connection:
     wal = path.with_name(path.name + "-wal")
     shm = path.with_name(path.name + "-shm")
+    # Taken before the file is opened: a writer between the two reopens it once more, never misses.
+    seen = _signature(str(path))
     # A -wal (even empty) or -shm file means a writer may have the store open, perhaps through
     # another mount of the same folder (a bind mount remounted read-only, a Docker :ro volume):
     # mode=ro reads through its -shm and sees what it commits. immutable=1 only without either.
@@ -207,7 +239,8 @@ def _connect_read_only(path: Path, busy_timeout_ms: int) -> apsw.Connection:
     uri = "file:" + urllib.parse.quote(str(path.resolve())) + ("?mode=ro" if live else "?immutable=1")
     read_only = _WHAT_TO_DO[apsw.SQLITE_READONLY]
     try:
-        conn = apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
+        conn = (apsw.Connection(uri, flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI) if live
+                else _Snapshot(uri, str(path), seen))
     except apsw.Error as exc:
         raise StorageError(f"cannot open the memory store at {path}: {read_only}", advice=read_only) from exc
     try:
@@ -226,8 +259,8 @@ def _connect_read_only(path: Path, busy_timeout_ms: int) -> apsw.Connection:
     elif _warn_once(path):
         log.warning(
             "%s is on a read-only mount and no writer has it open: read as a snapshot of the file as it is "
-            "now (reads work, writes fail); changes made elsewhere (through another mount of the same "
-            "folder) will not be seen until the store is opened again", path,
+            "now (reads work, writes fail); a writer that opens it later through another mount of the same "
+            "folder is noticed at the next read, which opens the store again to see its changes", path,
         )
     return conn
 
@@ -333,10 +366,24 @@ class Database:
             entry[1].detach()
             _close_quietly(conn)
 
+    def _reopen(self, conn: apsw.Connection) -> apsw.Connection:
+        """The thread's connection opened again (a snapshot a writer has changed since)."""
+        with self._lock:
+            entry = self._all.pop(id(conn), None)
+        if entry is None:  # close() took it
+            raise StorageError("the memory store is closed")
+        entry[1].detach()
+        _close_quietly(conn)
+        self._local.conn = None
+        log.info("%s changed since it was read as a snapshot (a writer opened it): opened again", self.path)
+        return self.connection()
+
     @contextmanager
     def read(self) -> Iterator[apsw.Connection]:
         """A consistent snapshot for several SELECTs."""
         conn = self.connection()
+        if isinstance(conn, _Snapshot) and not conn.in_transaction and conn.stale():
+            conn = self._reopen(conn)
         outermost = self._enter(conn)
         try:
             if conn.in_transaction:

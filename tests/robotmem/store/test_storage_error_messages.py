@@ -202,7 +202,8 @@ def bind_mount(tmp_path: Path):
 class _Writer:
     """A process holding the store open through the writable path: ``learn(n)`` learns n more facts."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, first: int = 0) -> None:
+        """``first``: the number of the next lesson (learning one the store holds changes nothing)."""
         script = textwrap.dedent(f"""
             import sys
             from robotmem import Memory
@@ -218,7 +219,7 @@ class _Writer:
         """)
         self.proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, text=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.learned = 0
+        self.learned = first
 
     def learn(self, n: int) -> None:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -283,7 +284,51 @@ def test_a_read_only_bind_mount_without_a_writer_is_read_as_a_snapshot_and_says_
     try:
         warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
         assert len(warnings) == 1
-        assert "read as a snapshot" in warnings[0] and "will not be seen" in warnings[0]
+        assert "read as a snapshot" in warnings[0] and "noticed at the next read" in warnings[0]
         assert reader.stats()["memories"] == 5
     finally:
         reader.close()
+
+
+def test_a_snapshot_notices_a_writer_that_comes_later_and_reads_what_it_writes(bind_mount, caplog) -> None:
+    """A store read as a snapshot (no writer had it open) is opened again at the first read after a
+    writer showed through the writable mount: the file changed (a writer that came and went between
+    two reads), or its -wal and -shm files appeared (a writer that has it open)."""
+    import threading
+
+    rw, ro = bind_mount
+    writer = _Writer(rw / "m.db")
+    writer.learn(5)
+    writer.close()
+    with caplog.at_level("INFO", logger="robotmem.store.connection"):
+        reader = Memory(ro / "m.db", embedder=None)  # a snapshot
+        try:
+            assert reader.stats()["memories"] == 5
+            writer = _Writer(rw / "m.db", first=5)
+            writer.learn(3)
+            writer.close()
+            assert sorted(p.name for p in rw.iterdir()) == ["m.db"]  # came and went: only the file tells
+            assert reader.stats()["memories"] == 8
+            writer = _Writer(rw / "m.db", first=8)  # a writer that stays: -wal and -shm appear
+            try:
+                writer.learn(4)
+                assert reader.stats()["memories"] == 12
+                assert [h["content"] for h in reader.recall("lesson 10 red door", n=1)["results"]] == [
+                    "lesson 10 about the red door handle"]
+                writer.learn(2)
+                assert reader.stats()["memories"] == 14  # read through the -shm now: no reopen needed
+                other: list[int] = []
+                thread = threading.Thread(target=lambda: other.append(reader.stats()["memories"]))
+                thread.start()
+                thread.join()
+                assert other == [14]  # another thread's connection sees it too
+            finally:
+                writer.close()
+            with pytest.raises(StorageError, match="read-only"):
+                reader.learn("a lesson the reader cannot write")
+        finally:
+            reader.close()
+    assert caplog.text.count("opened again") == 2
+    warnings = [r.getMessage() for r in caplog.records
+                if r.levelname == "WARNING" and r.name == "robotmem.store.connection"]
+    assert len(warnings) == 1 and "read as a snapshot" in warnings[0]  # once

@@ -375,7 +375,8 @@ class Database:
         entry[1].detach()
         _close_quietly(conn)
         self._local.conn = None
-        log.info("%s changed since it was read as a snapshot (a writer opened it): opened again", self.path)
+        log.info("%s changed since it was read as a snapshot (a writer came through another mount): opened again",
+                 self.path)
         return self.connection()
 
     @contextmanager

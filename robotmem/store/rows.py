@@ -11,8 +11,8 @@ from ..context import lift_sections, load_stored_json
 from ..payload import summary_from_json
 from .decay import effective_confidence
 
-__all__ = ["DUPLICATE_FACT_SQL", "HIT_COLUMNS", "MEMORY_COLUMNS", "OLD_RULE_COLUMNS", "hits_sql", "new_uid", "row_to_record",
-           "same_memory"]
+__all__ = ["DUPLICATE_FACT_SQL", "HIT_COLUMNS", "MEMORY_COLUMNS", "OLD_RULE_COLUMNS", "hits_sql", "new_uid",
+           "row_to_record", "same_memory"]
 
 #: The oldest live fact of a collection with this content hash (learn's deduplication; both stores
 #: index exactly these rows: ``type = 'fact'`` matches their partial indexes).

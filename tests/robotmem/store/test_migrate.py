@@ -283,4 +283,5 @@ def test_a_store_that_only_shares_its_first_lesson_is_not_taken_for_a_stopped_co
         with pytest.raises(ConflictError) as info:
             copy_store(source, target)
         assert _rows(target) == before
-    assert info.value.field == "to" and "its memory 1 is not this store's" in info.value.message
+    assert info.value.field == "to"
+    assert "its memory 1 is not this store's" in info.value.message

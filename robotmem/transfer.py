@@ -23,11 +23,11 @@ from typing import IO, Any
 
 import numpy as np
 
-from .errors import StorageError, ValidationError
+from .errors import ValidationError
 from .import_checks import ImportLimits, check_memory, check_session
 from .search.embedding_state import EmbeddingState
 from .store.backend import Store, dialect_of
-from .store.rows import MEMORY_COLUMNS, PROVISIONAL_PREFIX, is_provisional
+from .store.rows import MEMORY_COLUMNS, OLD_RULE_COLUMNS, PROVISIONAL_PREFIX, is_provisional
 
 __all__ = ["export_jsonl", "import_jsonl", "reindex"]
 
@@ -181,9 +181,8 @@ _after_batch: Callable[[int], None] | None = None
 # The same record as a line without a uid (a file written before memories had one): the old rule,
 # through the index memories_by_collection (collection, status, created_at) instead of a scan.
 _SAME_RECORD_SQL = (
-    "SELECT id, uid FROM memories WHERE collection = ? "
-    "AND status IN ('active', 'archived', 'forgotten', 'superseded') AND created_at = ? "
-    "AND content_hash = ? AND content = ? ORDER BY id"
+    "SELECT id, uid FROM memories WHERE status IN ('active', 'archived', 'forgotten', 'superseded') AND "
+    + " AND ".join(f"{column} = ?" for column in OLD_RULE_COLUMNS) + " ORDER BY id"
 )
 
 
@@ -418,8 +417,8 @@ def _legacy_uid(r: dict[str, Any]) -> str:
 
 
 def _key(r: dict[str, Any]) -> tuple[Any, ...]:
-    """The old rule's key, in the order of _SAME_RECORD_SQL's parameters."""
-    return r["collection"], r["created_at"], r["content_hash"], r["content"]
+    """The old rule's key (rows.OLD_RULE_COLUMNS), in the order of _SAME_RECORD_SQL's parameters."""
+    return tuple(r[column] for column in OLD_RULE_COLUMNS)
 
 
 def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None:
@@ -442,13 +441,13 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
                 return row_id
             # Not adopted: another writer gave the row a uid (this record's, or its own), or stored
             # this record in a row of its own, since this run read the row.
-            stored = row_id if _adopt(conn, row_id, provisional, r["uid"]) else db.ids_by_uid(
+            stored = row_id if db.adopt_uid(conn, row_id, provisional, r["uid"]) else db.ids_by_uid(
                 conn, [r["uid"]]).get(r["uid"])
             if stored == row_id:
                 run.renamed[provisional] = r["uid"]
                 return row_id
             if stored is not None:
-                found.appendleft((row_id, provisional))  # not this record's: unclaimed, or _adopt will see it taken
+                found.appendleft((row_id, provisional))  # not this record's: unclaimed, or adopt_uid will see it taken
                 return stored
     else:
         rows = run.candidates.get(key)
@@ -463,30 +462,6 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
     if r["type"] == "fact" and r["status"] in ("active", "archived"):
         return db.find_duplicate(conn, r["collection"], r["content_hash"])
     return None
-
-
-_ADOPT_SQL = "UPDATE memories SET uid = ? WHERE id = ? AND uid = ?"
-_UNIQUE_VIOLATION = "23505"  # PostgreSQL's SQLSTATE
-
-
-def _adopt(conn: Any, row_id: int, provisional: str, uid: str) -> bool:
-    """Whether the row, still with its provisional uid, took ``uid``. Another writer may have given
-    the row a uid since this run read it (between batches; on PostgreSQL, also within one): the
-    update then finds no such row. On PostgreSQL another writer may also have stored ``uid`` since
-    the batch looked it up (a SQLite batch holds the only write lock): the unique index refuses it,
-    and the savepoint keeps the batch's other writes instead of aborting its transaction."""
-    params = (uid, row_id, provisional)
-    if dialect_of(conn) != "postgresql":
-        conn.execute(_ADOPT_SQL, params)
-        return bool(conn.changes() == 1)
-    try:
-        with conn.savepoint():
-            conn.execute(_ADOPT_SQL, params)
-    except StorageError as exc:
-        if getattr(exc.__cause__, "sqlstate", None) != _UNIQUE_VIOLATION:
-            raise
-        return False
-    return bool(conn.changes() == 1)
 
 
 def _live_copy(db: Store, conn: Any, r: dict[str, Any]) -> int:

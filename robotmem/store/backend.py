@@ -97,6 +97,9 @@ class Store(Protocol):
     def iter_rows(self, conn: Any, after_id: int, limit: int) -> list[dict[str, Any]]: ...
     def ids_by_uid(self, conn: Any, uids: list[str]) -> dict[str, int]:
         """``{uid: memory id}`` of those of ``uids`` the store holds (import matches records by uid)."""
+    def adopt_uid(self, conn: Any, memory_id: int, provisional: str, uid: str) -> bool:
+        """Give the memory ``uid`` if it still has the ``provisional`` uid a reader saw and no memory
+        has ``uid``; whether it took it (import: a newer export's record names a row older than uids)."""
     def insert_session_row(self, conn: Any, r: dict[str, Any]) -> bool: ...
     def restart_ids(self) -> None:
         """After rows were copied with their ids: new memories get ids after the largest."""

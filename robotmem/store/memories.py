@@ -232,6 +232,14 @@ def ids_by_uid(conn: apsw.Connection, uids: list[str]) -> dict[str, int]:
         "SELECT uid, id FROM memories WHERE uid IN (SELECT value FROM json_each(?))", (json.dumps(uids),))}
 
 
+def adopt_uid(conn: apsw.Connection, memory_id: int, provisional: str, uid: str) -> bool:
+    """Store.adopt_uid. Another writer may have given the row a uid since it was read (between
+    import batches): the update then finds no such row. No other writer can store ``uid`` meanwhile:
+    the batch holds SQLite's only write lock."""
+    conn.execute("UPDATE memories SET uid = ? WHERE id = ? AND uid = ?", (uid, memory_id, provisional))
+    return bool(conn.changes() == 1)
+
+
 def iter_rows(conn: apsw.Connection, after_id: int, limit: int) -> list[dict[str, Any]]:
     """Up to ``limit`` whole memories with id > ``after_id`` in id order, with payload and vector."""
     select = ", ".join("json(m.context)" if c == "context" else f"m.{c}" for c in MEMORY_COLUMNS)

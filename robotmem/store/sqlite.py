@@ -119,6 +119,7 @@ class SqliteStore(Database):
     session_overviews = staticmethod(sessions.session_overviews)
     store_stats = staticmethod(stats.store_stats)
     ids_by_uid = staticmethod(memories.ids_by_uid)
+    adopt_uid = staticmethod(memories.adopt_uid)
     insert_row = staticmethod(memories.insert_row)
     iter_rows = staticmethod(memories.iter_rows)
     insert_session_row = staticmethod(sessions.insert_session_row)

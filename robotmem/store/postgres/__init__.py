@@ -106,6 +106,7 @@ class PgStore(PgDatabase):
     store_stats = staticmethod(sessions.store_stats)
     vector_index_states = staticmethod(memories.vector_index_states)
     ids_by_uid = staticmethod(memories.ids_by_uid)
+    adopt_uid = staticmethod(memories.adopt_uid)
     insert_row = staticmethod(memories.insert_row)
     iter_rows = staticmethod(memories.iter_rows)
     insert_session_row = staticmethod(sessions.insert_session_row)

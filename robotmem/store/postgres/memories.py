@@ -332,6 +332,18 @@ def ids_by_uid(conn: PgConnection, uids: list[str]) -> dict[str, int]:
     return {str(u): int(i) for u, i in conn.execute("SELECT uid, id FROM memories WHERE uid = ANY(?)", (uids,))}
 
 
+def adopt_uid(conn: PgConnection, memory_id: int, provisional: str, uid: str) -> bool:
+    """Store.adopt_uid. Besides a uid given to the row since it was read, another writer may have
+    stored ``uid`` since the caller looked it up: the unique index refuses it, and the savepoint keeps
+    the caller's other writes instead of aborting its transaction."""
+    try:
+        with conn.raw.transaction():
+            conn.execute("UPDATE memories SET uid = ? WHERE id = ? AND uid = ?", (uid, memory_id, provisional))
+    except psycopg.errors.UniqueViolation:
+        return False
+    return conn.changes() == 1
+
+
 def iter_rows(conn: PgConnection, after_id: int, limit: int) -> list[dict[str, Any]]:
     casts = {"context": "m.context::text", "absorbed": "m.absorbed::text"}
     select = ", ".join(casts.get(c, f"m.{c}") for c in MEMORY_COLUMNS)

@@ -26,6 +26,7 @@ __all__ = [
     "ConflictError",
     "EmbeddingUnavailableError",
     "NotFoundError",
+    "ReadOnlyStoreError",
     "RobotMemError",
     "StorageError",
     "ValidationError",
@@ -96,6 +97,11 @@ class StorageError(RobotMemError):
     def __init__(self, message: str, *, field: str | None = None, advice: str | None = None) -> None:
         super().__init__(message, field=field)
         self.advice = advice
+
+
+class ReadOnlyStoreError(StorageError):
+    """A write to a store that can only be read (read-only media or file permissions). Reads
+    still work; the code stays ``storage_error``, so remote clients see what they always saw."""
 
 
 class ConfigError(RobotMemError):

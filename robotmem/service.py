@@ -24,7 +24,7 @@ from .context import (
     parse_context_json,
 )
 from .embeddings.base import Embedder
-from .errors import ConflictError, NotFoundError, ValidationError
+from .errors import ConflictError, NotFoundError, ReadOnlyStoreError, ValidationError
 from .models import DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
@@ -835,9 +835,12 @@ class Memory:
             with self._db.write(wait=force) as wconn:
                 self._db.flush_access_counts(wconn, pending, self.now())
             self._access_flush_at = _ACCESS_FLUSH_EVERY
-        except Exception:
-            if force:
-                log.warning("could not record %d access counts", len(pending))
+        except Exception as exc:
+            if isinstance(exc, ReadOnlyStoreError):
+                # Bookkeeping a read-only store cannot keep: nothing the caller asked for is lost.
+                log.debug("access counts are not kept on a read-only store")
+            elif force:
+                log.warning("could not record %d access counts: %s", len(pending), exc)
             else:
                 self._keep_unwritten_access(pending, back_off=conn is None)
             if conn is not None:

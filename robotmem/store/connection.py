@@ -31,7 +31,7 @@ from typing import Any
 import apsw
 import sqlite_vec
 
-from ..errors import StorageError
+from ..errors import ReadOnlyStoreError, StorageError
 from .pipeline import PipelinedWrites, Transactions
 from .term_rank import register_term_rank
 
@@ -419,7 +419,7 @@ class Database:
                 return
             if conn.readonly("main"):  # opened read-only on a read-only mount (_connect)
                 detail = _WHAT_TO_DO[apsw.SQLITE_READONLY]
-                raise StorageError(f"writing to the memory store failed: {detail}", advice=detail)
+                raise ReadOnlyStoreError(f"writing to the memory store failed: {detail}", advice=detail)
             self._begin(conn, wait=wait)
             try:
                 yield conn
@@ -444,8 +444,8 @@ class Database:
                 if not wait:
                     conn.set_busy_timeout(self._busy_timeout_ms)
         except apsw.Error as exc:
-            raise StorageError(f"the memory store is busy or unwritable: {_describe(exc)}",
-                               advice=_describe(exc)) from exc
+            kind = ReadOnlyStoreError if isinstance(exc, apsw.ReadOnlyError) else StorageError
+            raise kind(f"the memory store is busy or unwritable: {_describe(exc)}", advice=_describe(exc)) from exc
 
     def pipelined_writes(self) -> PipelinedWrites:
         """Write transactions on a connection of their own that commit on a worker thread (bulk loads)."""
@@ -516,7 +516,8 @@ def _rollback(conn: apsw.Connection) -> None:
 
 def _write_failed(exc: BaseException) -> StorageError:
     detail = _describe(exc) if isinstance(exc, apsw.Error) else str(exc)
-    return StorageError(f"writing to the memory store failed: {detail}", advice=detail)
+    kind = ReadOnlyStoreError if isinstance(exc, apsw.ReadOnlyError) else StorageError
+    return kind(f"writing to the memory store failed: {detail}", advice=detail)
 
 
 def one_row(conn: apsw.Connection, query: str, params: Any = ()) -> tuple[Any, ...]:

@@ -11,7 +11,7 @@ import apsw
 import pytest
 
 from robotmem import Memory
-from robotmem.errors import StorageError
+from robotmem.errors import ReadOnlyStoreError, StorageError
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -38,6 +38,34 @@ def test_read_only_database_says_so_and_what_to_do(mem: Memory) -> None:
     with pytest.raises(StorageError) as err:
         mem.learn("the bowl is in the sink")
     assert "read-only" in err.value.message and "permission" in err.value.message
+    assert isinstance(err.value, ReadOnlyStoreError)
+
+
+def test_a_read_only_store_keeps_no_access_counts_and_warns_of_none_on_close(tmp_path: Path, caplog) -> None:
+    mem = Memory(tmp_path / "ro.db", embedder=None)
+    mem.learn("the cup is on the shelf")
+    mem._db.connection().execute("PRAGMA query_only = 1").fetchall()  # fault injection: SQLITE_READONLY
+    with caplog.at_level("DEBUG", logger="robotmem"):
+        for _ in range(3):
+            assert mem.recall("cup")["count"] == 1  # each recall counts an access, to be written later
+        mem.close()
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], caplog.text
+    assert "access counts are not kept on a read-only store" in caplog.text
+
+
+def test_a_store_that_fails_otherwise_says_why_it_could_not_record_access_counts(tmp_path: Path, caplog,
+                                                                                   monkeypatch) -> None:
+    mem = Memory(tmp_path / "full.db", embedder=None)
+    mem.learn("the cup is on the shelf")
+    assert mem.recall("cup")["count"] == 1
+
+    def disk_full(*_: object) -> None:  # fault injection at the store seam
+        raise StorageError("writing to the memory store failed: the disk is full")
+
+    monkeypatch.setattr(mem._db, "flush_access_counts", disk_full)
+    with caplog.at_level("WARNING", logger="robotmem"):
+        mem.close()
+    assert "could not record 1 access counts: writing to the memory store failed: the disk is full" in caplog.text
 
 
 def test_an_io_error_says_so_and_what_to_do(tmp_path: Path) -> None:

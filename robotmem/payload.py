@@ -164,11 +164,16 @@ _JSON_CONSTANTS = {"NaN": _non_finite(math.nan), "Infinity": _non_finite(math.in
                    "-Infinity": _non_finite(-math.inf)}
 
 
+# One decoder for every summary: json.loads with parse_constant builds a new one each call, more
+# than half the cost of a small summary (2.8 us instead of 1.2; an episode page reads 20,000).
+_SUMMARY = json.JSONDecoder(parse_constant=lambda name: dict(_JSON_CONSTANTS[name]))
+
+
 def summary_from_json(text: str) -> Any:
     """A stored summary, read. Summaries stored before they were kept strict hold ``NaN`` and
     ``Infinity`` tokens (Python's json wrote them): read as the tagged form summarize_payload
     writes now, so a hit and an export are strict JSON whatever wrote the store."""
-    return json.loads(text, parse_constant=lambda name: dict(_JSON_CONSTANTS[name]))
+    return _SUMMARY.decode(text)
 
 
 def _describe(value: Any, depth: int) -> Any:

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .. import validation
+from ..store.outline import memory_contents, session_outline
 from .paths import episode_paths, gaps_of, is_pose_chunk
 from .series import episode_series, needs_payload
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["MAX_ROWS", "MAX_TIMELINE", "episode_detail", "episode_list", "episode_row", "episode_rows", "episode_span",
-           "with_overviews"]
+__all__ = ["MAX_ROWS", "OUTLINE_SECTIONS", "TIMELINE_PAGE", "episode_detail", "episode_list", "episode_row",
+           "episode_rows", "episode_span", "episode_timeline", "with_overviews"]
 
 #: A list of every episode a long-lived robot ever ran is not what a person reads first.
 MAX_ROWS = 500
@@ -91,29 +93,34 @@ def episode_list(mem: Memory, collection: str | None = None) -> dict[str, Any]:
             "max_rows": MAX_ROWS}
 
 
-def _timeline_entry(memory: dict[str, Any]) -> dict[str, Any]:
-    context = memory.get("context") or {}
+#: Timeline lines per page. The episode page gets the first page and the counts; the page's script
+#: asks for the next ones (:func:`episode_timeline`) as the person scrolls. An episode of 20,000
+#: records sent and drawn whole took the page 17 s to open, and reading all of them in full for it
+#: (content, whole context, bookkeeping) about 0.5 s of the 0.87 s its data took.
+TIMELINE_PAGE = 500
+
+#: The context sections the page reads of every record: the topic (source), pose chunks and their
+#: frame (spatial, params), recorded gaps and a scan's time (gaps, episode). Not the robot, task or
+#: anything else a record carries, nor its content (read for the lines of one timeline page only).
+OUTLINE_SECTIONS = ("source", "spatial", "params", "episode", "gaps")
+
+#: at one instant the start marker comes first and the end marker last
+_KIND_ORDER = {"start": 0, "end": 2}
+
+
+def _record_line(memory: dict[str, Any]) -> dict[str, Any]:
+    """A record's timeline line without its content (filled in for the lines of the page sent)."""
     return {
         "id": memory["id"],
         "time": memory.get("occurred_at"),
         "kind": memory.get("perception_type") or memory.get("type"),
         "type": memory.get("type"),
         "status": memory.get("status"),
-        "topic": (context.get("source") or {}).get("topic"),
-        "content": memory.get("content"),
+        "topic": ((memory.get("context") or {}).get("source") or {}).get("topic"),
     }
 
 
-#: Timeline lines the page gets: the first and the last half, and between them one line that
-#: says how many are left out (``session show`` lists them all). An episode of 20,000 records
-#: sent and drawn whole took the page 17 s to open.
-MAX_TIMELINE = 1000
-
-#: at one instant the start marker comes first and the end marker last
-_KIND_ORDER = {"start": 0, "end": 2}
-
-
-def _marker_entries(row: dict[str, Any]) -> list[dict[str, Any]]:
+def _marker_lines(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The episode's start and (when ended) end, as timeline lines of their own."""
     start = {"id": None, "time": row["start"], "kind": "start", "type": "marker", "status": "active", "topic": None,
              "content": f"episode start: {row['robot'] or 'no robot'} {row['task'] or ''}".rstrip()}
@@ -125,22 +132,10 @@ def _marker_entries(row: dict[str, Any]) -> list[dict[str, Any]]:
     return [start, end]
 
 
-def _gap_entry(gap: dict[str, Any]) -> dict[str, Any]:
+def _gap_line(gap: dict[str, Any]) -> dict[str, Any]:
     return {"id": None, "time": gap["start"], "kind": "gap", "type": "gap", "status": "active",
             "topic": gap.get("topic"), "content": f"no data for {gap['end'] - gap['start']:.1f} s"
                                                   f" ({gap.get('reason') or 'gap'})"}
-
-
-def _capped(entries: list[dict[str, Any]], session_id: str) -> tuple[list[dict[str, Any]], int]:
-    """At most MAX_TIMELINE time-ordered lines (and the line that counts the rest), and how many are left out."""
-    if len(entries) <= MAX_TIMELINE:
-        return entries, 0
-    half = MAX_TIMELINE // 2
-    left_out = len(entries) - 2 * half
-    note = {"id": None, "time": entries[half]["time"], "kind": "omitted", "type": "omitted", "status": "active",
-            "topic": None, "content": f"{left_out:,} more lines are not shown here; "
-                                      f"robotmem session show {session_id} lists them all"}
-    return entries[:half] + [note] + entries[-half:], left_out
 
 
 def _gaps(session: dict[str, Any], memories: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -151,29 +146,56 @@ def _gaps(session: dict[str, Any], memories: list[dict[str, Any]]) -> list[dict[
     return [gaps[key] for key in sorted(gaps, key=lambda k: (k[0], k[1], k[2] or ""))]
 
 
-def _timeline_lines(memories: list[dict[str, Any]], row: dict[str, Any],
-                    gaps: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The page's timeline: records, start and end markers and gaps in time order, capped."""
-    entries = [_timeline_entry(m) for m in memories] + _marker_entries(row) + [_gap_entry(g) for g in gaps]
-    entries.sort(key=lambda e: (e["time"] or 0, _KIND_ORDER.get(e["kind"], 1), e["id"] or 0))
-    return _capped(entries, row["session_id"])
+def _line_order(line: dict[str, Any]) -> tuple[float, int, int]:
+    return line["time"] or 0, _KIND_ORDER.get(line["kind"], 1), line["id"] or 0
+
+
+class _Episode:
+    """What every part of an episode's page is drawn from: its session, list row, recorded gaps
+    and its records read narrow (robotmem.store.outline: no content, a few context sections)."""
+
+    def __init__(self, mem: Memory, session_id: str) -> None:
+        self.session = mem.get_session(session_id)  # checks the id; NotFoundError for an unknown one
+        with mem.store.read() as conn:
+            self.records = session_outline(conn, self.session["session_id"], OUTLINE_SECTIONS)
+        self.row = episode_row(with_overviews(mem, [self.session])[0])
+        self.gaps = _gaps(self.session, self.records)
+
+    def timeline(self, mem: Memory, page: int) -> dict[str, Any]:
+        """Page ``page`` (from 0) of the timeline: records, start and end markers and gaps in time
+        order, ``TIMELINE_PAGE`` lines a page; past the last page, no lines."""
+        lines = sorted([_record_line(m) for m in self.records] + _marker_lines(self.row)
+                       + [_gap_line(g) for g in self.gaps], key=_line_order)
+        shown = lines[page * TIMELINE_PAGE:(page + 1) * TIMELINE_PAGE]
+        with mem.store.read() as conn:
+            contents = memory_contents(conn, [line["id"] for line in shown if line["id"] is not None])
+        more = (page + 1) * TIMELINE_PAGE < len(lines)
+        return {"timeline": [line if line["id"] is None else dict(line, content=contents.get(line["id"], ""))
+                             for line in shown],
+                "timeline_page": page, "timeline_page_size": TIMELINE_PAGE, "timeline_total": len(lines),
+                "timeline_next_page": page + 1 if more else None}
 
 
 def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
-    """Everything the episode page draws."""
-    timeline = mem.session_timeline(session_id)
-    session, memories = timeline["session"], timeline["memories"]
-    gaps = _gaps(session, memories)
-    row = episode_row(with_overviews(mem, [session])[0])
-    lines, left_out = _timeline_lines(memories, row, gaps)
-    payloads = mem.get_data_many([m["id"] for m in memories
+    """Everything the episode page draws, with the first page of its timeline (:func:`episode_timeline`
+    gives the others)."""
+    episode = _Episode(mem, session_id)
+    payloads = mem.get_data_many([m["id"] for m in episode.records
                                   if needs_payload(m) or (m.get("status") == "active" and is_pose_chunk(m))])
     return {
-        "episode": row,
-        "context": session.get("context") or {},
-        "timeline": lines,
-        "timeline_omitted": left_out,
-        "gaps": gaps,
-        "paths": episode_paths(session, memories, payloads),
-        "series": episode_series(memories, payloads),
+        "episode": episode.row,
+        "context": episode.session.get("context") or {},
+        **episode.timeline(mem, 0),
+        "gaps": episode.gaps,
+        "paths": episode_paths(episode.session, episode.records, payloads),
+        "series": episode_series(episode.records, payloads),
     }
+
+
+def episode_timeline(mem: Memory, session_id: str, page: Any) -> dict[str, Any]:
+    """One page of an episode's timeline (``page``: a whole number from 0; a page past the last
+    has no lines), as :func:`episode_detail` gives the first: what the page fetches as the person
+    scrolls. Pages are counted from the episode's start, so what a running bridge writes into a
+    live episode (later in time) joins the end and the pages before keep their lines."""
+    number = validation.integer(page, "page", low=0, high=validation.INT64_MAX)
+    return _Episode(mem, session_id).timeline(mem, number)

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp
 
 from ..errors import NotFoundError, RobotMemError, ValidationError
 from ..mcp.http_guard import HttpGuard, is_loopback_host, origin_key
-from ..view import episode_detail, episode_list, latest_map
+from ..view import episode_detail, episode_list, episode_timeline, latest_map
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
@@ -81,6 +81,8 @@ class _Api:
     def routes(self) -> list[Route]:
         return [
             Route("/episodes", self._guarded(self.episodes)),
+            # before the next route, which takes any text (an id with a slash gets its validation error)
+            Route("/episodes/{session_id}/timeline", self._guarded(self.timeline)),
             Route("/episodes/{session_id:path}", self._guarded(self.episode)),
             Route("/map", self._guarded(self.occupancy)),
             # any text: validation.memory_id refuses "abc" and "-1" with a JSON error naming the field
@@ -102,6 +104,11 @@ class _Api:
 
     def episode(self, request: Request) -> Any:
         return episode_detail(self.mem, request.path_params["session_id"])
+
+    def timeline(self, request: Request) -> Any:
+        # no page: the first; episode_timeline refuses "-1", "2.5" and "abc" naming the field
+        page = request.query_params.get("page") or "0"
+        return episode_timeline(self.mem, request.path_params["session_id"], _literal(page))
 
     def occupancy(self, request: Request) -> Any:
         return {"map": latest_map(self.mem, collection=request.query_params.get("collection") or None)}

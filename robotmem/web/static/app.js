@@ -3,7 +3,7 @@
 
 const readToken = () => new URLSearchParams(location.hash.slice(1)).get("token");
 let token = readToken();
-const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null, open: null, list: null };
+const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null, open: null, list: null, timeline: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
 const $ = (sel) => document.querySelector(sel);
@@ -280,9 +280,59 @@ function clearEpisode(title, error = "") {
   $("#plots").replaceChildren();
   $("#timeline tbody").replaceChildren();
   $("#timeline-note").textContent = "";
+  $("#timeline-more").hidden = true;
+  state.timeline = null;
 }
 
-function renderEpisode(id, data) {
+// ---- timeline pages ---------------------------------------------------------------------------
+// The server sends the timeline a page at a time: the first with the episode, the next when the
+// "more" button scrolls into view or is clicked (a long episode's 20,000 lines were too many to
+// read, send and draw at once).
+const timelineRow = (e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : "") },
+  el("td", { text: fmtTime(e.time) }), el("td", { text: e.kind + (e.status !== "active" ? ` (${e.status})` : "") }),
+  el("td", { text: e.topic || "" }), el("td", { class: "content", text: e.content }));
+
+const timelinePage = (id, page) => api(`/episodes/${encodeURIComponent(id)}/timeline?page=${page}`);
+
+// The pages after the first that the person had loaded, fetched again when the open episode is
+// redrawn (a record was written into it), so the lines they scrolled to stay on screen.
+async function laterPages(id, first, pages) {
+  const bodies = [first];
+  while (bodies.length < pages && bodies[bodies.length - 1].timeline_next_page != null) {
+    bodies.push(await timelinePage(id, bodies.length));
+  }
+  return bodies;
+}
+
+function showTimelineState() {
+  const t = state.timeline;
+  $("#timeline-more").hidden = t.next == null;
+  $("#timeline-note").textContent = t.next == null ? ""
+    : `${count(t.shown)} of ${count(t.total)} lines; more load as you scroll (robotmem session show ${t.id} lists them all)`;
+}
+
+async function loadMoreTimeline() {
+  const t = state.timeline;
+  if (!t || t.loading || t.next == null) return;
+  t.loading = true;
+  try {
+    const body = await timelinePage(t.id, t.next);
+    if (state.timeline !== t) return;  // another episode, or a redraw of this one, replaced these lines
+    $("#timeline tbody").append(...body.timeline.map(timelineRow));
+    Object.assign(t, { pages: t.pages + 1, next: body.timeline_next_page, total: body.timeline_total,
+      shown: t.shown + body.timeline.length });
+    showTimelineState();
+  } catch (error) {
+    if (state.timeline === t) $("#timeline-note").textContent = "cannot load more lines: " + error.message;
+  } finally {
+    t.loading = false;
+  }
+}
+$("#timeline-more").addEventListener("click", loadMoreTimeline);
+new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) loadMoreTimeline(); }).observe($("#timeline-more"));
+
+// pages: the timeline's first page (in data) and any after it (laterPages)
+function renderEpisode(id, data, pages) {
   const row = data.episode;
   const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtUtc(g.end)}${g.topic ? " " + g.topic : ""} (${g.reason || "gap"})`).join("; ");
   const facts = el("p", { text:
@@ -295,16 +345,15 @@ function renderEpisode(id, data) {
     chart("laser scan", data.series.scans, "m"),
     data.series.images.length ? thumbnails(data.series.images, data.series.omitted.images) : null,
   ];
-  const lines = data.timeline.map((e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : "") },
-    el("td", { text: fmtTime(e.time) }), el("td", { text: e.kind + (e.status !== "active" ? ` (${e.status})` : "") }),
-    el("td", { text: e.topic || "" }), el("td", { class: "content", text: e.content })));
+  const lines = pages.flatMap((page) => page.timeline.map(timelineRow));
+  const last = pages[pages.length - 1];
   // everything is built before anything is replaced: a failure above leaves the cleared panel
   $("#episode-title").textContent = `${row.robot || ""} ${row.task || ""} — ${id}`;
   $("#episode-facts").replaceChildren(facts);
   $("#plots").replaceChildren(...plots.filter(Boolean));
   $("#timeline tbody").replaceChildren(...lines);
-  $("#timeline-note").textContent = data.timeline_omitted
-    ? `the first and last ${count((data.timeline.length - 1) / 2)} lines; ${count(data.timeline_omitted)} between them are not shown (robotmem session show ${id} lists them all)` : "";
+  state.timeline = { id, pages: pages.length, next: last.timeline_next_page, total: last.timeline_total, shown: lines.length, loading: false };
+  showTimelineState();
 }
 
 async function openEpisode(id, { scroll = true } = {}) {
@@ -315,16 +364,18 @@ async function openEpisode(id, { scroll = true } = {}) {
   if (panel.dataset.session !== id) clearEpisode(`${id} (loading…)`);
   panel.hidden = false;
   panel.dataset.session = id;
-  let data;
+  const pagesShown = state.timeline && state.timeline.id === id ? state.timeline.pages : 1;
+  let data, pages;
   try {
     data = await detail(id);
+    pages = await laterPages(id, data, pagesShown);
   } catch (error) {
     if (state.open === id) clearEpisode(id, "cannot show this episode: " + error.message);
     return;
   }
   if (state.open !== id) return;  // another episode was opened while this one loaded
   try {
-    renderEpisode(id, data);
+    renderEpisode(id, data, pages);
     $("#episode-error").textContent = "";
   } catch (error) {
     clearEpisode(id, "cannot show this episode: " + error.message);

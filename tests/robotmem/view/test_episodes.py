@@ -1,4 +1,4 @@
-"""Episode rows: what a list needs without reading every record, on either backend."""
+"""Episode rows and pages: what a list and a page need without reading every record, on either backend."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from robotmem import Memory
-from robotmem.view import episode_detail, episode_rows
-from robotmem.view.episodes import MAX_TIMELINE
+from robotmem.errors import ValidationError
+from robotmem.store.outline import memory_contents
+from robotmem.view import episode_detail, episode_rows, episode_timeline, episodes
+from robotmem.view.episodes import TIMELINE_PAGE
 
 
 class _CountingCursor:
@@ -99,16 +101,70 @@ def test_the_list_costs_the_same_however_many_records_an_episode_holds(store: st
     assert (after["small"]["facts"], after["small"]["perceptions"]) == (1, 0)
 
 
-def test_the_timeline_sent_is_capped_and_counts_what_it_leaves_out(tactile_episode: Callable[..., str]) -> None:
-    with Memory(embedder=None) as mem:
+def test_the_episode_page_reads_one_timeline_page_of_contents_and_no_full_record(
+        store: str, tactile_episode: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A big episode's page reads its records narrow (robotmem.store.outline) and the content of the
+    lines it sends only; the rest of the timeline is a page number away."""
+    full_rows: list[int] = []
+    contents: list[int] = []
+
+    def count_contents(conn: Any, memory_ids: list[int]) -> dict[int, str]:
+        contents.extend(memory_ids)
+        return memory_contents(conn, memory_ids)
+
+    with Memory(store, embedder=None) as mem:
         sid = tactile_episode(mem, 1_500)
         mem.end_session(sid)
+        fetch_rows = mem._db.fetch_rows
+        monkeypatch.setattr(mem._db, "fetch_rows", lambda conn, ids: full_rows.extend(ids) or fetch_rows(conn, ids))
+        monkeypatch.setattr(episodes, "memory_contents", count_contents)
+        monkeypatch.setattr(Memory, "session_timeline", _refuse)
         detail = episode_detail(mem, sid)
         twice = episode_detail(mem, tactile_episode(mem, 3_000))
+    assert full_rows == []  # not one record read whole (the episodes have no summary record)
+    assert len(contents) == 2 * (TIMELINE_PAGE - 1)  # a page of each, less its start marker line
     lines = detail["timeline"]
-    assert len(lines) == MAX_TIMELINE + 1 and detail["timeline_omitted"] == 1_500 + 2 - MAX_TIMELINE
-    assert (lines[0]["kind"], lines[-1]["kind"]) == ("start", "end")  # both ends of the episode stay in view
-    (note,) = [line for line in lines if line["kind"] == "omitted"]
-    assert f"{detail['timeline_omitted']:,} more lines" in note["content"] and sid in note["content"]
+    assert len(lines) == TIMELINE_PAGE and lines[0]["kind"] == "start" and lines[1]["content"] == "fingertip chunk 0"
+    assert (detail["timeline_total"], detail["timeline_page"], detail["timeline_next_page"]) == (1_502, 0, 1)
+    assert len(detail["series"]["forces"][0]["t"]) > 0  # the page still draws every record's curve
     # what the page downloads does not grow with the episode: twice the records, about the same size
     assert len(json.dumps(twice)) < 1.1 * len(json.dumps(detail))
+
+
+def _ids(lines: list[dict[str, Any]]) -> list[Any]:
+    return [line["id"] if line["id"] is not None else line["kind"] for line in lines]
+
+
+def test_the_pages_of_a_timeline_join_into_the_whole_in_order(store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(episodes, "TIMELINE_PAGE", 7)  # page edges fall on records, gaps and the end marker
+    with Memory(store, embedder=None) as mem:
+        sid = mem.start_session(context={"robot": {"id": "r1"}})["session_id"]
+        ids = mem.save_perceptions([{"description": f"chunk {i}", "perception_type": "tactile", "session_id": sid,
+                                     "data": {"t": [0.0], "fz": [float(i)]}, "embed": False} for i in range(30)])
+        mem.save_perception("the camera dropped out", "visual", session_id=sid,
+                            metadata={"gaps": [{"start": 1.0, "end": 4.0, "reason": "disconnected"}]})
+        mem.learn("the bin was full", session_id=sid)
+        mem.forget(ids[3], "wrong sensor")  # a forgotten record stays on the timeline, marked
+        mem.end_session(sid, outcome_score=0.5)
+        whole = mem.session_timeline(sid)["memories"]
+        pages = [episode_detail(mem, sid)]
+        while pages[-1]["timeline_next_page"] is not None:
+            pages.append(episode_timeline(mem, sid, pages[-1]["timeline_next_page"]))
+        past_the_end = episode_timeline(mem, sid, len(pages))
+    lines = [line for page in pages for line in page["timeline"]]
+    assert [page["timeline_page"] for page in pages] == list(range(len(pages))) and len(pages) == 5
+    assert all(len(page["timeline"]) == 7 for page in pages[:-1]) and 0 < len(pages[-1]["timeline"]) <= 7
+    assert {page["timeline_total"] for page in pages} == {len(lines)} == {len(whole) + 3}  # start, gap, end
+    assert _ids(lines) == ["gap", "start", *[m["id"] for m in whole], "end"]  # the gap was recorded at 1-4 s
+    assert [line["content"] for line in lines if line["id"]] == [m["content"] for m in whole]
+    assert [line["status"] for line in lines if line["id"] == ids[3]] == ["forgotten"]
+    assert (past_the_end["timeline"], past_the_end["timeline_next_page"]) == ([], None)
+
+
+@pytest.mark.parametrize("page", [-1, 2.5, "1", None, True])
+def test_a_page_that_is_not_a_whole_number_from_0_is_refused_naming_it(page: Any) -> None:
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        with pytest.raises(ValidationError) as refused:
+            episode_timeline(mem, sid, page)
+    assert refused.value.field == "page"

@@ -14,12 +14,12 @@ from selenium.webdriver.support.ui import WebDriverWait
 from ui_helpers import ARTIFACTS, UiServer, page_errors
 
 from robotmem import Memory
-from robotmem.view.episodes import MAX_TIMELINE
+from robotmem.view.episodes import TIMELINE_PAGE
 from robotmem.view.series import MAX_IMAGES
 
 WAIT_S = 30  # how long the page may take to show what it fetched; not a speed target
 SAMPLES = 200_000
-MANY = 1_500  # records in one episode: more than the timeline sends
+MANY = 1_500  # records in one episode: three timeline pages and a line
 IMAGES = MAX_IMAGES + 3
 
 
@@ -99,17 +99,30 @@ def test_an_episode_that_cannot_be_shown_leaves_nothing_of_the_previous_one(brow
     assert "facts" not in browser.find_element(By.ID, "episode-facts").text
 
 
-def test_an_episode_of_many_records_gets_one_curve_and_a_capped_timeline(browser: Any, ui: UiServer,
-                                                                         episodes: dict[str, str]) -> None:
+def _timeline_rows(browser: Any) -> int:
+    return len(browser.find_elements(By.CSS_SELECTOR, "#timeline tbody tr"))
+
+
+def test_an_episode_of_many_records_gets_one_curve_and_its_timeline_a_page_at_a_time(
+        browser: Any, ui: UiServer, episodes: dict[str, str]) -> None:
     browser.get(ui.url)
     _open_row(browser, episodes["many"])
     _wait(browser).until(lambda d: "tap 0" in _timeline(d))
     (legend,) = browser.find_elements(By.CSS_SELECTOR, "[data-plot='forces'] .plot-legend span")
     assert legend.text.startswith(f"fz ({MANY:,} records; ") and f"of {2 * MANY:,} samples, decimated" in legend.text
-    assert len(browser.find_elements(By.CSS_SELECTOR, "#timeline tbody tr")) == MAX_TIMELINE + 1
-    left_out = MANY + 1 - MAX_TIMELINE  # the records and the start marker (the episode is open)
-    assert f"{left_out:,} between them are not shown" in browser.find_element(By.ID, "timeline-note").text
-    assert f"{left_out:,} more lines" in browser.find_element(By.CSS_SELECTOR, "tr.timeline-omitted").text
+    lines = MANY + 1  # the records and the start marker (the episode is open)
+    assert _timeline_rows(browser) == TIMELINE_PAGE
+    assert f"{TIMELINE_PAGE:,} of {lines:,} lines" in browser.find_element(By.ID, "timeline-note").text
+    more = browser.find_element(By.ID, "timeline-more")
+    while more.is_displayed():  # scrolling to the button loads the next page too; one page a turn all the same
+        shown = _timeline_rows(browser)
+        more.click()
+        _wait(browser).until(lambda d: _timeline_rows(d) >= min(lines, shown + TIMELINE_PAGE))
+    contents = browser.execute_script(
+        "return [...document.querySelectorAll('#timeline tbody td.content')].map((td) => td.textContent)")
+    assert contents[1:] == [f"tap {i}" for i in range(MANY)]  # every record once, in order, after the start
+    assert browser.find_element(By.ID, "timeline-note").text == ""
+    assert page_errors(browser) == []
 
 
 def test_the_open_episode_follows_its_row_and_long_text_wraps(browser: Any, ui: UiServer,

@@ -144,6 +144,31 @@ def test_a_bad_memory_id_for_an_image_is_a_json_400_naming_it(guarded: UiServer,
     assert reply.status_code == 400 and reply.json()["error"]["field"] == "memory_id", reply.text
 
 
+def _episode_id(server: UiServer) -> str:
+    (row,) = _get(server.url + "api/episodes", headers={"Authorization": "Bearer s3cret"}).json()["episodes"]
+    return str(row["session_id"])
+
+
+@pytest.mark.parametrize("page", ["-1", "2.5", "abc", "1e400", "nan"])
+def test_a_timeline_page_that_is_not_a_whole_number_from_0_is_a_400_naming_it(guarded: UiServer, page: str) -> None:
+    reply = _get(guarded.url + f"api/episodes/{_episode_id(guarded)}/timeline", params={"page": page},
+                 headers={"Authorization": "Bearer s3cret"})
+    assert reply.status_code == 400 and reply.json()["error"]["field"] == "page", reply.text
+
+
+def test_the_timeline_pages_start_at_the_episodes_and_end_empty(guarded: UiServer) -> None:
+    auth, sid = {"Authorization": "Bearer s3cret"}, _episode_id(guarded)
+    detail = _get(guarded.url + f"api/episodes/{sid}", headers=auth).json()
+    first = _get(guarded.url + f"api/episodes/{sid}/timeline", headers=auth).json()  # no page: the first
+    assert first["timeline"] == detail["timeline"] and [line["kind"] for line in first["timeline"]] == [
+        "start", "fact", "end"]
+    assert (first["timeline_total"], first["timeline_page"], first["timeline_next_page"]) == (3, 0, None)
+    past = _get(guarded.url + f"api/episodes/{sid}/timeline", params={"page": "1"}, headers=auth)
+    assert past.status_code == 200 and (past.json()["timeline"], past.json()["timeline_total"]) == ([], 3)
+    unknown = _get(guarded.url + "api/episodes/ses_no_such_episode/timeline", headers=auth)
+    assert unknown.status_code == 404 and unknown.json()["error"]["field"] == "session_id"
+
+
 def test_an_unknown_api_path_and_memory_get_json_404s(guarded: UiServer) -> None:
     auth = {"Authorization": "Bearer s3cret"}
     assert _get(guarded.url + "api/memories/999/image", headers=auth).json()["error"]["field"] == "memory_id"

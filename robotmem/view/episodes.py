@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .. import validation
-from ..store.outline import memory_contents, session_outline
-from .paths import episode_paths, gaps_of, is_pose_chunk
+from ..store.outline import memory_outlines, session_outline, session_times
+from .paths import GAP_HOLDERS, episode_paths, gaps_of, is_pose_chunk
 from .series import episode_series, needs_payload
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,12 +105,16 @@ TIMELINE_PAGE = 500
 #: anything else a record carries, nor its content (read for the lines of one timeline page only).
 OUTLINE_SECTIONS = ("source", "spatial", "params", "episode", "gaps")
 
+#: A later timeline page reads the contexts of the records with gaps only: where gaps_of looks.
+_GAP_PATHS = tuple((name, "gaps") if name else ("gaps",) for name in GAP_HOLDERS)
+_GAP_SECTIONS = tuple(path[0] for path in _GAP_PATHS)
+
 #: at one instant the start marker comes first and the end marker last
 _KIND_ORDER = {"start": 0, "end": 2}
+_RECORD_ORDER = 1
 
 
 def _record_line(memory: dict[str, Any]) -> dict[str, Any]:
-    """A record's timeline line without its content (filled in for the lines of the page sent)."""
     return {
         "id": memory["id"],
         "time": memory.get("occurred_at"),
@@ -117,6 +122,7 @@ def _record_line(memory: dict[str, Any]) -> dict[str, Any]:
         "type": memory.get("type"),
         "status": memory.get("status"),
         "topic": ((memory.get("context") or {}).get("source") or {}).get("topic"),
+        "content": memory.get("content"),
     }
 
 
@@ -147,48 +153,50 @@ def _gaps(session: dict[str, Any], memories: list[dict[str, Any]]) -> list[dict[
 
 
 def _line_order(line: dict[str, Any]) -> tuple[float, int, int]:
-    return line["time"] or 0, _KIND_ORDER.get(line["kind"], 1), line["id"] or 0
+    return line["time"] or 0, _KIND_ORDER.get(line["kind"], _RECORD_ORDER), line["id"] or 0
 
 
-class _Episode:
-    """What every part of an episode's page is drawn from: its session, list row, recorded gaps
-    and its records read narrow (robotmem.store.outline: no content, a few context sections)."""
+def _timeline(mem: Memory, row: dict[str, Any], gaps: list[dict[str, Any]], times: list[tuple[int, float]],
+              page: int) -> dict[str, Any]:
+    """Page ``page`` (from 0) of the timeline, ``TIMELINE_PAGE`` lines a page (past the last, none):
+    the records (``times``: their ids and times), start and end markers and gaps in time order.
+    Only the records of the page are read."""
+    extras = _marker_lines(row) + [_gap_line(g) for g in gaps]
+    # a record stands as its id until it is on the page; the sort compares the keys only (stable)
+    ordered = sorted([((at, _RECORD_ORDER, mid), mid) for mid, at in times]
+                     + [(_line_order(line), line) for line in extras], key=itemgetter(0))
+    shown = [item for _, item in ordered[page * TIMELINE_PAGE:(page + 1) * TIMELINE_PAGE]]
+    with mem.store.read() as conn:
+        records = memory_outlines(conn, [item for item in shown if isinstance(item, int)], ("source",))
+    lines = [item if isinstance(item, dict) else _record_line(records[item])
+             for item in shown if isinstance(item, dict) or item in records]
+    more = (page + 1) * TIMELINE_PAGE < len(ordered)
+    return {"timeline": lines, "timeline_page": page, "timeline_page_size": TIMELINE_PAGE,
+            "timeline_total": len(ordered), "timeline_next_page": page + 1 if more else None}
 
-    def __init__(self, mem: Memory, session_id: str) -> None:
-        self.session = mem.get_session(session_id)  # checks the id; NotFoundError for an unknown one
-        with mem.store.read() as conn:
-            self.records = session_outline(conn, self.session["session_id"], OUTLINE_SECTIONS)
-        self.row = episode_row(with_overviews(mem, [self.session])[0])
-        self.gaps = _gaps(self.session, self.records)
 
-    def timeline(self, mem: Memory, page: int) -> dict[str, Any]:
-        """Page ``page`` (from 0) of the timeline: records, start and end markers and gaps in time
-        order, ``TIMELINE_PAGE`` lines a page; past the last page, no lines."""
-        lines = sorted([_record_line(m) for m in self.records] + _marker_lines(self.row)
-                       + [_gap_line(g) for g in self.gaps], key=_line_order)
-        shown = lines[page * TIMELINE_PAGE:(page + 1) * TIMELINE_PAGE]
-        with mem.store.read() as conn:
-            contents = memory_contents(conn, [line["id"] for line in shown if line["id"] is not None])
-        more = (page + 1) * TIMELINE_PAGE < len(lines)
-        return {"timeline": [line if line["id"] is None else dict(line, content=contents.get(line["id"], ""))
-                             for line in shown],
-                "timeline_page": page, "timeline_page_size": TIMELINE_PAGE, "timeline_total": len(lines),
-                "timeline_next_page": page + 1 if more else None}
+def _episode_row(mem: Memory, session: dict[str, Any]) -> dict[str, Any]:
+    return episode_row(with_overviews(mem, [session])[0])
 
 
 def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
     """Everything the episode page draws, with the first page of its timeline (:func:`episode_timeline`
-    gives the others)."""
-    episode = _Episode(mem, session_id)
-    payloads = mem.get_data_many([m["id"] for m in episode.records
+    gives the others). The records are read narrow (robotmem.store.outline: no content, a few
+    context sections), the payloads of those a plot or a path draws only."""
+    session = mem.get_session(session_id)  # checks the id; NotFoundError for an unknown one
+    with mem.store.read() as conn:
+        records = session_outline(conn, session["session_id"], OUTLINE_SECTIONS)
+    gaps = _gaps(session, records)
+    row = _episode_row(mem, session)
+    payloads = mem.get_data_many([m["id"] for m in records
                                   if needs_payload(m) or (m.get("status") == "active" and is_pose_chunk(m))])
     return {
-        "episode": episode.row,
-        "context": episode.session.get("context") or {},
-        **episode.timeline(mem, 0),
-        "gaps": episode.gaps,
-        "paths": episode_paths(episode.session, episode.records, payloads),
-        "series": episode_series(episode.records, payloads),
+        "episode": row,
+        "context": session.get("context") or {},
+        **_timeline(mem, row, gaps, [(m["id"], m["occurred_at"]) for m in records], 0),
+        "gaps": gaps,
+        "paths": episode_paths(session, records, payloads),
+        "series": episode_series(records, payloads),
     }
 
 
@@ -196,6 +204,12 @@ def episode_timeline(mem: Memory, session_id: str, page: Any) -> dict[str, Any]:
     """One page of an episode's timeline (``page``: a whole number from 0; a page past the last
     has no lines), as :func:`episode_detail` gives the first: what the page fetches as the person
     scrolls. Pages are counted from the episode's start, so what a running bridge writes into a
-    live episode (later in time) joins the end and the pages before keep their lines."""
+    live episode (later in time) joins the end and the pages before keep their lines. Reads the
+    ids and times of the episode's records, the contexts of those that record gaps, and the
+    records of the page."""
     number = validation.integer(page, "page", low=0, high=validation.INT64_MAX)
-    return _Episode(mem, session_id).timeline(mem, number)
+    session = mem.get_session(session_id)
+    with mem.store.read() as conn:
+        times = session_times(conn, session["session_id"])
+        holding_gaps = session_outline(conn, session["session_id"], _GAP_SECTIONS, holding=_GAP_PATHS)
+    return _timeline(mem, _episode_row(mem, session), _gaps(session, holding_gaps), times, number)

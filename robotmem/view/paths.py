@@ -20,7 +20,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["MAX_PATH_POINTS", "Point", "episode_paths", "gaps_of", "is_pose_chunk", "split_segments", "thin_segments"]
+__all__ = ["GAP_HOLDERS", "MAX_PATH_POINTS", "Point", "episode_paths", "gaps_of", "is_pose_chunk", "split_segments", "thin_segments"]
 
 #: (t in epoch seconds, x, y)
 Point = tuple[float, float, float]
@@ -46,10 +46,14 @@ def _chunk_points(data: dict[str, Any]) -> dict[int, list[Point]]:
     return by_track
 
 
+#: The sections of a context that may hold its recorded ``gaps`` ("": the context itself).
+GAP_HOLDERS = ("", "episode", "spatial")
+
+
 def gaps_of(context: dict[str, Any]) -> list[dict[str, Any]]:
-    """The recorded gaps of a memory's or session's context (``gaps`` at the top, in episode or spatial)."""
+    """The recorded gaps of a memory's or session's context (``gaps`` in each of GAP_HOLDERS)."""
     found = []
-    for holder in (context, context.get("episode") or {}, context.get("spatial") or {}):
+    for holder in (context.get(name) or {} if name else context for name in GAP_HOLDERS):
         for gap in holder.get("gaps") or []:
             if isinstance(gap, dict) and isinstance(gap.get("start"), (int, float)) \
                     and isinstance(gap.get("end"), (int, float)):

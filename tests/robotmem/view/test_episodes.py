@@ -12,7 +12,7 @@ import pytest
 
 from robotmem import Memory
 from robotmem.errors import ValidationError
-from robotmem.store.outline import memory_contents
+from robotmem.store.outline import memory_outlines
 from robotmem.view import episode_detail, episode_rows, episode_timeline, episodes
 from robotmem.view.episodes import TIMELINE_PAGE
 
@@ -108,16 +108,16 @@ def test_the_episode_page_reads_one_timeline_page_of_contents_and_no_full_record
     full_rows: list[int] = []
     contents: list[int] = []
 
-    def count_contents(conn: Any, memory_ids: list[int]) -> dict[int, str]:
+    def count_contents(conn: Any, memory_ids: list[int], sections: Any) -> dict[int, dict[str, Any]]:
         contents.extend(memory_ids)
-        return memory_contents(conn, memory_ids)
+        return memory_outlines(conn, memory_ids, sections)
 
     with Memory(store, embedder=None) as mem:
         sid = tactile_episode(mem, 1_500)
         mem.end_session(sid)
         fetch_rows = mem._db.fetch_rows
         monkeypatch.setattr(mem._db, "fetch_rows", lambda conn, ids: full_rows.extend(ids) or fetch_rows(conn, ids))
-        monkeypatch.setattr(episodes, "memory_contents", count_contents)
+        monkeypatch.setattr(episodes, "memory_outlines", count_contents)
         monkeypatch.setattr(Memory, "session_timeline", _refuse)
         detail = episode_detail(mem, sid)
         twice = episode_detail(mem, tactile_episode(mem, 3_000))
@@ -139,10 +139,13 @@ def test_the_pages_of_a_timeline_join_into_the_whole_in_order(store: str, monkey
     monkeypatch.setattr(episodes, "TIMELINE_PAGE", 7)  # page edges fall on records, gaps and the end marker
     with Memory(store, embedder=None) as mem:
         sid = mem.start_session(context={"robot": {"id": "r1"}})["session_id"]
-        ids = mem.save_perceptions([{"description": f"chunk {i}", "perception_type": "tactile", "session_id": sid,
-                                     "data": {"t": [0.0], "fz": [float(i)]}, "embed": False} for i in range(30)])
+        ids = [mem.save_perception(f"chunk {i}", "tactile", data={"t": [0.0], "fz": [float(i)]},
+                                   session_id=sid)["memory_id"] for i in range(30)]  # one instant each
         mem.save_perception("the camera dropped out", "visual", session_id=sid,
                             metadata={"gaps": [{"start": 1.0, "end": 4.0, "reason": "disconnected"}]})
+        between = mem.get(ids[16])["occurred_at"]  # a gap a later chunk records, among the earlier records
+        mem.save_perception("odometry after the outage", "proprioceptive", session_id=sid,
+                            metadata={"spatial": {"gaps": [{"start": between, "end": between + 9, "reason": "lost"}]}})
         mem.learn("the bin was full", session_id=sid)
         mem.forget(ids[3], "wrong sensor")  # a forgotten record stays on the timeline, marked
         mem.end_session(sid, outcome_score=0.5)
@@ -152,10 +155,12 @@ def test_the_pages_of_a_timeline_join_into_the_whole_in_order(store: str, monkey
             pages.append(episode_timeline(mem, sid, pages[-1]["timeline_next_page"]))
         past_the_end = episode_timeline(mem, sid, len(pages))
     lines = [line for page in pages for line in page["timeline"]]
-    assert [page["timeline_page"] for page in pages] == list(range(len(pages))) and len(pages) == 5
+    assert [page["timeline_page"] for page in pages] == list(range(len(pages))) and len(pages) == 6
     assert all(len(page["timeline"]) == 7 for page in pages[:-1]) and 0 < len(pages[-1]["timeline"]) <= 7
-    assert {page["timeline_total"] for page in pages} == {len(lines)} == {len(whole) + 3}  # start, gap, end
-    assert _ids(lines) == ["gap", "start", *[m["id"] for m in whole], "end"]  # the gap was recorded at 1-4 s
+    assert {page["timeline_total"] for page in pages} == {len(lines)} == {len(whole) + 4}  # start, 2 gaps, end
+    records = [m["id"] for m in whole]
+    at = records.index(ids[16])  # a gap comes before the records of its instant (it has no id)
+    assert _ids(lines) == ["gap", "start", *records[:at], "gap", *records[at:], "end"]  # the first: at 1-4 s
     assert [line["content"] for line in lines if line["id"]] == [m["content"] for m in whole]
     assert [line["status"] for line in lines if line["id"] == ids[3]] == ["forgotten"]
     assert (past_the_end["timeline"], past_the_end["timeline_next_page"]) == ([], None)

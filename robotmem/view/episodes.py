@@ -13,7 +13,7 @@ from .series import episode_series, needs_payload
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["MAX_ROWS", "OUTLINE_SECTIONS", "TIMELINE_PAGE", "episode_detail", "episode_list", "episode_row",
+__all__ = ["MAX_ROWS", "OUTLINE_PATHS", "TIMELINE_PAGE", "episode_detail", "episode_list", "episode_row",
            "episode_rows", "episode_span", "episode_timeline", "with_overviews"]
 
 #: A list of every episode a long-lived robot ever ran is not what a person reads first.
@@ -100,14 +100,14 @@ def episode_list(mem: Memory, collection: str | None = None) -> dict[str, Any]:
 #: (content, whole context, bookkeeping) about 0.5 s of the 0.87 s its data took.
 TIMELINE_PAGE = 500
 
-#: The context sections the page reads of every record: the topic (source), pose chunks and their
-#: frame (spatial, params), recorded gaps and a scan's time (gaps, episode). Not the robot, task or
+#: What the page reads of every record's context: the topic, pose chunks and their frame (spatial,
+#: params.joint_travel), recorded gaps and a scan's time (episode.t_ns). Not the robot, task or
 #: anything else a record carries, nor its content (read for the lines of one timeline page only).
-OUTLINE_SECTIONS = ("source", "spatial", "params", "episode", "gaps")
+OUTLINE_PATHS = (("source", "topic"), ("spatial",), ("params", "joint_travel"), ("episode", "t_ns"),
+                 ("episode", "gaps"), ("gaps",))
 
 #: A later timeline page reads the contexts of the records with gaps only: where gaps_of looks.
 _GAP_PATHS = tuple((name, "gaps") if name else ("gaps",) for name in GAP_HOLDERS)
-_GAP_SECTIONS = tuple(path[0] for path in _GAP_PATHS)
 
 #: at one instant the start marker comes first and the end marker last
 _KIND_ORDER = {"start": 0, "end": 2}
@@ -167,7 +167,7 @@ def _timeline(mem: Memory, row: dict[str, Any], gaps: list[dict[str, Any]], time
                      + [(_line_order(line), line) for line in extras], key=itemgetter(0))
     shown = [item for _, item in ordered[page * TIMELINE_PAGE:(page + 1) * TIMELINE_PAGE]]
     with mem.store.read() as conn:
-        records = memory_outlines(conn, [item for item in shown if isinstance(item, int)], ("source",))
+        records = memory_outlines(conn, [item for item in shown if isinstance(item, int)], [("source", "topic")])
     lines = [item if isinstance(item, dict) else _record_line(records[item])
              for item in shown if isinstance(item, dict) or item in records]
     more = (page + 1) * TIMELINE_PAGE < len(ordered)
@@ -181,11 +181,11 @@ def _episode_row(mem: Memory, session: dict[str, Any]) -> dict[str, Any]:
 
 def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
     """Everything the episode page draws, with the first page of its timeline (:func:`episode_timeline`
-    gives the others). The records are read narrow (robotmem.store.outline: no content, a few
-    context sections), the payloads of those a plot or a path draws only."""
+    gives the others). The records are read narrow (robotmem.store.outline: no content, the
+    context values at OUTLINE_PATHS), the payloads of those a plot or a path draws only."""
     session = mem.get_session(session_id)  # checks the id; NotFoundError for an unknown one
     with mem.store.read() as conn:
-        records = session_outline(conn, session["session_id"], OUTLINE_SECTIONS)
+        records = session_outline(conn, session["session_id"], OUTLINE_PATHS)
     gaps = _gaps(session, records)
     row = _episode_row(mem, session)
     payloads = mem.get_data_many([m["id"] for m in records
@@ -211,5 +211,5 @@ def episode_timeline(mem: Memory, session_id: str, page: Any) -> dict[str, Any]:
     session = mem.get_session(session_id)
     with mem.store.read() as conn:
         times = session_times(conn, session["session_id"])
-        holding_gaps = session_outline(conn, session["session_id"], _GAP_SECTIONS, holding=_GAP_PATHS)
+        holding_gaps = session_outline(conn, session["session_id"], _GAP_PATHS, holding=_GAP_PATHS)
     return _timeline(mem, _episode_row(mem, session), _gaps(session, holding_gaps), times, number)

@@ -13,8 +13,9 @@ import pytest
 from robotmem import Memory
 from robotmem.errors import ValidationError
 from robotmem.store.outline import memory_outlines
-from robotmem.view import episode_detail, episode_rows, episode_timeline, episodes
+from robotmem.view import episode_detail, episode_paths, episode_rows, episode_timeline, episodes
 from robotmem.view.episodes import TIMELINE_PAGE
+from robotmem.view.series import episode_series
 
 
 class _CountingCursor:
@@ -129,6 +130,34 @@ def test_the_episode_page_reads_one_timeline_page_of_contents_and_no_full_record
     assert len(detail["series"]["forces"][0]["t"]) > 0  # the page still draws every record's curve
     # what the page downloads does not grow with the episode: twice the records, about the same size
     assert len(json.dumps(twice)) < 1.1 * len(json.dumps(detail))
+
+
+def test_what_the_page_draws_from_narrow_records_is_what_full_records_give(store: str) -> None:
+    """Every context value a path, a curve or a gap is drawn from is among those read (OUTLINE_PATHS)."""
+    with Memory(store, embedder=None) as mem:
+        sid = mem.start_session(context={"episode": {"gaps": [{"start": 5.0, "end": 6.0, "reason": "episode's"}]}})[
+            "session_id"]
+        pose = {"source": {"topic": "/odom"}, "spatial": {"start_position": [0, 0, 0], "end_position": [3, 0, 0],
+                                                          "position": [1, 0, 0], "frame": "odom"}}
+        mem.save_perception("pose chunk", "proprioceptive", session_id=sid, metadata={
+            **pose, "episode": {"t_ns": 10**18, "gaps": [{"start": 101.0, "end": 102.0, "reason": "chunk's"}]}},
+            data={"t0_ns": 100 * 10**9, "t": [0.0, 1.5, 2.5, 3.0], "x": [0.0, 1.0, 2.0, 3.0], "y": [0.0] * 4})
+        mem.save_perception("joint travel, not a path", "proprioceptive", session_id=sid,
+                            metadata={**pose, "params": {"joint_travel": 1.2}},
+                            data={"t0_ns": 0, "t": [0.0, 1.0], "x": [5.0, 9.0], "y": [5.0, 9.0]})
+        mem.save_perception("nearest obstacle", "visual", session_id=sid, metadata={"episode": {"t_ns": 7 * 10**9}},
+                            data={"min_range": 0.4, "mean_range": 2.5})
+        mem.save_perception("wrist force", "tactile", session_id=sid, metadata={"source": {"topic": "/wrist"}},
+                            data={"t": [0.0, 0.1], "fz": [1.0, 2.0]})
+        detail = episode_detail(mem, sid)
+        full = mem.session_timeline(sid)
+        payloads = mem.get_data_many([m["id"] for m in full["memories"]])
+    assert detail["paths"] == episode_paths(full["session"], full["memories"], payloads) and detail["paths"]
+    assert detail["series"] == episode_series(full["memories"], payloads)
+    assert [s["t"] for s in detail["series"]["scans"]] == [[7.0], [7.0]]  # the scan's recorded time
+    assert {(f["name"]) for f in detail["series"]["forces"]} == {"fz /wrist"}
+    assert [g["reason"] for g in detail["gaps"]] == ["episode's", "chunk's"]
+    assert [line["topic"] for line in detail["timeline"] if line["id"]] == ["/odom", "/odom", None, "/wrist"]
 
 
 def _ids(lines: list[dict[str, Any]]) -> list[Any]:

@@ -103,15 +103,14 @@ TIMELINE_PAGE = 500
 #: What the page reads of every record's context: the topic, pose chunks and their frame (spatial,
 #: params.joint_travel), recorded gaps and a scan's time (episode.t_ns). Not the robot, task or
 #: anything else a record carries, nor its content (read for the lines of one timeline page only).
-OUTLINE_PATHS = (("source", "topic"), ("spatial",), ("params", "joint_travel"), ("episode", "t_ns"),
-                 ("episode", "gaps"), ("gaps",))
+_TOPIC = ("source", "topic")
+OUTLINE_PATHS = (_TOPIC, ("spatial",), ("params", "joint_travel"), ("episode", "t_ns"), ("episode", "gaps"), ("gaps",))
 
 #: A later timeline page reads the contexts of the records with gaps only: where gaps_of looks.
 _GAP_PATHS = tuple((name, "gaps") if name else ("gaps",) for name in GAP_HOLDERS)
 
 #: at one instant the start marker comes first and the end marker last
 _KIND_ORDER = {"start": 0, "end": 2}
-_RECORD_ORDER = 1
 
 
 def _record_line(memory: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +120,7 @@ def _record_line(memory: dict[str, Any]) -> dict[str, Any]:
         "kind": memory.get("perception_type") or memory.get("type"),
         "type": memory.get("type"),
         "status": memory.get("status"),
-        "topic": ((memory.get("context") or {}).get("source") or {}).get("topic"),
+        "topic": ((memory.get("context") or {}).get(_TOPIC[0]) or {}).get(_TOPIC[1]),
         "content": memory.get("content"),
     }
 
@@ -152,8 +151,10 @@ def _gaps(session: dict[str, Any], memories: list[dict[str, Any]]) -> list[dict[
     return [gaps[key] for key in sorted(gaps, key=lambda k: (k[0], k[1], k[2] or ""))]
 
 
-def _line_order(line: dict[str, Any]) -> tuple[float, int, int]:
-    return line["time"] or 0, _KIND_ORDER.get(line["kind"], _RECORD_ORDER), line["id"] or 0
+def _order(time: float | None, kind: str | None, memory_id: int | None) -> tuple[float, int, int]:
+    """A timeline line's place: by time; at one instant markers (_KIND_ORDER) around the rest, a
+    gap (no id) before the records, the records by id."""
+    return time or 0, _KIND_ORDER.get(kind or "", 1), memory_id or 0
 
 
 def _timeline(mem: Memory, row: dict[str, Any], gaps: list[dict[str, Any]], times: list[tuple[int, float]],
@@ -163,11 +164,11 @@ def _timeline(mem: Memory, row: dict[str, Any], gaps: list[dict[str, Any]], time
     Only the records of the page are read."""
     extras = _marker_lines(row) + [_gap_line(g) for g in gaps]
     # a record stands as its id until it is on the page; the sort compares the keys only (stable)
-    ordered = sorted([((at, _RECORD_ORDER, mid), mid) for mid, at in times]
-                     + [(_line_order(line), line) for line in extras], key=itemgetter(0))
+    ordered = sorted([(_order(at, None, mid), mid) for mid, at in times]
+                     + [(_order(line["time"], line["kind"], line["id"]), line) for line in extras], key=itemgetter(0))
     shown = [item for _, item in ordered[page * TIMELINE_PAGE:(page + 1) * TIMELINE_PAGE]]
     with mem.store.read() as conn:
-        records = memory_outlines(conn, [item for item in shown if isinstance(item, int)], [("source", "topic")])
+        records = memory_outlines(conn, [item for item in shown if isinstance(item, int)], [_TOPIC])
     lines = [item if isinstance(item, dict) else _record_line(records[item])
              for item in shown if isinstance(item, dict) or item in records]
     more = (page + 1) * TIMELINE_PAGE < len(ordered)

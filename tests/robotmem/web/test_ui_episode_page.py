@@ -145,3 +145,20 @@ def test_the_open_episode_follows_its_row_and_long_text_wraps(browser: Any, ui: 
     _wait(browser).until(lambda d: "the watched shelf is empty now" in _timeline(d))
     assert browser.find_element(By.ID, "episode-panel").get_attribute("data-session") == episodes["live"]
     assert browser.find_element(By.CSS_SELECTOR, f"tr.selected[data-session='{episodes['live']}']")
+
+
+def test_a_redrawn_episode_keeps_the_timeline_pages_it_had_loaded(browser: Any, ui: UiServer,
+                                                                   episodes: dict[str, str]) -> None:
+    browser.get(ui.url)
+    _open_row(browser, episodes["many"])
+    _wait(browser).until(lambda d: _timeline_rows(d) == TIMELINE_PAGE)
+    browser.find_element(By.ID, "timeline-more").click()
+    _wait(browser).until(lambda d: _timeline_rows(d) >= 2 * TIMELINE_PAGE)
+    loaded = _timeline_rows(browser)
+    os.environ["ROBOTMEM_HOME"] = episodes["home"]
+    with Memory(embedder=None) as mem:  # another process writes into the open episode: its row changes
+        mem.save_perception("one more tap", "tactile", data={"t": [0.0], "fz": [1.0]}, session_id=episodes["many"])
+    _wait(browser).until(lambda d: f"{MANY + 1} perceptions" in d.find_element(By.ID, "episode-facts").text)
+    _wait(browser).until(lambda d: f"of {MANY + 2:,} lines" in d.find_element(By.ID, "timeline-note").text)
+    assert _timeline_rows(browser) == loaded  # redrawn with the pages it had, not back to the first
+    assert page_errors(browser) == []

@@ -133,7 +133,7 @@ def check_postgres_url(url: object, *, field: str = "url", error: type[RobotMemE
 def default_home(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
     raw = env.get("ROBOTMEM_HOME")
-    return Path(raw).expanduser() if raw else Path.home() / ".robotmem"
+    return _utf8_path(raw, "ROBOTMEM_HOME") if raw else Path.home() / ".robotmem"
 
 
 @dataclass(frozen=True)
@@ -227,7 +227,9 @@ class Config:
         # config.json) must not send `--db small.db` or Memory("x.db") to the fleet database.
         # An explicit url still wins over an explicit file.
         file_named = "db_path" in explicit and "url" not in explicit
-        home = Path(explicit["home"]).expanduser() if "home" in explicit else default_home(env)
+        # An explicit empty home is refused, not read as the current folder: `--home "$DIR"` with DIR
+        # unset must not leave a store wherever a cron job happens to run.
+        home = _utf8_path(explicit["home"], "home") if "home" in explicit else default_home(env)
         values: dict[str, Any] = {}
         values.update(_read_file(home / "config.json", names))
         for name in names:
@@ -284,7 +286,11 @@ def _read_file(path: Path, names: Mapping[str, Any]) -> dict[str, Any]:
 def _coerce(f: Any, name: str, value: Any) -> Any:
     default = f.default if f.default is not dataclasses.MISSING else None
     if name in ("home", "db_path", "models_dir"):
-        return _utf8_path(Path(value).expanduser(), name)
+        path = _utf8_path(value, name)
+        if name == "db_path" and path.is_dir():  # SQLite would say only that it "cannot be opened"
+            raise ConfigError(f"db_path {path} is a folder; name the store's file in it (for example "
+                              f"{path / 'memory.db'})", field=name)
+        return path
     if name in ("token", "url"):
         return str(value) if value != "" else None
     try:
@@ -299,7 +305,7 @@ def _coerce(f: Any, name: str, value: Any) -> Any:
         raise ConfigError(f"config option {name!r}: cannot use {value!r}") from exc
 
 
-def _utf8_path(path: Path, name: str) -> Path:
+def _utf8_path(path: Any, name: str) -> Path:
     """``path``, if its name is UTF-8 (validation.file_path). A name of other bytes (a Python str
     holding lone surrogates) cannot reach SQLite: apsw encodes file names as strict UTF-8."""
     return validation.file_path(path, name, utf8=True, error=ConfigError)

@@ -34,13 +34,19 @@ _COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")
 _SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
 
 
+#: The longest name of one folder or file (bytes) that Linux file systems take (ext4, xfs, btrfs, tmpfs):
+#: longer ones fail in open() with "File name too long", wherever the path is first used.
+_NAME_MAX = 255
+
+
 def file_path(value: Any, field: str = "path", *, utf8: bool = False,
               error: type[RobotMemError] = ValidationError) -> Path:
     """A file path the operating system can take, as a Path (``~`` expanded).
 
     Refused, naming ``field``, before open() or SQLite fails on it with a bare ValueError or
     UnicodeEncodeError: what is not text, the empty name, a NUL character, a lone surrogate
-    that stands for no byte (os.fsencode cannot encode it). ``utf8``: also one that stands for
+    that stands for no byte (os.fsencode cannot encode it), ``~name`` of no user, a folder or
+    file name longer than file systems take. ``utf8``: also one that stands for
     a byte that is not UTF-8 (a command line's ``\\udcff``): SQLite, which gets the memory
     store's file, takes strict UTF-8 names only."""
     text = os.fspath(value) if isinstance(value, os.PathLike) else value
@@ -56,7 +62,15 @@ def file_path(value: Any, field: str = "path", *, utf8: bool = False,
         # Shown as the bytes it stands for (\xff), or the surrogate that stands for none (\ud83d).
         shown = (text.encode("ascii", "backslashreplace") if raw is None else raw).decode("ascii", "backslashreplace")
         raise error(f"{field} {shown} is not valid UTF-8; robotmem's files need UTF-8 path names", field=field)
-    return Path(text).expanduser()
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # ~name of no user, or ~ without a home directory
+        raise error(f"{field} {brief(text)}: {text.split('/')[0]} names no home directory", field=field) from None
+    long = max((part for part in path.parts), key=lambda part: len(os.fsencode(part)), default="")
+    if len(os.fsencode(long)) > _NAME_MAX:
+        raise error(f"{field} {brief(text)} holds a name of {len(os.fsencode(long))} bytes; file systems take "
+                    f"at most {_NAME_MAX}", field=field)
+    return path
 
 
 def optional_callable(value: Any, field: str, what: str) -> Any:

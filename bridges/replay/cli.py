@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     def report(path: Path, exc: Exception) -> None:
         failed.append(path)
         text = str(exc)  # a RecordingError names the file already
-        print(f"error: {text if text.startswith(str(path)) else f'{path}: {text}'} (skipped)", file=sys.stderr)
+        _say_error(f"{text if text.startswith(str(path)) else f'{path}: {text}'} (skipped)", as_json=args.json)
 
     memory = _open_memory(config, collection, dry_run=args.dry_run)
     try:
@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         if args.plot and memory is not None and not args.dry_run:
             _plot_episodes(memory, results, args.plot)
     except RecordingError as exc:  # a path that does not exist or holds no recording
-        print(f"error: {exc}", file=sys.stderr)
+        _say_error(str(exc), as_json=args.json)
         return 1
     except ReplayInterrupted as interrupted:
         _print(interrupted.results, as_json=args.json, dry_run=args.dry_run)
@@ -165,6 +165,13 @@ def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | 
     except OSError as exc:
         raise ConfigError(f"cannot create {config.database.parent}: {exc}") from exc
     return Memory(config.store_location, collection=collection, config=config)
+
+
+def _say_error(message: str, *, as_json: bool) -> None:
+    """A recording replay could not read, on stderr: as the other commands' errors are under --json
+    (one JSON object per line, code ``recording_error``), else as one ``error:`` line."""
+    print(json.dumps({"error": {"code": "recording_error", "field": None, "message": message}}) if as_json
+          else f"error: {message}", file=sys.stderr)
 
 
 def _print(results: list[RecordingResult], *, as_json: bool, dry_run: bool) -> None:

@@ -233,7 +233,7 @@ def register(sub: Any) -> None:
     _add_recall(sub)
     _add_writes(sub)
     memory = sub.add_parser("memory", help="Read single memories.", description="Read single memories.")
-    memory.set_defaults(func=lambda _args: memory.print_help() or 2)
+    memory.set_defaults(func=lambda _args: memory.print_help(sys.stderr) or 2)  # a usage error: stderr
     verbs = memory.add_subparsers(dest="verb", metavar="VERB")
     p = _command(verbs, "get", cmd_get, "Show one memory (any status).")
     p.add_argument("memory_id", type=int, help="the memory's id")

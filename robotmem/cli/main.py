@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import RobotMemError
 from .common import COMMON_DEFAULTS, CommandParser
-from .output import emit
+from .output import emit, tolerate_narrow_encodings
 from .store import open_memory
 
 __all__ = ["build_parser", "main", "open_memory"]
@@ -108,13 +108,14 @@ def _stdout_closed() -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    tolerate_narrow_encodings(sys.stdout, sys.stderr)
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(words)
     args = parser.parse_args(words)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
     if not getattr(args, "func", None):
-        parser.print_help()
+        parser.print_help(sys.stderr)  # no command is a usage error: stdout stays for results
         return 2
     try:
         result = args.func(args)

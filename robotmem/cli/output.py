@@ -7,6 +7,7 @@ robotmem's own times (epoch seconds) read as UTC times.
 
 from __future__ import annotations
 
+import codecs
 import json
 import sys
 import time
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 __all__ = ["TIME_KEYS", "emit", "format_bytes", "format_time", "format_value", "human_lines", "progress_bar",
-           "truncate"]
+           "tolerate_narrow_encodings", "truncate", "writes_unicode"]
 
 #: The time fields (epoch seconds) of robotmem's own records and sessions.
 TIME_KEYS = frozenset({"created_at", "occurred_at", "updated_at", "reinforced_at", "forgotten_at", "first_seen",
@@ -30,10 +31,32 @@ def emit(value: Any, as_json: bool, render: Renderer | None = None, out: TextIO 
         # (imported here: parsing a command line must not load numpy, which payload needs)
         from ..payload import tag_non_finite
 
-        out.write(json.dumps(tag_non_finite(value), ensure_ascii=False, indent=2, default=str, allow_nan=False) + "\n")
+        # \u escapes where the stream cannot hold every character (a latin-1 or ASCII locale):
+        # the same JSON to any reader, never a UnicodeEncodeError half-way through the document.
+        out.write(json.dumps(tag_non_finite(value), ensure_ascii=not writes_unicode(out), indent=2, default=str,
+                             allow_nan=False) + "\n")
         return
     for line in (render or human_lines)(value):
         out.write(line + "\n")
+
+
+def writes_unicode(stream: TextIO) -> bool:
+    """Whether ``stream`` encodes every character (UTF-8, UTF-16, ...), not a locale's 8-bit charset."""
+    encoding = getattr(stream, "encoding", None)
+    if not encoding:
+        return True  # an in-memory stream (StringIO) holds text, not bytes
+    try:
+        return codecs.lookup(encoding).name.startswith("utf")
+    except LookupError:
+        return False
+
+
+def tolerate_narrow_encodings(*streams: TextIO) -> None:
+    """Text output on a terminal whose locale cannot show a character (Chinese memories under
+    ISO-8859-1) writes it as a ``\\u`` escape instead of failing with UnicodeEncodeError."""
+    for stream in streams:
+        if not writes_unicode(stream) and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
 
 
 def format_value(value: Any) -> str:

@@ -66,7 +66,7 @@ def _verb(verbs: Any, name: str, func: Any, help: str, render: Any = human_lines
 
 def register(sub: Any) -> None:
     session = sub.add_parser("session", help="Episodes: start, end, list, show.", description="Episodes.")
-    session.set_defaults(func=lambda _args: session.print_help() or 2)
+    session.set_defaults(func=lambda _args: session.print_help(sys.stderr) or 2)  # a usage error: stderr
     verbs = session.add_subparsers(dest="verb", metavar="VERB")
     p = _verb(verbs, "start", cmd_start, "Open an episode.")
     p.add_argument("--context", metavar="JSON", help="the episode's context: task, robot, params")

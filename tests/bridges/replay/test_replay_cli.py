@@ -105,6 +105,20 @@ def test_bad_arguments_are_errors_naming_the_problem(run_cli: RunCli, tmp_path: 
     assert code == 2 and json.loads(err)["error"]["field"] == "chunk_seconds"
 
 
+def test_under_json_a_recording_that_cannot_be_read_is_a_json_error(run_cli: RunCli, tmp_path: Path,
+                                                                     datasets: Path) -> None:
+    code, out, err = run_cli("--json", "replay", str(tmp_path / "missing.bag"))
+    assert code == 1 and out == ""
+    assert json.loads(err)["error"]["code"] == "recording_error" and "missing.bag: no such file" in err
+    bad = tmp_path / "bad.mcap"
+    bad.write_bytes(b"\x89MCAP0\r\n" + b"\0" * 64)
+    code, out, err = run_cli("--json", "replay", str(bad), str(datasets / "nav_demo.mcap"))
+    assert code == 1
+    errors = [json.loads(line)["error"] for line in err.splitlines() if line.startswith("{")]
+    assert [e["code"] for e in errors] == ["recording_error"] and errors[0]["message"].endswith("(skipped)")
+    assert json.loads(out)  # the good recording's results, still one JSON document on stdout
+
+
 def test_a_perception_type_typo_in_the_config_stops_the_replay_before_anything_is_written(
         run_cli: RunCli, datasets: Path, robotmem_home: Path, tmp_path: Path) -> None:
     config = tmp_path / "bridge.toml"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -92,3 +93,44 @@ def test_recall_of_an_unknown_session_is_not_found(capsys, robotmem_home: Path):
     code, out, err = run(capsys, "recall", "grip", "--session", "ses_doesnotexist")
     assert code == 1 and out == ""
     _one_error_line(err, "session_id")
+
+
+@pytest.mark.parametrize("value, says", [
+    ("", "must be a file path"),                       # `--home "$DIR"` with DIR unset: not the current folder
+    ("~no-such-user-here/x", "names no home directory"),
+    ("/tmp/" + "e" * 260 + "/x", "holds a name of 260 bytes"),
+])
+@pytest.mark.parametrize("option", ["--db", "--home"])
+def test_a_store_path_no_file_system_takes_names_the_option_and_creates_nothing(
+        capsys, tmp_path: Path, monkeypatch, option: str, value: str, says: str):
+    cwd = tmp_path / "cron"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    for command in (("learn", "hello there"), ("stats",), ("export", str(cwd / "b.jsonl"))):
+        code, out, err = run(capsys, option, value, *command)
+        assert code == 1 and out == "", (command, out)
+        _one_error_line(err, option)
+        assert says in err and "Traceback" not in err
+    assert list(cwd.iterdir()) == []
+
+
+def test_output_in_a_locale_that_cannot_show_chinese_is_escaped_not_a_traceback(robotmem_home: Path):
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        mem.learn("机器人抓取杯子需要12牛的力")
+    env = {**os.environ, "ROBOTMEM_HOME": str(robotmem_home), "PYTHONIOENCODING": "latin-1"}
+    as_json = subprocess.run([sys.executable, "-m", "robotmem.cli.main", "--json", "recall", "12", "--min-relevance", "0"],
+                             capture_output=True, env=env)
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["results"][0]["content"] == "机器人抓取杯子需要12牛的力"  # \u escapes, lossless
+    as_text = subprocess.run([sys.executable, "-m", "robotmem.cli.main", "recall", "12", "--min-relevance", "0"],
+                             capture_output=True, env=env)
+    assert as_text.returncode == 0 and b"Traceback" not in as_text.stderr
+    assert b"\\u673a\\u5668\\u4eba" in as_text.stdout  # shown as escapes the terminal can print
+
+
+def test_a_folder_given_as_the_store_file_says_so(capsys, tmp_path: Path) -> None:
+    for command in (("learn", "hello there"), ("stats",)):
+        code, out, err = run(capsys, "--db", str(tmp_path), *command)
+        assert code == 1 and out == ""
+        _one_error_line(err, "--db")
+        assert f"{tmp_path} is a folder" in err and str(tmp_path / "memory.db") in err

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from robotmem import Memory
-from robotmem.cli.main import EXIT_STDOUT_CLOSED
+from robotmem.cli.main import EXIT_STDOUT_CLOSED, main
 
 # Far more output than a pipe holds (64 KiB by default on Linux), so the command is still
 # writing when the reader goes away, whatever the buffering.
@@ -47,3 +47,10 @@ def test_a_reader_closing_stdout_early_ends_quietly(long_episode: str, argv: tup
     first, code, err = _first_line_then_close(*(word.format(sid=long_episode) for word in argv))
     assert first.strip()
     assert (code, err) == (EXIT_STDOUT_CLOSED, "")
+
+
+@pytest.mark.parametrize("argv", [[], ["memory"], ["session"]])
+def test_a_missing_command_is_a_usage_error_on_stderr(capsys, argv: list[str]) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "usage: robotmem" in captured.err  # stdout stays for results (`| jq`)

@@ -194,6 +194,8 @@ class RosBridge:
             disconnects=conn.disconnects, received=self.inbox.accepted(), fed=dict(counters.fed),
             dropped=self.inbox.dropped(), malformed=malformed, bad_frames=conn.bad_frames,
             rejected={topic: t.rejected for topic, t in list(stats.topics.items()) if t.rejected},
+            late={topic: t.late for topic, t in list(stats.topics.items()) if t.late},
+            outside_episode={topic: t.outside_episode for topic, t in list(stats.topics.items()) if t.outside_episode},
             server_status=conn.server_status, feed_errors=counters.feed_errors, queue=len(self.inbox),
             queue_peak=self.inbox.peak, queue_capacity=self.inbox.capacity, lag_s=counters.lag_s,
             max_lag_s=counters.max_lag_s, worst_lag_s=counters.worst_lag_s,

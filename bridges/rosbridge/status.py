@@ -24,6 +24,10 @@ class BridgeSnapshot:
     malformed: dict[str, int] = field(default_factory=dict)
     #: per topic: records and notes robotmem refused (a note too long, a bad context, ...)
     rejected: dict[str, int] = field(default_factory=dict)
+    #: per topic: stamped before an ended episode's end, arrived after it, stored in it (late_grace_s)
+    late: dict[str, int] = field(default_factory=dict)
+    #: per topic: data and notes that came while no episode was open (notes are stored without one)
+    outside_episode: dict[str, int] = field(default_factory=dict)
     #: frames roslibpy could not even parse or route
     bad_frames: int = 0
     server_status: int = 0
@@ -120,5 +124,7 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
             f"  {topic}: received {snap.received.get(topic, 0)}, ingested {snap.fed.get(topic, 0)}, "
             f"dropped {snap.dropped.get(topic, 0)}, malformed {snap.malformed.get(topic, 0)}, "
             f"rejected {snap.rejected.get(topic, 0)}"
+            + "".join(f", {label} {counts[topic]}" for label, counts in
+                      (("late", snap.late), ("outside episodes", snap.outside_episode)) if counts.get(topic))
         )
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from rosbridge_helpers import (
 
 from bridges.pipeline.config import BridgeConfig, load_bridge_config
 from bridges.rosbridge.recall import REQUEST_TOPIC, RESPONSE_TOPIC
+from bridges.rosbridge.status import format_summary
 from bridges.rosbridge.testing import RosbridgeTestServer
 from bridges.rosbridge.testing import messages as m
 from robotmem import Memory
@@ -108,7 +109,9 @@ def test_a_frame_stamped_before_the_end_that_arrives_after_it_is_in_the_episode(
     assert bridge.wait_until(lambda s: s.episodes_ended == 1, 15)
     (session,) = bridge_sessions(memory)
     assert session["status"] == "ended" and len(records(memory, session["session_id"], topic=camera)) == 1
-    bridge.stop()
+    final = bridge.stop()
+    assert final.late == {camera: 1} and camera not in final.outside_episode  # the summary and --json say so
+    assert f"{camera}: received 1, ingested 1, dropped 0, malformed 0, rejected 0, late 1" in format_summary(final, 1.0)
 
 
 def l_shaped_path(i: int, t0: float, origin: tuple[float, float]) -> dict:

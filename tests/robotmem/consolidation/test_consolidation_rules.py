@@ -86,8 +86,11 @@ def test_the_same_number_written_differently_has_the_same_guard():
     assert signature("gap of 12,5 mm").numbers == signature("gap of 12.5 mm").numbers
 
 
-def test_digits_inside_words_are_not_numbers():
-    assert signature("turtlebot3 uses ros2 and grip_force_2").numbers == ()
+def test_digits_inside_words_are_numbers_tagged_with_their_word():
+    assert signature("turtlebot3 uses ros2 and grip_force_2").numbers == (
+        ("grip_force_", "2"), ("ros", "2"), ("turtlebot", "3"))
+    assert signature("turtlebot3 is slow").guard != signature("turtlebot4 is slow").guard
+    assert signature("turtlebot3 is slow").guard == signature("Turtlebot3 is slow.").guard
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from .decay import decay_pass
 from .plan import Absorption, MergeRules, absorptions, group_episode, match_earlier
 from .reads import NOT_ENDED, earlier_facts, episode_facts
 from .related import find_related, refresh_confidence
-from .writes import MergeCounts, apply_absorptions, attach_outcome
+from .writes import MergeCounts, apply_absorptions, attach_outcome, with_basis
 
 __all__ = ["Settings", "end_session", "plan_session"]
 
@@ -64,7 +64,7 @@ def plan_session(
     earlier = earlier_facts(conn, collection, session_id, ended_at, [r.id for r in episode.rows],
                             settings.model_id, settings.dim)
     matches = match_earlier(episode, groups, earlier, settings.rules)
-    return absorptions(episode, groups, matches, earlier)
+    return with_basis(absorptions(episode, groups, matches, earlier), [*episode.rows, *earlier.rows])
 
 
 def apply_plan(conn: apsw.Connection, plan: list[Absorption], now: float, settings: Settings) -> MergeCounts:

@@ -158,11 +158,16 @@ def _match_bucket(
 
 @dataclass(frozen=True)
 class Absorption:
-    """``sources`` (memory ids) merge into ``target``; ``reinforcing`` when the target is from an earlier episode."""
+    """``sources`` (memory ids) merge into ``target``; ``reinforcing`` when the target is from an earlier episode.
+
+    ``basis``: (memory id, writes.fact_basis) of each memory as the plan read it; the write
+    phase drops what changed since (episode.plan_session fills it in).
+    """
 
     target: int
     sources: tuple[int, ...]
     reinforcing: bool
+    basis: tuple[tuple[int, str], ...] = ()
 
 
 def absorptions(episode: FactPool, groups: list[Group], matches: dict[int, int], earlier: FactPool) -> list[Absorption]:

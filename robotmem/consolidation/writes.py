@@ -6,18 +6,21 @@ json_each(?)``), so merging 500 facts is three statements, not 500 round trips.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import apsw
 
+from ..context import canonical_json, load_stored_json
 from ..store.backend import dialect_of
 from ..store.decay import effective_confidence_sql
 from .plan import Absorption
+from .pool import FactRow
 
-__all__ = ["MergeCounts", "apply_absorptions", "attach_outcome"]
+__all__ = ["MergeCounts", "apply_absorptions", "attach_outcome", "fact_basis", "with_basis"]
 
 
 def attach_outcome(conn: apsw.Connection, session_id: str, score: float, now: float) -> int:
@@ -63,36 +66,68 @@ class _Current:
     first_seen: float
     last_seen: float
     absorbed: list[int]
+    basis: str
+
+
+def fact_basis(content: str, context: Any) -> str:
+    """What a merge plan relies on about one memory: its text as stored and its context without
+    ``episode.outcome`` (which ``attach_outcome`` writes between the plan and the merge, and which
+    the merge rule does not compare; an ``episode`` left empty counts as none, as attach_outcome
+    turns both into ``{"episode": {"outcome": s}}``). ``update`` changing either changes this."""
+    if isinstance(context, dict) and isinstance(context.get("episode"), dict):
+        episode = {k: v for k, v in context["episode"].items() if k != "outcome"}
+        context = {k: v for k, v in context.items() if k != "episode"} | ({"episode": episode} if episode else {})
+    return hashlib.sha256(f"{content}\x00{canonical_json(context)}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def with_basis(plan: list[Absorption], rows: Sequence[FactRow]) -> list[Absorption]:
+    """``plan`` with the basis of every memory it names, from the rows the plan was made of."""
+    by_id = {row.id: row for row in rows}
+    return [replace(a, basis=tuple((i, fact_basis(by_id[i].content, by_id[i].context))
+                                   for i in (a.target, *a.sources))) for a in plan]
 
 
 def _current_rows(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, _Current]:
     if dialect_of(conn) == "postgresql":
         # Locked in id order: another writer's change waits for this merge (or this one for it).
         rows = conn.execute(
-            "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed::text FROM memories "
-            "WHERE id = ANY(?) ORDER BY id FOR UPDATE",
+            "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed::text, content, "
+            "context::text FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE",
             (sorted(set(ids)),),
         )
     else:
         rows = conn.execute(
-            "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed FROM memories "
-            "WHERE id IN (SELECT value FROM json_each(?))",
+            "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed, content, json(context) "
+            "FROM memories WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps(sorted(set(ids))),),
         )
-    return {r[0]: _Current(r[1], bool(r[2]), int(r[3]), float(r[4]), float(r[5]), json.loads(r[6])) for r in rows}
+    return {r[0]: _Current(r[1], bool(r[2]), int(r[3]), float(r[4]), float(r[5]), json.loads(r[6]),
+                           fact_basis(r[7], load_stored_json(r[8]) if r[8] else {})) for r in rows}
 
 
 def _still_valid(plan: list[Absorption], current: dict[int, _Current]) -> list[Absorption]:
-    """Drop what another writer changed since the plan was made (forgotten, merged, protected)."""
+    """Drop what another writer changed since the plan was made: forgotten, merged, protected, or
+    given another text or context by ``update`` (``fact_basis`` differs from the plan's, or the
+    plan has none for it).
+
+    A changed target drops its whole absorption; so does a changed survivor of an episode group
+    that an earlier fact absorbs (its members were matched to the target through it). Other
+    changed sources are dropped one by one: each was compared with the target itself.
+    """
     valid = []
     for absorption in plan:
+        planned = dict(absorption.basis)
+        unchanged = {i for i in (absorption.target, *absorption.sources)
+                     if i in current and planned.get(i) == current[i].basis}
         target = current.get(absorption.target)
         if target is None or target.protected or target.status not in ("active", "archived"):
             continue
-        sources = tuple(s for s in absorption.sources if s in current and current[s].status == "active"
+        if absorption.target not in unchanged or (absorption.reinforcing and absorption.sources[0] not in unchanged):
+            continue
+        sources = tuple(s for s in absorption.sources if s in unchanged and current[s].status == "active"
                         and not current[s].protected and s != absorption.target)
         if sources:
-            valid.append(Absorption(absorption.target, sources, absorption.reinforcing))
+            valid.append(Absorption(absorption.target, sources, absorption.reinforcing, absorption.basis))
     return valid
 
 

@@ -114,6 +114,12 @@ CJK_CONTRAST = frozenset(
     "成功败失胜误危险安稳准偏滑掉碎断卡"  # outcome
 )
 
+#: Common words whose CJK_CONTRAST character means nothing of the kind (关于 "about", 进行 "carry
+#: out", 正在 "-ing", 安装 "install", 一下 "a bit", 马上 "at once"): removed before the scan, so
+#: a paraphrase that adds one still merges.
+_CJK_NEUTRAL = re.compile("关于|进行|正在|安装|重新|重复|准备|一下|马上|大约|大家|空间|长度|出现|加上|卡片|东西|真正|"
+                          "不断|对于|对象|反应|然后|最终")
+
 
 @dataclass(frozen=True)
 class TextSignature:
@@ -185,7 +191,9 @@ def _numbers(folded: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
+@lru_cache(maxsize=65_536)
 def _word_marker(word: str) -> str | None:
+    """The guard entry of one word, if it has one (cached: a store repeats its words)."""
     if word in NEGATIONS or word.endswith("n't"):
         return word
     stem = word_stem(word) if is_stemmable(word) else word
@@ -217,7 +225,8 @@ def signature(text: str) -> TextSignature:
     folded = normalize_text(text).replace("\u2019", "'").translate(_MINUS)
     words = frozenset(_WORD_RE.findall(folded))
     markers = {m for m in map(_word_marker, words) if m is not None}
-    markers |= {f"cjk:{c}" for c in folded if c in CJK_CONTRAST}
+    if _CJK_RE.search(folded):
+        markers |= {f"cjk:{c}" for c in CJK_CONTRAST.intersection(_CJK_NEUTRAL.sub(" ", folded))}
     markers |= _labels(nfkc, folded)
     return TextSignature(words=words, numbers=_numbers(folded), markers=frozenset(markers))
 

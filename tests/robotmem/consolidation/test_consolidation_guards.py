@@ -95,6 +95,8 @@ PARAPHRASES = [
     ("the charging dock on floor 2 is blocked by a cart", "The charging dock on floor 2 is blocked by a cart."),
     ("the unit under the table is a distance sensor", "the unit under the table is the distance sensor"),
     ("夹爪的左侧垫片磨损了", "夹爪左侧的垫片磨损了"),
+    ("机器人抓取杯子时没有滑落", "机器人正在进行抓取杯子时没有滑落"),  # 正在/进行 are not 正/进 (straight/in)
+    ("关于夹爪：左侧垫片磨损了", "夹爪左侧垫片磨损了"),  # 关于 "about" is not 关 "closed"
 ]
 
 

@@ -206,13 +206,14 @@ def _word_marker(word: str) -> str | None:
 
 #: A letter standing alone ("bin A", "zone b", "slot β"): a label, like a number.
 _LETTER_RE = re.compile(r"(?<![\w'])[^\W\d_](?![\w'])")
-_SENTENCE_START_A = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*A(?!\w)")
+_UPPER_A = re.compile(r"(?<!\w)A(?![\w'])")
+_SENTENCE_START_A = re.compile(r"(?:^|[.!?:;]\s+|\n)\s*A(?![\w'])")
 
 
 def _labels(nfkc: str, folded: str) -> set[str]:
     labels = {f"label:{c}" for c in _LETTER_RE.findall(folded) if c not in "ai" and not _CJK_RE.match(c)}
     # An upper-case "A" is a label ("bin A") unless it starts a sentence (the article).
-    uppercase_a = len(re.findall(r"(?<!\w)A(?![\w'])", nfkc)) - len(_SENTENCE_START_A.findall(nfkc))
+    uppercase_a = len(_UPPER_A.findall(nfkc)) - len(_SENTENCE_START_A.findall(nfkc))
     if uppercase_a > 0:
         labels.add("label:a")
     return labels

@@ -45,9 +45,12 @@ def _set_sql(req: OutcomeRequest) -> Query:
         params += list(compiled.params)
     if req.tokens:
         # Every word (SQLite: FTS5 AND); a superseded memory by the text of the one that absorbed it.
+        # A live memory's status is written as the partial GIN index's predicate (memories_fulltext_live),
+        # the rows SQLite's FTS5 holds (the set excludes forgotten memories already).
         tsquery = " & ".join(tsquery_literal([t], token_parts) for t in req.tokens)
         parts.append(
-            "((m.status <> 'superseded' AND m.search_tsv @@ ?::tsquery) OR (m.status = 'superseded' AND EXISTS ("
+            "((m.status IN ('active', 'archived') AND m.search_tsv @@ ?::tsquery) "
+            "OR (m.status = 'superseded' AND EXISTS ("
             "SELECT 1 FROM memories a WHERE a.id = m.superseded_by AND a.status IN ('active', 'archived') "
             "AND a.search_tsv @@ ?::tsquery)))")
         params += [tsquery, tsquery]

@@ -3,9 +3,12 @@
 The orchestration (fusion, ordering, scoring) is robotmem.search.recall.RecallEngine's;
 this subclass only answers its questions in PostgreSQL's SQL:
 
-* full text: ``search_tsv @@ tsquery`` over robotmem's own tokens (GIN index), ranked by
-  ``ts_rank`` (not BM25, so rankings may differ from SQLite's; the set of eligible
-  matches does not);
+* full text: ``search_tsv @@ tsquery`` over robotmem's own tokens (the GIN index of live
+  memories, the rows SQLite's FTS5 holds), for the words SQLite's plan keeps
+  (robotmem.search.fulltext.plan_fulltext: no stopwords, no word too common where rarer
+  ones are present), ranked by ``ts_rank`` (not BM25, so rankings may differ from SQLite's;
+  the set of eligible matches does not, except that every match is ranked where SQLite
+  ranks only the newest window of a common word's);
 * vectors: without a filter, the model's HNSW index (``ef_search`` raised to the pool
   size); when that returns fewer rows than asked (eligibility cut some), or with an
   exact filter / session, an exact cosine scan of the eligible rows, so filters stay exact;
@@ -22,8 +25,9 @@ import numpy as np
 
 from ..store.postgres.sql import effective_confidence_sql, sql_literal, tsquery_literal
 from ..store.rows import row_to_record
-from ..store.tokens import query_tokens, token_parts
+from ..store.tokens import token_parts
 from . import sql
+from .fulltext import plan_fulltext
 from .fusion import order_score
 from .recall import RecallEngine, VectorSide
 from .request import RecallRequest, SpatialSort
@@ -40,11 +44,13 @@ class PgRecallEngine(RecallEngine):
 
     def _text_hits(self, conn: Any, req: RecallRequest, now: float, k: int, with_vectors: bool,
                    chosen: np.ndarray | None = None) -> tuple[bool, list[int]]:
-        tokens = query_tokens(req.query)
-        if not tokens:
+        # The words SQLite's full-text plan ranks: stopwords and, where rarer words are present, words
+        # in more than COMMON_SHARE of the memories go (without a window: every match is ranked).
+        plan = plan_fulltext(conn, req.query, allow_window=False)
+        if plan is None:
             return False, []
         where, params = self._where(req, now)
-        tsquery = tsquery_literal(tokens, token_parts)
+        tsquery = tsquery_literal(list(plan.kept), token_parts)
         rows = conn.execute(
             f"SELECT m.id FROM memories m WHERE m.search_tsv @@ ?::tsquery AND {where} "
             "ORDER BY ts_rank(m.search_tsv, ?::tsquery) DESC, m.id DESC LIMIT ?",

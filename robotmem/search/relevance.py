@@ -297,13 +297,31 @@ def query_terms(conn: apsw.Connection, text: str, fit: RelevanceFit = ENGLISH_FI
 
 
 def document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
-    """How many memories hold each token: FTS5's vocabulary table, or PostgreSQL's GIN index."""
+    """How many searchable (active or archived) memories hold each token: FTS5's vocabulary table,
+    or PostgreSQL's GIN index of those memories. Superseded and forgotten memories count on
+    neither store: FTS5 holds no others, and PostgreSQL counts the rows it would search."""
     if dialect_of(conn) == "postgresql":
-        from ..store.postgres.sql import tsquery_literal
-
-        return {t: int(conn.execute("SELECT count(*) FROM memories WHERE search_tsv @@ ?::tsquery",
-                                    (tsquery_literal([t], lambda _: []),)).fetchone()[0]) for t in tokens}
+        return _postgres_document_frequencies(conn, tokens)
     return _sqlite_document_frequencies(conn, tokens)
+
+
+#: One count per word, in one statement (a round trip each cost 4-9 ms on a loaded server), each a
+#: bitmap scan of the partial GIN index ``memories_fulltext_live`` (PostgreSQL migration 5): the
+#: statuses are the index's predicate, written as constants so that the planner matches it.
+_PG_DOCUMENT_FREQUENCIES = (
+    "SELECT w.i, (SELECT count(*) FROM memories m WHERE m.search_tsv @@ w.q::tsquery "
+    "AND m.status IN ('active', 'archived')) FROM unnest(?::text[]) WITH ORDINALITY AS w(q, i)"
+)
+
+
+def _postgres_document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
+    from ..store.postgres.sql import tsquery_literal
+
+    if not tokens:
+        return {}
+    queries = [tsquery_literal([t], lambda _: []) for t in tokens]
+    counts = {int(i): int(n) for i, n in conn.execute(_PG_DOCUMENT_FREQUENCIES, (queries,))}
+    return {t: counts[i] for i, t in enumerate(tokens, 1)}
 
 
 _TERM_COUNTS: CountCache[int] = CountCache()

@@ -417,3 +417,41 @@ def test_migration_4_gives_existing_memories_a_provisional_uid_each(postgres_url
     assert all(len(u) == 32 and int(u, 16) >= 0 and u == u.lower() for u in uids)
     # The rows older than the column: provisional (a time of 0 ms); the one saved since: time-led.
     assert all(u.startswith("000000000000") for u in uids[:-1]) and not uids[-1].startswith("000000000000")
+
+
+def test_migration_5_indexes_the_full_text_of_live_memories_only(postgres_url: str):
+    with Memory(postgres_url, embedder=None) as mem:
+        ids = [mem.learn(f"zebra crossing note {i}")["memory_id"] for i in range(6)]
+        for memory_id in ids[:4]:
+            mem.forget(memory_id, "test")
+    with _admin(postgres_url) as admin:
+        # As robotmem before migration 5 left it: one GIN index of every row.
+        admin.execute("DROP INDEX memories_fulltext_live")
+        admin.execute("CREATE INDEX memories_fulltext ON memories USING gin (search_tsv)")
+        admin.execute("DELETE FROM robotmem_schema WHERE version >= 5")
+    with Memory(postgres_url, embedder=None) as mem:  # migrates
+        from robotmem.search.relevance import _PG_DOCUMENT_FREQUENCIES, document_frequencies
+
+        with mem._db.read() as conn:
+            # The forgotten memories are not counted, as SQLite's FTS5 index does not hold them.
+            assert document_frequencies(conn, ["zebra", "crossing", "nowhere"]) == {"zebra": 2, "crossing": 2,
+                                                                                   "nowhere": 0}
+        assert [h["id"] for h in mem.recall("zebra crossing", n=10, min_relevance=0)["results"]] == ids[:3:-1]
+    with _admin(postgres_url) as admin:
+        # Enough rows, most of them superseded, for the planner to choose an index: the count walks the
+        # partial one (its predicate matched), not every row's.
+        admin.execute(
+            "INSERT INTO memories (collection, type, content, search_text, search_tsv, context, content_hash, "
+            "confidence, reinforced_at, first_seen, last_seen, created_at, occurred_at, updated_at, status) "
+            "SELECT 'default', 'fact', t, t, to_tsvector('simple', t), '{}'::jsonb, md5(i::text), 0.9, 1, 1, 1, 1, 1, "
+            "1, CASE WHEN mod(i, 10) = 0 THEN 'active' ELSE 'superseded' END "
+            "FROM (SELECT i, 'note w' || mod(i, 97) AS t FROM generate_series(1, 5000) AS i) AS s")
+        admin.execute("ANALYZE memories")
+        plan = "\n".join(r[0] for r in admin.execute(
+            "EXPLAIN " + _PG_DOCUMENT_FREQUENCIES.replace("?", "%s"), (["'w5'"],)))
+    assert "Bitmap Index Scan on memories_fulltext_live" in plan, plan
+    with _admin(postgres_url) as admin:
+        names = {n for (n,) in admin.execute("SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() "
+                                             "AND tablename = 'memories' AND indexdef LIKE '%search_tsv%'")}
+    assert names == {"memories_fulltext_live"}
+

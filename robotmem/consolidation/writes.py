@@ -33,12 +33,16 @@ def attach_outcome(conn: apsw.Connection, session_id: str, score: float, now: fl
     (import checks an exported hash against the context without this, import_checks.py).
     """
     if dialect_of(conn) == "postgresql":
+        # The score as JSON text ("0.0"), which jsonb keeps as written: a float8 (to_jsonb, or
+        # jsonb_build_object of one) is written out as "0" and read back as the integer 0, where
+        # SQLite's JSON keeps 0.0.
+        outcome = json.dumps(float(score))
         conn.execute(
             "UPDATE memories SET context = jsonb_set(context, '{episode}', coalesce(context -> 'episode', '{}') "
-            "|| jsonb_build_object('outcome', ?::float8)), updated_at = ? "
+            "|| jsonb_build_object('outcome', ?::jsonb)), updated_at = ? "
             "WHERE session_id = ? AND coalesce(jsonb_typeof(context -> 'episode'), 'object') = 'object' "
-            "AND (context #> '{episode,outcome}') IS DISTINCT FROM to_jsonb(?::float8)",
-            (score, now, session_id, score),
+            "AND (context #> '{episode,outcome}') IS DISTINCT FROM ?::jsonb",
+            (outcome, now, session_id, outcome),
         )
     else:
         conn.execute(

@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final, Union
 
+from ...context import holds_hash, load_stored_json
 from ...errors import StorageError
 from ..tokens import memory_search_text
 from .sql import tsvector_literal
@@ -176,10 +177,42 @@ DROP INDEX IF EXISTS memories_fulltext;
 """
 
 
+def _v6(conn: Any) -> None:
+    """An ``episode.outcome`` end_session wrote as an integer (0 or 1: robotmem wrote the score as a
+    float8, which jsonb spells "0") becomes the float it was ("0.0"), as SQLite holds it. A memory
+    whose caller gave that integer itself (its hash is of the context with it) keeps it, as SQLite
+    keeps it (end_session leaves an equal outcome alone). In pages of ids, so a large store is not
+    read at once."""
+    after = 0
+    while True:
+        rows = conn.execute(
+            "SELECT m.id, m.content, m.context::text, m.content_hash FROM memories m "
+            "JOIN sessions s ON s.id = m.session_id "
+            "WHERE m.id > ? AND s.outcome_score IN (0, 1) "
+            "AND jsonb_typeof(m.context #> '{episode,outcome}') = 'number' "
+            "AND m.context #>> '{episode,outcome}' IN ('0', '1') "
+            "AND (m.context #>> '{episode,outcome}')::float8 = s.outcome_score ORDER BY m.id LIMIT ?",
+            (after, _PAGE),
+        ).fetchall()
+        if not rows:
+            return
+        after = int(rows[-1][0])
+        changed = []
+        for memory_id, content, context_text, digest in rows:
+            context = load_stored_json(context_text)
+            if not holds_hash(digest, str(content), context):
+                changed.append((json.dumps(float(context["episode"]["outcome"])), memory_id))
+        if changed:
+            conn.executemany("UPDATE memories SET context = jsonb_set(context, '{episode,outcome}', ?::jsonb) "
+                             "WHERE id = ?", changed)
+
+
+_PAGE = 5000
+
 Step = Union[str, Callable[[Any], None]]
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
-MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _V5))
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _V5), (6, _v6))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 import threading
 from pathlib import Path
@@ -89,6 +90,25 @@ def test_the_outcome_is_stored_and_recall_can_filter_on_it(mem: Memory, episode:
     perceptions = mem.recall("drawer", n=10, context_filter={"episode.outcome": {"$gte": 0.8}})["results"]
     assert {h["type"] for h in perceptions} == {"fact", "perception"}
     assert mem.get(b)["context"]["episode"]["outcome"] == 0.3
+
+
+@pytest.mark.parametrize("score", [0.0, 1.0])
+def test_a_whole_outcome_reads_back_as_a_float(mem: Memory, episode: Episode, score: float, tmp_path: Path):
+    # PostgreSQL wrote the score as a float8, which jsonb spells "0": it read back as the integer 0.
+    sid, (mid,) = episode(mem, [("push the drawer with the flat gripper", {"task": {"success": True}})])
+    learned_int, = episode(mem, [("pull the drawer with the hook", {"episode": {"outcome": int(score)}})])[1]
+    mem.end_session(sid, outcome_score=score)
+    outcome = mem.get(mid)["context"]["episode"]["outcome"]
+    assert outcome == score and type(outcome) is float
+    hit = mem.recall("push the drawer", n=1, context_filter={"episode.outcome": score})["results"][0]
+    assert hit["id"] == mid and type(hit["context"]["episode"]["outcome"]) is float
+    mem.export(tmp_path / "e.jsonl")
+    exported = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
+    record = next(r for r in exported if r.get("content") == "push the drawer with the flat gripper")
+    assert type(record["context"]["episode"]["outcome"]) is float
+    # A caller's own integer stays an integer (its session has no score here).
+    kept = mem.get(learned_int)["context"]["episode"]["outcome"]
+    assert kept == int(score) and type(kept) is int
 
 
 def test_without_a_score_no_outcome_is_attached(mem: Memory, episode: Episode):

@@ -455,3 +455,32 @@ def test_migration_5_indexes_the_full_text_of_live_memories_only(postgres_url: s
                                              "AND tablename = 'memories' AND indexdef LIKE '%search_tsv%'")}
     assert names == {"memories_fulltext_live"}
 
+
+def test_migration_6_reads_a_whole_outcome_end_session_wrote_back_as_a_float(postgres_url: str):
+    with Memory(postgres_url, embedder=None) as mem:
+        ended = []
+        for score in (0.0, 1.0, 0.5):
+            sid = mem.start_session()["session_id"]
+            ended.append(mem.learn(f"the drawer jammed on try {score}", session_id=sid)["memory_id"])
+            mem.end_session(sid, outcome_score=score)
+        # The caller's own integer, equal to its session's score: end_session left it alone.
+        sid = mem.start_session()["session_id"]
+        own = mem.learn("the hook slipped off the handle", {"episode": {"outcome": 1}}, session_id=sid)["memory_id"]
+        mem.end_session(sid, outcome_score=1.0)
+        hash_before = mem._db.connection().execute("SELECT content_hash FROM memories WHERE id = ?",
+                                                   (ended[0],)).fetchone()[0]
+    with _admin(postgres_url) as admin:
+        # As robotmem before migration 6 wrote a whole score: a float8, which jsonb spells "0".
+        admin.execute("UPDATE memories SET context = jsonb_set(context, '{episode,outcome}', "
+                      "to_jsonb((context #>> '{episode,outcome}')::float8)) WHERE id = ANY(%s)", (ended,))
+        assert admin.execute("SELECT context #>> '{episode,outcome}' FROM memories WHERE id = %s",
+                             (ended[0],)).fetchone()[0] == "0"
+        admin.execute("DELETE FROM robotmem_schema WHERE version >= 6")
+    with Memory(postgres_url, embedder=None) as mem:  # migrates
+        outcomes = [mem.get(i)["context"]["episode"]["outcome"] for i in ended]
+        assert outcomes == [0.0, 1.0, 0.5] and all(type(o) is float for o in outcomes)
+        kept = mem.get(own)["context"]["episode"]["outcome"]
+        assert kept == 1 and type(kept) is int
+        # The hash is the caller's context's, untouched.
+        assert mem._db.connection().execute("SELECT content_hash FROM memories WHERE id = ?",
+                                            (ended[0],)).fetchone()[0] == hash_before

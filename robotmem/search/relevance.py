@@ -315,13 +315,21 @@ _PG_DOCUMENT_FREQUENCIES = (
 
 
 def _postgres_document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
+    """Counted once per read snapshot (PgConnection.snapshot_counts): a recall's full-text plan and
+    its relevance ask for the same words."""
     from ..store.postgres.sql import tsquery_literal
 
-    if not tokens:
-        return {}
-    queries = [tsquery_literal([t], lambda _: []) for t in tokens]
-    counts = {int(i): int(n) for i, n in conn.execute(_PG_DOCUMENT_FREQUENCIES, (queries,))}
-    return {t: counts[i] for i, t in enumerate(tokens, 1)}
+    memo: dict[Any, int] | None = getattr(conn, "snapshot_counts", None)
+    known = {} if memo is None else {t: memo[("df", t)] for t in tokens if ("df", t) in memo}
+    missing = list(dict.fromkeys(t for t in tokens if t not in known))
+    if missing:
+        queries = [tsquery_literal([t], lambda _: []) for t in missing]
+        counts = {int(i): int(n) for i, n in conn.execute(_PG_DOCUMENT_FREQUENCIES, (queries,))}
+        for i, token in enumerate(missing, 1):
+            known[token] = counts[i]
+            if memo is not None:
+                memo[("df", token)] = counts[i]
+    return {t: known[t] for t in tokens}
 
 
 _TERM_COUNTS: CountCache[int] = CountCache()

@@ -16,7 +16,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -85,6 +85,10 @@ class PgConnection:
         self._rowcount = 0
         #: (collection, model) pairs whose vector index is known to exist
         self.indexed: set[tuple[str, str]] = set()
+        #: Counts taken inside the current read-only snapshot (REPEATABLE READ: they cannot change
+        #: before it ends), by key; None outside one. Recall counts its words' document frequencies
+        #: for the full-text plan and again for relevance (robotmem.search.relevance).
+        self.snapshot_counts: dict[Hashable, int] | None = None
 
     def execute(self, query: str, params: Any = ()) -> psycopg.Cursor[Any]:
         cur = self.raw.execute(_to_psycopg(query), tuple(params) if params else None)
@@ -226,7 +230,11 @@ class PgDatabase:
                 yield conn
                 return
             with self._transaction(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", "reading") as active:
-                yield active
+                active.snapshot_counts = {}
+                try:
+                    yield active
+                finally:
+                    active.snapshot_counts = None
         finally:
             if outermost:
                 self._leave()

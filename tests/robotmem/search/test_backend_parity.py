@@ -137,3 +137,27 @@ def test_consolidation_relates_the_same_memories_on_both_stores(stores: dict[str
 def test_outcome_stats_with_query_words_agree(stores: dict[str, Any]):
     stats = {name: mem.outcome_stats(group_by="robot.id", query="wet mug") for name, (mem, _) in stores.items()}
     assert stats["sqlite"] == stats["postgresql"]
+
+
+def test_postgres_counts_a_word_once_per_read_snapshot(postgres_url: str):
+    with Memory(postgres_url, embedder=None) as mem:
+        ids = [mem.learn(f"zebra crossing note {i}")["memory_id"] for i in range(3)]
+        with mem._db.read() as conn:
+            statements = []
+            execute = conn.execute
+
+            def counting(query: str, params: Any = ()) -> Any:
+                statements.append(query)
+                return execute(query, params)
+
+            conn.execute = counting  # type: ignore[method-assign]
+            try:
+                assert document_frequencies(conn, ["zebra", "crossing"]) == {"zebra": 3, "crossing": 3}
+                assert document_frequencies(conn, ["crossing", "zebra", "nowhere"]) == {
+                    "crossing": 3, "zebra": 3, "nowhere": 0}
+            finally:
+                del conn.execute
+            assert len(statements) == 2 and statements[0] == statements[1]  # the second: "nowhere" alone
+        mem.forget(ids[0], "test")
+        with mem._db.read() as conn:  # a new snapshot counts anew
+            assert document_frequencies(conn, ["zebra"]) == {"zebra": 2}

@@ -15,7 +15,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
 from . import validation
 from .config import Config, check_postgres_url, is_postgres_url
@@ -61,6 +61,11 @@ def _flag(value: Any, field: str) -> bool:
     if not isinstance(value, bool):
         raise ValidationError(f"{field} must be true or false", field=field)
     return value
+
+
+def _is_stream(value: Any, method: str) -> TypeGuard[TextIO]:
+    """An open text stream (export and import take one, as ``robotmem export -`` does stdout)."""
+    return not isinstance(value, (str, bytes, Path)) and callable(getattr(value, method, None))
 
 
 def _is_protected(context: dict[str, Any]) -> bool:
@@ -686,18 +691,24 @@ class Memory:
 
     # -- bulk ------------------------------------------------------------------------
 
-    def export(self, path: str | Path) -> dict[str, int]:
+    def export(self, path: str | Path | TextIO) -> dict[str, int]:
+        """Write everything as JSON Lines to ``path`` (replaced whole, never left cut short), or to an
+        open text stream; ``{"sessions": n, "memories": m}`` written."""
         from .transfer import export_jsonl
 
-        target = validation.file_path(path, "path")
+        target = path if _is_stream(path, "write") else validation.file_path(path, "path")
         with self._db.read() as conn:
             return export_jsonl(self._db, conn, target)
 
-    def import_(self, path: str | Path) -> dict[str, int]:
+    def import_(self, path: str | Path | TextIO, *, allow_incomplete: bool = False) -> dict[str, int]:
+        """Import a file (or open text stream) ``export`` wrote. One cut short (without its end record,
+        or holding fewer lines than it counts) is refused, unless ``allow_incomplete``."""
         from .transfer import import_jsonl
 
-        return import_jsonl(self._db, validation.file_path(path, "path"), self._embeddings, self.now(),
-                            self.config.max_payload_bytes)
+        allow = _flag(allow_incomplete, "allow_incomplete")
+        source = path if _is_stream(path, "read") else validation.file_path(path, "path")
+        return import_jsonl(self._db, source, self._embeddings, self.now(), self.config.max_payload_bytes,
+                            allow_incomplete=allow)
 
     def reindex(self, *, everything: bool = False, replace_other_models: bool = False, batch_size: int = 64,
                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -1,8 +1,11 @@
 """Export and import as JSON Lines, and re-embedding a store.
 
-One line per session (``"kind": "session"``) then one per memory (``"kind": "memory"``)
-with everything a memory has: status, provenance, payload (msgpack, base64) and
-vector (float32, base64, with its model id). Each memory carries its ``uid``, its identity
+A header line (``"kind": "header"``, ``"format": "robotmem-export/2"``), one line per session
+(``"kind": "session"``) then one per memory (``"kind": "memory"``) with everything a memory has:
+status, provenance, payload (msgpack, base64) and vector (float32, base64, with its model id),
+and last an end record (``"kind": "end"``) with the numbers of sessions and memories written: import
+refuses a file without it or with other numbers (cut short), unless told to take what is there.
+A ``robotmem-export/1`` file (written before the end record) imports without that check. Each memory carries its ``uid``, its identity
 across stores. Import keeps session ids, assigns new memory ids (remapping ``superseded_by``
 and ``absorbed``; a link to a memory not in the file is dropped) and skips the records the store holds (by uid), so importing the same
 file twice, or into the store it came from, adds nothing.
@@ -14,6 +17,9 @@ import base64
 import hashlib
 import json
 import logging
+import os
+import secrets
+import stat
 import time
 from collections import deque
 from collections.abc import Callable
@@ -33,7 +39,10 @@ __all__ = ["export_jsonl", "import_jsonl", "reindex"]
 
 log = logging.getLogger(__name__)
 
-_FORMAT = "robotmem-export/1"
+#: /2: the file ends with the end record; /1 (earlier versions) has none, and still imports.
+_FORMAT = "robotmem-export/2"
+_FORMAT_WITHOUT_END = "robotmem-export/1"
+_FORMATS = (_FORMAT, _FORMAT_WITHOUT_END)
 _DEFAULTS = {"embed": 1, "uid": None}
 _REQUIRED_SESSION = ("id", "collection", "context", "started_at", "ended_at", "outcome_score", "summary")
 _REQUIRED_MEMORY = tuple(c for c in MEMORY_COLUMNS if c not in _DEFAULTS)
@@ -50,37 +59,152 @@ def _opened(path: Path, mode: str, errors: str = "strict") -> IO[str]:
         raise ValidationError(f"cannot open {path}: {exc.strerror or exc}", field="path") from exc
 
 
-def export_jsonl(db: Store, conn: Any, path: Path, *, batch: int = 1000) -> dict[str, int]:
+def export_jsonl(db: Store, conn: Any, target: Path | IO[str], *, batch: int = 1000) -> dict[str, int]:
+    """Write the store to ``target``: a path, or an open text stream (``robotmem export -``).
+
+    A path to a regular file (or to no file yet) is written as a temporary file beside it, flushed to
+    disk and renamed onto it, so the previous file is whole until the new one is: an export stopped
+    half-way leaves it as it was, and removes its temporary file when it can (any exception, Ctrl-C;
+    not SIGKILL or a power cut, which leave a ``.NAME.*.tmp`` beside it). A symlink, a device or a
+    pipe (``/dev/stdout``) is written in place. Either way the last line is the end record
+    (``"kind": "end"``, with the counts written), so import refuses a file cut short."""
+    if not isinstance(target, Path):
+        return _write_export(db, conn, target, batch)
+    try:
+        st = os.lstat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise ValidationError(f"cannot open {target}: {exc.strerror or exc}", field="path") from exc
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with _opened(target, "w") as out:  # a symlink, a device, a pipe, a directory (refused by open)
+            return _write_export(db, conn, out, batch)
+    if st is not None and not os.access(target, os.W_OK):
+        # As open() would: replacing it by rename would overwrite a file its owner made read-only.
+        raise ValidationError(f"cannot open {target}: Permission denied", field="path")
+    try:
+        fd, temp = _temp_beside(target)
+    except OSError as exc:
+        if st is None or not isinstance(exc, PermissionError):
+            raise ValidationError(f"cannot open {target}: {exc.strerror or exc}", field="path") from exc
+        # A writable file in a directory this user cannot create files in: written in place, as before.
+        log.warning("%s: cannot create a temporary file beside it (%s): writing it in place, so an export "
+                    "stopped half-way leaves it cut short (import refuses it then)", target, exc.strerror or exc)
+        with _opened(target, "w") as out:
+            return _write_export(db, conn, out, batch)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+            if st is not None:
+                _same_owner_and_mode(out.fileno(), st)
+            counts = _write_export(db, conn, out, batch)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, target)
+    except BaseException as exc:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise ValidationError(f"cannot write {target}: {exc.strerror or exc}", field="path") from exc
+        raise
+    _sync_directory(target.parent)
+    return counts
+
+
+def _temp_beside(target: Path) -> tuple[int, str]:
+    """A new file in the destination's directory (os.replace renames only within one file system),
+    created as open() would create the destination: mode 0666 less the umask."""
+    for _ in range(100):
+        temp = os.path.join(target.parent, f".{target.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), temp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {target}")
+
+
+def _same_owner_and_mode(fd: int, st: os.stat_result) -> None:
+    """The file replacing an existing one keeps its permissions (and its owner and group, where
+    this user may give them: root, or a group it is in)."""
+    try:
+        os.chmod(fd, stat.S_IMODE(st.st_mode))
+    except (OSError, NotImplementedError):
+        pass
+    if hasattr(os, "fchown"):
+        try:
+            os.fchown(fd, st.st_uid, st.st_gid)
+        except OSError:
+            pass
+
+
+def _sync_directory(directory: Path) -> None:
+    """The rename on disk too (POSIX: a directory is synced through a descriptor of its own)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_export(db: Store, conn: Any, out: IO[str], batch: int) -> dict[str, int]:
     counts = {"sessions": 0, "memories": 0}
-    with _opened(path, "w") as out:
-        out.write(json.dumps({"kind": "header", "format": _FORMAT}) + "\n")
-        for session in db.all_sessions(conn):
-            out.write(json.dumps({"kind": "session", **session}, ensure_ascii=False) + "\n")
-            counts["sessions"] += 1
-        last = 0
-        while rows := db.iter_rows(conn, last, batch):
-            for record in rows:
-                embedding = record.pop("embedding")
-                record.update(kind="memory", payload=_b64(record["payload"]),
-                              embedding=None if embedding is None else {"model_id": embedding[0],
-                                                                        "vector": _b64(embedding[1])})
-                out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                counts["memories"] += 1
-            last = rows[-1]["id"]
+    out.write(json.dumps({"kind": "header", "format": _FORMAT}) + "\n")
+    for session in db.all_sessions(conn):
+        out.write(json.dumps({"kind": "session", **session}, ensure_ascii=False) + "\n")
+        counts["sessions"] += 1
+    last = 0
+    while rows := db.iter_rows(conn, last, batch):
+        for record in rows:
+            embedding = record.pop("embedding")
+            record.update(kind="memory", payload=_b64(record["payload"]),
+                          embedding=None if embedding is None else {"model_id": embedding[0],
+                                                                    "vector": _b64(embedding[1])})
+            out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            counts["memories"] += 1
+        last = rows[-1]["id"]
+    out.write(json.dumps({"kind": "end", **counts}) + "\n")
+    out.flush()
     return counts
 
 
 _MAX_REPORTED = 5
 
 
-def _read_lines(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
-    """Every record of the file, checked; any bad line refuses the whole import, naming it."""
+def _source_name(source: Path | IO[str]) -> str:
+    return str(source) if isinstance(source, Path) else "standard input"
+
+
+@dataclass
+class _Part:
+    """One export in the file (from a header line on): what its end record must count."""
+
+    header_line: int
+    format: str
+    sessions: int = 0
+    memories: int = 0
+    #: the line of its end record, once read
+    end_line: int | None = None
+
+
+def _read_lines(source: Path | IO[str], limits: ImportLimits, *, allow_incomplete: bool = False) -> list[dict[str, Any]]:
+    """Every record of the file, checked; any bad line refuses the whole import, naming it. So does a
+    file cut short (_incomplete, _end_disagrees), unless ``allow_incomplete``."""
+    name = _source_name(source)
     records: list[dict[str, Any]] = []
     problems: list[str] = []
     first_line_of_uid: dict[str, int] = {}
+    parts: list[_Part] = []
+    mismatched: list[str] = []
+    number = 0
     # surrogateescape: bytes that are not UTF-8 are read (as lone surrogates) instead of raising
     # in the middle of the loop, so _utf8 reports their line like any other bad line.
-    with _opened(path, "r", errors="surrogateescape") as src:
+    with _opened(source, "r", errors="surrogateescape") if isinstance(source, Path) else _kept_open(source) as src:
         for number, line in enumerate(src, 1):
             if not line.strip():
                 continue
@@ -89,26 +213,95 @@ def _read_lines(path: Path, limits: ImportLimits) -> list[dict[str, Any]]:
             except ValidationError as exc:
                 problems.append(f"line {number}: {exc.message}")
                 continue
-            if record["kind"] != "header":
+            kind = record["kind"]
+            if kind == "header":
+                if parts and record.get("format") not in _FORMATS:  # the first: "not a ... file" below
+                    problems.append(f"line {number}: a header of format {record.get('format')!r}, not one of "
+                                    f"{', '.join(_FORMATS)}")
+                parts.append(_Part(number, str(record.get("format"))))
+            elif not parts:
+                pass  # not an export: refused below
+            elif parts[-1].end_line is not None:
+                problems.append(f"line {number}: a {kind} record after the end record of line {parts[-1].end_line}")
+                continue
+            elif kind == "end":  # not a record to import
+                parts[-1].end_line = number
+                mismatched.extend(_end_disagrees(parts[-1], record, number))
+                continue
+            else:
+                parts[-1].sessions += kind == "session"
+                parts[-1].memories += kind == "memory"
+            if kind != "header":
                 record["line"] = number
-            if record["kind"] == "memory" and record["uid"] is not None:
+            if kind == "memory" and record["uid"] is not None:
                 # Two lines with one uid are one memory told twice: keeping either would drop the other.
                 first = first_line_of_uid.setdefault(record["uid"], number)
                 if first != number:
                     problems.append(f"line {number}: uid {record['uid']} is also the uid of line {first}")
                     continue
             records.append(record)
-    _refuse_bad_lines(path, problems)
-    if not records or records[0].get("format") != _FORMAT:
-        raise ValidationError(f"{path} is not a {_FORMAT} file", field="path")
+    _refuse_bad_lines(name, problems)
+    if not records or records[0]["kind"] != "header" or records[0].get("format") not in _FORMATS:
+        raise ValidationError(f"{name} is not a robotmem export ({' or '.join(_FORMATS)})", field="path")
+    if incomplete := mismatched + _incomplete(parts, number):
+        if not allow_incomplete:
+            raise ValidationError(f"{name}: nothing imported: {'; '.join(incomplete)}. To import the records it "
+                                  "holds anyway: robotmem import --allow-incomplete (in Python: "
+                                  "allow_incomplete=True)", field="path")
+        log.warning("%s: %s; importing the records it holds (allow_incomplete)", name, "; ".join(incomplete))
+    if any(p.format == _FORMAT_WITHOUT_END for p in parts):
+        log.warning("%s: written by an earlier robotmem (%s, without the end record that newer exports "
+                    "write last): whether it is complete cannot be checked", name, _FORMAT_WITHOUT_END)
     return records
 
 
-def _refuse_bad_lines(path: Path, problems: list[str]) -> None:
+class _kept_open:
+    """A stream given by the caller (standard input): read, not closed."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def __enter__(self) -> IO[str]:
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _end_disagrees(part: _Part, end: dict[str, Any], number: int) -> list[str]:
+    wrote = {"sessions": end["sessions"], "memories": end["memories"]}
+    holds = {"sessions": part.sessions, "memories": part.memories}
+    if wrote == holds:
+        return []
+    one = {"sessions": "session", "memories": "memory"}
+    missing = ", ".join(f"{wrote[k] - holds[k]:,} {one[k] if wrote[k] - holds[k] == 1 else k}"
+                        for k in ("sessions", "memories") if wrote[k] > holds[k])
+    return [f"line {number}: the end record counts {wrote['sessions']:,} sessions and {wrote['memories']:,} "
+            f"memories, the export of line {part.header_line} holds {holds['sessions']:,} and {holds['memories']:,}"
+            + (f" ({missing} missing: lines were lost)" if missing else " (lines were added)")]
+
+
+def _incomplete(parts: list[_Part], last_line: int) -> list[str]:
+    """An export of format /2 whose end record never came: cut short after its last line."""
+    problems = []
+    for index, part in enumerate(parts):
+        if part.format != _FORMAT or part.end_line is not None:
+            continue
+        if index + 1 < len(parts):
+            where = f"the export of line {part.header_line} stops at line {parts[index + 1].header_line - 1}"
+        else:
+            where = f"the file stops at line {last_line:,}"
+        problems.append(f"{where} without the end record an export writes last: it was cut short (an export "
+                        f"or copy stopped half-way?) after {part.sessions:,} sessions and {part.memories:,} "
+                        f"memories, and how many are missing is unknown")
+    return problems
+
+
+def _refuse_bad_lines(name: Path | str, problems: list[str]) -> None:
     if problems:
         shown = "; ".join(problems[:_MAX_REPORTED])
         more = f" (and {len(problems) - _MAX_REPORTED} more)" if len(problems) > _MAX_REPORTED else ""
-        raise ValidationError(f"{path}: nothing imported, {len(problems)} bad line(s): {shown}{more}", field="path")
+        raise ValidationError(f"{name}: nothing imported, {len(problems)} bad line(s): {shown}{more}", field="path")
 
 
 #: The fields of a memory that never change (update rewrites content and context, consolidation the
@@ -117,7 +310,7 @@ _FIXED_FIELDS = ("collection", "type", "created_at")
 _UID_LOOKUP = 500
 
 
-def _check_uids_are_these(conn: Any, path: Path, memories: list[dict[str, Any]]) -> None:
+def _check_uids_are_these(conn: Any, path: str, memories: list[dict[str, Any]]) -> None:
     """Before anything is written: each uid of the file the store holds is the same memory there
     (its collection, type and created_at), not another memory that has that uid; otherwise the
     record would be skipped and links re-pointed at an unrelated memory."""
@@ -153,10 +346,16 @@ def _check_line(line: str, limits: ImportLimits) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         detail = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply or unreadable"
         raise ValidationError(f"not JSON: {detail}") from exc
-    if not isinstance(record, dict) or record.get("kind") not in ("header", "session", "memory"):
+    if not isinstance(record, dict) or record.get("kind") not in ("header", "session", "memory", "end"):
         raise ValidationError("not a robotmem export record")
     kind = record["kind"]
     if kind == "header":
+        return record
+    if kind == "end":
+        for key in ("sessions", "memories"):
+            value = record.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(f"the end record's {key} must be a count, got {value!r:.40}")
         return record
     required = _REQUIRED_SESSION if kind == "session" else _REQUIRED_MEMORY
     missing = [key for key in required if key not in record]
@@ -214,8 +413,8 @@ class _Run:
     renamed: dict[str, str] = field(default_factory=dict)
 
 
-def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
-                 max_payload_bytes: int) -> dict[str, int]:
+def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, now: float,
+                 max_payload_bytes: int, *, allow_incomplete: bool = False) -> dict[str, int]:
     """Sessions first, then memories in batches of IMPORT_BATCH, each its own write transaction.
 
     A record whose uid the store holds is that memory (skipped; the store's version wins), checked
@@ -231,9 +430,14 @@ def import_jsonl(db: Store, path: Path, embeddings: EmbeddingState, now: float,
     target is stored: a run stopped between batches and run again stores each record once and
     finishes the links. A waiting link follows its target to the uid a newer line gives it
     (``_Run.renamed``). Before all this, a line without a uid of its own takes the uid of a line
-    of the file with one that is the same record by the old rule (_pair_old_lines)."""
+    of the file with one that is the same record by the old rule (_pair_old_lines).
+
+    ``source`` is a path or an open text stream (``robotmem import -``). A file of format /2 must end
+    with its end record, counting the sessions and memories it holds; one that does not (cut short)
+    is refused before anything is written, unless ``allow_incomplete``."""
     limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
-    records = _read_lines(path, limits)
+    records = _read_lines(source, limits, allow_incomplete=allow_incomplete)
+    path = _source_name(source)
     sessions = [r for r in records if r["kind"] == "session"]
     memories = [r for r in records if r["kind"] == "memory"]
     adjusted = [(r.get("line"), field, how) for r in records if r["kind"] in ("session", "memory")

@@ -194,6 +194,15 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+def _write_lines(path: Path, lines: list[dict]) -> None:
+    """``lines`` as an export writes them: last, if the header is of format /2, an end record counting them."""
+    body = [line for line in lines if line.get("kind") != "end"]
+    if body and body[0].get("format") == "robotmem-export/2":
+        body.append({"kind": "end", "sessions": sum(line["kind"] == "session" for line in body),
+                     "memories": sum(line["kind"] == "memory" for line in body)})
+    path.write_text("".join(json.dumps(line) + "\n" for line in body), encoding="utf-8")
+
+
 def _memories(mem: Memory, path: Path) -> list[dict]:
     """Every memory of the store as its export line writes it (ids and the vector left out)."""
     mem.export(path)
@@ -259,9 +268,10 @@ def test_an_older_export_imported_after_an_update_adds_nothing(tmp_path: Path, m
 
 
 def _without_uids(source: Path, target: Path) -> None:
-    """The file as robotmem wrote it before memories had a uid."""
-    target.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "uid"}) + "\n"
-                              for r in _lines(source)), encoding="utf-8")
+    """The file as robotmem wrote it before memories had a uid (format /1, without an end record)."""
+    lines = [{k: v for k, v in r.items() if k != "uid"} for r in _lines(source) if r["kind"] != "end"]
+    lines[0]["format"] = "robotmem-export/1"
+    target.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
 
 
 def test_an_export_without_uids_still_imports_once(tmp_path: Path, mem: Memory, clock):
@@ -436,7 +446,7 @@ def _rewrite(path: Path, change) -> None:
     """The export at ``path`` with ``change(memory_lines)`` applied in place."""
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     change([line for line in lines if line.get("kind") == "memory"])
-    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    _write_lines(path, lines)
 
 
 def _camera_export(tmp_path: Path, frames: int) -> Path:
@@ -501,8 +511,7 @@ def test_links_to_memories_not_in_the_file_are_dropped(tmp_path: Path, mem: Memo
     lines = [json.loads(line) for line in (tmp_path / "e.jsonl").read_text().splitlines()]
     memories = [line for line in lines if line.get("kind") == "memory"]
     dangling(memories)
-    (tmp_path / "e.jsonl").write_text("".join(json.dumps(line) + "\n"
-                                              for line in [x for x in lines if x.get("kind") != "memory"] + memories))
+    _write_lines(tmp_path / "e.jsonl", [x for x in lines if x.get("kind") != "memory"] + memories)
     local = mem.save_perception("this store's own memory number one", "visual")["memory_id"]
     assert mem.import_(tmp_path / "e.jsonl")["memories"] == 2
     links = _links(mem)
@@ -616,10 +625,8 @@ def test_a_file_of_an_old_backup_then_a_newer_export_restores_each_memory_once(t
         robot.export(tmp_path / "e.jsonl")
         _without_uids(tmp_path / "e.jsonl", tmp_path / "old.jsonl")
         source_uids = _uids(robot)
-    newer = [line for line in (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-             if json.loads(line)["kind"] != "header"]
-    (tmp_path / "both.jsonl").write_text((tmp_path / "old.jsonl").read_text(encoding="utf-8") + "".join(newer),
-                                         encoding="utf-8")
+    (tmp_path / "both.jsonl").write_text((tmp_path / "old.jsonl").read_text(encoding="utf-8")
+                                         + _body(tmp_path / "e.jsonl"), encoding="utf-8")
     counts = mem.import_(tmp_path / "both.jsonl")
     assert (counts["memories"], counts["skipped"]) == (10, 10)
     assert _uids(mem) == source_uids
@@ -651,9 +658,14 @@ def _provisional_uids(source: Path, target: Path) -> None:
 
 
 def _body(path: Path) -> str:
-    """The file's lines after its header."""
+    """The file's lines between its header and its end record."""
     return "".join(line for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
-                   if json.loads(line)["kind"] != "header")
+                   if json.loads(line)["kind"] not in ("header", "end"))
+
+
+def _one_file(target: Path, header: str, *bodies: str) -> None:
+    """One export of the bodies' lines, under ``header``."""
+    _write_lines(target, [json.loads(line) for line in (header + "".join(bodies)).splitlines()])
 
 
 @pytest.mark.parametrize("old_lines", ["without uids", "with provisional uids"])
@@ -670,8 +682,7 @@ def test_a_file_of_a_newer_export_and_an_old_backup_stores_each_memory_once(tmp_
     (_without_uids if old_lines == "without uids" else _provisional_uids)(tmp_path / "e.jsonl", tmp_path / "old.jsonl")
     header = (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[0]
     parts = [_body(tmp_path / "e.jsonl"), _body(tmp_path / "old.jsonl")]
-    (tmp_path / "both.jsonl").write_text(header + "".join(parts if order == "newer first" else parts[::-1]),
-                                         encoding="utf-8")
+    _one_file(tmp_path / "both.jsonl", header, *(parts if order == "newer first" else parts[::-1]))
 
     def stop(done: int) -> None:
         raise RuntimeError(done)
@@ -824,8 +835,7 @@ def test_links_a_stopped_import_of_an_old_backup_left_waiting_resolve_in_a_file_
     (_without_uids if old_lines == "without uids" else _provisional_uids)(tmp_path / "new.jsonl",
                                                                           tmp_path / "old.jsonl")
     header = (tmp_path / "new.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[0]
-    (tmp_path / "both.jsonl").write_text(header + _body(tmp_path / "new.jsonl") + _body(tmp_path / "old.jsonl"),
-                                         encoding="utf-8")
+    _one_file(tmp_path / "both.jsonl", header, _body(tmp_path / "new.jsonl"), _body(tmp_path / "old.jsonl"))
 
     def stop(done: int) -> None:
         raise RuntimeError(done)
@@ -839,3 +849,133 @@ def test_links_a_stopped_import_of_an_old_backup_left_waiting_resolve_in_a_file_
     assert _links(mem) == expected
     with mem.store.read() as conn:
         assert conn.execute("SELECT count(*) FROM import_links").fetchone()[0] == 0
+
+
+# -- a file cut short: export replaces the file whole, import refuses what lacks its end ---------------
+
+
+def _cut(source: Path, target: Path, keep: int) -> None:
+    """The first ``keep`` lines of ``source``: the file an export or a copy stopped at a line boundary leaves."""
+    target.write_text("".join(source.read_text(encoding="utf-8").splitlines(keepends=True)[:keep]),
+                      encoding="utf-8")
+
+
+def test_an_export_ends_with_an_end_record_counting_what_it_wrote(tmp_path: Path, mem: Memory):
+    _episode(mem)
+    assert mem.export(tmp_path / "e.jsonl") == {"sessions": 1, "memories": 5}
+    lines = _lines(tmp_path / "e.jsonl")
+    assert lines[0] == {"kind": "header", "format": "robotmem-export/2"}
+    assert lines[-1] == {"kind": "end", "sessions": 1, "memories": 5}
+    assert len(lines) == 1 + 1 + 5 + 1
+
+
+@pytest.mark.parametrize("keep", [1, 2, 4, 7], ids=["header", "sessions", "some memories", "all but the end"])
+def test_a_file_cut_short_at_a_line_boundary_is_refused_naming_it(tmp_path: Path, mem: Memory, keep: int):
+    with Memory(tmp_path / "robot.db", embedder=None) as robot:
+        _episode(robot)
+        robot.export(tmp_path / "e.jsonl")
+    _cut(tmp_path / "e.jsonl", tmp_path / "cut.jsonl", keep)
+    before = mem.stats()
+    with pytest.raises(ValidationError, match=rf"cut\.jsonl: nothing imported: the file stops at line {keep} without "
+                                              r"the end record .* cut short") as refused:
+        mem.import_(tmp_path / "cut.jsonl")
+    assert refused.value.field == "path"
+    assert mem.stats()["memories"] == before["memories"] == 0 and mem.stats()["sessions"] == before["sessions"]
+    # Told to, it takes what is there; the whole file afterwards adds the rest, each memory once.
+    counts = mem.import_(tmp_path / "cut.jsonl", allow_incomplete=True)
+    assert counts["memories"] == max(0, keep - 2)
+    counts = mem.import_(tmp_path / "e.jsonl")
+    assert (counts["memories"], counts["skipped"]) == (5 - max(0, keep - 2), max(0, keep - 2))
+
+
+def test_an_end_record_counting_other_numbers_is_refused(tmp_path: Path, mem: Memory):
+    with Memory(tmp_path / "robot.db", embedder=None) as robot:
+        _episode(robot)
+        robot.export(tmp_path / "e.jsonl")
+    lines = (tmp_path / "e.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (tmp_path / "lost.jsonl").write_text("".join(lines[:3] + lines[5:]), encoding="utf-8")  # two memories lost
+    with pytest.raises(ValidationError, match=r"lost\.jsonl: nothing imported: line 6: the end record counts 1 "
+                                              r"sessions and 5 memories, .* holds 1 and 3 \(2 memories missing"):
+        mem.import_(tmp_path / "lost.jsonl")
+    (tmp_path / "after.jsonl").write_text("".join(lines + lines[3:4]), encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"line 9: a memory record after the end record of line 8"):
+        mem.import_(tmp_path / "after.jsonl")
+    assert mem.stats()["memories"] == 0
+
+
+def test_an_export_of_an_earlier_version_without_an_end_record_imports_with_a_warning(tmp_path: Path, mem: Memory,
+                                                                                     caplog):
+    with Memory(tmp_path / "robot.db", embedder=None) as robot:
+        _episode(robot)
+        robot.export(tmp_path / "e.jsonl")
+    lines = [line for line in _lines(tmp_path / "e.jsonl") if line["kind"] != "end"]
+    lines[0]["format"] = "robotmem-export/1"
+    (tmp_path / "old.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with caplog.at_level("WARNING", logger="robotmem.transfer"):
+        assert mem.import_(tmp_path / "old.jsonl")["memories"] == 5
+    assert "old.jsonl: written by an earlier robotmem (robotmem-export/1" in caplog.text
+    assert "cannot be checked" in caplog.text
+
+
+def test_exports_joined_into_one_file_are_each_checked_against_their_own_end_record(tmp_path: Path, mem: Memory):
+    for name in ("a", "b"):
+        with Memory(tmp_path / f"{name}.db", embedder=None) as robot:
+            _episode(robot)
+            robot.export(tmp_path / f"{name}.jsonl")
+    a, b = ((tmp_path / f"{name}.jsonl").read_text(encoding="utf-8") for name in ("a", "b"))
+    (tmp_path / "cut.jsonl").write_text(a[: a.rindex('{"kind": "end"')] + b, encoding="utf-8")
+    with pytest.raises(ValidationError, match=r"the export of line 1 stops at line 7 without the end record"):
+        mem.import_(tmp_path / "cut.jsonl")
+    (tmp_path / "ab.jsonl").write_text(a + b, encoding="utf-8")  # cat a.jsonl b.jsonl
+    counts = mem.import_(tmp_path / "ab.jsonl")
+    assert counts["memories"] + counts["skipped"] == 10  # b's facts are a's (learn's rule: one live copy)
+
+
+def test_a_failed_export_leaves_the_previous_file_and_no_temporary_file(tmp_path: Path, mem: Memory, monkeypatch):
+    _episode(mem)
+    out = tmp_path / "backups"
+    out.mkdir()
+    (out / "e.jsonl").write_text("the previous backup\n")
+    (out / "e.jsonl").chmod(0o640)
+    calls = 0
+
+    def fail(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(type(mem.store), "iter_rows", fail)
+    with pytest.raises(KeyboardInterrupt):
+        mem.export(out / "e.jsonl")
+    assert calls == 1
+    assert (out / "e.jsonl").read_text() == "the previous backup\n"
+    assert sorted(p.name for p in out.iterdir()) == ["e.jsonl"]
+    monkeypatch.undo()
+    mem.export(out / "e.jsonl")
+    assert _lines(out / "e.jsonl")[-1]["kind"] == "end"
+    assert (out / "e.jsonl").stat().st_mode & 0o777 == 0o640  # the permissions it had
+    assert sorted(p.name for p in out.iterdir()) == ["e.jsonl"]
+
+
+def test_an_export_through_a_symlink_writes_the_file_it_names(tmp_path: Path, mem: Memory):
+    _episode(mem)
+    (tmp_path / "backups").mkdir()
+    (tmp_path / "backups" / "monday.jsonl").write_text("old\n")
+    (tmp_path / "latest.jsonl").symlink_to(tmp_path / "backups" / "monday.jsonl")
+    mem.export(tmp_path / "latest.jsonl")
+    assert (tmp_path / "latest.jsonl").is_symlink()
+    assert _lines(tmp_path / "backups" / "monday.jsonl")[-1] == {"kind": "end", "sessions": 1, "memories": 5}
+
+
+def test_export_and_import_take_open_text_streams(tmp_path: Path, mem: Memory):
+    import io
+
+    _episode(mem)
+    out = io.StringIO()
+    assert mem.export(out)["memories"] == 5
+    with Memory(tmp_path / "copy.db", embedder=None) as copy:
+        assert copy.import_(io.StringIO(out.getvalue()))["memories"] == 5
+        with pytest.raises(ValidationError, match=r"standard input: nothing imported: the file stops at line 3"):
+            copy.import_(io.StringIO("".join(out.getvalue().splitlines(keepends=True)[:3])))
+        with pytest.raises(ValidationError, match="allow_incomplete must be true or false"):
+            copy.import_(io.StringIO(out.getvalue()), allow_incomplete="yes")

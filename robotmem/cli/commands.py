@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
+import signal
 import sys
 from collections.abc import Iterator
-from pathlib import Path
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import ValidationError
@@ -150,14 +152,72 @@ def _snapshot_line(index: dict[str, Any]) -> str:
     return head + state + ("; being rebuilt now" if index["building"] else "")
 
 
+#: ``robotmem export -`` / ``import -``: standard output / input (``./-`` is a file named ``-``).
+STDIO = "-"
+
+
 def cmd_export(args: argparse.Namespace) -> Any:
-    with open_existing(args) as mem:
-        return mem.export(args.file)
+    to_stdout = args.file == STDIO or _is_stdout(args.file)
+    with _stopped_by_sigterm(), open_existing(args) as mem:
+        if args.file == STDIO:
+            # Bytes as UTF-8 whatever the locale's encoding; flushed, then handed back undisturbed.
+            stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
+            try:
+                result = mem.export(stream)
+            finally:
+                stream.detach()
+        else:
+            result = mem.export(args.file)
+    if not to_stdout:
+        return result
+    # The file is standard output: the summary goes to stderr, so stdout holds only the JSON Lines.
+    emit(result, args.json, getattr(args, "render", None), out=sys.stderr)
+    return None
+
+
+def _is_stdout(file: str) -> bool:
+    """Whether ``file`` is where standard output goes (/dev/stdout, /dev/fd/1, the file it is redirected to)."""
+    try:
+        there, out = os.stat(os.path.expanduser(file)), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):  # no such file, or stdout replaced in-process
+        return False
+    return (there.st_dev, there.st_ino) == (out.st_dev, out.st_ino)
+
+
+class _Terminated(BaseException):
+    """SIGTERM during an export: unwinds it so its temporary file is removed, then ends the process
+    by SIGTERM as it would have ended."""
+
+
+@contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    def stop(signum: int, frame: Any) -> None:
+        raise _Terminated
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (an embedding program): left as it is
+        yield
+        return
+    try:
+        yield
+    except _Terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise SystemExit(128 + signal.SIGTERM) from None  # where a SIGTERM does not end the process (Windows)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def cmd_import(args: argparse.Namespace) -> Any:
     with open_memory(args) as mem:
-        return mem.import_(args.file)
+        if args.file != STDIO:
+            return mem.import_(args.file, allow_incomplete=args.allow_incomplete)
+        stream = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+        try:
+            return mem.import_(stream, allow_incomplete=args.allow_incomplete)
+        finally:
+            stream.detach()
 
 
 def cmd_reindex(args: argparse.Namespace) -> Any:
@@ -240,9 +300,13 @@ def register(sub: Any) -> None:
     p.add_argument("--data", action="store_true", help="print the full perception payload instead")
     _command(sub, "stats", cmd_stats, "Show counts, the embedding model and file sizes.", render_stats)
     p = _command(sub, "export", cmd_export, "Export everything as JSON Lines.")
-    p.add_argument("file", type=Path, help="the JSON Lines file to write")
+    p.add_argument("file", help="the JSON Lines file to write, replaced only once the export is whole; "
+                                "- for standard output (the summary then goes to stderr)")
     p = _command(sub, "import", cmd_import, "Import a JSON Lines export (idempotent).")
-    p.add_argument("file", type=Path, help="a file written by `robotmem export`")
+    p.add_argument("file", help="a file written by `robotmem export`; - for standard input")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="import the records of a file cut short (no end record, or fewer lines than it "
+                        "counts) instead of refusing it")
     p = _command(sub, "reindex", cmd_reindex,
                  "Embed memories that have no vector, and write the vector index of large collections.",
                  render_reindex)

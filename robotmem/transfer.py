@@ -5,10 +5,11 @@ A header line (``"kind": "header"``, ``"format": "robotmem-export/2"``), one lin
 status, provenance, payload (msgpack, base64) and vector (float32, base64, with its model id),
 and last an end record (``"kind": "end"``) with the numbers of sessions and memories written: import
 refuses a file without it or with other numbers (cut short), unless told to take what is there.
-A ``robotmem-export/1`` file (written before the end record) imports without that check. Each memory carries its ``uid``, its identity
-across stores. Import keeps session ids, assigns new memory ids (remapping ``superseded_by``
-and ``absorbed``; a link to a memory not in the file is dropped) and skips the records the store holds (by uid), so importing the same
-file twice, or into the store it came from, adds nothing.
+A ``robotmem-export/1`` file (written before the end record) imports without that check.
+Each memory carries its ``uid``, its identity across stores. Import keeps session ids, assigns
+new memory ids (remapping ``superseded_by`` and ``absorbed``; a link to a memory not in the file
+is dropped) and skips the records the store holds (by uid), so importing the same file twice,
+or into the store it came from, adds nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import stat
 import time
 from collections import deque
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -192,7 +194,8 @@ class _Part:
     end_line: int | None = None
 
 
-def _read_lines(source: Path | IO[str], limits: ImportLimits, *, allow_incomplete: bool = False) -> list[dict[str, Any]]:
+def _read_lines(source: Path | IO[str], limits: ImportLimits, *,
+                allow_incomplete: bool = False) -> list[dict[str, Any]]:
     """Every record of the file, checked; any bad line refuses the whole import, naming it. So does a
     file cut short (_incomplete, _end_disagrees), unless ``allow_incomplete``."""
     name = _source_name(source)
@@ -204,7 +207,8 @@ def _read_lines(source: Path | IO[str], limits: ImportLimits, *, allow_incomplet
     number = 0
     # surrogateescape: bytes that are not UTF-8 are read (as lone surrogates) instead of raising
     # in the middle of the loop, so _utf8 reports their line like any other bad line.
-    with _opened(source, "r", errors="surrogateescape") if isinstance(source, Path) else _kept_open(source) as src:
+    # A stream the caller gave (standard input) is read, not closed.
+    with _opened(source, "r", errors="surrogateescape") if isinstance(source, Path) else nullcontext(source) as src:
         for number, line in enumerate(src, 1):
             if not line.strip():
                 continue
@@ -253,19 +257,6 @@ def _read_lines(source: Path | IO[str], limits: ImportLimits, *, allow_incomplet
         log.warning("%s: written by an earlier robotmem (%s, without the end record that newer exports "
                     "write last): whether it is complete cannot be checked", name, _FORMAT_WITHOUT_END)
     return records
-
-
-class _kept_open:
-    """A stream given by the caller (standard input): read, not closed."""
-
-    def __init__(self, stream: IO[str]) -> None:
-        self.stream = stream
-
-    def __enter__(self) -> IO[str]:
-        return self.stream
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _end_disagrees(part: _Part, end: dict[str, Any], number: int) -> list[str]:

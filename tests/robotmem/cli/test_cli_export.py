@@ -26,9 +26,9 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with Memory(path, embedder=None) as mem:
         sid = mem.start_session(context={"task": {"name": "push"}})["session_id"]
         for batch in range(8):
-            mem.save_perceptions([{"description": f"push {batch}.{i}: the cube slid 机器人", "perception_type": "tactile",
-                                   "data": {"f": [0.1 * j + i for j in range(100)]}, "session_id": sid}
-                                  for i in range(500)])
+            mem.save_perceptions([{"description": f"push {batch}.{i}: the cube slid 机器人",
+                                   "perception_type": "tactile", "session_id": sid,
+                                   "data": {"f": [0.1 * j + i for j in range(100)]}} for i in range(500)])
         mem.end_session(sid, outcome_score=0.5)
     return path
 

@@ -42,7 +42,8 @@ def _first_line_then_close(*argv: str) -> tuple[bytes, int, str]:
 
 
 @pytest.mark.parametrize("argv", [("session", "show", "{sid}"), ("--json", "session", "show", "{sid}"),
-                                  ("export", "/dev/stdout")], ids=["show", "json-show", "export"])
+                                  ("export", "/dev/stdout"), ("export", "-")],
+                         ids=["show", "json-show", "export", "export-dash"])
 def test_a_reader_closing_stdout_early_ends_quietly(long_episode: str, argv: tuple[str, ...]):
     first, code, err = _first_line_then_close(*(word.format(sid=long_episode) for word in argv))
     assert first.strip()

@@ -27,6 +27,7 @@ from ..errors import RobotMemError, StorageError
 __all__ = [
     "STORAGE_MESSAGE",
     "error_result",
+    "forget_traceback",
     "log_storage_failure",
     "ok_result",
     "result_for_argument_errors",
@@ -63,8 +64,36 @@ def log_storage_failure(what: str, exc: StorageError) -> None:
     log.error("%s: storage failure: %s", what, exc.message)
 
 
+def forget_traceback(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and of its causes once it has been answered and logged.
+
+    A traceback holds the frames it passed through, and so their locals: the call's
+    arguments. The exception is itself held by a frame on that traceback (anyio's worker
+    thread hands it over through one), so exception, traceback and frames form a cycle
+    that only the cyclic collector frees, at some later full collection. Measured: three
+    refused 45 MiB save_perception calls kept ~550 MB alive after they were answered.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    pending: list[BaseException] = []
+    while current is not None:
+        if id(current) not in seen:
+            seen.add(id(current))
+            current.__traceback__ = None
+            pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        current = pending.pop() if pending else None
+
+
 def result_for_exception(tool: str, exc: BaseException) -> CallToolResult:
-    """Translate anything a tool body raised into the wire error shape."""
+    """Translate anything a tool body raised into the wire error shape (``exc`` is consumed:
+    its traceback is dropped once logged)."""
+    try:
+        return _result_for_exception(tool, exc)
+    finally:
+        forget_traceback(exc)
+
+
+def _result_for_exception(tool: str, exc: BaseException) -> CallToolResult:
     if isinstance(exc, StorageError):
         log_storage_failure(f"tool {tool}", exc)
         # The advice (disk full, read-only, I/O error and what to do) names no paths or SQL.
@@ -81,8 +110,15 @@ def result_for_argument_errors(tool: str, exc: PydanticValidationError) -> CallT
     """Arguments that failed the tool's input schema (wrong type, missing) as a ``validation_error``.
 
     The first offending parameter becomes ``field``; the message lists every problem so a
-    client can fix all of them in one retry.
+    client can fix all of them in one retry. ``exc`` is consumed (see ``forget_traceback``).
     """
+    try:
+        return _result_for_argument_errors(tool, exc)
+    finally:
+        forget_traceback(exc)
+
+
+def _result_for_argument_errors(tool: str, exc: PydanticValidationError) -> CallToolResult:
     problems: list[tuple[str, str]] = []
     for err in exc.errors():
         loc = err.get("loc") or ()

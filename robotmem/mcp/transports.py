@@ -21,13 +21,25 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config
 from ..errors import ConfigError
+from .body_gate import LargeBodyGate, configure_heap
 from .http_guard import HttpGuard, is_loopback_host
 from .server import build_server
 
-__all__ = ["MCP_PATH", "check_http_binding", "configure_logging", "run_http", "run_stdio"]
+__all__ = [
+    "LARGE_BODY_BYTES",
+    "MCP_PATH",
+    "check_http_binding",
+    "configure_logging",
+    "request_body_limit",
+    "run_http",
+    "run_stdio",
+]
 
 log = logging.getLogger("robotmem.mcp")
 MCP_PATH = "/mcp"
+#: POST bodies over this many bytes are parsed one at a time (LargeBodyGate): a 1 MiB
+#: body costs ~7 MB as Python objects, so smaller ones run side by side freely.
+LARGE_BODY_BYTES = 1024 * 1024
 
 
 def configure_logging(level: int = logging.INFO) -> None:
@@ -68,9 +80,14 @@ def check_http_binding(host: str, token: str | None) -> None:
         )
 
 
-def _request_body_limit(config: Config) -> int:
-    # A payload of max_payload_bytes (msgpack) grows ~3x as JSON numbers; leave room for it
-    # so such a perception reaches Memory, which gives the clear "too large" error itself.
+def request_body_limit(config: Config) -> int:
+    """The largest POST body read: room for a payload of ``max_payload_bytes`` as JSON.
+
+    Numeric arrays are stored as 8-byte numbers; as JSON text a float64 takes 2 to 25
+    characters with its comma (``0,`` to ``-2.2250738585072014e-308,``): 19-20 for typical
+    full-precision readings (2.4-2.5x), at most 3.125x. 3x passes any realistic payload at
+    the limit, so Memory gives its clear "too large" error rather than a bare 413.
+    """
     return max(DEFAULT_MAX_REQUEST_BODY_SIZE, 3 * config.max_payload_bytes)
 
 
@@ -78,14 +95,17 @@ def build_http_app(config: Config, host: str, allowed_origins: Sequence[str] = (
     server = build_server(config)
     # The SDK's own Host/Origin checks are switched off: HttpGuard does both, for any bind
     # address, with our error bodies.
+    body_cap = request_body_limit(config)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
-        max_request_body_size=_request_body_limit(config),
+        max_request_body_size=body_cap,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+    # Outermost first: refused callers (token, Origin) never take the large-body slot.
+    gated = LargeBodyGate(app, threshold=LARGE_BODY_BYTES, body_cap=body_cap)
     return HttpGuard(
-        app, token=config.token, check_host=is_loopback_host(host), allowed_origins=allowed_origins
+        gated, token=config.token, check_host=is_loopback_host(host), allowed_origins=allowed_origins
     )
 
 
@@ -134,5 +154,6 @@ def run_http(config: Config, host: str, port: int, allowed_origins: Sequence[str
     )
     if not config.token:
         log.warning("no token configured: any local process can use this server (set ROBOTMEM_TOKEN)")
+    configure_heap()
     uvicorn_config = uvicorn.Config(app, log_level="info", access_log=False, lifespan="on")
     uvicorn.Server(uvicorn_config).run(sockets=[sock])

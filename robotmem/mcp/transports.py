@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..config import Config
 from ..errors import ConfigError
 from .body_gate import LargeBodyGate, configure_heap
+from .client_drops import DroppedClientGuard, install_dropped_client_filter
 from .http_guard import HttpGuard, is_loopback_host
 from .server import build_server
 
@@ -102,11 +103,13 @@ def build_http_app(config: Config, host: str, allowed_origins: Sequence[str] = (
         max_request_body_size=body_cap,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    # Outermost first: refused callers (token, Origin) never take the large-body slot.
+    # Outermost first: refused callers (token, Origin) never take the large-body slot; a
+    # dropped client's late response is swallowed before uvicorn sees it.
     gated = LargeBodyGate(app, threshold=LARGE_BODY_BYTES, body_cap=body_cap)
-    return HttpGuard(
+    guarded = HttpGuard(
         gated, token=config.token, check_host=is_loopback_host(host), allowed_origins=allowed_origins
     )
+    return DroppedClientGuard(guarded)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -154,6 +157,7 @@ def run_http(config: Config, host: str, port: int, allowed_origins: Sequence[str
     )
     if not config.token:
         log.warning("no token configured: any local process can use this server (set ROBOTMEM_TOKEN)")
+    install_dropped_client_filter()
     configure_heap()
     uvicorn_config = uvicorn.Config(app, log_level="info", access_log=False, lifespan="on")
     uvicorn.Server(uvicorn_config).run(sockets=[sock])

@@ -15,7 +15,10 @@ whatever the number of clients:
 * a request that waits longer than ``max_wait_s``, or finds ``max_waiting`` already
   waiting, gets 503 with ``Retry-After``, and can send again later;
 * a body declared larger than the cap passes straight on: the SDK refuses it with 413
-  without reading it.
+  without reading it;
+* a body that stalls (no bytes for ``body_idle_s``: a robot that lost its network
+  mid-upload leaves a half-open connection that may stay silent for hours) is dropped
+  with 408, so it cannot hold the slot.
 
 After a large request the heap is trimmed (glibc ``malloc_trim``) so the memory its
 objects took goes back to the system instead of staying with the process.
@@ -31,8 +34,9 @@ import math
 from collections.abc import Callable
 
 import anyio
+import anyio.lowlevel
 from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["LargeBodyGate", "configure_heap", "release_heap"]
 
@@ -99,6 +103,7 @@ class LargeBodyGate:
         body_cap: int,
         max_wait_s: float = 30.0,
         max_waiting: int = 8,
+        body_idle_s: float = 30.0,
         trim: Callable[[], object] = release_heap,
     ) -> None:
         self.app = app
@@ -106,6 +111,7 @@ class LargeBodyGate:
         self.body_cap = body_cap
         self.max_wait_s = max_wait_s
         self.max_waiting = max_waiting
+        self.body_idle_s = body_idle_s
         self._trim = trim
         self._slot: anyio.Lock | None = None  # made in the serving event loop, on first use
         self.waiting = 0
@@ -138,13 +144,37 @@ class LargeBodyGate:
         self.admitted += 1
         self.inside += 1
         self.most_inside = max(self.most_inside, self.inside)
+        stalled = False
         try:
-            await self.app(scope, receive, send)
+            with anyio.CancelScope() as app_scope:
+                body_done = False
+
+                async def receive_with_deadline() -> Message:
+                    # Only while the body comes in: afterwards the app's receive() waits for
+                    # a disconnect during the whole response, which is no stall.
+                    nonlocal body_done, stalled
+                    if body_done:
+                        return await receive()
+                    with anyio.move_on_after(self.body_idle_s):
+                        message = await receive()
+                        body_done = message["type"] != "http.request" or not message.get("more_body", False)
+                        return message
+                    stalled = True
+                    app_scope.cancel()  # the SDK is still reading the body: nothing was dispatched
+                    await anyio.lowlevel.checkpoint()
+                    raise AssertionError("unreachable: the scope was cancelled")  # pragma: no cover
+
+                await self.app(scope, receive_with_deadline, send)
         finally:
             self.inside -= 1
             self._slot.release()
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._trim)
+        if stalled:
+            log.warning("large request dropped: no body bytes for %g s (a stalled or vanished client)",
+                        self.body_idle_s)
+            await self._refuse(send, 408, "request_timeout",
+                               f"the request body stalled: no bytes for {self.body_idle_s:g} s", [])
 
     async def _take_slot(self, slot: anyio.Lock, send: Send) -> bool:
         """Wait for the slot; False (and a 503 sent) when the queue is full or the wait too long."""
@@ -175,15 +205,20 @@ class LargeBodyGate:
             "the server is parsing another large request; only one body over "
             f"{self.threshold} bytes is handled at a time. Retry after {retry_after} s."
         )
-        payload = json.dumps({"error": {"code": "busy", "field": None, "message": message}}).encode()
+        await self._refuse(send, 503, "busy", message, [(b"retry-after", str(retry_after).encode())])
+
+    @staticmethod
+    async def _refuse(send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]]) -> None:
+        payload = json.dumps({"error": {"code": code, "field": None, "message": message}}).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 503,
+                "status": status,
                 "headers": [
                     (b"content-type", b"application/json"),
                     (b"content-length", str(len(payload)).encode()),
-                    (b"retry-after", str(retry_after).encode()),
+                    (b"connection", b"close"),
+                    *extra,
                 ],
             }
         )

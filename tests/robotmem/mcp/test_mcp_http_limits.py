@@ -242,3 +242,25 @@ def test_forget_traceback_clears_causes_and_contexts() -> None:
     assert caught.__traceback__ is not None and caught.__cause__ is not None
     forget_traceback(caught)
     assert caught.__traceback__ is None and caught.__cause__.__traceback__ is None
+
+
+@pytest.mark.anyio
+async def test_a_stalled_large_body_is_dropped_with_408_and_frees_the_slot() -> None:
+    # A robot that loses its network mid-upload leaves a silent connection: it must not
+    # hold the one slot for large bodies.
+    inner = _SlowApp()
+    inner.release.set()
+    gate = _gate(inner, [], body_idle_s=0.2)
+
+    async def stalls() -> Any:
+        yield b"x" * 2000
+        await anyio.sleep(30)
+        yield b"never"
+
+    async with _client(gate) as client:
+        with anyio.fail_after(10):
+            stalled = await client.post("/mcp", content=stalls(), headers={"content-length": "5000"})
+            after = await client.post("/mcp", content=b"y" * 5000)
+    assert stalled.status_code == 408 and stalled.json()["error"]["code"] == "request_timeout"
+    assert after.status_code == 200 and after.text == "ok"
+    assert gate.admitted == 2 and gate.inside == 0

@@ -18,9 +18,6 @@ import base64
 import hashlib
 import json
 import logging
-import os
-import secrets
-import stat
 import time
 from collections import deque
 from collections.abc import Callable
@@ -36,6 +33,7 @@ from .import_checks import ImportLimits, check_memory, check_session
 from .search.embedding_state import EmbeddingState
 from .store.backend import Store, dialect_of
 from .store.rows import MEMORY_COLUMNS, OLD_RULE_COLUMNS, PROVISIONAL_PREFIX, is_provisional
+from .whole_file import opened_text, written_whole
 
 __all__ = ["export_jsonl", "import_jsonl", "reindex"]
 
@@ -54,104 +52,16 @@ def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
 
 
-def _opened(path: Path, mode: str, errors: str = "strict") -> IO[str]:
-    try:
-        return path.open(mode, encoding="utf-8", errors=errors)
-    except OSError as exc:
-        raise ValidationError(f"cannot open {path}: {exc.strerror or exc}", field="path") from exc
-
-
 def export_jsonl(db: Store, conn: Any, target: Path | IO[str], *, batch: int = 1000) -> dict[str, int]:
     """Write the store to ``target``: a path, or an open text stream (``robotmem export -``).
 
-    A path to a regular file (or to no file yet) is written as a temporary file beside it, flushed to
-    disk and renamed onto it, so the previous file is whole until the new one is: an export stopped
-    half-way leaves it as it was, and removes its temporary file when it can (any exception, Ctrl-C;
-    not SIGKILL or a power cut, which leave a ``.NAME.*.tmp`` beside it). A symlink, a device or a
-    pipe (``/dev/stdout``) is written in place. Either way the last line is the end record
-    (``"kind": "end"``, with the counts written), so import refuses a file cut short."""
+    A path replaces the file only once the export is written whole (whole_file.written_whole: an
+    export stopped half-way leaves the previous backup as it was). Either way the last line is the
+    end record (``"kind": "end"``, with the counts written), so import refuses a file cut short."""
     if not isinstance(target, Path):
         return _write_export(db, conn, target, batch)
-    try:
-        st = os.lstat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise ValidationError(f"cannot open {target}: {exc.strerror or exc}", field="path") from exc
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        with _opened(target, "w") as out:  # a symlink, a device, a pipe, a directory (refused by open)
-            return _write_export(db, conn, out, batch)
-    if st is not None and not os.access(target, os.W_OK):
-        # As open() would: replacing it by rename would overwrite a file its owner made read-only.
-        raise ValidationError(f"cannot open {target}: Permission denied", field="path")
-    try:
-        fd, temp = _temp_beside(target)
-    except OSError as exc:
-        if st is None or not isinstance(exc, PermissionError):
-            raise ValidationError(f"cannot open {target}: {exc.strerror or exc}", field="path") from exc
-        # A writable file in a directory this user cannot create files in: written in place, as before.
-        log.warning("%s: cannot create a temporary file beside it (%s): writing it in place, so an export "
-                    "stopped half-way leaves it cut short (import refuses it then)", target, exc.strerror or exc)
-        with _opened(target, "w") as out:
-            return _write_export(db, conn, out, batch)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
-            if st is not None:
-                _same_owner_and_mode(out.fileno(), st)
-            counts = _write_export(db, conn, out, batch)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
-    except BaseException as exc:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise ValidationError(f"cannot write {target}: {exc.strerror or exc}", field="path") from exc
-        raise
-    _sync_directory(target.parent)
-    return counts
-
-
-def _temp_beside(target: Path) -> tuple[int, str]:
-    """A new file in the destination's directory (os.replace renames only within one file system),
-    created as open() would create the destination: mode 0666 less the umask."""
-    for _ in range(100):
-        temp = os.path.join(target.parent, f".{target.name}.{secrets.token_hex(4)}.tmp")
-        try:
-            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666), temp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name beside {target}")
-
-
-def _same_owner_and_mode(fd: int, st: os.stat_result) -> None:
-    """The file replacing an existing one keeps its permissions (and its owner and group, where
-    this user may give them: root, or a group it is in)."""
-    try:
-        os.chmod(fd, stat.S_IMODE(st.st_mode))
-    except (OSError, NotImplementedError):
-        pass
-    if hasattr(os, "fchown"):
-        try:
-            os.fchown(fd, st.st_uid, st.st_gid)
-        except OSError:
-            pass
-
-
-def _sync_directory(directory: Path) -> None:
-    """The rename on disk too (POSIX: a directory is synced through a descriptor of its own)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with written_whole(target) as out:
+        return _write_export(db, conn, out, batch)
 
 
 def _write_export(db: Store, conn: Any, out: IO[str], batch: int) -> dict[str, int]:
@@ -208,7 +118,7 @@ def _read_lines(source: Path | IO[str], limits: ImportLimits, *,
     # surrogateescape: bytes that are not UTF-8 are read (as lone surrogates) instead of raising
     # in the middle of the loop, so _utf8 reports their line like any other bad line.
     # A stream the caller gave (standard input) is read, not closed.
-    with _opened(source, "r", errors="surrogateescape") if isinstance(source, Path) else nullcontext(source) as src:
+    with opened_text(source, "r", errors="surrogateescape") if isinstance(source, Path) else nullcontext(source) as src:
         for number, line in enumerate(src, 1):
             if not line.strip():
                 continue

@@ -234,8 +234,11 @@ class Memory:
         return found
 
     def _reinforce_duplicate(self, conn: Any, existing: int, now: float) -> dict[str, Any]:
+        # The repeat is worth what the fact learned fresh would be (initial_confidence): confirming
+        # a fact never leaves it less recallable than learning it again (docs/consolidation.md).
         self._db.reinforce(conn, existing, now, step=self.config.reinforce_step,
-                           ceiling=self.config.max_confidence, half_life_s=self._half_life_s)
+                           ceiling=self.config.max_confidence, half_life_s=self._half_life_s,
+                           fresh=self.config.initial_confidence)
         return {"memory_id": existing, "status": "duplicate"}
 
     # -- perceptions -----------------------------------------------------------------

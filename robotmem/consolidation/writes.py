@@ -16,7 +16,7 @@ import apsw
 
 from ..context import canonical_json, load_stored_json
 from ..store.backend import dialect_of
-from ..store.decay import effective_confidence_sql
+from ..store.decay import effective_confidence, effective_confidence_sql
 from .plan import Absorption
 from .pool import FactRow
 
@@ -71,6 +71,8 @@ class _Current:
     last_seen: float
     absorbed: list[int]
     basis: str
+    confidence: float
+    reinforced_at: float
 
 
 def fact_basis(content: str, context: Any) -> str:
@@ -96,17 +98,18 @@ def _current_rows(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, _Curre
         # Locked in id order: another writer's change waits for this merge (or this one for it).
         rows = conn.execute(
             "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed::text, content, "
-            "context::text FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE",
+            "context::text, confidence, reinforced_at FROM memories WHERE id = ANY(?) ORDER BY id FOR UPDATE",
             (sorted(set(ids)),),
         )
     else:
         rows = conn.execute(
-            "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed, content, json(context) "
-            "FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+            "SELECT id, status, protected, evidence_count, first_seen, last_seen, absorbed, content, json(context), "
+            "confidence, reinforced_at FROM memories WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps(sorted(set(ids))),),
         )
     return {r[0]: _Current(r[1], bool(r[2]), int(r[3]), float(r[4]), float(r[5]), json.loads(r[6]),
-                           fact_basis(r[7], load_stored_json(r[8]) if r[8] else {})) for r in rows}
+                           fact_basis(r[7], load_stored_json(r[8]) if r[8] else {}), float(r[9]), float(r[10]))
+            for r in rows}
 
 
 def _still_valid(plan: list[Absorption], current: dict[int, _Current]) -> list[Absorption]:
@@ -141,8 +144,10 @@ def apply_absorptions(
     """Supersede the sources, point them (and what they had absorbed) at the target, reinforce the target.
 
     The target gains the sources' evidence, their ids (each followed by what it had
-    absorbed), the widest first/last seen, and confidence: decayed to ``now`` plus
-    ``step`` per unit of evidence gained, capped at ``ceiling``; its decay clock restarts.
+    absorbed), the widest first/last seen, and confidence
+    ``min(ceiling, max(its own decayed to now, the sources' best decayed to now) + step * evidence
+    gained)`` (store.decay.reinforced_confidence): a fact confirmed is never less recallable than
+    the fresh copy was. Its decay clock restarts at ``now`` but never moves back.
     """
     if not plan:
         return MergeCounts(0, 0)
@@ -161,8 +166,9 @@ def apply_absorptions(
             absorbed += [source, *current[source].absorbed]
             pairs += [[moved, target] for moved in (source, *current[source].absorbed)]
         rows = [current[s] for s in sources]
+        fresh = max(effective_confidence(r.confidence, r.reinforced_at, False, now, half_life_s) for r in rows)
         targets.append([target, sum(r.evidence for r in rows), min(r.first_seen for r in rows),
-                        max(r.last_seen for r in rows), json.dumps(absorbed)])
+                        max(r.last_seen for r in rows), json.dumps(absorbed), fresh])
     _supersede(conn, pairs, now)
     _reinforce_targets(conn, targets, now, step=step, ceiling=ceiling, half_life_s=half_life_s)
     return MergeCounts(merged=merged, reinforced=len(reinforced))
@@ -199,13 +205,13 @@ def _reinforce_targets(
     least, greatest = ("least", "greatest") if pg else ("min", "max")
     conn.execute(
         "UPDATE memories SET "
-        f"confidence = {least}(?, {decayed} + ? * j.ev), "
-        "reinforced_at = ?, evidence_count = memories.evidence_count + j.ev, "
+        f"confidence = {least}(?, {greatest}({decayed}, j.fresh) + ? * j.ev), "
+        f"reinforced_at = {greatest}(memories.reinforced_at, ?), evidence_count = memories.evidence_count + j.ev, "
         f"first_seen = {least}(memories.first_seen, j.fs), last_seen = {greatest}(memories.last_seen, j.ls), "
         "absorbed = j.absorbed, status = 'active', updated_at = ? "
         f"FROM (SELECT {_field(conn, 0, 'bigint')} AS id, {_field(conn, 1, 'integer')} AS ev, "
         f"{_field(conn, 2, 'float8')} AS fs, {_field(conn, 3, 'float8')} AS ls, "
-        f"{_field(conn, 4, 'jsonb')} AS absorbed FROM {_elements(conn)}) AS j "
+        f"{_field(conn, 4, 'jsonb')} AS absorbed, {_field(conn, 5, 'float8')} AS fresh FROM {_elements(conn)}) AS j "
         "WHERE memories.id = j.id",
         (ceiling, *decay_params, step, now, now, json.dumps(rows)),
     )

@@ -23,6 +23,7 @@ __all__ = [
     "decayed_confidence",
     "effective_confidence",
     "effective_confidence_sql",
+    "reinforced_confidence",
 ]
 
 
@@ -150,3 +151,12 @@ def effective_confidence(
 ) -> float:
     """The decayed confidence of one row."""
     return float(decay_law(NUMPY_OPS, confidence, reinforced_at, bool(protected), now, half_life_s))
+
+
+def reinforced_confidence(decayed: float, fresh: float, *, step: float, evidence: int, ceiling: float) -> float:
+    """Confidence after reinforcement: ``min(ceiling, max(decayed, fresh) + step * evidence)``.
+
+    ``decayed`` is the survivor's confidence at the reinforcing clock, ``fresh`` what the new
+    evidence is worth on its own (a fresh fact's confidence): confirming a fact never leaves it
+    below what learning it fresh would have. The SQL statements of both stores apply this rule."""
+    return min(ceiling, max(decayed, fresh) + step * evidence)

@@ -153,15 +153,17 @@ def find_duplicate(conn: apsw.Connection, collection: str, content_hash: str) ->
 
 def reinforce(
     conn: apsw.Connection, memory_id: int, now: float, *, step: float, ceiling: float, half_life_s: float,
-    evidence: int = 1,
+    fresh: float, evidence: int = 1,
 ) -> None:
-    """Repeated evidence: decay to now, raise confidence toward the ceiling, restart the clock."""
+    """Repeated evidence: ``min(ceiling, max(decayed to now, fresh) + step * evidence)``
+    (store.decay.reinforced_confidence); the clock restarts at ``now`` but never moves back
+    (a clock behind the row's ``reinforced_at`` leaves it, and does not decay the row)."""
     decayed, decay_params = effective_confidence_sql(now, half_life_s)
     conn.execute(
-        f"UPDATE memories AS m SET confidence = min(?, {decayed} + ?), "
-        "reinforced_at = ?, last_seen = max(last_seen, ?), evidence_count = evidence_count + ?, "
+        f"UPDATE memories AS m SET confidence = min(?, max({decayed}, ?) + ?), "
+        "reinforced_at = max(reinforced_at, ?), last_seen = max(last_seen, ?), evidence_count = evidence_count + ?, "
         "status = CASE status WHEN 'archived' THEN 'active' ELSE status END, updated_at = ? WHERE id = ?",
-        (ceiling, *decay_params, step * evidence, now, now, evidence, now, memory_id),
+        (ceiling, *decay_params, fresh, step * evidence, now, now, evidence, now, memory_id),
     )
 
 

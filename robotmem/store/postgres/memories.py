@@ -217,14 +217,16 @@ def find_duplicate(conn: PgConnection, collection: str, content_hash: str) -> in
 
 def reinforce(
     conn: PgConnection, memory_id: int, now: float, *, step: float, ceiling: float, half_life_s: float,
-    evidence: int = 1,
+    fresh: float, evidence: int = 1,
 ) -> None:
+    """As robotmem.store.memories.reinforce: never below ``fresh`` + step, ``reinforced_at`` never moves back."""
     decayed, decay_params = effective_confidence_sql(now, half_life_s)
     conn.execute(
-        f"UPDATE memories AS m SET confidence = least(?::float8, {decayed} + ?::float8), "
-        "reinforced_at = ?, last_seen = greatest(last_seen, ?), evidence_count = evidence_count + ?, "
+        f"UPDATE memories AS m SET confidence = least(?::float8, greatest({decayed}, ?::float8) + ?::float8), "
+        "reinforced_at = greatest(reinforced_at, ?::float8), last_seen = greatest(last_seen, ?), "
+        "evidence_count = evidence_count + ?, "
         "status = CASE status WHEN 'archived' THEN 'active' ELSE status END, updated_at = ? WHERE id = ?",
-        (ceiling, *decay_params, step * evidence, now, now, evidence, now, memory_id),
+        (ceiling, *decay_params, fresh, step * evidence, now, now, evidence, now, memory_id),
     )
 
 

@@ -33,6 +33,7 @@ from .search.leaf_columns import LeafColumns
 from .search.recall import RecallEngine
 from .search.request import build_request
 from .store.backend import Store, open_store
+from .store.clockwatch import ClockWatch
 from .store.memories import NewMemory
 from .store.pipeline import Later, PipelinedWrites
 from .store.rows import HIT_COLUMNS, row_to_record
@@ -109,6 +110,8 @@ class Memory:
         self._db: Store = open_store(self.config.store_location, busy_timeout_ms=self.config.busy_timeout_ms)
         try:
             self._db.migrate()
+            # One index lookup: the newest time the store holds, against which readings are checked.
+            self._clock_watch = ClockWatch(self._newest_stamp())
         except BaseException:
             self._db.close()
             raise
@@ -153,8 +156,20 @@ class Memory:
         return self._engine
 
     def now(self) -> float:
-        """The clock's reading, checked: every call reads it before it writes anything."""
-        return validation.clock_reading(self._clock())
+        """The clock's reading, checked: every call reads it before it writes anything. A reading
+        from a clock never set, or far behind the newest time the store holds, is logged once
+        (robotmem.store.clockwatch); it is used as it is."""
+        reading = validation.clock_reading(self._clock())
+        self._clock_watch.check(reading)
+        return reading
+
+    def _newest_stamp(self) -> float | None:
+        """The newest time on the newest memory (by id: one index lookup), for ClockWatch."""
+        with self._db.read() as conn:
+            row = conn.execute(
+                "SELECT created_at, updated_at, reinforced_at FROM memories "
+                "WHERE id = (SELECT max(id) FROM memories)").fetchone()
+        return None if row is None else max(float(v) for v in row)
 
     def close(self) -> None:
         failure: BaseException | None = None

@@ -2,7 +2,8 @@
 
 A memory stores ``confidence`` as of ``reinforced_at``; what it is worth at ``now`` is
 ``confidence * 2^(-max(0, now - reinforced_at) / half_life)``, and protected memories do
-not decay. SQL filters and updates need the law inside statements; the vector index and
+not decay; nor does a memory an unset clock stamped (``reinforced_at`` before
+PLAUSIBLE_SINCE) until consolidation brings its stamp to the present. SQL filters and updates need the law inside statements; the vector index and
 row reads need it in Python. :func:`decay_law` states it once over an operations namespace,
 and each rendering supplies the operations, so the two cannot drift apart.
 """
@@ -15,7 +16,9 @@ from typing import Any, Protocol
 import numpy as np
 
 __all__ = [
+    "FUTURE_TOLERANCE_S",
     "NUMPY_OPS",
+    "PLAUSIBLE_SINCE",
     "SQL_OPS",
     "Ops",
     "Sql",
@@ -25,6 +28,15 @@ __all__ = [
     "effective_confidence_sql",
     "reinforced_confidence",
 ]
+
+#: A clock reading before 2020-01-01T00:00:00Z comes from a clock that was never set (an
+#: RTC lost at boot reads 1970): it ages and archives nothing, and what it stamps is brought
+#: to the present by the first consolidation pass under a set clock (docs/consolidation.md).
+PLAUSIBLE_SINCE = 1_577_836_800.0
+
+#: A ``reinforced_at`` more than this far ahead of a set clock was stamped by a clock that ran
+#: ahead (NTP a year off for an episode) and is brought back to the clock's reading.
+FUTURE_TOLERANCE_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -126,7 +138,11 @@ NUMPY_OPS = NumpyOps()
 
 
 def decay_law(ops: Ops, confidence: Any, reinforced_at: Any, protected: Any, now: Any, half_life_s: Any) -> Any:
-    return ops.where(protected, confidence, confidence * ops.exp2(-ops.clamp0(now - reinforced_at) / half_life_s))
+    """``confidence * 2^(-age / half_life)``, age = ``max(0, now - reinforced_at)``; a memory stamped
+    by an unset clock (``reinforced_at`` before PLAUSIBLE_SINCE) has age 0 until consolidation
+    restamps it, and a protected one does not decay."""
+    age = ops.where(reinforced_at >= PLAUSIBLE_SINCE, ops.clamp0(now - reinforced_at), ops.value(0.0))
+    return ops.where(protected, confidence, confidence * ops.exp2(-age / half_life_s))
 
 
 def effective_confidence_sql(

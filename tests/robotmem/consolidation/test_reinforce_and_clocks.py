@@ -4,13 +4,17 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from conftest import DAY, Episode
 
 from robotmem import Memory
-from robotmem.store.decay import reinforced_confidence
+from robotmem.consolidation.decay import CLOCK_QUORUM
+from robotmem.store.decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE, reinforced_confidence
 
 CTX = {"robot": {"id": "arm-1"}, "task": {"name": "pick"}}
+YEAR = 365 * DAY
 BOOT_1970 = 95.0  # an RTC lost at boot
 
 
@@ -82,3 +86,89 @@ def test_a_repeat_under_a_1970_clock_does_not_move_reinforced_at_back(mem: Memor
     mem.save_perception("camera frame of the table", session_id=sid)
     assert mem.end_session(sid)["archived"] == 0
     assert mem.get(fact)["status"] == "active" and mem.get(fact)["confidence"] > 0.98
+
+
+def test_a_fact_learned_under_a_1970_clock_survives_the_sync(db_path, clock) -> None:
+    clock.now = 120.0
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        fact = mem.learn("the left gripper pad is worn", CTX, session_id=sid)["memory_id"]
+        clock.advance(200 * DAY)  # still 1970: an unset clock archives nothing
+        assert mem.end_session(sid)["archived"] == 0
+        clock.now = 1_800_000_000.0  # NTP sync
+        assert fact in recalled(mem, "left gripper pad worn")  # an unset clock's stamp has no age
+        sid = mem.start_session()["session_id"]
+        mem.save_perception("camera frame of the table", session_id=sid)
+        assert mem.end_session(sid)["archived"] == 0
+        record = mem.get(fact)
+        assert record["status"] == "active" and record["reinforced_at"] == clock.now
+        assert record["confidence"] == pytest.approx(0.8)
+        clock.advance(30 * DAY)  # and it decays from the sync on
+        assert mem.get(fact)["confidence"] == pytest.approx(0.4)
+
+
+def test_an_unset_clock_neither_restores_nor_archives(mem: Memory, clock) -> None:
+    gone = mem.learn("the old charger was in bay 1", CTX)["memory_id"]
+    clock.advance(200 * DAY)  # 0.8 * 2^(-200/30) < archive_floor
+    kept = mem.learn("the charger is in bay 3", CTX)["memory_id"]
+    sid = mem.start_session()["session_id"]
+    assert mem.end_session(sid)["archived"] == 1
+    real = clock.now
+    clock.now = BOOT_1970  # every stamp is ahead of this clock: nothing looks aged to it
+    sid = mem.start_session()["session_id"]
+    assert mem.end_session(sid)["archived"] == 0
+    assert mem.get(gone)["status"] == "archived" and mem.get(kept)["status"] == "active"
+    assert mem.get(kept)["reinforced_at"] == real
+
+
+def test_a_year_ahead_for_one_episode_does_no_lasting_damage(mem: Memory, clock, caplog) -> None:
+    fact = establish(mem, "the conveyor stops at noon for cleaning")
+    clock.advance(YEAR)  # NTP a year ahead
+    sid = mem.start_session()["session_id"]
+    assert mem.learn("the conveyor stops at noon for cleaning", CTX, session_id=sid)["status"] == "duplicate"
+    dock = mem.learn("the charging dock moved to bay 3", CTX, session_id=sid)["memory_id"]
+    mem.end_session(sid)
+    # Decayed by a year (to ~0) but confirmed: worth a fresh fact plus the step, not 0.1.
+    assert mem.get(fact)["confidence"] == pytest.approx(0.9)
+    clock.advance(-YEAR)  # corrected
+    sid = mem.start_session()["session_id"]
+    mem.save_perception("camera frame of the table", session_id=sid)
+    with caplog.at_level(logging.WARNING, logger="robotmem"):
+        assert mem.end_session(sid)["archived"] == 0
+    assert any("2 memories" in r.getMessage() and "wrong clock" in r.getMessage() for r in caplog.records)
+    for memory_id, confidence in ((fact, 0.9), (dock, 0.8)):
+        record = mem.get(memory_id)
+        assert record["reinforced_at"] == clock.now and record["confidence"] == pytest.approx(confidence)
+    clock.advance(30 * DAY)  # both decay from the correction on, not a year later
+    assert mem.get(dock)["confidence"] == pytest.approx(0.4)
+    assert mem.get(fact)["confidence"] == pytest.approx(0.45)
+
+
+def test_a_clock_set_back_behind_most_of_the_collection_restamps_and_archives_nothing(mem: Memory, clock) -> None:
+    ids = [mem.learn(f"shelf {i} holds the spare grippers", CTX)["memory_id"] for i in range(CLOCK_QUORUM)]
+    stamps = {i: mem.get(i)["reinforced_at"] for i in ids}
+    clock.advance(-2 * YEAR)  # reset to a firmware date after 2020 but behind the store
+    assert clock.now >= PLAUSIBLE_SINCE and clock.now + FUTURE_TOLERANCE_S < min(stamps.values())
+    sid = mem.start_session()["session_id"]
+    mem.save_perception("camera frame of the table", session_id=sid)
+    assert mem.end_session(sid)["archived"] == 0
+    assert {i: mem.get(i)["reinforced_at"] for i in ids} == stamps
+
+
+def test_an_unset_or_set_back_clock_is_warned_about_once_with_the_numbers(mem: Memory, clock, caplog) -> None:
+    mem.learn("the left gripper pad is worn", CTX)
+    real = clock.now
+    with caplog.at_level(logging.WARNING, logger="robotmem"):
+        clock.now = BOOT_1970
+        mem.learn("the right gripper pad is worn", CTX)
+        mem.recall("gripper pad")
+        clock.now = real  # set
+        mem.recall("gripper pad")
+        clock.now = real - 10 * DAY  # set back ten days
+        mem.recall("gripper pad")
+        mem.recall("gripper pad")
+    messages = [r.getMessage() for r in caplog.records if "the clock reads" in r.getMessage()]
+    assert len(messages) == 2
+    assert "95.000" in messages[0] and "never set" in messages[0]
+    assert f"{real - 10 * DAY:.3f}" in messages[1] and "10.0 days behind" in messages[1]
+    assert f"{real:.3f}" in messages[1]

@@ -24,7 +24,7 @@ from robotmem.store.connection import Database
 from robotmem.store.migrations import migrate
 
 HALF_LIFE_S = 1000.0
-NOW = 10_000.0
+NOW = 1_800_010_000.0  # a set clock: stamps before 2020 are an unset clock's (store.decay.PLAUSIBLE_SINCE)
 DIM = 4
 MODEL = "test-model"
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from robotmem.store.decay import (
+    PLAUSIBLE_SINCE,
     decayed_confidence,
     effective_confidence,
     effective_confidence_sql,
@@ -26,7 +27,9 @@ rows = st.lists(
 
 
 def by_hand(c0: float, reinforced_at: float, protected: bool, now: float, half_life_s: float) -> float:
-    return c0 if protected else c0 * math.pow(2.0, -max(0.0, now - reinforced_at) / half_life_s)
+    # A stamp from an unset clock (before 2020) has age 0 until consolidation restamps it.
+    age = max(0.0, now - reinforced_at) if reinforced_at >= PLAUSIBLE_SINCE else 0.0
+    return c0 if protected else c0 * math.pow(2.0, -age / half_life_s)
 
 
 @settings(max_examples=150, deadline=None)

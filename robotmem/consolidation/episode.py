@@ -18,6 +18,8 @@ from ..embeddings.base import Embedder
 from ..errors import NotFoundError
 from ..search.recall import RecallEngine
 from ..store.backend import Store
+from ..search.vector_index import VectorIndex
+from .candidates import indexed_earlier
 from .decay import decay_pass
 from .plan import Absorption, MergeRules, absorptions, group_episode, match_earlier
 from .reads import NOT_ENDED, earlier_facts, episode_facts
@@ -54,15 +56,27 @@ class Settings:
 
 
 def plan_session(
-    conn: apsw.Connection, session_id: str, collection: str, ended_at: float, settings: Settings
+    conn: apsw.Connection, session_id: str, collection: str, ended_at: float, settings: Settings,
+    mirror: VectorIndex | None = None, *, exhaustive: bool = False,
 ) -> list[Absorption]:
-    """What the session's facts merge into: each other, or facts of sessions that ended before ``ended_at``."""
+    """What the session's facts merge into: each other, or facts of sessions that ended before ``ended_at``.
+
+    Only the earlier facts that qualify with one of the episode's groups are loaded and scored
+    (candidates.py), when every vector the rule could compare can be searched: through
+    ``mirror`` (the collection's vector mirror of the settings' model, SQLite), or because there
+    is no model. Otherwise, or with ``exhaustive``, every earlier fact of the same
+    robot/task/success is loaded and scored (the reference: the plans are the same).
+    """
     episode = episode_facts(conn, session_id, settings.model_id, settings.dim)
     if not len(episode):
         return []
     groups = group_episode(episode, settings.rules)
-    earlier = earlier_facts(conn, collection, session_id, ended_at, [r.id for r in episode.rows],
-                            settings.model_id, settings.dim)
+    if not exhaustive and (mirror is not None or settings.model_id is None):
+        earlier = indexed_earlier(conn, mirror, episode, groups, settings.rules, collection, session_id, ended_at,
+                                  settings.model_id, settings.dim)
+    else:
+        earlier = earlier_facts(conn, collection, session_id, ended_at, [r.id for r in episode.rows],
+                                settings.model_id, settings.dim)
     matches = match_earlier(episode, groups, earlier, settings.rules)
     return with_basis(absorptions(episode, groups, matches, earlier), [*episode.rows, *earlier.rows])
 
@@ -80,7 +94,8 @@ def end_session(
         session = _require_session(db, conn, session_id)
         if session["status"] == "ended":
             return _already_ended(session)
-        plan = plan_session(conn, session_id, session["collection"], NOT_ENDED, settings)
+        mirror = engine.vector_mirror(conn, session["collection"], settings.model_id, settings.dim)
+        plan = plan_session(conn, session_id, session["collection"], NOT_ENDED, settings, mirror)
         related = find_related(engine, conn, session, now, settings.model_id, settings.dim)
 
     def close(conn: Any) -> dict[str, Any]:

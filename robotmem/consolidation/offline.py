@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..store.backend import Store
+from ..search.vector_index import VectorIndex
+from ..store.backend import Store, dialect_of
 from .decay import decay_pass
 from .episode import Settings, apply_plan, plan_session
 from .writes import attach_outcome
@@ -49,9 +50,13 @@ def consolidate_ended(
                               "merged": 0, "reinforced": 0, "decayed": 0, "archived": 0}
     if progress is not None:
         progress(0, len(sessions))
+    mirrors: dict[str, VectorIndex] = {}  # one per collection, loaded once and kept current
     for done, (session_id, coll, ended_at, score) in enumerate(sessions, 1):
         with db.read() as conn:
-            plan = plan_session(conn, session_id, coll, ended_at, settings)
+            mirror = None
+            if settings.model_id is not None and settings.dim is not None and dialect_of(conn) == "sqlite":
+                mirror = mirrors.setdefault(coll, VectorIndex(coll, settings.model_id, settings.dim))
+            plan = plan_session(conn, session_id, coll, ended_at, settings, mirror)
         with db.write() as conn:
             if score is not None:
                 attach_outcome(conn, session_id, score, now)

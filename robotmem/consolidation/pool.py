@@ -123,7 +123,13 @@ def pair_scores(
     """
     ai, bi = np.asarray(a_idx, dtype=np.int64), np.asarray(b_idx, dtype=np.int64)
     both = np.outer(a.has_vector[ai], b.has_vector[bi])
-    cos = np.where(both, a.vectors[ai] @ b.vectors[bi].T, np.float32(-1.0))
+    # In float64, rounded to float32: a float32 product's last bit depends on the matrices' shapes
+    # (BLAS kernels, SIMD remainders), and the indexed plan scores a pair inside a smaller matrix
+    # than the exhaustive one. Products of float32 are exact in float64 and the sum's rounding
+    # error stays far below float32's, so every pair gets the same cosine in both, and equally
+    # similar partners tie (then the earlier one wins) in both.
+    product = (a.vectors[ai].astype(np.float64) @ b.vectors[bi].astype(np.float64).T).astype(np.float32)
+    cos = np.where(both, product, np.float32(-1.0))
     jac = _jaccard([a.signatures[i] for i in a_idx], [b.signatures[i] for i in b_idx])
     numbering: dict[Hashable, int] = {}
     bucket_a = np.array([numbering.setdefault(a.bucket_keys[i], len(numbering)) for i in a_idx])

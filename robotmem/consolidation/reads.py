@@ -15,7 +15,7 @@ import apsw
 from ..store.backend import as_vector_bytes, dialect_of
 from .pool import FactPool
 
-__all__ = ["NOT_ENDED", "earlier_facts", "episode_facts"]
+__all__ = ["NOT_ENDED", "earlier_facts", "earlier_texts", "episode_facts"]
 
 #: Cut-off for "earlier" when the session being consolidated has not ended yet.
 NOT_ENDED = float("inf")
@@ -46,24 +46,45 @@ def episode_facts(conn: apsw.Connection, session_id: str, model_id: str | None, 
 
 def earlier_facts(
     conn: apsw.Connection, collection: str, session_id: str, ended_at: float, episode_ids: list[int],
-    model_id: str | None, dim: int | None,
+    model_id: str | None, dim: int | None, *, only: list[int] | None = None,
 ) -> FactPool:
     """Facts that may absorb the episode's: same collection, unprotected, active or archived,
     from sessions that ended before this one (``ended_at``; ties broken by id) or from no
     session, and sharing robot.id / task.name / task.success with some episode fact.
 
     The identity columns are compared as JSON text produced by SQLite on both sides, so
-    the pre-filter is exact; the full context rule runs afterwards in Python.
+    the pre-filter is exact; the full context rule runs afterwards in Python. ``only``:
+    just these ids among them (the candidates of the indexed plan), in the same order.
     """
+    sql, params = _earlier_query(conn, f"{_columns(conn)} FROM memories m {_VECTOR_JOIN}", (model_id,), collection,
+                                 session_id, ended_at, episode_ids, only)
+    return _pool(conn.execute(sql, params).fetchall(), dim)
+
+
+def earlier_texts(
+    conn: apsw.Connection, collection: str, session_id: str, ended_at: float, episode_ids: list[int],
+) -> list[tuple[int, str]]:
+    """(id, content) of the facts :func:`earlier_facts` returns, in its order: what the indexed
+    plan scans for the word rule (no context to parse, no vector to read)."""
+    sql, params = _earlier_query(conn, "m.id, m.content FROM memories m", (), collection, session_id, ended_at,
+                                 episode_ids, None)
+    return [(int(r[0]), str(r[1])) for r in conn.execute(sql, params)]
+
+
+def _earlier_query(
+    conn: apsw.Connection, select: str, select_params: tuple[Any, ...], collection: str, session_id: str, ended_at: float, episode_ids: list[int],
+    only: list[int] | None,
+) -> tuple[str, tuple[Any, ...]]:
     cutoff = _finite(ended_at)
     sql = _EARLIER[dialect_of(conn)]
-    rows = conn.execute(
+    among = "" if only is None else f"AND m.id IN ({sql['ids']})"
+    return (
         f"""
         WITH keys(robot, task, success) AS (
             SELECT DISTINCT {sql["robot"].format(t="x")}, {sql["task"].format(t="x")}, {sql["success"].format(t="x")}
             FROM memories x WHERE x.id IN ({sql["ids"]})
         )
-        SELECT {_columns(conn)} FROM memories m {_VECTOR_JOIN}
+        SELECT {select}
         LEFT JOIN sessions s ON s.id = m.session_id
         WHERE m.collection = ? AND m.type = 'fact' AND m.status IN ('active', 'archived') AND NOT m.protected
           AND (
@@ -76,11 +97,12 @@ def earlier_facts(
               AND ({sql["task"].format(t="m")}) {sql["same"]} k.task
               AND ({sql["success"].format(t="m")}) {sql["same"]} k.success
           )
+          {among}
         ORDER BY m.first_seen, m.id
         """,
-        (sql["ids_param"](episode_ids), model_id, collection, cutoff, session_id, cutoff, cutoff, session_id),
-    ).fetchall()
-    return _pool(rows, dim)
+        (sql["ids_param"](episode_ids), *select_params, collection, cutoff, session_id, cutoff, cutoff, session_id,
+         *(() if only is None else (sql["ids_param"](only),))),
+    )
 
 
 # The identity values as JSON on both sides (exact), in each store's dialect.

@@ -9,6 +9,7 @@ from typing import Any
 import apsw
 import numpy as np
 
+from ..store.backend import dialect_of
 from ..store.decay import effective_confidence_sql
 from ..store.rows import hits_sql, row_to_record
 from . import sql
@@ -18,6 +19,7 @@ from .fusion import Fused, fuse, fuse_more, order_score
 from .relevance import NARROW_ROWS, informative_tokens
 from .request import RecallRequest
 from .spatial import distance_key, nearest_sqlite
+from .vector_index import VectorIndex
 from .vectors import EarlyProbe, VectorSearch, filter_source
 
 __all__ = ["RecallEngine", "VectorSide"]
@@ -69,6 +71,15 @@ class RecallEngine:
         folder = index_folder(db.path) if getattr(db, "kind", "sqlite") == "sqlite" else None
         self._vectors = VectorSearch(folder, half_life_s=half_life_s, min_similarity=min_similarity,
                                      db=db if folder is not None else None)
+
+    def vector_mirror(
+        self, conn: Any, collection: str, model_id: str | None, dim: int | None
+    ) -> VectorIndex | None:
+        """The in-process exact mirror of a collection's vectors of one model (SQLite stores only;
+        None on PostgreSQL or without a model), shared with recall: consolidation's candidate search."""
+        if model_id is None or dim is None or dialect_of(conn) != "sqlite":
+            return None
+        return self._vectors.mirror(collection, model_id, dim)
 
     def recall(
         self, req: RecallRequest, now: float, query_vector: np.ndarray | None, model_id: str | None

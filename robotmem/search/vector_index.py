@@ -176,6 +176,23 @@ class VectorIndex:
         with self._lock:
             return cosines(self._matrix[: self._size], query)
 
+    def near_any(self, queries: np.ndarray, memory_ids: np.ndarray, threshold: float) -> np.ndarray:
+        """The ids among ``memory_ids`` whose vector has a cosine of at least ``threshold`` with any
+        of ``queries`` (rows of unit vectors), exact. Many queries at once: one matrix product per
+        chunk of rows, so the rows are gathered once however many queries there are."""
+        if len(queries) == 0 or len(memory_ids) == 0:
+            return np.zeros(0, dtype=np.int64)
+        with self._lock:
+            if self._size == 0:
+                return np.zeros(0, dtype=np.int64)
+            rows = self._rows_of(np.asarray(memory_ids, dtype=np.int64))
+            found: list[np.ndarray] = []
+            for start in range(0, len(rows), _FETCH_CHUNK * 4):
+                chunk = rows[start : start + _FETCH_CHUNK * 4]
+                scores = queries.astype(np.float32, copy=False) @ self._matrix[chunk].T
+                found.append(self._ids[chunk[(scores >= threshold).any(axis=0)]])
+            return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
     def search(
         self,
         query: np.ndarray,

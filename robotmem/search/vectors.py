@@ -99,6 +99,7 @@ class VectorSearch:
         self._half_life_s = half_life_s
         self._min_similarity = min_similarity
         self._mirrors: dict[tuple[str, str], VectorIndex] = {}
+        self._fact_mirrors: dict[tuple[str, str], VectorIndex] = {}
         self._anns: dict[tuple[str, str], AnnIndex] = {}
         self._folder_seen: float | None = None
         self._lock = threading.Lock()
@@ -109,6 +110,16 @@ class VectorSearch:
             index = self._mirrors.get((collection, model_id))
             if index is None:
                 index = self._mirrors[(collection, model_id)] = VectorIndex(collection, model_id, dim)
+            return index
+
+    def fact_mirror(self, collection: str, model_id: str, dim: int) -> VectorIndex:
+        """A mirror of the collection's fact vectors only (consolidation's; recall uses ``mirror``
+        or the ANN snapshot), kept for the process like ``mirror``."""
+        with self._lock:
+            index = self._fact_mirrors.get((collection, model_id))
+            if index is None:
+                index = self._fact_mirrors[(collection, model_id)] = VectorIndex(collection, model_id, dim,
+                                                                                 facts_only=True)
             return index
 
     def ann(self, collection: str, model_id: str, dim: int) -> AnnIndex | None:

@@ -122,7 +122,7 @@ def plans(path: Any, clock: Any, embedder: Any) -> list[tuple[list[Absorption], 
             sessions = conn.execute(
                 "SELECT id, collection, ended_at FROM sessions WHERE ended_at IS NOT NULL ORDER BY ended_at, id"
             ).fetchall()
-            mirror = (VectorIndex("default", settings.model_id, settings.dim)
+            mirror = (VectorIndex("default", settings.model_id, settings.dim, facts_only=True)
                       if settings.model_id is not None and settings.dim is not None else None)
             for sid, coll, ended_at in sessions:
                 out.append((plan_session(conn, sid, coll, float(ended_at), settings, exhaustive=True),

@@ -50,7 +50,7 @@ def _workload(mem: Memory, clock: Clock) -> list[dict[str, Any]]:
         for k in range(3):
             clock.advance(10)
             text = (f"the arm gripper slipped while holding the wet {obj} {OBJECTS[obj]} near the sink on the "
-                    f"left shelf {'slowly' if k % 2 else 'carefully'}")
+                    f"left shelf {'again' if k % 2 else 'carefully'}")
             slipped.setdefault(obj, mem.learn(text, {"task": {"name": "pick"}}, session_id=sid)["memory_id"])
         clock.advance(10)
         text = f"approach the {obj} slowly with the arm before closing the gripper {e}"

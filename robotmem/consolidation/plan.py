@@ -30,6 +30,8 @@ class MergeRules:
     cosine: float
     text_similarity: float
     tolerance: Tolerance
+    #: whether the model reads Chinese: without it the cosine of a mostly-CJK fact is not evidence
+    reads_cjk: bool = True
 
     @classmethod
     def from_config(cls, config: Config, model_id: str | None = None) -> MergeRules:
@@ -42,6 +44,7 @@ class MergeRules:
             cosine=floor + config.merge_cosine * (1.0 - floor),
             text_similarity=config.merge_text_similarity,
             tolerance=Tolerance(relative=config.param_rel_tolerance, absolute=config.param_abs_tolerance),
+            reads_cjk=fit_for(model_id).multilingual,
         )
 
 
@@ -92,7 +95,8 @@ def _group_batch(pool: FactPool, order: list[int], rules: MergeRules) -> list[Gr
     chunk = max(1, _CELLS // len(order))
     for start in range(0, len(order), chunk):
         qualifies, similarity = pair_scores(pool, order[start : start + chunk], pool, order,
-                                            cosine=rules.cosine, text=rules.text_similarity)
+                                            cosine=rules.cosine, text=rules.text_similarity,
+                                            reads_cjk=rules.reads_cjk)
         for row in range(qualifies.shape[0]):
             pos, index = start + row, order[start + row]
             best = _best_partner(pool, index, pool, order, qualifies[row] & is_survivor, similarity[row], rules)
@@ -143,7 +147,8 @@ def _match_bucket(
         rows = positions[start : start + chunk]
         survivors = [groups[g].survivor for g in rows]
         qualifies, similarity = pair_scores(
-            episode, survivors, earlier, targets, cosine=rules.cosine, text=rules.text_similarity
+            episode, survivors, earlier, targets, cosine=rules.cosine, text=rules.text_similarity,
+            reads_cjk=rules.reads_cjk,
         )
         for row, g in enumerate(rows):
             best = _best_partner(episode, survivors[row], earlier, targets, qualifies[row], similarity[row], rules)

@@ -17,10 +17,15 @@ import numpy as np
 from scipy import sparse
 
 from ..context import load_stored_json
+from ..search.relevance import cjk_share
 from .context_rule import context_bucket
 from .similarity import TextSignature, signature
 
-__all__ = ["FactPool", "FactRow", "pair_scores"]
+__all__ = ["CJK_COSINE_LIMIT", "FactPool", "FactRow", "pair_scores"]
+
+#: Above this share of CJK letters a text is one an English-only model cannot read (its cosine
+#: is not evidence of a duplicate): mixed notes ("Panda 抓取失败") are read by their English part.
+CJK_COSINE_LIMIT = 0.5
 
 
 class FactRow(NamedTuple):
@@ -52,11 +57,14 @@ class FactPool:
     has_vector: np.ndarray  # (n,) bool
     context_buckets: list[Hashable]
     signatures: list[TextSignature] = field(init=False)
+    #: texts whose letters are more than CJK_COSINE_LIMIT CJK: an English-only model cannot read them
+    mostly_cjk: np.ndarray = field(init=False)
     bucket_keys: list[Hashable] = field(init=False)
     buckets: dict[Hashable, list[int]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.signatures = [signature(r.content) for r in self.rows]
+        self.mostly_cjk = np.array([cjk_share(r.content) > CJK_COSINE_LIMIT for r in self.rows], dtype=bool)
         self.bucket_keys = [(c, s.guard) for c, s in zip(self.context_buckets, self.signatures)]
         self.buckets = {}
         for i, key in enumerate(self.bucket_keys):
@@ -113,16 +121,22 @@ def _jaccard(sigs_a: Sequence[TextSignature], sigs_b: Sequence[TextSignature]) -
 
 
 def pair_scores(
-    a: FactPool, a_idx: Sequence[int], b: FactPool, b_idx: Sequence[int], *, cosine: float, text: float
+    a: FactPool, a_idx: Sequence[int], b: FactPool, b_idx: Sequence[int], *, cosine: float, text: float,
+    reads_cjk: bool = True,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(qualifies, similarity) matrices of shape (len(a_idx), len(b_idx)).
 
     A pair qualifies when both facts are in the same bucket and their cosine >= ``cosine``
-    (both have vectors) or their word Jaccard >= ``text``; ``similarity`` is the larger of
-    the two, used to pick the best partner.
+    (both have vectors the model could read: not a mostly-CJK text unless ``reads_cjk``) or
+    their word Jaccard >= ``text``; ``similarity`` is the larger of the two, used to pick the
+    best partner.
     """
     ai, bi = np.asarray(a_idx, dtype=np.int64), np.asarray(b_idx, dtype=np.int64)
-    both = np.outer(a.has_vector[ai], b.has_vector[bi])
+    # all-MiniLM-L6-v2 gives unrelated Chinese sentences cosines of 0.5-0.92 (datasets/retrieval):
+    # its cosine of a Chinese fact is noise, and a merge on noise loses a fact.
+    read_a = a.has_vector[ai] if reads_cjk else a.has_vector[ai] & ~a.mostly_cjk[ai]
+    read_b = b.has_vector[bi] if reads_cjk else b.has_vector[bi] & ~b.mostly_cjk[bi]
+    both = np.outer(read_a, read_b)
     # In float64, rounded to float32: a float32 product's last bit depends on the matrices' shapes
     # (BLAS kernels, SIMD remainders), and the indexed plan scores a pair inside a smaller matrix
     # than the exhaustive one. Products of float32 are exact in float64 and the sum's rounding

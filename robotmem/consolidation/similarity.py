@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -224,12 +225,25 @@ def signature(text: str) -> TextSignature:
     """Cached: the same earlier facts are compared at every end_session."""
     nfkc = unicodedata.normalize("NFKC", text).translate(_MINUS)
     folded = normalize_text(text).replace("\u2019", "'").translate(_MINUS)
-    words = frozenset(_WORD_RE.findall(folded))
-    markers = {m for m in map(_word_marker, words) if m is not None}
+    runs = frozenset(_WORD_RE.findall(folded))
+    markers = {m for m in map(_word_marker, runs) if m is not None}
     if _CJK_RE.search(folded):
         markers |= {f"cjk:{c}" for c in CJK_CONTRAST.intersection(_CJK_NEUTRAL.sub(" ", folded))}
     markers |= _labels(nfkc, folded)
-    return TextSignature(words=words, numbers=_numbers(folded), markers=frozenset(markers))
+    return TextSignature(words=frozenset(_compared_words(runs)), numbers=_numbers(folded), markers=frozenset(markers))
+
+
+def _compared_words(runs: frozenset[str]) -> Iterator[str]:
+    """The words Jaccard compares: a run holding CJK letters (a whole clause: CJK is written without
+    spaces) as its overlapping character pairs, so that two Chinese notes share words in proportion
+    to the text they share instead of only when they are the same sentence."""
+    for run in runs:
+        if _CJK_RE.search(run) is None:
+            yield run
+        elif len(run) == 1:
+            yield run
+        else:
+            yield from (run[i : i + 2] for i in range(len(run) - 1))
 
 
 def jaccard(a: TextSignature, b: TextSignature) -> float:

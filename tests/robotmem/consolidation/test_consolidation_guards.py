@@ -141,3 +141,26 @@ def test_facts_the_model_finds_near_identical_stay_apart_when_the_guards_differ(
 ])
 def test_paraphrases_with_the_same_values_still_merge(hybrid_mem, a, b):
     assert _merged(hybrid_mem, a, b)
+
+
+@pytest.mark.parametrize("a, b", [
+    ("机械臂搬运纸箱", "机械臂焊接钢板"),  # carries cartons / welds steel plate: cosine 1.00, equal guards
+    ("无人机巡检电线", "无人机喷洒农药"),  # inspects power lines / sprays pesticide: 1.00
+    ("夹爪抓取杯子", "夹爪抓取瓶子"),  # grips a cup / a bottle: 1.00
+])
+def test_chinese_facts_the_english_model_cannot_read_do_not_merge_on_its_cosine(hybrid_mem, a, b):
+    assert not _merged(hybrid_mem, a, b)
+
+
+@pytest.mark.parametrize("a, b", [
+    ("机械臂搬运纸箱到货架", "机械臂搬运纸箱到货架。"),  # the same note, one with a full stop
+    ("扫地机器人绕过餐桌和椅子后继续清扫客厅地毯，整个过程没有被电线卡住",
+     "扫地机器人绕过餐桌和椅子后继续清扫客厅的地毯，整个过程没有被电线卡住"),  # one character more: 0.91
+])
+def test_chinese_facts_that_share_their_text_still_merge_by_its_character_pairs(hybrid_mem, a, b):
+    assert _merged(hybrid_mem, a, b)
+
+
+def test_chinese_text_is_compared_by_overlapping_character_pairs():
+    assert signature("夹爪抓取杯子").words == frozenset({"夹爪", "爪抓", "抓取", "取杯", "杯子"})
+    assert signature("the gripper 夹爪").words == frozenset({"the", "gripper", "夹爪"})

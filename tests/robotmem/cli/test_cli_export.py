@@ -45,8 +45,15 @@ def test_an_export_stopped_mid_write_leaves_the_previous_backup_byte_identical(b
                    capture_output=True, timeout=600)
     previous = backup.read_bytes()
     assert json.loads(previous.splitlines()[-1]) == {"kind": "end", "sessions": 1, "memories": 4000}
-    proc = subprocess.Popen([*CLI, "--db", str(big_store), "export", str(backup)], env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # The export must get Ctrl-C as a terminal sends it. A test run started in the background of a
+    # non-interactive shell has SIGINT ignored, children inherit that, and the export then ran to its
+    # end (exit 0). A handler set here is reset to the default in the child.
+    previous_handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen([*CLI, "--db", str(big_store), "export", str(backup)], env=_env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    finally:
+        signal.signal(signal.SIGINT, previous_handler)
     signalled = False
     while proc.poll() is None:  # once the temporary file holds some of the export
         temps = _temporaries(tmp_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -62,8 +63,11 @@ def test_consolidate_rejects_a_bad_collection_name(mem: Memory):
 
 
 def test_the_cli_prints_summed_counts(
-    no_merge_mem: Memory, episode: Episode, db_path: Path, capsys
+    no_merge_mem: Memory, episode: Episode, db_path: Path, capsys, clock
 ):
+    # The CLI reads the real clock: a store stamped ahead of it would rightly warn of a clock set
+    # back (store/clockwatch.py), which is not what this test is about.
+    clock.now = time.time() - 3600
     unconsolidated_store(no_merge_mem, episode)
     no_merge_mem.close()
     code = main(["--db", str(db_path), "--json", "consolidate", "--collection", "default"])

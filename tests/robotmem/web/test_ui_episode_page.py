@@ -132,8 +132,9 @@ def test_the_open_episode_follows_its_row_and_long_text_wraps(browser: Any, ui: 
     browser.get(ui.url)
     _open_row(browser, episodes["live"])
     _wait(browser).until(lambda d: "x" * 50 in _timeline(d))
-    title = browser.find_element(By.CSS_SELECTOR, "[data-plot='images'] h4").text
-    assert title == f"images ({MAX_IMAGES} of {IMAGES} shown)"
+    # Read through the wait: the panel may be redrawn between finding the heading and reading it.
+    _wait(browser).until(lambda d: d.find_element(By.CSS_SELECTOR, "[data-plot='images'] h4").text
+                         == f"images ({MAX_IMAGES} of {IMAGES} shown)")
     _wait(browser).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "[data-plot='images'] canvas")) == MAX_IMAGES)
     widths = browser.execute_script(
         "const panel = document.querySelector('#episode-panel'); const page = document.documentElement;"

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import json
 import logging
 import math
 from collections.abc import Callable
@@ -37,6 +36,8 @@ import anyio
 import anyio.lowlevel
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .http_guard import send_error
 
 __all__ = ["LargeBodyGate", "configure_heap", "release_heap"]
 
@@ -173,8 +174,8 @@ class LargeBodyGate:
         if stalled:
             log.warning("large request dropped: no body bytes for %g s (a stalled or vanished client)",
                         self.body_idle_s)
-            await self._refuse(send, 408, "request_timeout",
-                               f"the request body stalled: no bytes for {self.body_idle_s:g} s", [])
+            stalled_for = f"the request body stalled: no bytes for {self.body_idle_s:g} s"
+            await _refuse(send, 408, "request_timeout", stalled_for, [])
 
     async def _take_slot(self, slot: anyio.Lock, send: Send) -> bool:
         """Wait for the slot; False (and a 503 sent) when the queue is full or the wait too long."""
@@ -205,21 +206,9 @@ class LargeBodyGate:
             "the server is parsing another large request; only one body over "
             f"{self.threshold} bytes is handled at a time. Retry after {retry_after} s."
         )
-        await self._refuse(send, 503, "busy", message, [(b"retry-after", str(retry_after).encode())])
+        await _refuse(send, 503, "busy", message, [(b"retry-after", str(retry_after).encode())])
 
-    @staticmethod
-    async def _refuse(send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]]) -> None:
-        payload = json.dumps({"error": {"code": code, "field": None, "message": message}}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(payload)).encode()),
-                    (b"connection", b"close"),
-                    *extra,
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": payload})
+
+async def _refuse(send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]]) -> None:
+    # The body was never read: the connection closes after the answer instead of reading it on.
+    await send_error(send, status, code, message, [(b"connection", b"close"), *extra])

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import brief
 
-__all__ = ["HttpGuard", "is_loopback_host", "origin_key"]
+__all__ = ["HttpGuard", "is_loopback_host", "origin_key", "send_error"]
 
 log = logging.getLogger("robotmem.mcp.http")
 
@@ -92,7 +92,7 @@ class HttpGuard:
         status, code, message = refusal
         log.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), message)
         extra = [(b"www-authenticate", b'Bearer realm="robotmem"')] if status == 401 else []
-        await _send_json(send, status, {"error": {"code": code, "field": None, "message": message}}, extra)
+        await send_error(send, status, code, message, extra)
 
     def _refusal(self, headers: Headers) -> tuple[int, str, str] | None:
         origin = headers.get("origin")
@@ -118,10 +118,10 @@ class HttpGuard:
         return hmac.compare_digest(credentials.strip().encode(), self._token)
 
 
-async def _send_json(
-    send: Send, status: int, body: dict[str, object], extra: list[tuple[bytes, bytes]]
-) -> None:
-    payload = json.dumps(body).encode()
+async def send_error(send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]]) -> None:
+    """Answer with robotmem's JSON error (``{"error": {"code", "field", "message"}}``) at the ASGI
+    level, before the SDK has seen the request."""
+    payload = json.dumps({"error": {"code": code, "field": None, "message": message}}).encode()
     await send(
         {
             "type": "http.response.start",

@@ -35,15 +35,32 @@ def is_pose_chunk(memory: dict[str, Any]) -> bool:
         and "end_position" in spatial and "joint_travel" not in (memory.get("context", {}).get("params") or {})
 
 
-def _chunk_points(data: dict[str, Any]) -> dict[int, list[Point]]:
-    """Points of one chunk per track, times in epoch seconds."""
-    t0 = float(data.get("t0_ns", 0)) / 1e9
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _chunk_points(data: dict[str, Any]) -> tuple[dict[int, list[Point]], dict[int, list[float]]]:
+    """Points of one chunk per track, times in epoch seconds, and per track the times of the
+    points left out: a point with a NaN or infinite (or missing) x or y is no place to draw, and
+    the path breaks there (a line across it would claim the robot went straight). A point whose
+    time is not finite is left out too (with no break: it has no place in time)."""
+    t0 = _number(data.get("t0_ns", 0)) / 1e9
     ts, xs, ys = data.get("t") or [], data.get("x") or [], data.get("y") or []
     tracks = data.get("track") or [0] * len(ts)
     by_track: dict[int, list[Point]] = {}
+    breaks: dict[int, list[float]] = {}
     for t, x, y, track in zip(ts, xs, ys, tracks):
-        by_track.setdefault(int(track), []).append((t0 + float(t), float(x), float(y)))
-    return by_track
+        at, px, py = t0 + _number(t), _number(x), _number(y)
+        if not math.isfinite(at):
+            continue
+        if math.isfinite(px) and math.isfinite(py):
+            by_track.setdefault(int(track), []).append((at, px, py))
+        else:
+            breaks.setdefault(int(track), []).append(at)
+    return by_track, breaks
 
 
 #: The sections of a context that may hold its recorded ``gaps`` ("": the context itself).
@@ -99,6 +116,7 @@ def episode_paths(session: dict[str, Any], memories: list[dict[str, Any]],
     ``Memory.get_data_many`` returns them; a chunk absent from it is skipped)."""
     episode_gaps = gaps_of(session.get("context") or {})
     chunks_by_key: dict[tuple[str, str, int], list[tuple[float, list[Point]]]] = {}
+    breaks_by_key: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
     gaps_by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for memory in memories:
         if memory.get("status") != "active" or not is_pose_chunk(memory):
@@ -110,13 +128,17 @@ def episode_paths(session: dict[str, Any], memories: list[dict[str, Any]],
         if not isinstance(data, dict):
             continue
         gaps_by_key.setdefault((topic, frame), []).extend(gaps_of(context))
-        for track, points in _chunk_points(data).items():
+        points_by_track, breaks = _chunk_points(data)
+        for track, points in points_by_track.items():
             if points:
                 chunks_by_key.setdefault((topic, frame, track), []).append((points[0][0], points))
+        for track, times in breaks.items():  # a span of no length at the left-out point splits there
+            breaks_by_key.setdefault((topic, frame, track), []).extend((at, at) for at in times)
     paths = []
     for (topic, frame, track), chunks in sorted(chunks_by_key.items()):
         ordered = [points for _, points in sorted(chunks, key=lambda item: item[0])]
-        segments = split_segments(ordered, _spans(episode_gaps + gaps_by_key.get((topic, frame), []), topic))
+        spans = _spans(episode_gaps + gaps_by_key.get((topic, frame), []), topic) + breaks_by_key.get((topic, frame, track), [])
+        segments = split_segments(ordered, spans)
         stored = sum(len(segment) for segment in segments)
         drawn = thin_segments(segments)
         paths.append({"topic": topic, "frame": frame, "track": track,

@@ -153,3 +153,18 @@ def test_the_timeline_has_markers_gaps_and_force_curves() -> None:
     assert "outcome 0.9" in detail["timeline"][-1]["content"]
     curves = {f["name"]: f["v"] for f in detail["series"]["forces"]}
     assert curves == {"force": [1.2, 8.7, 9.1], "torque": [0.1, 0.2, 0.3]}
+
+
+def test_a_point_that_is_not_finite_is_left_out_and_breaks_the_path_there() -> None:
+    with Memory(embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        nan, inf = float("nan"), float("inf")
+        mem.save_perception("pose trajectory /odom with bad readings", "proprioceptive",
+                            data={"t0_ns": 100_000_000_000, "t": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, nan],
+                                  "x": [0.0, 1.0, nan, 3.0, 4.0, 5.0, 6.0], "y": [0.0, 0.0, 0.0, 0.0, inf, 0.0, 0.0]},
+                            metadata={"source": {"topic": "/odom"},
+                                      "spatial": {"start_position": [0, 0, 0], "end_position": [5, 0, 0], "frame": "odom"}},
+                            session_id=sid)
+        (path,) = episode_detail(mem, sid)["paths"]
+    # x=nan at 0.2 and y=inf at 0.4 break the path; the point with no finite time (x=6) is only left out
+    assert path["segments"] == [[[0.0, 0.0], [1.0, 0.0]], [[3.0, 0.0]], [[5.0, 0.0]]]

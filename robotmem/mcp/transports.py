@@ -74,7 +74,8 @@ def run_stdio(config: Config | None = None) -> None:
 
 def check_http_binding(host: str, token: str | None) -> None:
     """Refuse to expose the memory beyond this machine without a token."""
-    if not is_loopback_host(host) and not token:
+    # a token of spaces only is no token: a header of "Bearer" and spaces matched it
+    if not is_loopback_host(host) and not (token and token.strip()):
         raise ConfigError(
             f"refusing to serve on {host} without a token: anyone who can reach it could read and "
             'change the memory. Set ROBOTMEM_TOKEN (or "token" in config.json), or bind 127.0.0.1.'

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import math
+import threading
+from collections.abc import Callable, Hashable
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
@@ -11,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import NotFoundError, RobotMemError, ValidationError
 from ..mcp.http_guard import HttpGuard, is_loopback_host, origin_key
@@ -20,9 +25,109 @@ from ..view import episode_detail, episode_list, episode_timeline, latest_map
 if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
-__all__ = ["build_app"]
+__all__ = ["MAX_BUILDS", "SECURITY_HEADERS", "BuildGate", "build_app"]
+
+log = logging.getLogger(__name__)
 
 _STATUS = {ValidationError: 400, NotFoundError: 404}
+
+#: Episode pages (detail, timeline) built at once, over all episodes. One build of a long episode
+#: reads hundreds of MB; a page that re-polled without waiting once had a dozen in flight.
+MAX_BUILDS = 2
+#: Seconds a refused caller is told to wait (Retry-After of the 503).
+RETRY_AFTER_S = 2
+
+#: Sent with every answer, page and API: no MIME sniffing, no framing, nothing loaded from elsewhere
+#: (the page is one script and one style sheet of this server; images are data: URLs it builds).
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+                               "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class _Busy(Exception):
+    """Every build slot is taken: the caller gets 503 and Retry-After."""
+
+
+class _Flight:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.body: bytes | None = None
+        self.error: BaseException | None = None
+
+
+class BuildGate:
+    """Single flight per key and a bound across keys for the heavy episode builds.
+
+    Concurrent requests for the same key (the same episode page) wait for the one build in
+    progress and share its rendered JSON; a new key starts a build only while fewer than
+    ``limit`` run, else :class:`_Busy`. Nothing is cached past the build: the next request reads
+    the store afresh (a bridge may be writing). ``builds`` counts the builds started (tests)."""
+
+    def __init__(self, limit: int = MAX_BUILDS) -> None:
+        self._lock = threading.Lock()
+        self._flights: dict[Hashable, _Flight] = {}
+        self._slots = threading.BoundedSemaphore(limit)
+        self.builds = 0
+
+    def run(self, key: Hashable, build: Callable[[], bytes]) -> bytes:
+        with self._lock:
+            flight = self._flights.get(key)
+            leader = flight is None
+            if flight is None:
+                if not self._slots.acquire(blocking=False):
+                    raise _Busy()
+                flight = self._flights[key] = _Flight()
+                self.builds += 1
+        if not leader:
+            flight.done.wait()
+        else:
+            try:
+                flight.body = build()
+            except BaseException as exc:  # shared with the waiters, raised in each
+                flight.error = exc
+            finally:
+                with self._lock:
+                    del self._flights[key]
+                self._slots.release()
+                flight.done.set()
+        if flight.error is not None:
+            raise flight.error
+        assert flight.body is not None
+        return flight.body
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite (NaN, inf) as None: JSON has no such numbers
+    (a NaN a bridge stored in a context made the episode's whole answer a 500)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _render(content: Any) -> bytes:
+    try:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+    except ValueError:  # a NaN or inf somewhere
+        return json.dumps(_finite(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def _internal(exc: BaseException) -> JSONResponse:
+    """The safety net: an unexpected failure answers JSON too (logged with its traceback here)."""
+    log.error("robotmem ui: unexpected error", exc_info=exc)
+    return JSONResponse({"error": {"code": "internal_error", "message": f"internal error ({type(exc).__name__}); "
+                                                                        "see the server's log"}}, status_code=500)
 
 
 def _error(exc: RobotMemError) -> JSONResponse:
@@ -40,16 +145,15 @@ def _number(request: Request, name: str) -> float | None:
         raise ValidationError(f"{name} must be a number, not {text[:40]!r}", field=name) from exc
 
 
-def _literal(text: str) -> Any:
-    """A query or path parameter as the number it spells (an integer before a float), else the
-    text itself, for robotmem.validation to accept or refuse with its own rule and message:
-    "2.5", "nan" and "1e400" spell floats, which an integer field refuses (never truncated)."""
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+def _whole(text: str, name: str) -> int:
+    """A whole-number query or path parameter: ASCII digits only, an optional leading '-' (for
+    robotmem.validation to refuse a negative with its own message). Python's int() also reads
+    "1_0" as 10 and Arabic-Indic or full-width digits and padding spaces as numbers; a mistyped
+    address must not quietly open another page or memory."""
+    digits = text[1:] if text.startswith("-") else text
+    if not digits or not digits.isascii() or not digits.isdigit():
+        raise ValidationError(f"{name} must be a whole number written in ASCII digits, not {text[:40]!r}", field=name)
+    return int(text)
 
 
 def _near(request: Request) -> dict[str, Any] | None:
@@ -72,18 +176,23 @@ async def _no_such_path(request: Request, exc: Exception) -> Response:
     return _error(NotFoundError(f"no API path {request.url.path}"))
 
 
+async def _unexpected(request: Request, exc: Exception) -> Response:
+    return _internal(exc)
+
+
 class _Api:
     """Handlers; each reads the store afresh (a bridge may be writing right now)."""
 
-    def __init__(self, mem: Memory) -> None:
+    def __init__(self, mem: Memory, gate: BuildGate | None = None) -> None:
         self.mem = mem
+        self.gate = gate or BuildGate()
 
     def routes(self) -> list[Route]:
         return [
             Route("/episodes", self._guarded(self.episodes)),
             # before the next route, which takes any text (an id with a slash gets its validation error)
-            Route("/episodes/{session_id}/timeline", self._guarded(self.timeline)),
-            Route("/episodes/{session_id:path}", self._guarded(self.episode)),
+            Route("/episodes/{session_id}/timeline", self._gated(self.timeline, "timeline")),
+            Route("/episodes/{session_id:path}", self._gated(self.episode, "episode")),
             Route("/map", self._guarded(self.occupancy)),
             # any text: validation.memory_id refuses "abc" and "-1" with a JSON error naming the field
             Route("/memories/{memory_id}/image", self._guarded(self.image)),
@@ -94,9 +203,28 @@ class _Api:
     def _guarded(handler: Any) -> Any:
         def endpoint(request: Request) -> Response:
             try:
-                return JSONResponse(handler(request))
+                return _json(_render(handler(request)))
             except RobotMemError as exc:
                 return _error(exc)
+            except Exception as exc:  # noqa: BLE001 - the safety net: JSON, never Starlette's text/plain 500
+                return _internal(exc)
+        return endpoint
+
+    def _gated(self, handler: Any, kind: str) -> Any:
+        """An episode page: one build per (kind, episode, page) however many ask at once, at most
+        MAX_BUILDS over all episodes, beyond that 503 with Retry-After (the page waits and asks again)."""
+        def endpoint(request: Request) -> Response:
+            key = (kind, request.path_params["session_id"], request.query_params.get("page"))
+            try:
+                return _json(self.gate.run(key, lambda: _render(handler(request))))
+            except _Busy:
+                return JSONResponse({"error": {"code": "busy", "message": "the server is building other episode pages; "
+                                                                          f"retry in {RETRY_AFTER_S} s"}},
+                                    status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+            except RobotMemError as exc:
+                return _error(exc)
+            except Exception as exc:  # noqa: BLE001 - the safety net
+                return _internal(exc)
         return endpoint
 
     def episodes(self, request: Request) -> Any:
@@ -108,13 +236,13 @@ class _Api:
     def timeline(self, request: Request) -> Any:
         # no page: the first; episode_timeline refuses "-1", "2.5" and "abc" naming the field
         page = request.query_params.get("page") or "0"
-        return episode_timeline(self.mem, request.path_params["session_id"], _literal(page))
+        return episode_timeline(self.mem, request.path_params["session_id"], _whole(page, "page"))
 
     def occupancy(self, request: Request) -> Any:
         return {"map": latest_map(self.mem, collection=request.query_params.get("collection") or None)}
 
     def image(self, request: Request) -> Any:
-        data = self.mem.get_data(_literal(request.path_params["memory_id"]))
+        data = self.mem.get_data(_whole(request.path_params["memory_id"], "memory_id"))
         thumbnail = data.get("thumbnail") if isinstance(data, dict) else None
         if not isinstance(thumbnail, dict):
             raise NotFoundError("this memory has no image thumbnail", field="memory_id")
@@ -125,7 +253,7 @@ class _Api:
         n = query.get("n")
         filter_text = query.get("filter") or None
         return self.mem.recall(  # Memory.recall checks n (validation.recall_n)
-            query.get("q", ""), collection=query.get("collection") or None, n=_literal(n) if n else 10,
+            query.get("q", ""), collection=query.get("collection") or None, n=_whole(n, "n") if n else 10,
             context_filter=filter_text, spatial_sort=_near(request),
             since=query.get("since") or None, until=query.get("until") or None,
             min_relevance=_number(request, "min_relevance"),  # None: the default
@@ -142,7 +270,30 @@ def _cross_origin(api: ASGIApp, allowed_origins: tuple[str, ...]) -> ASGIApp:
                           allow_headers=["Authorization"], max_age=600)
 
 
-def build_app(mem: Memory, *, host: str, token: str | None, allowed_origins: tuple[str, ...] = ()) -> ASGIApp:
+def _with_headers(app: ASGIApp) -> ASGIApp:
+    """SECURITY_HEADERS on every HTTP answer."""
+    extra = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name.lower() for name, _ in message.get("headers", [])}
+                message = dict(message, headers=[*message.get("headers", []), *(h for h in extra if h[0] not in names)])
+            await send(message)
+        await app(scope, receive, send_with_headers)
+    return wrapped
+
+
+async def _bare_api(request: Request) -> Response:
+    return _error(NotFoundError(f"no API path {request.url.path} (the API is under /api/)"))
+
+
+def build_app(mem: Memory, *, host: str, token: str | None, allowed_origins: tuple[str, ...] = (),
+              gate: BuildGate | None = None) -> ASGIApp:
     """Static page for anyone who may reach the host; the API needs the token when one is set.
 
     The page itself carries no data, so a browser can load it without credentials; it
@@ -150,10 +301,12 @@ def build_app(mem: Memory, *, host: str, token: str | None, allowed_origins: tup
     and sends it as ``Authorization: Bearer`` with every API call.
     """
     check_host = is_loopback_host(host)
-    api: ASGIApp = HttpGuard(Starlette(routes=_Api(mem).routes(), exception_handlers={404: _no_such_path}),
+    api: ASGIApp = HttpGuard(Starlette(routes=_Api(mem, gate).routes(),
+                                       exception_handlers={404: _no_such_path, Exception: _unexpected}),
                              token=token, check_host=check_host, allowed_origins=allowed_origins)
     if allowed_origins:
         api = _cross_origin(api, allowed_origins)
     static = StaticFiles(directory=str(files("robotmem.web") / "static"), html=True)
     page = HttpGuard(static, token=None, check_host=check_host, allowed_origins=allowed_origins)
-    return Starlette(routes=[Mount("/api", app=api), Mount("/", app=page)])
+    # "/api" (no slash) is no Mount's path; the page's files would answer it with a text/plain 404
+    return _with_headers(Starlette(routes=[Mount("/api", app=api), Route("/api", _bare_api), Mount("/", app=page)]))

@@ -3,23 +3,45 @@
 
 const readToken = () => new URLSearchParams(location.hash.slice(1)).get("token");
 let token = readToken();
-const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), map: null, frame: "", near: null, open: null, list: null, timeline: null };
+const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, list: null, timeline: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
 const $ = (sel) => document.querySelector(sel);
 
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A 503 (the server is building as many episode pages as it builds at once) is waited out: the
+// request is sent again after its Retry-After, a few times, before it counts as failed.
 async function api(path) {
-  const response = await fetch("api" + path, { headers: token ? { Authorization: "Bearer " + token } : {} });
-  const body = await response.json();
-  if (!response.ok) throw new Error((body.error && body.error.message) || response.statusText);
-  return body;
+  for (let attempt = 0; ; attempt++) {
+    const response = await fetch("api" + path, { headers: token ? { Authorization: "Bearer " + token } : {} });
+    if (response.status === 503 && attempt < 8) {
+      const wait = Number(response.headers.get("Retry-After"));
+      await sleep(1000 * (wait > 0 && wait < 60 ? wait : 2));
+      continue;
+    }
+    let body;
+    try {
+      body = await response.json();
+    } catch (error) {
+      throw new Error(`${response.status} ${response.statusText}`);
+    }
+    if (!response.ok) throw new Error((body.error && body.error.message) || response.statusText);
+    return body;
+  }
 }
+
+// User text (a task name, a robot id, a frame) inside a line of other text is isolated: a
+// right-to-left override in a task name reversed the session id shown after it.
+const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
+const iso = (text) => "\u2068" + String(text == null ? "" : text).replace(BIDI_CONTROLS, "") + "\u2069";
 
 function el(tag, attrs = {}, ...children) {
   const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (key === "text") node.textContent = value;
     else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "style") node.style.cssText = value;  // a style attribute is refused by the page's CSP
     else node.setAttribute(key, value);
   }
   for (const child of children) node.append(child);
@@ -57,7 +79,8 @@ async function loadEpisodes() {
   $("#status").textContent = "live, updated " + new Date().toISOString().slice(11, 19) + " UTC";
   if (signature === state.signature) return;
   const known = new Set(state.episodes.map((r) => r.session_id));
-  rows.slice(0, 50).forEach((r) => { if (!known.has(r.session_id)) state.selected.add(r.session_id); });
+  // new episodes among the newest AUTO_TICK are ticked (drawn on the map), the rest only listed
+  rows.slice(0, AUTO_TICK).forEach((r) => { if (!known.has(r.session_id)) state.selected.add(r.session_id); });
   state.episodes = rows;
   state.signature = signature;
   renderEpisodes();
@@ -84,7 +107,7 @@ function renderEpisodes() {
     });
     return el("tr", { "data-session": row.session_id, class: "episode-row" + (row.session_id === state.open ? " selected" : ""),
       onclick: () => openEpisode(row.session_id) },
-      el("td", {}, box), el("td", { text: row.robot || "" }), el("td", { text: row.task || "" }),
+      el("td", {}, box), el("td", { class: "user-text", text: row.robot || "" }), el("td", { class: "user-text", text: row.task || "" }),
       el("td", { text: fmtTime(row.start) }), el("td", { text: row.duration_s == null ? "" : fmtNum(row.duration_s, 1) + " s" }),
       el("td", { class: "outcome-" + outcomeClass(row), text: outcomeText(row) }),
       el("td", { text: row.path_length_m == null ? (row.path_quality || "") : fmtNum(row.path_length_m, 1) + " m" }),
@@ -92,14 +115,23 @@ function renderEpisodes() {
   }));
 }
 
-async function detail(id) {
-  const row = state.episodes.find((r) => r.session_id === id);
-  const key = JSON.stringify(row);
+// At most one request per episode is in flight: while one runs, every caller (the map, the open
+// episode, the next poll) waits for it, even when the episode's row changed meanwhile (a live
+// episode's row changes with every record; a long one took seconds to build, and each poll used
+// to start another build beside the running ones). The next call after it asks again if the row
+// changed.
+function detail(id) {
+  const running = state.loading.get(id);
+  if (running) return running;
+  const key = JSON.stringify(state.episodes.find((r) => r.session_id === id));
   const cached = state.details.get(id);
-  if (cached && cached.key === key) return cached.value;
-  const value = await api("/episodes/" + encodeURIComponent(id));
-  state.details.set(id, { key, value });
-  return value;
+  if (cached && cached.key === key) return Promise.resolve(cached.value);
+  const request = api("/episodes/" + encodeURIComponent(id)).then((value) => {
+    state.details.set(id, { key, value });
+    return value;
+  }).finally(() => state.loading.delete(id));
+  state.loading.set(id, request);
+  return request;
 }
 
 // ---- map ------------------------------------------------------------------------------------
@@ -144,12 +176,69 @@ function mapImage(spec) {
   return canvas.toDataURL();
 }
 
+// The view is fitted to where most points are, not to every point: one pose at 1e15 (a bad
+// reading) made every other path a dot at 0x0 px. Points further than OUTLIER_SPANS times the
+// central spread from its middle are left out of the fit and of the drawing (the path breaks
+// there), and their episodes are named under the map.
+const OUTLIER_SPANS = 50;
+function quantile(sorted, q) {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(q * (sorted.length - 1)))] : 0;
+}
+function fitBox(points) {
+  if (!points.length) return null;
+  const xs = points.map((p) => p[0]).sort((a, b) => a - b), ys = points.map((p) => p[1]).sort((a, b) => a - b);
+  const [xl, xh, yl, yh] = [quantile(xs, 0.1), quantile(xs, 0.9), quantile(ys, 0.1), quantile(ys, 0.9)];
+  const reach = OUTLIER_SPANS * Math.max(xh - xl, yh - yl, 1);
+  const [cx, cy] = [(xl + xh) / 2, (yl + yh) / 2];
+  return (x, y) => Math.abs(x - cx) <= reach && Math.abs(y - cy) <= reach;
+}
+// Per episode, its median point (so an episode far away from the others counts as one vote, not
+// as its many points), then the box of the episodes' medians and of all points near them.
+function inRange(paths) {
+  const medians = [];
+  const byEpisode = new Map();
+  paths.forEach((p) => byEpisode.set(p.row.session_id, (byEpisode.get(p.row.session_id) || []).concat(p.segments.flat())));
+  for (const points of byEpisode.values()) {
+    if (!points.length) continue;
+    const xs = points.map((p) => p[0]).sort((a, b) => a - b), ys = points.map((p) => p[1]).sort((a, b) => a - b);
+    medians.push([quantile(xs, 0.5), quantile(ys, 0.5)]);
+  }
+  const central = fitBox(medians);
+  if (!central) return () => true;
+  const near = [...byEpisode.values()].flat().filter(([x, y]) => central(x, y));
+  return fitBox(near.length ? near : medians) || central;
+}
+
 function drawMap(paths) {
   const svg = $("#map");
+  const inside = inRange(paths);
+  const outside = new Map();  // session id -> points left out
+  paths = paths.map((p) => {
+    const segments = [];
+    for (const segment of p.segments) {
+      let run = [];
+      for (const point of segment) {
+        if (inside(point[0], point[1])) { run.push(point); continue; }
+        outside.set(p.row.session_id, (outside.get(p.row.session_id) || 0) + 1);
+        if (run.length) segments.push(run);
+        run = [];
+      }
+      if (run.length) segments.push(run);
+    }
+    return { ...p, segments };
+  });
+  const outRows = [...outside.keys()].map((id) => state.episodes.find((r) => r.session_id === id)).filter(Boolean);
+  $("#range-note").replaceChildren(...(outRows.length ? [
+    `${outRows.length === 1 ? "an episode has" : outRows.length + " episodes have"} points far outside the others, not drawn (the view fits the rest): `,
+    ...outRows.flatMap((row, i) => [i ? ", " : "", el("a", { href: "#", class: "out-of-range", "data-session": row.session_id,
+      onclick: (e) => { e.preventDefault(); openEpisode(row.session_id); } },
+      el("bdi", { text: `${row.robot || ""} ${row.task || ""}`.trim() || row.session_id }),
+      ` (${count(outside.get(row.session_id))} points, ${row.session_id})`)])] : []));
   const points = paths.flatMap((p) => p.segments.flat());
   // Paths recorded without a frame name are drawn over the stored map (said under the map).
   const spec = state.map && (state.map.frame === state.frame || state.frame === NO_FRAME) ? state.map : null;
-  $("#frame-note").textContent = spec && state.frame === NO_FRAME ? `paths recorded without a frame are drawn over the stored occupancy map (frame ${spec.frame}, ${spec.source})` : "";
+  $("#frame-note").replaceChildren(...(spec && state.frame === NO_FRAME ? ["paths recorded without a frame are drawn over the stored occupancy map (frame ",
+    el("bdi", { text: spec.frame }), ", ", el("bdi", { text: spec.source }), ")"] : []));
   let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
   const extend = (x, y) => { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); };
   points.forEach(([x, y]) => extend(x, y));
@@ -174,10 +263,12 @@ function drawMap(paths) {
   for (const [id, episodePaths] of byEpisode) {
     const row = episodePaths[0].row;
     const segments = episodePaths.flatMap((p) => p.segments).filter((s) => s.length);
+    if (!segments.length) continue;  // every point out of range (named under the map)
     const d = segments.map((s) => "M" + s.map(([x, y]) => `${x} ${-y}`).join(" L")).join(" ");
-    const label = `${row.robot || ""} ${row.task || ""} ${fmtUtc(row.start)} (${outcomeText(row) || "no outcome"})`;
+    const label = `${iso(row.robot || "")} ${iso(row.task || "")} ${fmtUtc(row.start)} (${outcomeText(row) || "no outcome"})`;
     const group = el("svg:g", { class: "episode", "data-session": id });
     group.append(el("svg:path", { class: `episode-path outcome-${outcomeClass(row)}`, d, "data-session": id,
+      "data-outside": outside.get(id) || 0,
       "data-segments": segments.length, onclick: (e) => { e.stopPropagation(); openEpisode(id); } }, el("svg:title", { text: label })));
     const first = segments[0][0], lastSegment = segments[segments.length - 1], last = lastSegment[lastSegment.length - 1];
     group.append(el("svg:circle", { class: "start", cx: first[0], cy: -first[1], r, fill: "#fff", stroke: "#000", "vector-effect": "non-scaling-stroke" }));
@@ -334,8 +425,8 @@ new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) loa
 // pages: the timeline's first page (in data) and any after it (laterPages)
 function renderEpisode(id, data, pages) {
   const row = data.episode;
-  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtUtc(g.end)}${g.topic ? " " + g.topic : ""} (${g.reason || "gap"})`).join("; ");
-  const facts = el("p", { text:
+  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtUtc(g.end)}${g.topic ? " " + iso(g.topic) : ""} (${iso(g.reason || "gap")})`).join("; ");
+  const facts = el("p", { class: "user-text", text:
     `start ${fmtUtc(row.start)}, ${row.duration_s == null ? "open" : fmtNum(row.duration_s, 1) + " s"}, outcome ${outcomeText(row) || "none"}, ` +
     `path ${row.path_length_m == null ? (row.path_quality || "none") : fmtNum(row.path_length_m, 2) + " m (" + row.path_quality + ")"}, ` +
     `${row.facts} facts, ${row.perceptions} perceptions${gaps ? ", gaps: " + gaps : ""}` });
@@ -348,7 +439,8 @@ function renderEpisode(id, data, pages) {
   const lines = pages.flatMap((page) => page.timeline.map(timelineRow));
   const last = pages[pages.length - 1];
   // everything is built before anything is replaced: a failure above leaves the cleared panel
-  $("#episode-title").textContent = `${row.robot || ""} ${row.task || ""} — ${id}`;
+  $("#episode-title").replaceChildren(el("bdi", { text: row.robot || "" }), " ", el("bdi", { text: row.task || "" }), " — ",
+    el("bdi", { text: id }));
   $("#episode-facts").replaceChildren(facts);
   $("#plots").replaceChildren(...plots.filter(Boolean));
   $("#timeline tbody").replaceChildren(...lines);
@@ -418,5 +510,19 @@ window.addEventListener("hashchange", () => {
   loadEpisodes();
 });
 
-loadEpisodes();
-setInterval(loadEpisodes, 3000);
+// One poll at a time: the next is scheduled when this one has finished (with the map and the
+// open episode it redraws), POLL_MS later, or longer when it was slow (twice its time, up to
+// POLL_MAX_MS): a long live episode took seconds to build, and a timer firing every 3 s
+// regardless stacked a dozen builds on the server.
+const POLL_MS = 3000, POLL_MAX_MS = 30000;
+const AUTO_TICK = 10;
+async function poll() {
+  const started = performance.now();
+  try {
+    await loadEpisodes();
+  } finally {
+    const took = performance.now() - started;
+    setTimeout(poll, Math.min(POLL_MAX_MS, Math.max(POLL_MS, 2 * took)));
+  }
+}
+poll();

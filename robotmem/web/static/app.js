@@ -120,13 +120,30 @@ function renderEpisodes() {
 // episode's row changes with every record; a long one took seconds to build, and each poll used
 // to start another build beside the running ones). The next call after it asks again if the row
 // changed.
+// Episode requests the page sends at once (the server builds 2 at a time and answers 503 beyond:
+// ten ticked episodes asked all at once spent most of their time waiting out Retry-After).
+const DETAIL_SLOTS = 2;
+let detailsRunning = 0;
+const detailQueue = [];
+async function inSlot(task) {
+  while (detailsRunning >= DETAIL_SLOTS) await new Promise((resolve) => detailQueue.push(resolve));
+  detailsRunning++;
+  try {
+    return await task();
+  } finally {
+    detailsRunning--;
+    const next = detailQueue.shift();
+    if (next) next();
+  }
+}
+
 function detail(id) {
   const running = state.loading.get(id);
   if (running) return running;
   const key = JSON.stringify(state.episodes.find((r) => r.session_id === id));
   const cached = state.details.get(id);
   if (cached && cached.key === key) return Promise.resolve(cached.value);
-  const request = api("/episodes/" + encodeURIComponent(id)).then((value) => {
+  const request = inSlot(() => api("/episodes/" + encodeURIComponent(id))).then((value) => {
     state.details.set(id, { key, value });
     return value;
   }).finally(() => state.loading.delete(id));

@@ -17,7 +17,7 @@ from robotmem import Memory
 from robotmem.view.episodes import TIMELINE_PAGE
 from robotmem.view.series import MAX_IMAGES
 
-WAIT_S = 30  # how long the page may take to show what it fetched; not a speed target
+WAIT_S = 60  # how long the page may take to show what it fetched (polls back off under load); not a speed target
 SAMPLES = 200_000
 MANY = 1_500  # records in one episode: three timeline pages and a line
 IMAGES = MAX_IMAGES + 3

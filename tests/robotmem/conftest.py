@@ -39,6 +39,7 @@ def clock() -> Clock:
 CONFORMANCE = (
     "test_service_", "test_transfer", "test_reindex", "search/test_filters", "search/test_spatial",
     "search/test_fulltext", "search/test_outcomes", "consolidation/", "store/test_concurrency", "store/test_postgres",
+    "store/test_close_during_call.py",
 )
 
 

@@ -1,7 +1,7 @@
 """``Memory.close()`` on a PostgreSQL store while another thread is inside a call, as
-test_close_during_call.py for SQLite: the call finishes (or, begun after close, raises
-StorageError "closed"), its connection is closed by its own thread when the call returns, no
-connection is left open on the server, nothing is logged as a failure.
+test_close_during_call.py for SQLite (whose test of a close between two statements of a call
+runs on both backends): the call finishes, its connection is closed by its own thread when the
+call returns, no connection is left open on the server, nothing is logged as a failure.
 
 close() once closed every connection at once from the calling thread: psycopg closed the socket
 under a statement another thread was waiting on, which failed that call with "the connection to
@@ -12,30 +12,16 @@ so the race is deterministic.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
 import psycopg
 import pytest
 
+from test_close_during_call import WAIT_S, _no_failures_logged, _Worker
+
 from robotmem import Memory, StorageError
 
-WAIT_S = 30.0
-
-
-class _Worker(threading.Thread):
-    def __init__(self, body: Any) -> None:
-        super().__init__(daemon=True)
-        self.body = body
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.result = self.body()
-        except BaseException as exc:  # reported by the test
-            self.error = exc
 
 
 def _robotmem_backends(admin: psycopg.Connection[Any]) -> list[str | None]:
@@ -62,10 +48,6 @@ def watcher(postgres_url: str) -> Any:
     """Reads pg_stat_activity outside any transaction (inside one, it is read once and kept)."""
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         yield conn
-
-
-def _no_failures_logged(caplog: pytest.LogCaptureFixture) -> None:
-    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 # The lock the blocker holds: recall's read waits on any; SHARE lets learn's reads (it looks for
@@ -102,38 +84,3 @@ def test_close_while_another_thread_waits_in_a_statement_lets_the_call_finish(
         mem.stats()
     with Memory(postgres_url, embedder=None) as again:
         assert again.stats()["memories"] == (1 if call == "recall" else 2)
-
-
-def test_close_between_two_calls_of_a_thread_fails_the_second_saying_closed(
-        postgres_url: str, caplog: pytest.LogCaptureFixture) -> None:
-    held_thread: list[int] = []
-    inside, go_on = threading.Event(), threading.Event()
-
-    def clock() -> float:
-        if held_thread and threading.get_ident() == held_thread[0]:
-            held_thread.clear()
-            inside.set()
-            assert go_on.wait(WAIT_S)
-        return 1_800_000_000.0
-
-    mem = Memory(postgres_url, clock=clock, embedder=None)
-    memory_id = mem.learn("the gripper slipped on the wet bottle")["memory_id"]
-
-    def get_then_get_again() -> Any:
-        held_thread.append(threading.get_ident())
-        first = mem.get(memory_id)  # reads the clock inside its read transaction
-        with pytest.raises(StorageError, match="closed"):
-            mem.get(memory_id)
-        return first
-
-    worker = _Worker(get_then_get_again)
-    caplog.set_level(logging.DEBUG)
-    worker.start()
-    assert inside.wait(WAIT_S)
-    mem.close()
-    go_on.set()
-    worker.join(WAIT_S)
-
-    assert worker.error is None and worker.result["content"] == "the gripper slipped on the wet bottle"
-    assert mem.store.open_connections() == 0  # type: ignore[attr-defined]
-    _no_failures_logged(caplog)

@@ -310,6 +310,22 @@ def _links(mem: Memory) -> dict[str, tuple]:
                            [records[a]["content"] for a in r["absorbed"]]) for r in records.values()}
 
 
+def _import_meanwhile(monkeypatch: pytest.MonkeyPatch, mem: Memory, other: Memory, path: Path) -> list[dict]:
+    """``other`` imports ``path`` inside ``mem``'s first uid lookup (between a batch's lookup and its
+    writes, on PostgreSQL where both run at once); the returned list gets that import's counts."""
+    looked_up = mem.store.ids_by_uid
+    counts: list[dict] = []
+
+    def the_other_import_meanwhile(conn: Any, uids: list[str]) -> dict[str, int]:
+        found = looked_up(conn, uids)
+        if not counts:
+            counts.append(other.import_(path))
+        return found
+
+    monkeypatch.setattr(mem.store, "ids_by_uid", the_other_import_meanwhile)
+    return counts
+
+
 def _all_ids(mem: Memory) -> list[int]:
     with mem.store.read() as conn:
         return [int(i) for (i,) in conn.execute("SELECT id FROM memories ORDER BY id")]
@@ -532,16 +548,7 @@ def test_two_imports_of_one_file_at_once_into_postgresql_store_each_record_once(
         robot.export(tmp_path / "e.jsonl")
     with Memory(postgres_url, clock=clock, embedder=None) as first, \
             Memory(postgres_url, clock=clock, embedder=None) as second:
-        looked_up = second.store.ids_by_uid
-        first_counts: list[dict] = []
-
-        def the_other_import_meanwhile(conn: Any, uids: list[str]) -> dict[str, int]:
-            found = looked_up(conn, uids)
-            if not first_counts:
-                first_counts.append(first.import_(tmp_path / "e.jsonl"))
-            return found
-
-        monkeypatch.setattr(second.store, "ids_by_uid", the_other_import_meanwhile)
+        first_counts = _import_meanwhile(monkeypatch, second, first, tmp_path / "e.jsonl")
         counts = second.import_(tmp_path / "e.jsonl")
         assert first_counts[0]["memories"] == 6
         assert (counts["memories"], counts["skipped"]) == (0, 6)
@@ -774,15 +781,7 @@ def test_a_uid_stored_by_another_writer_while_a_batch_adopts_a_row_is_that_recor
             Memory(postgres_url, clock=clock, embedder=None) as other:
         assert mem.import_(tmp_path / "old.jsonl")["memories"] == 2
         looked_up = mem.store.ids_by_uid
-        others: list[dict] = []
-
-        def the_other_writer_meanwhile(conn: Any, uids: list[str]) -> dict[str, int]:
-            found = looked_up(conn, uids)
-            if not others:
-                others.append(other.import_(tmp_path / "other.jsonl"))
-            return found
-
-        monkeypatch.setattr(mem.store, "ids_by_uid", the_other_writer_meanwhile)
+        others = _import_meanwhile(monkeypatch, mem, other, tmp_path / "other.jsonl")
         counts = mem.import_(tmp_path / "e.jsonl")
         assert others[0]["memories"] == 1
         assert (counts["memories"], counts["skipped"]) == (0, 2)

@@ -599,7 +599,7 @@ class Memory:
         from .consolidation import Settings, consolidate_ended
 
         settings = Settings.of(self.config, self.embedder)
-        return consolidate_ended(self._db, settings, coll, self.now(), progress=progress)
+        return consolidate_ended(self._db, self.recall_engine, settings, coll, self.now(), progress=progress)
 
     def get_session(self, session_id: str) -> dict[str, Any]:
         sid = validation.session_id(session_id)

@@ -34,7 +34,7 @@ from scipy import sparse
 
 from ..search.vector_index import VectorIndex
 from .plan import Group, MergeRules
-from .pool import FactPool
+from .pool import FactPool, jaccard_of_counts
 from .reads import earlier_facts, earlier_texts
 from .similarity import signature
 
@@ -100,8 +100,7 @@ def _by_words(keys: list[tuple[int, np.ndarray]], queries: list[np.ndarray], pos
         rows = [keys[p][1] for p in chunk]
         inter = np.asarray((_word_rows(rows, width) @ query_matrix).todense(), dtype=np.float32)
         sizes = np.fromiter((len(r) for r in rows), dtype=np.float32, count=len(rows))
-        union = sizes[:, None] + query_sizes[None, :] - inter
-        jac = np.where(union > 0, inter / np.maximum(union, np.float32(1.0)), np.float32(1.0))
+        jac = jaccard_of_counts(inter, sizes, query_sizes)
         found.append(chunk[(jac >= threshold).any(axis=1)])
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..search.vector_index import VectorIndex
-from ..store.backend import Store, dialect_of
+from ..search.recall import RecallEngine
+from ..store.backend import Store
 from .decay import decay_pass
 from .episode import Settings, apply_plan, plan_session
 from .writes import attach_outcome
@@ -43,20 +43,19 @@ def _collections(db: Store, collection: str | None) -> list[str]:
 
 
 def consolidate_ended(
-    db: Store, settings: Settings, collection: str | None, now: float, *, progress: Progress | None = None
+    db: Store, engine: RecallEngine, settings: Settings, collection: str | None, now: float, *,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
+    """Every ended session of ``collection`` (None: all), oldest first, then decay; ``engine``'s fact
+    mirror (kept for the process, caught up before each plan) finds earlier facts, as end_session's."""
     sessions = _ended_sessions(db, collection)
     totals: dict[str, int] = {"sessions": len(sessions), "memories": 0, "perceptions": 0,
                               "merged": 0, "reinforced": 0, "decayed": 0, "archived": 0}
     if progress is not None:
         progress(0, len(sessions))
-    mirrors: dict[str, VectorIndex] = {}  # one per collection, loaded once and kept current
     for done, (session_id, coll, ended_at, score) in enumerate(sessions, 1):
         with db.read() as conn:
-            mirror = None
-            if settings.model_id is not None and settings.dim is not None and dialect_of(conn) == "sqlite":
-                mirror = mirrors.setdefault(coll, VectorIndex(coll, settings.model_id, settings.dim,
-                                                              facts_only=True))
+            mirror = engine.vector_mirror(conn, coll, settings.model_id, settings.dim)
             plan = plan_session(conn, session_id, coll, ended_at, settings, mirror)
         with db.write() as conn:
             if score is not None:

@@ -21,7 +21,7 @@ from ..search.relevance import cjk_share
 from .context_rule import context_bucket
 from .similarity import TextSignature, signature
 
-__all__ = ["CJK_COSINE_LIMIT", "FactPool", "FactRow", "pair_scores"]
+__all__ = ["CJK_COSINE_LIMIT", "FactPool", "FactRow", "jaccard_of_counts", "pair_scores"]
 
 #: Above this share of CJK letters a text is one an English-only model cannot read (its cosine
 #: is not evidence of a duplicate): mixed notes ("Panda 抓取失败") are read by their English part.
@@ -114,9 +114,16 @@ def _jaccard(sigs_a: Sequence[TextSignature], sigs_b: Sequence[TextSignature]) -
     wa, wb = _word_matrix(sigs_a, vocabulary), _word_matrix(sigs_b, vocabulary)
     inter = wa @ wb.T
     inter = np.asarray(inter.todense()) if sparse.issparse(inter) else inter
-    size_a = np.array([len(s.words) for s in sigs_a], dtype=np.float32).reshape(-1, 1)
-    size_b = np.array([len(s.words) for s in sigs_b], dtype=np.float32).reshape(1, -1)
-    union = size_a + size_b - inter
+    size_a = np.array([len(s.words) for s in sigs_a], dtype=np.float32)
+    size_b = np.array([len(s.words) for s in sigs_b], dtype=np.float32)
+    return jaccard_of_counts(inter, size_a, size_b)
+
+
+def jaccard_of_counts(inter: np.ndarray, size_a: np.ndarray, size_b: np.ndarray) -> np.ndarray:
+    """Word Jaccard from the (len(a), len(b)) counts of shared words and each text's number of
+    words; two texts without words are alike (1). The exhaustive plan and the candidate search
+    (candidates.py) both use this, so they accept exactly the same pairs."""
+    union = size_a[:, None] + size_b[None, :] - inter
     return np.asarray(np.where(union > 0, inter / np.maximum(union, np.float32(1.0)), np.float32(1.0)))
 
 

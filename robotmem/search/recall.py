@@ -79,7 +79,7 @@ class RecallEngine:
         only; None on PostgreSQL or without a model): consolidation's candidate search."""
         if model_id is None or dim is None or dialect_of(conn) != "sqlite":
             return None
-        return self._vectors.fact_mirror(collection, model_id, dim)
+        return self._vectors.mirror(collection, model_id, dim, facts_only=True)
 
     def recall(
         self, req: RecallRequest, now: float, query_vector: np.ndarray | None, model_id: str | None

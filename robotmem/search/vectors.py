@@ -105,21 +105,14 @@ class VectorSearch:
         self._lock = threading.Lock()
         self._prober: ThreadPoolExecutor | None = None
 
-    def mirror(self, collection: str, model_id: str, dim: int) -> VectorIndex:
+    def mirror(self, collection: str, model_id: str, dim: int, *, facts_only: bool = False) -> VectorIndex:
+        """The process's exact mirror of the collection's vectors of one model; ``facts_only``: of its
+        facts alone (consolidation's candidate search; recall uses the other, or the ANN snapshot)."""
+        mirrors = self._fact_mirrors if facts_only else self._mirrors
         with self._lock:
-            index = self._mirrors.get((collection, model_id))
+            index = mirrors.get((collection, model_id))
             if index is None:
-                index = self._mirrors[(collection, model_id)] = VectorIndex(collection, model_id, dim)
-            return index
-
-    def fact_mirror(self, collection: str, model_id: str, dim: int) -> VectorIndex:
-        """A mirror of the collection's fact vectors only (consolidation's; recall uses ``mirror``
-        or the ANN snapshot), kept for the process like ``mirror``."""
-        with self._lock:
-            index = self._fact_mirrors.get((collection, model_id))
-            if index is None:
-                index = self._fact_mirrors[(collection, model_id)] = VectorIndex(collection, model_id, dim,
-                                                                                 facts_only=True)
+                index = mirrors[(collection, model_id)] = VectorIndex(collection, model_id, dim, facts_only=facts_only)
             return index
 
     def ann(self, collection: str, model_id: str, dim: int) -> AnnIndex | None:

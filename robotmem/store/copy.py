@@ -52,9 +52,10 @@ def copy_store(source: Store, target: Store, *, batch: int = 500, progress: Prog
         with target.write() as conn:
             vectors = []
             for record in rows:
-                new_id = None if second_live_copy(target, conn, record) else _copy_one(target, conn, record)
+                live = second_live_copy(target, conn, record)
+                new_id = None if live is not None else _copy_one(target, conn, record)
                 if new_id is None:  # a second live copy of a fact: merged into the first, on any target
-                    new_id = keep_as_merged(target, conn, record)
+                    new_id = keep_as_merged(target, conn, record, live)
                     merged += 1
                 copied += 1
                 if record["embedding"] is not None:

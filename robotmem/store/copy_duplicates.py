@@ -20,17 +20,21 @@ from .backend import Store, dialect_of
 __all__ = ["keep_as_merged", "point_at_live_targets", "second_live_copy"]
 
 
-def second_live_copy(target: Store, conn: Any, record: dict[str, Any]) -> bool:
-    """``record`` is a live fact of which ``target`` already holds a live copy (same collection and
-    content hash): it is to be kept with ``keep_as_merged``, whatever the target's backend."""
-    return (record["type"] == "fact" and record["status"] in ("active", "archived")
-            and target.find_duplicate(conn, record["collection"], record["content_hash"]) is not None)
+def second_live_copy(target: Store, conn: Any, record: dict[str, Any]) -> int | None:
+    """The id of the live copy ``target`` already holds of ``record``, a live fact (same collection
+    and content hash), or None: such a record is to be kept with ``keep_as_merged``, whatever the
+    target's backend."""
+    if record["type"] != "fact" or record["status"] not in ("active", "archived"):
+        return None
+    return target.find_duplicate(conn, record["collection"], record["content_hash"])
 
 
-def keep_as_merged(target: Store, conn: Any, record: dict[str, Any]) -> int:
-    """Insert ``record``, a second live copy of a fact (``second_live_copy``, or refused by
-    PostgreSQL's unique index), as merged into the live copy; returns its id (kept)."""
-    live = target.find_duplicate(conn, record["collection"], record["content_hash"])
+def keep_as_merged(target: Store, conn: Any, record: dict[str, Any], live: int | None = None) -> int:
+    """Insert ``record``, a second live copy of a fact (of ``live``, found by ``second_live_copy``;
+    None: refused by PostgreSQL's unique index, and looked up here), as merged into the live copy;
+    returns its id (kept)."""
+    if live is None:
+        live = target.find_duplicate(conn, record["collection"], record["content_hash"])
     if live is None:  # pragma: no cover - the refusal said there is one, in this same transaction
         raise AssertionError(f"memory {record['id']} was refused but no live copy of it exists")
     new_id = target.insert_row(conn, {**record, "status": "superseded"}, keep_id=True)

@@ -18,8 +18,8 @@ from . import validation
 from .errors import ValidationError
 from .models import CONTEXT_MAX_BYTES, CONTEXT_MAX_DEPTH, CONTEXT_SECTIONS
 
-__all__ = ["canonical_json", "content_hash", "content_hash_json", "contexts_before_outcome", "holds_hash",
-           "legacy_content_hash", "lift_sections", "load_stored_json", "normalize_text", "parse_context",
+__all__ = ["canonical_json", "content_hash", "content_hash_json", "content_hashes", "contexts_before_outcome",
+           "holds_hash", "legacy_content_hash", "lift_sections", "load_stored_json", "normalize_text", "parse_context",
            "parse_context_json"]
 
 
@@ -120,23 +120,30 @@ def content_hash(text: str, context: dict[str, Any], context_json: str | None = 
     return content_hash_json(text, text_json)
 
 
+def content_hashes(text: str, context: dict[str, Any], context_json: str | None = None) -> tuple[str, str | None]:
+    """``content_hash`` and ``legacy_content_hash`` of one text and context, the canonical JSON
+    built once: the pair every duplicate check looks up."""
+    text_json = canonical_json(context) if context_json is None else context_json
+    current = content_hash(text, context, text_json)
+    if "e+" not in text_json:
+        return current, None
+    legacy = content_hash_json(text, text_json)
+    return current, None if legacy == current else legacy
+
+
 def legacy_content_hash(text: str, context: dict[str, Any], context_json: str | None = None) -> str | None:
     """The hash earlier versions gave this text and context when it differs from ``content_hash``
     (a context holding a float of 1e16 or more within 64 bits), else None.
 
     Stored hashes are not rewritten: a store may hold facts hashed this way, so duplicate checks
     look this hash up too (service.py ``_find_fact``)."""
-    text_json = canonical_json(context) if context_json is None else context_json
-    if "e+" not in text_json:
-        return None
-    legacy = content_hash_json(text, text_json)
-    return None if legacy == content_hash(text, context, text_json) else legacy
+    return content_hashes(text, context, context_json)[1]
 
 
 def holds_hash(digest: Any, text: str, context: dict[str, Any]) -> bool:
     """``digest`` is the hash of this text and context, in today's form or an earlier version's
     (``legacy_content_hash``: stored hashes are not rewritten)."""
-    return digest in (content_hash(text, context), legacy_content_hash(text, context))
+    return digest in content_hashes(text, context)
 
 
 def contexts_before_outcome(context: dict[str, Any]) -> list[dict[str, Any]]:

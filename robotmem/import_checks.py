@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import validation
-from .context import content_hash, contexts_before_outcome, holds_hash, parse_context
+from .context import content_hashes, contexts_before_outcome, parse_context
 from .errors import ValidationError
 from .models import (
     DESCRIPTION_MAX_CHARS, EPOCH_MAX, EPOCH_MIN, MEMORY_TYPES, PERCEPTION_TYPES, REASON_MAX_CHARS, STATUSES,
@@ -165,10 +165,14 @@ def _learned_hash(content: str, context: dict[str, Any], session_id: Any, claime
     ``learn`` of another text a duplicate of this memory.
     """
     contexts = [context, *(contexts_before_outcome(context) if session_id is not None else [])]
+    own = None
     for c in contexts:  # a file of an earlier version: its form of the hash
-        if holds_hash(claimed, content, c):
-            return content_hash(content, c)
-    return content_hash(content, context)
+        hashes = content_hashes(content, c)
+        if claimed in hashes:
+            return hashes[0]
+        own = own or hashes[0]  # the first: the hash of the context as it is
+    assert own is not None
+    return own
 
 
 _UID = re.compile(r"[0-9a-f]{32}")

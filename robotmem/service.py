@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 from . import validation
 from .config import Config, check_postgres_url, is_postgres_url
 from .context import (
-    canonical_json, content_hash, contexts_before_outcome, holds_hash, legacy_content_hash, parse_context,
+    canonical_json, content_hash, content_hashes, contexts_before_outcome, holds_hash, parse_context,
     parse_context_json,
 )
 from .embeddings.base import Embedder
@@ -210,7 +210,7 @@ class Memory:
         now = self.now()
         occurred = validation.timestamp(occurred_at, "occurred_at")
         coll = self._collection_for(collection, session_id)
-        digests = (content_hash(text, ctx, ctx_json), legacy_content_hash(text, ctx, ctx_json))
+        digests = content_hashes(text, ctx, ctx_json)
         with self._db.read() as conn:
             self._check_session_open(conn, session_id, coll)
             existing = self._find_fact(conn, coll, digests)
@@ -472,8 +472,8 @@ class Memory:
             # The hash is that of the context the caller gave, as end_session keeps it
             # (consolidation/writes.py attach_outcome): a later learn of this text and context
             # is a duplicate.
-            digest = content_hash(text, ctx)
-            digests = (digest, legacy_content_hash(text, ctx))
+            digests = content_hashes(text, ctx)
+            digest = digests[0]
             if kind == "fact":
                 self._refuse_second_live_fact(conn, mid, collection, digests)
         vectors = self._embeddings.embed([text])

@@ -59,7 +59,7 @@ def _time(value: Any, field: str, adjusted: list[tuple[str, str]], *, optional: 
             isinstance(value, float) and not math.isfinite(value)):
         raise ValidationError(f"{field} must be a finite number of epoch seconds", field=field)
     if EPOCH_MIN <= value <= EPOCH_MAX:
-        return validation.epoch_seconds(value, field)
+        return float(value)  # finite and in range: what validation.epoch_seconds would return
     for unit in _TIME_UNITS if value > EPOCH_MAX else ():
         if EPOCH_MIN <= value / unit <= EPOCH_MAX:
             adjusted.append((field, "rescaled"))

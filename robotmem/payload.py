@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -140,12 +141,18 @@ def tag_non_finite(value: Any) -> Any:
     """``value`` with each NaN or infinite float written ``{"float": "nan" | "inf" | "-inf"}``, the
     form payload summaries use: what a strict JSON output (the CLI's ``--json``) prints of a
     payload's data, which keeps a laser's inf and a sensor's NaN."""
+    return replace_non_finite(value, _non_finite)
+
+
+def replace_non_finite(value: Any, replacement: Callable[[float], Any]) -> Any:
+    """``value`` (nested dicts, lists, tuples as lists) with each NaN or infinite float replaced by
+    ``replacement(it)``: JSON has no such numbers."""
     if isinstance(value, float):
-        return value if math.isfinite(value) else _non_finite(value)
+        return value if math.isfinite(value) else replacement(value)
     if isinstance(value, dict):
-        return {k: tag_non_finite(v) for k, v in value.items()}
+        return {k: replace_non_finite(v, replacement) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [tag_non_finite(v) for v in value]
+        return [replace_non_finite(v, replacement) for v in value]
     return value
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import threading
 from collections.abc import Callable, Hashable
 from importlib.resources import files
@@ -19,6 +18,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..errors import NotFoundError, RobotMemError, ValidationError
+from ..payload import replace_non_finite
 from ..mcp.http_guard import HttpGuard, is_loopback_host, origin_key
 from ..view import episode_detail, episode_list, episode_timeline, latest_map
 
@@ -100,23 +100,13 @@ class BuildGate:
         return flight.body
 
 
-def _finite(value: Any) -> Any:
-    """``value`` with every float that is not finite (NaN, inf) as None: JSON has no such numbers
-    (a NaN a bridge stored in a context made the episode's whole answer a 500)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _render(content: Any) -> bytes:
     try:
         return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
     except ValueError:  # a NaN or inf somewhere
-        return json.dumps(_finite(content), ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        # JSON has no NaN: sent as null (a NaN a bridge stored in a context made the whole answer a 500)
+        finite = replace_non_finite(content, lambda _: None)
+        return json.dumps(finite, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 def _json(body: bytes, status: int = 200, headers: dict[str, str] | None = None) -> Response:

@@ -120,6 +120,21 @@ def _internal(exc: BaseException) -> JSONResponse:
                                                                         "see the server's log"}}, status_code=500)
 
 
+def _answered(produce: Callable[[], bytes]) -> Response:
+    """The JSON body ``produce`` renders, or the error it ran into as JSON: never Starlette's
+    text/plain 500."""
+    try:
+        return _json(produce())
+    except _Busy:
+        return JSONResponse({"error": {"code": "busy", "message": "the server is building other episode pages; "
+                                                                  f"retry in {RETRY_AFTER_S} s"}},
+                            status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
+    except RobotMemError as exc:
+        return _error(exc)
+    except Exception as exc:  # noqa: BLE001 - the safety net
+        return _internal(exc)
+
+
 def _error(exc: RobotMemError) -> JSONResponse:
     status = next((code for kind, code in _STATUS.items() if isinstance(exc, kind)), 500)
     return JSONResponse({"error": exc.to_dict()}, status_code=status)
@@ -192,12 +207,7 @@ class _Api:
     @staticmethod
     def _guarded(handler: Any) -> Any:
         def endpoint(request: Request) -> Response:
-            try:
-                return _json(_render(handler(request)))
-            except RobotMemError as exc:
-                return _error(exc)
-            except Exception as exc:  # noqa: BLE001 - the safety net: JSON, never Starlette's text/plain 500
-                return _internal(exc)
+            return _answered(lambda: _render(handler(request)))
         return endpoint
 
     def _gated(self, handler: Any, kind: str) -> Any:
@@ -205,16 +215,7 @@ class _Api:
         MAX_BUILDS over all episodes, beyond that 503 with Retry-After (the page waits and asks again)."""
         def endpoint(request: Request) -> Response:
             key = (kind, request.path_params["session_id"], request.query_params.get("page"))
-            try:
-                return _json(self.gate.run(key, lambda: _render(handler(request))))
-            except _Busy:
-                return JSONResponse({"error": {"code": "busy", "message": "the server is building other episode pages; "
-                                                                          f"retry in {RETRY_AFTER_S} s"}},
-                                    status_code=503, headers={"Retry-After": str(RETRY_AFTER_S)})
-            except RobotMemError as exc:
-                return _error(exc)
-            except Exception as exc:  # noqa: BLE001 - the safety net
-                return _internal(exc)
+            return _answered(lambda: self.gate.run(key, lambda: _render(handler(request))))
         return endpoint
 
     def episodes(self, request: Request) -> Any:

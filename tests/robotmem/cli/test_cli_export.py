@@ -73,6 +73,35 @@ def test_an_export_stopped_mid_write_leaves_the_previous_backup_byte_identical(b
     assert out == b""  # no summary: nothing was exported
 
 
+def test_the_temporary_file_of_a_killed_export_is_removed_by_the_next_export(big_store: Path, tmp_path: Path):
+    """SIGKILL (the OOM killer, a watchdog) cannot be caught, so its temporary file stays; the
+    kernel drops the dead writer's lock, and the next export to that backup removes the file."""
+    backup = tmp_path / "backup.jsonl"
+    proc = subprocess.Popen([*CLI, "--db", str(big_store), "export", str(backup)], env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    killed = False
+    while proc.poll() is None:
+        temps = _temporaries(tmp_path)
+        try:
+            if temps and temps[0].stat().st_size > 100_000:
+                proc.kill()
+                killed = True
+                break
+        except FileNotFoundError:
+            pass
+        time.sleep(0.002)
+    proc.communicate(timeout=600)
+    assert killed, "the export ended before it was killed"
+    left = _temporaries(tmp_path)
+    assert len(left) == 1 and not backup.exists()
+    old = time.time() - 3600  # as a nightly backup finds last night's leftover
+    os.utime(left[0], (old, old))
+    subprocess.run([*CLI, "--db", str(big_store), "export", str(backup)], env=_env(), check=True,
+                   capture_output=True, timeout=600)
+    assert _temporaries(tmp_path) == []
+    assert json.loads(backup.read_bytes().splitlines()[-1])["memories"] == 4000
+
+
 def test_a_file_cut_short_is_refused_by_the_cli_with_exit_1(big_store: Path, tmp_path: Path):
     backup = tmp_path / "backup.jsonl"
     subprocess.run([*CLI, "--db", str(big_store), "export", str(backup)], env=_env(), check=True,

@@ -312,6 +312,11 @@ class _Run:
     #: uid a waiting link may name -> the uid of that memory now: a row's provisional uid -> the uid
     #: it took, and a name in ``waiting`` -> the uid of the line it was derived from (_legacy_uid)
     renamed: dict[str, str] = field(default_factory=dict)
+    #: target uid -> the memories whose links wait in import_links for it (as read at the last pass
+    #: over them): a batch re-reads only the links waiting for a uid it stored, found or renamed
+    waiting_on: dict[str, set[int]] = field(default_factory=dict)
+    #: memories given links in import_links by the batch being written
+    fresh_links: list[int] = field(default_factory=list)
 
 
 def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, now: float,
@@ -366,9 +371,15 @@ def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, 
     batch = max(1, IMPORT_BATCH)
     for start in range(0, len(memories), batch):
         began = time.monotonic()
+        chunk = memories[start : start + batch]
         with db.write() as conn:
-            to_embed = _import_batch(db, conn, memories[start : start + batch], run, counts)
-            _write_links(db, conn, run)
+            renamed_before = set(run.renamed)
+            to_embed = _import_batch(db, conn, chunk, run, counts)
+            # Every waiting link at the first batch (a stopped run's too) and the last (a target
+            # another writer stored meanwhile); in between only those a batch may have completed.
+            every = start == 0 or start + batch >= len(memories)
+            _write_links(db, conn, run, None if every else
+                         {r["known_uid"] for r in chunk} | (run.renamed.keys() - renamed_before))
         held = time.monotonic() - began
         counts["embedded"] += _embed_missing(db, embeddings, to_embed)
         if db.kind == "sqlite" and start + batch < len(memories):
@@ -414,6 +425,7 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
         counts["memories"] += 1
         if pending:
             links.append((new_id, *pending))
+            run.fresh_links.append(new_id)
         if r["payload"] is not None:
             db.insert_payload(conn, new_id, r["payload"], r["payload_summary"])
         if r["embedding"] is not None:
@@ -439,12 +451,24 @@ def _pending_links(r: dict[str, Any], run: _Run) -> tuple[str | None, str] | Non
     return superseded, json.dumps(absorbed)
 
 
-def _write_links(db: Store, conn: Any, run: _Run) -> None:
+def _write_links(db: Store, conn: Any, run: _Run, touched: set[str] | None = None) -> None:
     """The links of imported memories whose targets are all stored now (of this run or of an earlier
     one that stopped before its end); the others wait in ``import_links`` for a later batch, under
-    the uids their targets have now (``run.renamed``), in the transaction that renamed them."""
-    pending = [(int(m), *_renamed(run, s, json.loads(a))) for m, s, a in conn.execute(
-        "SELECT memory_id, superseded_by, absorbed FROM import_links ORDER BY memory_id")]
+    the uids their targets have now (``run.renamed``), in the transaction that renamed them.
+
+    ``touched``: the uids the batch stored, found or renamed. Only the links it inserted and those
+    waiting for one of these are read again, so a link waiting for the file's last line costs one
+    read, not one per batch (``None``: every waiting link)."""
+    if touched is None:
+        rows = conn.execute("SELECT memory_id, superseded_by, absorbed FROM import_links ORDER BY memory_id")
+        run.waiting_on.clear()
+    else:
+        wake = set(run.fresh_links)
+        for uid in touched:
+            wake.update(run.waiting_on.pop(uid, ()))
+        rows = _links_of(conn, sorted(wake)) if wake else []
+    run.fresh_links.clear()
+    pending = [(int(m), *_renamed(run, s, json.loads(a))) for m, s, a in rows]
     if not pending:
         return
     wanted = {u for _, s, a, _ in pending for u in (s, *a) if isinstance(u, str)}
@@ -453,7 +477,10 @@ def _write_links(db: Store, conn: Any, run: _Run) -> None:
     absorbed_param = "?::jsonb" if dialect_of(conn) == "postgresql" else "?"
     done, renamed = [], []
     for memory_id, superseded, absorbed, changed in pending:
-        if any(isinstance(u, str) and u not in ids for u in (superseded, *absorbed)):
+        missing = [u for u in (superseded, *absorbed) if isinstance(u, str) and u not in ids]
+        if missing:
+            for uid in missing:
+                run.waiting_on.setdefault(uid, set()).add(memory_id)
             if changed:
                 renamed.append((superseded, json.dumps(absorbed), memory_id))
             continue
@@ -463,6 +490,15 @@ def _write_links(db: Store, conn: Any, run: _Run) -> None:
         done.append((memory_id,))
     conn.executemany("DELETE FROM import_links WHERE memory_id = ?", done)
     conn.executemany("UPDATE import_links SET superseded_by = ?, absorbed = ? WHERE memory_id = ?", renamed)
+
+
+def _links_of(conn: Any, memory_ids: list[int]) -> list[tuple[Any, ...]]:
+    """The rows of import_links of these memories, by memory id."""
+    if dialect_of(conn) == "postgresql":
+        query = "SELECT memory_id, superseded_by, absorbed FROM import_links WHERE memory_id = ANY(?) ORDER BY memory_id"
+        return list(conn.execute(query, (memory_ids,)))
+    return list(conn.execute("SELECT memory_id, superseded_by, absorbed FROM import_links WHERE memory_id IN "
+                             "(SELECT value FROM json_each(?)) ORDER BY memory_id", (json.dumps(memory_ids),)))
 
 
 def _renamed(run: _Run, superseded: str | None, absorbed: list[Any]) -> tuple[str | None, list[Any], bool]:

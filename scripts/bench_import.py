@@ -13,8 +13,12 @@ facts) is written and exported once by this tree. Then each tree, in a fresh pro
 The reference tree's import scanned the collection for every record, so it runs only up to
 ``--against-max`` memories. ``--migration N`` times migration 19 on an N-memory store (the
 store rewound to version 18: the uid column, its index and import_links dropped).
+``--forward-links K``: the first K memories of the source absorb one of the last K each, so
+their links wait in ``import_links`` for most of the import (as a fact that absorbed later
+episodes' notes over months does).
 
     python scripts/bench_import.py --sizes 20000 100000 [--against /tmp/main-tree] [--against-max 20000]
+    python scripts/bench_import.py --sizes 100000 --forward-links 20000 --against /tmp/main-tree --against-max 100000
     python scripts/bench_import.py --migration 100000 [--url postgresql://...  (an empty database)]
 """
 
@@ -50,10 +54,10 @@ def _fresh(path: Path) -> None:
         old.unlink()
 
 
-def make_source(folder: Path, n: int) -> Path:
+def make_source(folder: Path, n: int, links: int = 0) -> Path:
     from robotmem import Memory
 
-    export = folder / f"source{n}.jsonl"
+    export = folder / f"source{n}{f'-links{links}' if links else ''}.jsonl"
     if export.exists():
         return export
     db = folder / f"source{n}.db"
@@ -64,6 +68,9 @@ def make_source(folder: Path, n: int) -> Path:
                 writer.save_perceptions(_records(min(1000, n - 200 - start), start))
         for i in range(200):
             mem.learn(f"grip force {i % 50} N holds cup {i}", {"params": {"grip_force": i % 50}})
+    if links:
+        _absorb_forward(db, links)
+    with Memory(db, embedder=None) as mem:
         mem.export(export)
     small = folder / "small.jsonl"
     if not small.exists():
@@ -75,7 +82,18 @@ def make_source(folder: Path, n: int) -> Path:
     return export
 
 
-def child(folder: Path, n: int) -> None:
+def _absorb_forward(db: Path, links: int) -> None:
+    import apsw
+
+    conn = apsw.Connection(str(db))
+    ids = [int(i) for (i,) in conn.execute("SELECT id FROM memories ORDER BY id")]
+    with conn:
+        conn.executemany("UPDATE memories SET absorbed = ? WHERE id = ?",
+                         [(json.dumps([ids[-1 - j]]), ids[j]) for j in range(links)])
+    conn.close()
+
+
+def child(folder: Path, n: int, links: int = 0) -> None:
     """In a fresh process of the tree under test."""
     from robotmem import Memory
 
@@ -91,7 +109,8 @@ def child(folder: Path, n: int) -> None:
     time.sleep(1.0)  # the robot's store is open and writing
     with Memory(db, embedder=None) as mem:
         try:
-            for name, path in (("empty", folder / f"source{n}.jsonl"), ("again", folder / f"source{n}.jsonl"),
+            source = make_source(folder, n, links)
+            for name, path in (("empty", source), ("again", source),
                                ("1k into full", folder / "small.jsonl")):
                 t = time.perf_counter()
                 counts = mem.import_(path)
@@ -169,6 +188,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", default=[])
     parser.add_argument("--against", type=Path, help="a reference tree (e.g. a checkout of main)")
     parser.add_argument("--against-max", type=int, default=20_000)
+    parser.add_argument("--forward-links", type=int, default=0, help="links that wait for most of the import")
     parser.add_argument("--migration", type=int)
     parser.add_argument("--url", help="--migration on this (empty) PostgreSQL database instead of a SQLite file")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/robotmem-import"))
@@ -180,18 +200,18 @@ def main() -> None:
         robot_writes(args.dir, args.robot)
         return
     if args.child is not None:
-        child(args.dir, args.child)
+        child(args.dir, args.child, args.forward_links)
         return
     print(_machine())
     if args.migration:
         migration(args.dir, args.migration, args.url)
     for n in args.sizes:
-        make_source(args.dir, n)
+        make_source(args.dir, n, args.forward_links)
         trees = [TREE] + ([args.against] if args.against and n <= args.against_max else [])
         for tree in trees:
             env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONDONTWRITEBYTECODE": "1"}
             out = subprocess.run([sys.executable, str(HERE / "bench_import.py"), "--dir", str(args.dir),
-                                  "--child", str(n)], env=env, capture_output=True, text=True, check=True)
+                                  "--child", str(n), "--forward-links", str(args.forward_links)], env=env, capture_output=True, text=True, check=True)
             print(n, out.stdout.strip())
 
 

@@ -536,6 +536,47 @@ def test_links_to_memories_not_in_the_file_are_dropped(tmp_path: Path, mem: Memo
     assert links["this store's own memory number one"] == ("active", None, []) and local == 1
 
 
+def test_a_link_is_written_by_the_batch_that_stores_its_last_target_and_waiting_links_are_not_reread(
+        tmp_path: Path, mem: Memory, clock, monkeypatch):
+    """A link waiting for the file's last line used to be read again after every batch (a 1M-line
+    import with many such links spent most of its time there): now only the first and the last
+    batch read every waiting link, and a batch in between reads those it may complete."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 2)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.save_perceptions(_samples(8))
+        robot.export(tmp_path / "e.jsonl")
+
+    def absorb_later_lines(memories: list[dict]) -> None:
+        memories[0]["absorbed"] = [memories[3]["id"]]  # complete in the second of four batches
+        memories[1]["absorbed"] = [memories[7]["id"]]  # waits for the last
+
+    _rewrite(tmp_path / "e.jsonl", absorb_later_lines)
+    full_reads = 0
+    every_waiting_link = transfer._write_links
+
+    def counted(db, conn, run, touched=None):
+        nonlocal full_reads
+        full_reads += touched is None
+        every_waiting_link(db, conn, run, touched)
+
+    monkeypatch.setattr(transfer, "_write_links", counted)
+    waiting: list[tuple[int, int]] = []
+
+    def look(done: int) -> None:
+        with mem.store.read() as conn:
+            waiting.append((done, int(conn.execute("SELECT count(*) FROM import_links").fetchone()[0])))
+
+    monkeypatch.setattr(transfer, "_after_batch", look)
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 8
+    assert waiting == [(2, 2), (4, 1), (6, 1), (8, 0)]
+    assert full_reads == 2
+    with mem.store.read() as conn:
+        rows = list(conn.execute("SELECT id, occurred_at, absorbed FROM memories"))
+    when = {int(i): round(float(t)) - 1_700_000_000 for i, t, _ in rows}
+    absorbed = {when[int(i)]: [when[a] for a in (json.loads(a) if isinstance(a, str) else a)] for i, _, a in rows}
+    assert {k: v for k, v in absorbed.items() if v} == {0: [3], 1: [7]}
+
+
 def test_two_imports_of_one_file_at_once_into_postgresql_store_each_record_once(tmp_path: Path, postgres_url: str,
                                                                                clock, monkeypatch):
     """The other import stores the file between this one's look-up of a batch and its inserts: the

@@ -142,8 +142,10 @@ def render_stats(stats: dict[str, Any]) -> Iterator[str]:
 def _snapshot_line(index: dict[str, Any]) -> str:
     head = f"vector index of {index['collection']} ({index['model_id']}, {index['vectors']:,} vectors): "
     if index["kind"] == "hnsw":
-        state = ("HNSW, built" if index["built"] else
-                 "HNSW left unbuilt by a bulk load, recall scans exactly; `robotmem reindex` builds it")
+        state = ("HNSW left unbuilt by a bulk load, recall scans exactly; `robotmem reindex` builds it"
+                 if not index["built"] else
+                 "HNSW, built by an older robotmem: it also holds superseded and forgotten memories' vectors, "
+                 "which slow recall; `robotmem reindex` rebuilds it without them" if index["stale"] else "HNSW, built")
         return head + state + ("; being built now" if index["building"] else "")
     if not index["built"]:
         return head + ("none yet, being built now" if index["building"] else

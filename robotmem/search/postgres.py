@@ -103,10 +103,12 @@ class PgRecallEngine(RecallEngine):
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * k))}")
             # The cast and the constants match the (collection, model)'s partial index, so the
             # planner walks its HNSW graph (without one yet, this is an exact scan of the pair).
+            # ``searchable`` too: the index leaves out superseded and forgotten memories' vectors
+            # (PostgreSQL migration 8), which would crowd the walk's candidates.
             rows = conn.execute(
                 f"SELECT e.memory_id, 1.0 - (e.vector::vector({dim}) <=> ?::vector({dim})) FROM embeddings e "
                 f"JOIN memories m ON m.id = e.memory_id WHERE e.model_id = {sql_literal(model_id)} "
-                f"AND e.collection = {sql_literal(req.collection)} AND {where} "
+                f"AND e.collection = {sql_literal(req.collection)} AND e.searchable AND {where} "
                 f"ORDER BY e.vector::vector({dim}) <=> ?::vector({dim}) LIMIT ?",
                 [vec, *params, vec, k],
             ).fetchall()
@@ -115,7 +117,7 @@ class PgRecallEngine(RecallEngine):
         # Exact: the uncast column matches no index, so every eligible vector is scored.
         rows = conn.execute(
             "SELECT e.memory_id, 1.0 - (e.vector <=> ?) AS similarity FROM embeddings e "
-            f"JOIN memories m ON m.id = e.memory_id WHERE e.model_id = ? AND e.dim = ? AND {where} "
+            f"JOIN memories m ON m.id = e.memory_id WHERE e.model_id = ? AND e.dim = ? AND e.searchable AND {where} "
             "ORDER BY e.vector <=> ?, e.memory_id LIMIT ?",
             [vec, model_id, dim, *params, vec, k],
         ).fetchall()

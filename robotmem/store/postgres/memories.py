@@ -151,7 +151,7 @@ def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: 
     another writer had built it. Holds a lock per pair, so concurrent writers build it once."""
     conn.execute("SELECT pg_advisory_xact_lock(?::int4, hashtext(?))", (_INDEX_LOCK, f"{collection}\n{model_id}"))
     name = index_name(collection, model_id)
-    row = conn.execute("SELECT ready FROM vector_indexes WHERE collection = ? AND model_id = ?",
+    row = conn.execute("SELECT ready AND live_only FROM vector_indexes WHERE collection = ? AND model_id = ?",
                        (collection, model_id)).fetchone()
     if row is not None and row[0] and not rebuild:
         return False
@@ -160,18 +160,19 @@ def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: 
     conn.execute(f"SET LOCAL maintenance_work_mem = '{_BUILD_MEMORY}'")
     conn.execute(
         f"CREATE INDEX {name} ON embeddings USING hnsw ((vector::vector({int(dim)})) vector_cosine_ops) "
-        f"WHERE collection = {sql_literal(collection)} AND model_id = {sql_literal(model_id)}"
+        f"WHERE collection = {sql_literal(collection)} AND model_id = {sql_literal(model_id)} AND searchable"
     )
-    conn.execute("INSERT INTO vector_indexes (collection, model_id, dim, ready) VALUES (?, ?, ?, true) "
-                 "ON CONFLICT (collection, model_id) DO UPDATE SET ready = true, dim = excluded.dim",
+    conn.execute("INSERT INTO vector_indexes (collection, model_id, dim, ready, live_only) VALUES (?, ?, ?, true, true) "
+                 "ON CONFLICT (collection, model_id) DO UPDATE SET ready = true, live_only = true, dim = excluded.dim",
                  (collection, model_id, dim))
     return True
 
 
 def vector_index_pairs(conn: PgConnection, *, everything: bool) -> list[tuple[str, str, int]]:
-    """(collection, model, dim) of the indexes still to build (``everything``: of all indexes)."""
+    """(collection, model, dim) of the indexes still to build or to rebuild without superseded and
+    forgotten vectors (built before PostgreSQL migration 8); ``everything``: of all indexes."""
     rows = conn.execute("SELECT collection, model_id, dim FROM vector_indexes"
-                        + ("" if everything else " WHERE NOT ready") + " ORDER BY collection, model_id")
+                        + ("" if everything else " WHERE NOT (ready AND live_only)") + " ORDER BY collection, model_id")
     return [(str(c), str(m), int(d)) for c, m, d in rows]
 
 
@@ -180,13 +181,13 @@ def vector_index_states(conn: PgConnection, collection: str | None) -> list[dict
     scans exactly), and whether a writer is building it now (it holds the pair's advisory lock)."""
     where, params = (" WHERE v.collection = ?", (collection,)) if collection is not None else ("", ())
     rows = conn.execute(
-        "SELECT v.collection, v.model_id, v.ready, EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
+        "SELECT v.collection, v.model_id, v.ready, v.live_only, EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
         "AND l.objsubid = 2 AND l.classid = ?::int4::oid "
         "AND l.objid = hashtext(v.collection || E'\\n' || v.model_id)::oid), "
         "(SELECT count(*) FROM embeddings e WHERE e.collection = v.collection AND e.model_id = v.model_id) "
         f"FROM vector_indexes v{where} ORDER BY 1, 2", (_INDEX_LOCK, *params))
     return [{"collection": str(c), "model_id": str(m), "kind": "hnsw", "vectors": int(n), "built": bool(ready),
-             "stale": not ready, "building": bool(busy)} for c, m, ready, busy, n in rows]
+             "stale": not (ready and live_only), "building": bool(busy)} for c, m, ready, live_only, busy, n in rows]
 
 
 def vector_count(conn: PgConnection, collection: str, model_id: str) -> int:

@@ -200,3 +200,97 @@ def test_import_loads_vectors_then_builds_each_index_once(tmp_path: Path, postgr
         got = [h["content"] for h in pg.recall("zzqxv", n=5, min_relevance=0, query_vector=query)["results"]]
     with Memory(source, embedder=GivenVectors(), collection="arm") as lite:
         assert got == [h["content"] for h in lite.recall("zzqxv", n=5, min_relevance=0, query_vector=query)["results"]]
+
+
+def _searchable(url: str) -> dict[str, bool]:
+    with PgStore(url) as store, store.read() as conn:
+        return {str(s): bool(f) for s, f in conn.execute(
+            "SELECT m.status, bool_or(e.searchable) FROM embeddings e JOIN memories m ON m.id = e.memory_id "
+            "GROUP BY m.status")}
+
+
+def test_superseded_and_forgotten_vectors_stay_out_of_the_index_so_recall_walks_it(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch):
+    """Consolidation supersedes many memories over months. Their vectors in the graph crowded the
+    walk's candidates, so recall came back with fewer than it asked for and scanned every vector."""
+    import psycopg
+
+    with Memory(postgres_url, embedder=GivenVectors(), collection="arm") as mem:
+        ids = mem.save_perceptions(_perceptions("arm", 2 * BULK_ROWS))
+        mem.rebuild_vector_indexes()
+        mem.forget(ids[0], reason="the camera was miscalibrated")
+        with mem.store.write() as conn:  # as end_session marks a merged group's members
+            conn.execute("UPDATE memories SET status = 'superseded' WHERE id = ANY(?) AND id % 10 <> 0", (ids[1:],))
+        assert _searchable(postgres_url) == {"active": True, "forgotten": False, "superseded": False}
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("VACUUM embeddings")  # as autovacuum does: the rows' old versions leave the graph
+        ran: list[str] = []
+        real = PgConnection.execute
+
+        def record(self: PgConnection, query: str, params: Any = ()) -> Any:
+            ran.append(query)
+            return real(self, query, params)
+
+        monkeypatch.setattr(PgConnection, "execute", record)
+        # Every memory near this query's vector (texts "c3 ...": ids 4, 24, 44, ...) is superseded.
+        hits = mem.recall("zzqxv", n=10, min_relevance=0, query_vector=vector_of("c3 probe"))["results"]
+        monkeypatch.undo()
+    assert all(h["id"] % 10 == 0 and h["id"] != ids[0] for h in hits)
+    walks = [q for q in ran if "ORDER BY e.vector::vector" in q]
+    exact = [q for q in ran if "ORDER BY e.vector <=>" in q]
+    assert len(walks) == 1 and exact == []  # enough live candidates from the graph alone
+
+
+def test_a_vector_stored_for_a_memory_no_longer_live_is_not_searchable(tmp_path: Path, postgres_url: str):
+    """Import brings superseded and forgotten memories with their vectors: they stay out of the index."""
+    source = tmp_path / "source.db"
+    with Memory(source, embedder=GivenVectors()) as lite:
+        kept = lite.learn("c1 the dock door sticks in the cold")["memory_id"]
+        gone = lite.learn("c2 the dock light flickers")["memory_id"]
+        lite.forget(gone, reason="the light was replaced")
+        lite.export(tmp_path / "e.jsonl")
+    with Memory(postgres_url, embedder=GivenVectors()) as pg:
+        assert pg.import_(tmp_path / "e.jsonl")["memories"] == 2
+        assert kept != gone and _searchable(postgres_url) == {"active": True, "forgotten": False}
+
+
+def test_an_index_built_before_live_only_indexes_is_reported_and_rebuilt_by_reindex(postgres_url: str):
+    """Migration 8 keeps older indexes (rebuilding them would hold every process at the first open
+    for minutes on a large store): stats names them, `robotmem reindex` rebuilds them."""
+    with Memory(postgres_url, embedder=GivenVectors(), collection="arm") as mem:
+        mem.save_perceptions(_perceptions("arm", BULK_ROWS))
+        mem.rebuild_vector_indexes()
+        name = index_name("arm", MODEL)
+        with mem.store.write() as conn:  # the index and its row as a robotmem before migration 8 left them
+            conn.execute(f"DROP INDEX {name}")
+            conn.execute(f"CREATE INDEX {name} ON embeddings USING hnsw ((vector::vector(32)) vector_cosine_ops) "
+                         f"WHERE collection = 'arm' AND model_id = '{MODEL}'")
+            conn.execute("UPDATE vector_indexes SET live_only = false")
+        (state,) = mem.stats()["vector_indexes"]
+        assert state["built"] and state["stale"]
+        assert "`robotmem reindex` rebuilds it without them" in "\n".join(render_stats(mem.stats()))
+        mem.save_perceptions(_perceptions("arm", 3))  # a write does not stop to rebuild it
+        assert "searchable" not in _indexes(postgres_url)[name]
+        assert [(b["collection"], b["rows"]) for b in mem.reindex()["vector_indexes"]] == [("arm", BULK_ROWS + 3)]
+        assert "searchable" in _indexes(postgres_url)[name]
+        assert not mem.stats()["vector_indexes"][0]["stale"]
+
+
+def test_migration_8_marks_the_vectors_of_memories_no_longer_live(postgres_url: str):
+    with Memory(postgres_url, embedder=GivenVectors()) as mem:
+        mem.learn("c1 the dock door sticks in the cold")
+        gone = mem.learn("c2 the dock light flickers")["memory_id"]
+        mem.forget(gone, reason="replaced")
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as raw, raw.transaction():  # back to version 7
+        raw.execute("DROP TRIGGER memories_status_to_embedding ON memories")
+        raw.execute("DROP TRIGGER embeddings_searchable ON embeddings")
+        raw.execute("DROP FUNCTION robotmem_status_to_embedding(), robotmem_embedding_searchable()")
+        raw.execute("ALTER TABLE embeddings DROP COLUMN searchable")
+        raw.execute("ALTER TABLE vector_indexes DROP COLUMN live_only")
+        raw.execute("DELETE FROM robotmem_schema WHERE version >= 8")
+    with Memory(postgres_url, embedder=GivenVectors()) as mem:
+        assert _searchable(postgres_url) == {"active": True, "forgotten": False}
+        mem.forget(1, reason="the door was fixed")  # the trigger runs from now on
+        assert _searchable(postgres_url) == {"forgotten": False}

@@ -17,8 +17,8 @@ import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["FTS_TOKENIZE", "fts_match_expression", "identifier_key_words", "index_tokens", "is_bare_number",
-           "memory_search_text", "query_tokens", "token_parts"]
+__all__ = ["FTS_TOKENIZE", "TOKEN_MAX_BYTES", "fts_match_expression", "identifier_key_words", "index_tokens",
+           "is_bare_number", "memory_search_text", "query_tokens", "token_parts"]
 
 #: FTS5 tokenizer spec: every character our tokens may contain is a token character,
 #: so FTS5 splits only on the spaces we put between tokens.
@@ -118,16 +118,33 @@ def token_parts(token: str) -> list[str]:
     return _expand(token)[1:]
 
 
+#: A token is cut to at most this many UTF-8 bytes, at a character boundary. PostgreSQL refuses a
+#: lexeme of more (tsvector and tsquery alike: "word is too long"); SQLite has no limit. Cutting here,
+#: where both backends' index text and queries are made, keeps their answers alike: a 1,100-letter
+#: word or a base64 blob in a log line is stored on both and found on both by the same word.
+TOKEN_MAX_BYTES = 2046
+
+
+def _capped(token: str) -> str:
+    # 4 bytes per character at most: shorter tokens need no encoding to know they fit.
+    if len(token) * 4 <= TOKEN_MAX_BYTES or len(token.encode()) <= TOKEN_MAX_BYTES:
+        return token
+    return token.encode()[:TOKEN_MAX_BYTES].decode("utf-8", "ignore")
+
+
 def _raw_tokens(text: str) -> list[str]:
     folded = _fold(text)
     # The pattern has no groups, so findall gives whole matches; ASCII text has no CJK to split.
     if folded.isascii():
         found: list[str] = _TOKEN_RE.findall(folded)
-        return [t.replace(",", ".") for t in found] if "," in folded else found
+        if "," in folded:
+            found = [t.replace(",", ".") for t in found]
+        # Folding may lengthen text (a ligature "ﬃ" becomes "ffi"); one byte per character here.
+        return [_capped(t) for t in found] if len(folded) > TOKEN_MAX_BYTES else found
     tokens: list[str] = []
     for match in _TOKEN_RE.finditer(folded):
         for piece in _split_cjk(match.group(0)):
-            tokens.append(piece.replace(",", "."))
+            tokens.append(_capped(piece.replace(",", ".")))
     return tokens
 
 

@@ -166,3 +166,13 @@ def test_a_batch_whose_index_statement_fails_is_reported_by_the_next_call_and_no
         # The rows and the indexes agree: every stored memory has its leaves and its full-text entry.
         assert conn.execute("SELECT count(DISTINCT memory_id) FROM context_leaves").fetchone()[0] == 5
         assert conn.execute("SELECT count(*) FROM memories_fts").fetchone()[0] == 5
+
+
+def test_a_word_past_postgresqls_lexeme_limit_in_a_batch_is_stored_with_the_batches_around_it(mem: Memory) -> None:
+    word = "ж" * 1100  # 2,200 bytes: PostgreSQL takes lexemes of at most 2,046 (tokens are cut there)
+    with mem.bulk_writer() as writer:
+        for description in ("bulk frame A", word, "bulk frame C"):
+            writer.save_perceptions([{"description": description, "collection": "bulk"}])
+    everything = mem.recall("", collection="bulk", context_filter={"x": {"$exists": False}}, n=10, min_confidence=0)
+    assert sorted(_contents(everything)) == sorted(["bulk frame A", word, "bulk frame C"])
+    assert _contents(mem.recall(word, collection="bulk", min_relevance=0)) == [word]

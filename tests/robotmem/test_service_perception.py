@@ -149,3 +149,16 @@ def test_non_finite_numbers_are_kept_in_data_and_summarised_as_strict_json(mem: 
     assert shapes[bare] == {"float": "nan"}
     assert _same(mem.get_data(mid), NON_FINITE_DATA)
     assert mem.get_data(bare) != mem.get_data(bare)  # NaN itself
+
+
+def test_a_word_longer_than_postgresqls_lexeme_limit_is_stored_and_found_on_both_backends(mem: Memory):
+    # 1,100 letters, 2,200 bytes in UTF-8: PostgreSQL refuses a lexeme of more than 2,046 bytes,
+    # so robotmem's tokens cut it there for both backends' full text (a base64 blob in a log line too).
+    word = "ж" * 1100
+    first = mem.save_perception(word, "visual")["memory_id"]
+    ids = mem.save_perceptions([{"description": "camera frame 1"}, {"description": word},
+                                {"description": "camera frame 3"}])
+    fact = mem.learn(f"token {word[:290]}")["memory_id"]
+    assert {h["id"] for h in mem.recall(word, min_relevance=0)["results"]} == {ids[1], first}
+    assert {h["id"] for h in mem.recall(word[:290], min_relevance=0)["results"]} == {fact}
+    assert mem.outcome_stats("x", query=word)["matched"] == 2

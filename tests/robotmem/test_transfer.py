@@ -1019,3 +1019,12 @@ def test_export_and_import_take_open_text_streams(tmp_path: Path, mem: Memory):
             copy.import_(io.StringIO("".join(out.getvalue().splitlines(keepends=True)[:3])))
         with pytest.raises(ValidationError, match="allow_incomplete must be true or false"):
             copy.import_(io.StringIO(out.getvalue()), allow_incomplete="yes")
+
+
+def test_an_export_with_a_word_past_postgresqls_lexeme_limit_imports_and_is_found(tmp_path: Path, mem: Memory):
+    word = "ж" * 1100  # 2,200 bytes; PostgreSQL takes lexemes of at most 2,046 (tokens are cut there)
+    with Memory(tmp_path / "source.db", embedder=None) as source:
+        source.save_perceptions([{"description": "camera frame 1"}, {"description": word}])
+        source.export(tmp_path / "e.jsonl")
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 2
+    assert [h["content"] for h in mem.recall(word, min_relevance=0)["results"]] == [word]

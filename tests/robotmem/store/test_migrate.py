@@ -285,3 +285,17 @@ def test_a_store_that_only_shares_its_first_lesson_is_not_taken_for_a_stopped_co
         assert _rows(target) == before
     assert info.value.field == "to"
     assert "its memory 1 is not this store's" in info.value.message
+
+
+def test_a_word_past_postgresqls_lexeme_limit_migrates_and_is_found_alike(tmp_path: Path, clock, postgres_url: str,
+                                                                           capsys):
+    word = "ж" * 1100  # 2,200 bytes; PostgreSQL takes lexemes of at most 2,046 (tokens are cut there)
+    source = tmp_path / "source.db"
+    with Memory(source, clock=clock, embedder=None) as lite:
+        lite.save_perceptions([{"description": "camera frame 1"}, {"description": word},
+                               {"description": f"log line token {word}"}])
+    assert main(["--db", str(source), "--json", "migrate", "--to", postgres_url]) == 0
+    assert json.loads(capsys.readouterr().out)["memories"] == 3
+    with Memory(source, clock=clock, embedder=None) as lite, Memory(postgres_url, clock=clock, embedder=None) as pg:
+        found = [{h["id"] for h in m.recall(word, min_relevance=0)["results"]} for m in (lite, pg)]
+        assert found[0] == found[1] and len(found[0]) == 2

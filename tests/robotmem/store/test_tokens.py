@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from robotmem.store.tokens import fts_match_expression, index_tokens, query_tokens
+from robotmem.store.tokens import TOKEN_MAX_BYTES, fts_match_expression, index_tokens, query_tokens
 
 
 def test_decimal_with_unit_is_one_token_and_also_its_parts():
@@ -66,3 +66,16 @@ def test_identifier_key_words_are_the_keys_holding_identifiers_with_their_parts(
     assert identifier_key_words(context) == {"serial_number", "serial", "number", "part", "model", "firmware", "tags"}
     assert identifier_key_words({"robot": {"type": "arm"}, "params": {"grip_force": 12.5}}) == set()
     assert identifier_key_words(None) == set() == identifier_key_words({})
+
+
+def test_a_word_longer_than_postgresqls_lexeme_limit_is_cut_alike_in_the_index_and_the_query():
+    # 1,100 Cyrillic letters are 2,200 bytes; PostgreSQL takes lexemes of at most 2,046.
+    word = "ж" * 1100
+    indexed = index_tokens(f"grip {word} slipped")
+    assert indexed == f"grip {'ж' * 1023} slipped" and len("ж".encode()) * 1023 == TOKEN_MAX_BYTES
+    assert query_tokens(word) == ["ж" * 1023]
+    # cut at a character boundary, never inside a multi-byte letter
+    assert query_tokens("a" + "ж" * 1100) == ["a" + "ж" * 1022]
+    # folding can lengthen a word past the limit ("ﬃ" is "ffi"): cut after folding
+    assert query_tokens("ﬃ" * 700) == [("ffi" * 700)[:TOKEN_MAX_BYTES]]
+    assert query_tokens("q" * 1999) == ["q" * 1999]

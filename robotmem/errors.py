@@ -7,7 +7,7 @@ one ``except RobotMemError``::
     ├── ValidationError      bad input; ``field`` names the offending parameter
     ├── NotFoundError        an id that does not exist (or no longer accepts the call)
     ├── ConflictError        a valid request that contradicts the stored state
-    ├── StorageError         SQLite failed underneath us (disk full, corrupt file, ...)
+    ├── StorageError         the database failed underneath us (disk full, lost connection, ...)
     ├── EmbeddingUnavailableError  the embedding model is not installed or cannot be built
     └── ConfigError          a configuration value or file is unusable
 
@@ -90,13 +90,21 @@ class StorageError(RobotMemError):
 
     ``advice`` says what happened and what to do without naming paths or SQL (disk full,
     read-only file, I/O error, ...), so servers can pass it on to remote clients.
+
+    ``transient`` tells a caller that retries (the live bridge's outbox) whether the same call
+    may succeed later unchanged. Each backend sets it where it translates its own error, by one
+    rule: the connection, a lock or another writer, the server's or the disk's resources, an
+    operator stopping the server are transient; a statement the database refuses for what it
+    holds (a value past a limit, a constraint, an SQL error) is not: it fails again the same way.
     """
 
     code = "storage_error"
 
-    def __init__(self, message: str, *, field: str | None = None, advice: str | None = None) -> None:
+    def __init__(self, message: str, *, field: str | None = None, advice: str | None = None,
+                 transient: bool = True) -> None:
         super().__init__(message, field=field)
         self.advice = advice
+        self.transient = transient
 
 
 class ReadOnlyStoreError(StorageError):

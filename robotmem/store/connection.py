@@ -399,7 +399,7 @@ class Database:
             except apsw.Error as exc:
                 log.error("read failed: %s", exc)
                 raise StorageError(f"reading the memory store failed: {_describe(exc)}",
-                                   advice=_describe(exc)) from exc
+                                   advice=_describe(exc), transient=_transient(exc)) from exc
         finally:
             if outermost:
                 self._leave(conn)
@@ -445,15 +445,17 @@ class Database:
                     conn.set_busy_timeout(self._busy_timeout_ms)
         except apsw.Error as exc:
             kind = ReadOnlyStoreError if isinstance(exc, apsw.ReadOnlyError) else StorageError
-            raise kind(f"the memory store is busy or unwritable: {_describe(exc)}", advice=_describe(exc)) from exc
+            raise kind(f"the memory store is busy or unwritable: {_describe(exc)}", advice=_describe(exc),
+                       transient=_transient(exc)) from exc
 
     def pipelined_writes(self) -> PipelinedWrites:
         """Write transactions on a connection of their own that commit on a worker thread (bulk loads)."""
         if self._closed:
             raise StorageError("the memory store is closed")
         conn = self._open()
-        writes = PipelinedWrites(conn, Transactions(begin=self._begin, commit=_commit, rollback=_rollback,
-                                                    failed=_write_failed, close=self._close_dedicated))
+        writes = PipelinedWrites(conn, Transactions(backend_error=apsw.Error, begin=self._begin, commit=_commit,
+                                                    rollback=_rollback, failed=_write_failed,
+                                                    close=self._close_dedicated))
         # Closed with the store if the writer is not closed first (or with the writer, when it is collected).
         with self._lock:
             self._all[id(conn)] = (conn, weakref.finalize(writes, self._retire, conn))
@@ -517,7 +519,7 @@ def _rollback(conn: apsw.Connection) -> None:
 def _write_failed(exc: BaseException) -> StorageError:
     detail = _describe(exc) if isinstance(exc, apsw.Error) else str(exc)
     kind = ReadOnlyStoreError if isinstance(exc, apsw.ReadOnlyError) else StorageError
-    return kind(f"writing to the memory store failed: {detail}", advice=detail)
+    return kind(f"writing to the memory store failed: {detail}", advice=detail, transient=_transient(exc))
 
 
 def one_row(conn: apsw.Connection, query: str, params: Any = ()) -> tuple[Any, ...]:
@@ -551,6 +553,20 @@ _WHAT_TO_DO = {
     apsw.SQLITE_NOMEM: "SQLite ran out of memory",
     apsw.SQLITE_TOOBIG: "a value is too large for SQLite",
 }
+
+
+#: SQLite's primary result codes of failures outside the statement (another writer, the disk, the
+#: file's permissions or mount, memory): the same statement may succeed later. Any other code (a
+#: value too big, a constraint, an SQL error, a corrupt file) fails again the same way; see
+#: robotmem.errors.StorageError.transient and its PostgreSQL twin in store/postgres/connection.py.
+_TRANSIENT_CODES = frozenset((apsw.SQLITE_BUSY, apsw.SQLITE_LOCKED, apsw.SQLITE_FULL, apsw.SQLITE_READONLY,
+                              apsw.SQLITE_IOERR, apsw.SQLITE_CANTOPEN, apsw.SQLITE_PERM, apsw.SQLITE_NOMEM,
+                              apsw.SQLITE_INTERRUPT, apsw.SQLITE_PROTOCOL))
+
+
+def _transient(exc: BaseException) -> bool:
+    code = getattr(exc, "result", None)
+    return isinstance(exc, apsw.Error) and isinstance(code, int) and code & 0xFF in _TRANSIENT_CODES
 
 
 def _describe(exc: apsw.Error) -> str:

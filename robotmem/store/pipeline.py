@@ -33,9 +33,10 @@ Later = list[Callable[[Any], None]]
 @dataclass(frozen=True)
 class Transactions:
     """How a store begins and commits on one connection (raising StorageError), rolls back
-    (whatever is open, quietly), turns an error of a ``later`` statement into its StorageError,
-    and closes the connection."""
+    (whatever is open, quietly), turns its driver's errors (``backend_error``: of a ``later``
+    statement or of the caller's rows) into its StorageError, and closes the connection."""
 
+    backend_error: type[Exception]
     begin: Callable[[Any], None]
     commit: Callable[[Any], None]
     rollback: Callable[[Any], None]
@@ -64,8 +65,12 @@ class PipelinedWrites:
             later: Later = []
             try:
                 yield self._conn, later
-            except BaseException:
+            except BaseException as exc:
                 self._tx.rollback(self._conn)
+                # The rows go in on the caller's thread, outside the store's write(): a driver
+                # error there (PostgreSQL's "word is too long") must leave as a robotmem error too.
+                if isinstance(exc, self._tx.backend_error):
+                    raise self._tx.failed(exc) from exc
                 raise
             self._pending = self._worker.submit(self._finish, later)
 

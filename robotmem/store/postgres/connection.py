@@ -120,7 +120,7 @@ class PgConnection:
             with self.raw.transaction():
                 yield
         except psycopg.Error as exc:
-            raise StorageError(_describe(exc)) from exc
+            raise StorageError(_describe(exc), transient=_transient(exc)) from exc
 
     @property
     def in_transaction(self) -> bool:
@@ -207,7 +207,8 @@ class PgDatabase:
                 self._on_connect(conn)
             except psycopg.Error as exc:
                 raw.close()
-                raise StorageError(f"cannot prepare the PostgreSQL connection: {_describe(exc)}") from exc
+                raise StorageError(f"cannot prepare the PostgreSQL connection: {_describe(exc)}",
+                                   transient=_transient(exc)) from exc
         return conn
 
     def _forget(self, conn: PgConnection) -> None:
@@ -265,7 +266,7 @@ class PgDatabase:
         if self._closed:
             raise StorageError("the memory store is closed")
         return PipelinedWrites(self._open(), Transactions(
-            begin=functools.partial(self._execute_or_fail, "BEGIN"),
+            backend_error=psycopg.Error, begin=functools.partial(self._execute_or_fail, "BEGIN"),
             commit=functools.partial(self._execute_or_fail, "COMMIT"), rollback=self._rollback_dedicated,
             failed=self._write_failed, close=lambda conn: conn.raw.close()))
 
@@ -283,10 +284,10 @@ class PgDatabase:
                 log.exception("rollback failed")
 
     def _write_failed(self, exc: BaseException) -> StorageError:
-        if isinstance(exc, psycopg.OperationalError):
+        if isinstance(exc, psycopg.Error) and _connection_lost(exc):
             return StorageError(f"the PostgreSQL server at {self.location} is unreachable: {_first_line(exc)}")
         detail = _describe(exc) if isinstance(exc, psycopg.Error) else str(exc)
-        return StorageError(f"writing to the memory store failed: {detail}")
+        return StorageError(f"writing to the memory store failed: {detail}", transient=_transient(exc))
 
     def run_write(self, body: Callable[[PgConnection], T]) -> T:
         """``body`` in a write transaction, re-run when PostgreSQL asks (deadlock, serialization)."""
@@ -320,13 +321,15 @@ class PgDatabase:
         except BaseException as exc:
             self._rollback(conn)
             if isinstance(exc, psycopg.Error):
-                raise StorageError(f"{verb} the memory store failed: {_describe(exc)}") from exc
+                raise StorageError(f"{verb} the memory store failed: {_describe(exc)}",
+                                   transient=_transient(exc)) from exc
             raise
         try:
             conn.raw.execute("COMMIT")
         except psycopg.Error as exc:
             self._rollback(conn)
-            raise StorageError(f"{verb} the memory store failed: {_describe(exc)}") from exc
+            raise StorageError(f"{verb} the memory store failed: {_describe(exc)}",
+                               transient=_transient(exc)) from exc
 
     def _rollback(self, conn: PgConnection) -> None:
         try:
@@ -356,9 +359,40 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
+#: SQLSTATEs after which the connection is gone: class 08 (connection exception) and the server
+#: shutting down or not yet accepting connections (57P01-57P03).
+_GONE_STATES = ("57P01", "57P02", "57P03")
+#: SQLSTATE classes of failures outside the statement: the connection (08), a conflict with another
+#: transaction (40), the server's resources (53: disk full, out of memory, too many connections),
+#: an operator or a timeout (57), the server's system (58); and a lock not had in time (55P03, the
+#: lock_timeout of write(wait=False)). Any other class (54 program limit exceeded, 22 data, 23
+#: constraint, 42 syntax) is the statement's own and fails again the same way; see
+#: robotmem.errors.StorageError.transient and its SQLite twin in store/connection.py.
+_TRANSIENT_CLASSES = ("08", "40", "53", "57", "58")
+_TRANSIENT_STATES = ("55P03",)
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    """Whether the connection failed (not the statement). psycopg's OperationalError is not that
+    test: it also covers server errors such as ProgramLimitExceeded ("word is too long")."""
+    state = exc.sqlstate
+    if state is None:  # libpq's own errors: the socket closed, the server went away, a closed connection
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+    return state.startswith("08") or state in _GONE_STATES
+
+
+def _transient(exc: BaseException) -> bool:
+    if not isinstance(exc, psycopg.Error):
+        return False
+    state = exc.sqlstate
+    if state is None:
+        return _connection_lost(exc)
+    return state[:2] in _TRANSIENT_CLASSES or state in _TRANSIENT_STATES
+
+
 def _describe(exc: psycopg.Error) -> str:
     """What failed, without SQL text: the server's message, or why the connection dropped."""
-    if isinstance(exc, psycopg.OperationalError):
+    if _connection_lost(exc):
         return f"the connection to PostgreSQL was lost ({_first_line(exc)})"
     diag = getattr(exc, "diag", None)
     primary = getattr(diag, "message_primary", None)

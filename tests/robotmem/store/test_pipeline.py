@@ -72,6 +72,20 @@ def test_an_error_in_the_block_rolls_back_and_keeps_the_writer_usable(db: Databa
     assert [x for _, x in _rows(db)] == [2]
 
 
+def test_a_driver_error_in_the_block_leaves_as_a_storage_error_that_is_not_transient(db: Database) -> None:
+    # the caller's rows go in on its own thread: a driver error there is still robotmem's to translate
+    writes = db.pipelined_writes()
+    with pytest.raises(StorageError) as info:
+        with writes.batch() as (conn, later):
+            conn.execute("INSERT INTO t (x) VALUES (1)")
+            conn.execute("INSERT INTO t (x) VALUES (NULL)")  # NOT NULL: fails the same way every time
+    assert isinstance(info.value.__cause__, apsw.ConstraintError) and not info.value.transient
+    with writes.batch() as (conn, later):
+        conn.execute("INSERT INTO t (x) VALUES (2)")
+    writes.close()
+    assert [x for _, x in _rows(db)] == [2]
+
+
 def test_close_raises_the_last_failure_and_still_closes(db: Database) -> None:
     writes = db.pipelined_writes()
     assert db.open_connections() == 2  # this thread's and the writer's

@@ -484,3 +484,53 @@ def test_migration_6_reads_a_whole_outcome_end_session_wrote_back_as_a_float(pos
         # The hash is the caller's context's, untouched.
         assert mem._db.connection().execute("SELECT content_hash FROM memories WHERE id = ?",
                                             (ended[0],)).fetchone()[0] == hash_before
+
+
+def test_a_statement_the_server_refuses_is_not_called_a_lost_connection(postgres_url: str):
+    # ProgramLimitExceeded (SQLSTATE 54000) is a psycopg OperationalError, yet the connection is fine
+    db = PgDatabase(postgres_url)
+    try:
+        with pytest.raises(StorageError) as info:
+            with db.write() as conn:
+                conn.execute("SELECT ?::tsvector", ("'" + "ж" * 1100 + "':1",))
+        assert "word is too long" in info.value.message and "connection" not in info.value.message
+        assert not info.value.transient
+        with pytest.raises(StorageError) as read:
+            with db.read() as conn:
+                conn.execute("SELECT ?::tsquery", ("'" + "a" * 2047 + "'",))
+        assert "connection" not in read.value.message and not read.value.transient
+        with db.write() as conn:  # the same connection goes on
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        db.close()
+
+
+def test_a_connection_the_server_ends_is_called_lost_and_transient(postgres_url: str):
+    db = PgDatabase(postgres_url)
+    try:
+        with pytest.raises(StorageError) as info:
+            with db.write() as conn:
+                pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+                with _admin(postgres_url) as admin:
+                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                conn.execute("SELECT 1")
+        assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
+        with db.write() as conn:  # a new connection next time
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        db.close()
+
+
+def test_a_driver_error_in_a_bulk_writers_batch_is_a_storage_error(postgres_url: str):
+    db = PgDatabase(postgres_url)
+    writes = db.pipelined_writes()
+    try:
+        with pytest.raises(StorageError) as info:
+            with writes.batch() as (conn, _later):
+                conn.execute("SELECT ?::tsvector", ("'" + "ж" * 1100 + "':1",))
+        assert "word is too long" in info.value.message and not info.value.transient
+        with writes.batch() as (conn, _later):  # the writer goes on
+            conn.execute("SELECT 1")
+    finally:
+        writes.close()
+        db.close()

@@ -5,14 +5,16 @@ raises StorageError. Converters have already turned the messages into records by
 so losing the write would lose seconds of trajectory. Instead every store operation
 (start a session, write records, learn, end a session) goes through this outbox, in order:
 
-* An operation that fails with StorageError stays at the head; it and everything behind
+* An operation that fails with a transient StorageError (``exc.transient``: the lock, the
+  disk, the connection) stays at the head; it and everything behind
   it are tried again after a backoff (``initial_delay_s``, doubling up to ``max_delay_s``).
   Each failed attempt counts in ``stats.write_retries``.
 * Memory stays bounded: beyond ``max_pending_records`` held records the oldest pending
   record batch is dropped, and an operation still failing after ``max_attempts`` is
   dropped; both count in ``stats.records_dropped`` and are logged.
-* Any other error is not transient: that operation is dropped (counted, logged with the
-  error) and the ones behind it go on.
+* Any other error is not transient, nor is a StorageError the store marks so (a statement
+  the database refuses for its content fails again the same way): that operation is dropped
+  (counted, logged with the error) and the ones behind it go on.
 * ``close`` keeps trying for up to ``close_timeout_s`` before it gives up on what is left.
 
 The outbox never raises for a store error: the caller (a bridge) keeps running.
@@ -103,7 +105,7 @@ class WriteOutbox:
         self._recount()
 
     def pump(self, *, force: bool = False) -> None:
-        """Run queued operations in order; stop at the first that fails with StorageError."""
+        """Run queued operations in order; stop at the first that fails with a transient StorageError."""
         if not self._ops or (not force and self.policy.clock() < self._next_try):
             return
         try:
@@ -117,7 +119,11 @@ class WriteOutbox:
             try:
                 operation.run()
             except StorageError as exc:
-                if self._failed(operation, exc):
+                if not exc.transient:
+                    log.error("%s failed in the store and was dropped (retrying cannot help): %s", operation.what,
+                              exc)
+                    self._drop(operation)
+                elif self._failed(operation, exc):
                     return
             except RobotMemError as exc:
                 log.error("%s refused by robotmem and dropped: %s", operation.what, exc)

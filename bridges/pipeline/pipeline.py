@@ -2,7 +2,7 @@
 
 One instance per stream of messages (a recording, a rosbridge connection). ``feed`` is
 called from one thread; it never raises for a bad message (counted as malformed and
-logged). Errors of the store itself (robotmem StorageError) propagate unless a
+logged). Transient errors of the store itself (robotmem StorageError) propagate unless a
 ``write_retry`` policy is given: then writes are held and retried (outbox.py).
 """
 

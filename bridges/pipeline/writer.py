@@ -5,13 +5,14 @@ In dry-run mode nothing is written; every would-be write is appended to ``plan``
 
 With a :class:`~bridges.pipeline.outbox.RetryPolicy` (the live bridge), every store call
 goes through a :class:`~bridges.pipeline.outbox.WriteOutbox`: a busy or failing store
-delays writes (bounded, counted) instead of losing them. Without one, StorageError
+delays writes (bounded, counted) instead of losing them. Without one, a transient
+StorageError (robotmem.errors.StorageError.transient: a lock, the disk, the connection)
 propagates to the caller (replay: that recording stops and can be repeated).
 
 Any other robotmem error while storing one record or note (a note too long, a context
-robotmem refuses, ...) rejects that record only: it is counted per topic as ``rejected``
-(the first reason is logged once per topic and kept in the topic's stats) and everything
-else goes on.
+robotmem refuses, a statement the database refuses for that record, ...) rejects that
+record only: it is counted per topic as ``rejected`` (the first reason is logged once per
+topic and kept in the topic's stats) and everything else goes on.
 
 Sessions someone else owns (see ``attach_session``) can end under our feet: robotmem then
 refuses writes into them. What the pipeline still had buffered for such a session is
@@ -166,9 +167,9 @@ class RecordWriter:
         started = time.perf_counter()
         try:
             self._save(batch)
-        except StorageError:
-            raise
         except RobotMemError as exc:
+            if _retry_later(exc):
+                raise
             self._write_one_by_one(batch, exc)
             return
         finally:
@@ -223,9 +224,9 @@ class RecordWriter:
             topic, record = batch[0]
             try:
                 self._save([(topic, record)])
-            except StorageError:
-                raise
             except RobotMemError as exc:
+                if _retry_later(exc):
+                    raise
                 self._reject(topic, exc)
             else:
                 self._count_written([(topic, record)])
@@ -290,9 +291,9 @@ class RecordWriter:
                 self.stats.topic(topic).already_stored += 1
                 return
             self._learn_checked(topic, insight, context, collection, session_id, occurred_at)
-        except StorageError:
-            raise
         except RobotMemError as exc:
+            if _retry_later(exc):
+                raise
             self._reject(topic, exc)
 
     def _learn_checked(self, topic: str, insight: str, context: dict[str, Any], collection: str,
@@ -352,3 +353,9 @@ def _planned(topic: str, record: Record) -> dict[str, Any]:
         "data_fields": shape,
         "metadata": record.get("metadata"),
     }
+
+
+def _retry_later(exc: RobotMemError) -> bool:
+    """A store failure the same call may get past later; any other robotmem error (a non-transient
+    StorageError too: the database refuses that statement and would again) refuses what was written."""
+    return isinstance(exc, StorageError) and exc.transient

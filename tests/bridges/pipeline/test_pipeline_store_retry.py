@@ -146,3 +146,32 @@ def test_without_a_retry_policy_a_store_error_still_propagates(busy_mem: Memory,
                         source="/recordings/a.mcap")
     with pytest.raises(StorageError, match="busy"):
         pipeline.feed(straight_drive(T0, seconds=1)[0])
+
+
+def test_a_store_error_that_is_not_transient_drops_that_operation_only_and_the_next_goes_on(clock: ManualClock) -> None:
+    # a statement the database refuses for its content (StorageError.transient False) fails the same
+    # way every time: holding it would hold every write queued behind it until they are all dropped
+    from bridges.pipeline.outbox import StoreOperation, WriteOutbox
+    from bridges.pipeline.stats import PipelineStats
+
+    stats = PipelineStats()
+    outbox = WriteOutbox(RetryPolicy(clock=clock, sleep=clock.advance), stats)
+    ran: list[str] = []
+
+    def refused() -> None:
+        error = StorageError("writing to the memory store failed: word is too long")
+        error.transient = False  # as the store sets it where it translates a statement's error
+        raise error
+
+    def busy() -> None:
+        raise StorageError("the memory store is busy or unwritable")
+
+    outbox.submit(StoreOperation("writing 2 records", refused, [("/joints", 1), ("/joints", 2)]))
+    outbox.submit(StoreOperation("writing 1 record", lambda: ran.append("next"), [("/odom", 3)]))
+    assert ran == ["next"] and len(outbox) == 0
+    assert (stats.records_dropped, stats.write_retries) == (2, 0)
+
+    outbox.submit(StoreOperation("writing 1 record", busy, [("/odom", 4)]))  # transient: held for a retry
+    outbox.submit(StoreOperation("writing 1 record", lambda: ran.append("held"), [("/odom", 5)]))
+    assert ran == ["next"] and len(outbox) == 2 and outbox.pending_records == 2
+    assert (stats.records_dropped, stats.write_retries) == (2, 1)

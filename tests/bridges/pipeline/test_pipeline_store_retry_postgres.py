@@ -11,9 +11,11 @@ from pipeline_helpers import (
     S,
     assert_docking_episode_written_once,
     feed_docking_episode,
+    joints,
+    straight_drive,
 )
 
-from bridges.pipeline import BridgeConfig, Pipeline, RetryPolicy, TopicEpisodes
+from bridges.pipeline import BridgeConfig, FileEpisodes, Pipeline, RetryPolicy, TopicEpisodes
 from robotmem import Memory
 
 
@@ -43,3 +45,61 @@ def test_records_written_while_the_server_is_down_are_held_and_written_once_it_i
             pipeline.close()
         finally:
             back.cleanup()
+
+
+def _drive_with_joints(pipeline: Pipeline, name: str) -> None:
+    """Odometry, ten JointStates naming ``name`` and ``elbow``, odometry again; then closed."""
+    msgs = (straight_drive(T0, 2.0)
+            + [joints(T0 + int(2.5 * S) + i * S // 20, [0.1 * i, 0.2], names=[name, "elbow"]) for i in range(10)]
+            + straight_drive(T0 + 3 * S, 1.0))
+    for msg in msgs:
+        pipeline.feed(msg)
+    pipeline.close()
+
+
+def _live_pipeline(mem: Memory, clock: ManualClock) -> Pipeline:
+    return Pipeline(mem, BridgeConfig(), episode_policy=FileEpisodes(), collection="test", robot_id="bot-1",
+                    source="ws://robot:9090", write_retry=RetryPolicy(clock=clock, sleep=clock.advance))
+
+
+def test_a_joint_name_past_postgresqls_lexeme_limit_is_stored_with_the_whole_episode(
+        postgres_url: str, tmp_path: Any) -> None:
+    # 700 Thai letters are 2,100 bytes: PostgreSQL took it for a lost connection, the outbox held the
+    # episode behind it as an outage and dropped all of it at close (the session was left open)
+    outcome = {}
+    for name, where in (("sqlite", str(tmp_path / "m.db")), ("postgresql", postgres_url)):
+        clock = ManualClock()
+        with Memory(where, embedder=None) as mem:
+            pipeline = _live_pipeline(mem, clock)
+            _drive_with_joints(pipeline, "ก" * 700)
+            stats = pipeline.stats
+            outcome[name] = (stats.records_rejected, stats.records_dropped, stats.write_retries,
+                             mem.stats()["memories"], [s["status"] for s in mem.list_sessions(collection="test")])
+    assert outcome["postgresql"] == outcome["sqlite"] == (0, 0, 0, 3, ["ended"])
+
+
+def test_a_record_the_server_refuses_for_its_content_is_rejected_alone_and_the_episode_goes_on(
+        postgres_url: str) -> None:
+    import psycopg
+
+    clock = ManualClock()
+    with Memory(postgres_url, embedder=None) as mem:
+        # a real statement error (SQLSTATE 22023) for one record's content: it would fail the same way
+        # every time, so the outbox must not hold the episode behind it as if the server were down
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute("""
+                CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                    IF NEW.content LIKE '%poison%' THEN
+                        RAISE EXCEPTION 'refused' USING ERRCODE = '22023';
+                    END IF;
+                    RETURN NEW;
+                END $$;
+                CREATE TRIGGER refuse_poison BEFORE INSERT ON memories FOR EACH ROW EXECUTE FUNCTION refuse_poison();
+            """)
+        pipeline = _live_pipeline(mem, clock)
+        _drive_with_joints(pipeline, "poison")
+        stats = pipeline.stats
+        assert (stats.records_rejected, stats.records_dropped, stats.write_retries) == (1, 0, 0)
+        assert "refused" in stats.topic("/joint_states").rejected_reason
+        assert mem.stats()["memories"] == 2
+        assert [s["status"] for s in mem.list_sessions(collection="test")] == ["ended"]

@@ -21,7 +21,8 @@ from ..store.tokens import match_term, query_tokens
 from .filters import CompiledFilter, compile_filter, json_path
 from .request import SpatialSort, parse_spatial_sort
 
-__all__ = ["OutcomeRequest", "PointsInBox", "Row", "build_outcome_request", "common_conditions", "neighbourhood"]
+__all__ = ["BIG_SCORE", "BIG_SCORE_SCALE", "OutcomeRequest", "PointsInBox", "Row", "build_outcome_request",
+           "common_conditions", "neighbourhood"]
 
 MAX_K = 100_000
 MAX_BINS = 1000
@@ -31,8 +32,15 @@ _GROWTH = 2.0
 _MAX_RADIUS = 1e6
 
 #: One group as a store counts it: (JSON type in SQLite's names, value, memories, verdicts,
-#: successes, scores, sum of scores); the JSON type is None for memories without the field.
+#: successes, scores, sum of the scores below BIG_SCORE in magnitude, sum of the others times
+#: BIG_SCORE_SCALE); the JSON type is None for memories without the field.
 Row = tuple[Any, ...]
+
+# Scores are summed in two parts so that no sum overflows (two outcomes of 1e308 summed to inf on
+# SQLite and failed on PostgreSQL): fewer than 2**63 scores under 2**960 sum to under 2**1023, and
+# so do the others scaled by 2**-64 (exactly: they stay far above the subnormal range).
+BIG_SCORE = 2.0**960
+BIG_SCORE_SCALE = 2.0**-64
 
 
 @dataclass(frozen=True)

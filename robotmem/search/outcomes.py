@@ -20,7 +20,8 @@ tests hold both to a plain-Python oracle):
 3. groups by the JSON value at ``group_by`` (5 and 5.0 are one group, as they are one
    value to the filter grammar; numbers by exact value, so 2**53 and 2**53 + 1 are two;
    numbers optionally binned), each with its count of
-   memories, of verdicts, of successes, of scores and their sum; binned and given a
+   memories, of verdicts, of successes, of scores and their sum (in two parts, so that it
+   cannot overflow); a number group shows as an integer when it holds one; binned and given a
    Wilson 95 % interval here.
 """
 
@@ -36,7 +37,7 @@ from typing import Any
 from ..context import load_stored_json
 from ..store.backend import dialect_of
 from .leaf_columns import LeafColumns
-from .outcome_request import OutcomeRequest, Row
+from .outcome_request import BIG_SCORE_SCALE, OutcomeRequest, Row
 from .outcomes_sqlite import sqlite_rows
 
 __all__ = ["compute_outcome_stats", "wilson_interval"]
@@ -65,7 +66,9 @@ class _Tally:
     successes: int = 0
     scored: int = 0
     score_sum: float = 0.0
-    #: the group's value as first seen (5 or 5.0: one group)
+    #: the sum of the scores of BIG_SCORE or more in magnitude, each times BIG_SCORE_SCALE
+    big_score_sum: float = 0.0
+    #: the group's value (5 and 5.0: one group, shown as 5)
     shown: Any = None
 
     def add(self, row: Sequence[Any]) -> None:
@@ -74,6 +77,13 @@ class _Tally:
         self.successes += row[2]
         self.scored += row[3]
         self.score_sum += row[4]
+        self.big_score_sum += row[5]
+
+    def mean_score(self) -> float | None:
+        if not self.scored:
+            return None
+        # Each part's mean is within the range of its scores, so neither overflows.
+        return self.score_sum / self.scored + (self.big_score_sum / self.scored) / BIG_SCORE_SCALE
 
 
 def _json_value(kind: str, value: Any) -> Any:
@@ -100,8 +110,14 @@ def _equal_width_edges(values: list[float], count: int) -> tuple[float, ...]:
     low, high = min(values), max(values)
     if high == low:
         return (low, high + 1.0) if count == 1 else tuple(low + i for i in range(count + 1))
-    step = (high - low) / count
-    return tuple(low + i * step for i in range(count)) + (high,)
+    width = high - low
+    if math.isfinite(width):
+        step = width / count
+        return tuple(low + i * step for i in range(count)) + (high,)
+    # A range wider than the largest float (-1e308 to 1e308): the same edges computed at half scale,
+    # where neither the width nor an edge overflows (halving is exact at this magnitude).
+    half_step = (high / 2 - low / 2) / count
+    return tuple(2 * (low / 2 + i * half_step) for i in range(count)) + (high,)
 
 
 def _group(req: OutcomeRequest, rows: list[Row]) -> tuple[dict[Any, _Tally], _Tally, list[Any]]:
@@ -129,7 +145,10 @@ def _group(req: OutcomeRequest, rows: list[Row]) -> tuple[dict[Any, _Tally], _Ta
                 key = ("number", value)
             else:
                 key = ("value", json.dumps(value, sort_keys=True))
-            groups.setdefault(key, _Tally(shown=value))
+            tally = groups.setdefault(key, _Tally(shown=value))
+            if gt == "integer" and isinstance(tally.shown, float):
+                # 1 and 1.0 in one group show as the integer, whichever a store read first.
+                tally.shown = value
         groups.setdefault(key, _Tally()).add(counts)
     bin_keys = [("bin", pair) for pair in pairwise(edges)] if edges is not None else []
     for key in bin_keys:
@@ -159,7 +178,7 @@ def _describe(key: Any, tally: _Tally) -> dict[str, Any]:
         success_rate=None if not tally.judged else tally.successes / tally.judged,
         wilson_95=None if interval is None else list(interval),
         scored=tally.scored,
-        mean_outcome=None if not tally.scored else tally.score_sum / tally.scored,
+        mean_outcome=tally.mean_score(),
     )
     return group
 
@@ -182,7 +201,7 @@ def compute_outcome_stats(conn: Any, req: OutcomeRequest, *, plan: str = "index"
     groups, missing, _ = _group(req, rows)
     total = _Tally()
     for tally in groups.values():
-        total.add((tally.memories, tally.judged, tally.successes, tally.scored, tally.score_sum))
+        total.add((tally.memories, tally.judged, tally.successes, tally.scored, tally.score_sum, tally.big_score_sum))
     return {
         "group_by": req.group_by,
         "matched": total.memories + missing.memories,

@@ -15,7 +15,7 @@ from ..context import load_stored_json
 from ..store.postgres.sql import tsquery_literal
 from ..store.tokens import token_parts
 from .filters import compile_for
-from .outcome_request import OutcomeRequest, Row, common_conditions, neighbourhood
+from .outcome_request import BIG_SCORE, BIG_SCORE_SCALE, OutcomeRequest, Row, common_conditions, neighbourhood
 from .postgres import frame_sql, points_box
 from .spatial import _distances
 
@@ -85,12 +85,17 @@ def postgres_rows(conn: Any, req: OutcomeRequest) -> list[Row]:
         f"FROM (SELECT {fields[0][0]} AS g, {fields[1][0]} AS s, {fields[2][0]} AS o "
         f"FROM memories m WHERE {where}) AS f OFFSET 0"  # a fence: the planner must not pull the jsonb up
     )
-    q = (f"SELECT g::text, count(*), count(ok), coalesce(sum(ok), 0), count(score), coalesce(sum(score), 0.0) "
+    # The group's value in its shortest text: jsonb groups 1 and 1.0 as one and shows either, where
+    # the integer is wanted (outcomes._group); "1" sorts before "1.0" byte by byte.
+    q = (f"SELECT min(g::text COLLATE \"C\"), count(*), count(ok), coalesce(sum(ok), 0), count(score), "
+         f"coalesce(sum(score) FILTER (WHERE abs(score) < ?::float8), 0.0), "
+         f"coalesce(sum(score * ?::float8) FILTER (WHERE abs(score) >= ?::float8), 0.0) "
          f"FROM ({inner}) AS t GROUP BY g")
     threshold = req.success_threshold
-    rows = conn.execute(q, [threshold, *(p for _, ps in fields for p in ps), *params]).fetchall()
-    return [(*_typed(text), int(n), int(judged), int(wins), int(scored), float(total))
-            for text, n, judged, wins, scored, total in rows]
+    sums = [BIG_SCORE, BIG_SCORE_SCALE, BIG_SCORE]
+    rows = conn.execute(q, [*sums, threshold, *(p for _, ps in fields for p in ps), *params]).fetchall()
+    return [(*_typed(text), int(n), int(judged), int(wins), int(scored), float(total), float(big))
+            for text, n, judged, wins, scored, total, big in rows]
 
 
 def _typed(text: str | None) -> tuple[str | None, Any]:

@@ -32,7 +32,7 @@ from ..store.counts import collection_size
 from ..store.leaves import EPOCHS, epochs_through, leaf_path
 from .filter_index import LeafSet, exact_clause
 from .leaf_columns import LeafColumn, LeafColumns
-from .outcome_request import OutcomeRequest, Row, common_conditions, neighbourhood
+from .outcome_request import BIG_SCORE, BIG_SCORE_SCALE, OutcomeRequest, Row, common_conditions, neighbourhood
 from .spatial import _distances, _frame_sql
 
 __all__ = ["sqlite_rows"]
@@ -121,15 +121,18 @@ def _scan(conn: apsw.Connection, req: OutcomeRequest, where: str, params: list[A
         "CASE WHEN json_type(m.context, '$.episode.outcome') IN ('integer', 'real') "
         "THEN json_extract(m.context, '$.episode.outcome') >= ? END END"
     )
+    # A real: sum() of integers fails beyond 64 bits, and abs() of -2**63 fails.
     outcome = ("CASE WHEN json_type(m.context, '$.episode.outcome') IN ('integer', 'real') "
-               "THEN json_extract(m.context, '$.episode.outcome') END")
+               "THEN CAST(json_extract(m.context, '$.episode.outcome') AS REAL) END")
     inner = (
         f"SELECT json_type(m.context, ?) AS gt, json_extract(m.context, ?) AS gv, {success} AS ok, "
         f"{outcome} AS score FROM memories m WHERE {where}"
     )
-    totals = "count(*), count(ok), coalesce(sum(ok), 0), count(score), coalesce(sum(score), 0.0)"
+    totals = ("count(*), count(ok), coalesce(sum(ok), 0), count(score), total(CASE WHEN abs(score) < ? THEN score END), "
+              "total(CASE WHEN abs(score) >= ? THEN score * ? END)")
     q = f"SELECT gt, gv, {totals} FROM ({inner}) GROUP BY gt, gv"
-    return [tuple(row) for row in conn.execute(q, [req.group_path, req.group_path, req.success_threshold, *params])]
+    sums = [BIG_SCORE, BIG_SCORE, BIG_SCORE_SCALE]
+    return [tuple(row) for row in conn.execute(q, [*sums, req.group_path, req.group_path, req.success_threshold, *params])]
 
 
 def _scan_ids(conn: apsw.Connection, req: OutcomeRequest, ids: np.ndarray) -> list[Row]:
@@ -388,14 +391,15 @@ class _IndexPlan:
         finite = ~np.isnan(score)
         judged = np.where(verdict >= 0, verdict, np.where(finite, score >= self.req.success_threshold, -1))
         found, slot = np.unique(kept, return_inverse=True)
+        small, big = _split_scores(np.where(finite, score, 0.0))
         sums = [np.bincount(slot, weights=w, minlength=len(found)) for w in
-                (judged >= 0, judged == 1, finite, np.where(finite, score, 0.0))]
+                (judged >= 0, judged == 1, finite, small, big)]
         n = np.bincount(slot, minlength=len(found))
         rows: list[Row] = []
         for i, code in enumerate(found.tolist()):
             kind, value = group.atoms[code]
             rows.append((kind, _shown(kind, value), int(n[i]), int(sums[0][i]), int(sums[1][i]), int(sums[2][i]),
-                         float(sums[3][i])))
+                         float(sums[3][i]), float(sums[4][i])))
         unread = members_ids[~has_field] if members > len(chosen) else np.zeros(0, dtype=np.int64)
         return rows + self.read_rest([chosen[~simple]], unread, whole)
 
@@ -425,8 +429,15 @@ def _all_of(masks: list[Mask]) -> Mask | None:
     return np.logical_and.reduce(masks) if masks else None
 
 
-def _counts(ids: np.ndarray, ok: np.ndarray, score: np.ndarray) -> tuple[int, int, int, int, float]:
+def _split_scores(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The scores as the two parts a Row sums (outcome_request.BIG_SCORE), each 0 where the other holds it."""
+    big = np.abs(scores) >= BIG_SCORE
+    return np.where(big, 0.0, scores), np.where(big, scores * BIG_SCORE_SCALE, 0.0)
+
+
+def _counts(ids: np.ndarray, ok: np.ndarray, score: np.ndarray) -> tuple[int, int, int, int, float, float]:
     verdicts, scores = ok[ids], score[ids]
     finite = ~np.isnan(scores)
+    small, big = _split_scores(scores[finite])
     return (len(ids), int((verdicts >= 0).sum()), int((verdicts == 1).sum()), int(finite.sum()),
-            float(scores[finite].sum()))
+            float(small.sum()), float(big.sum()))

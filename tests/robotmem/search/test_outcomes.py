@@ -533,3 +533,48 @@ def test_groups_are_by_exact_value_beyond_2_to_53(mem: Memory) -> None:
     for trial, count in [(2**53, 2), (2**53 + 1, 2)]:
         found = mem.recall("", context_filter={"trial.id": trial}, n=10, min_relevance=0)["results"]
         assert len(found) == count
+
+
+@pytest.mark.parametrize(("outcomes", "mean"), [
+    ([1e308, 1e308], 1e308), ([-1e308, -1e308], -1e308), ([1.7976931348623157e308] * 3, 1.7976931348623157e308),
+    ([1e308, -1e308, 3.0, 5e307], 1.25e307 + 0.75), ([2**63 - 1, 2**63 - 1, -(2**63)], (2**63 - 2) / 3),
+    ([0.25, 0.5, 1e-310], (0.75 + 1e-310) / 3)])
+def test_mean_outcome_of_scores_near_the_float_limits_does_not_overflow(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch, outcomes: list[float], mean: float,
+) -> None:
+    """The sum of two outcomes of 1e308 overflowed: SQLite answered inf, PostgreSQL failed."""
+    for i, outcome in enumerate(outcomes):
+        mem.learn(f"scored case {i}", context={"g": "same", "episode": {"outcome": outcome}})
+    mem.learn("a case in an object group", context={"g": {"k": 1}, "episode": {"outcome": outcomes[0]}})
+    for plan in plans(mem):
+        groups = outcome_stats(mem, plan, monkeypatch, "g")["groups"]
+        assert [(g["value"], g["scored"]) for g in groups] == [("same", len(outcomes)), ({"k": 1}, 1)], plan
+        assert groups[0]["mean_outcome"] == pytest.approx(mean, rel=1e-12), plan
+        assert groups[1]["mean_outcome"] == float(outcomes[0]), plan
+        binned = outcome_stats(mem, plan, monkeypatch, "g", bins=[0.0, 1.0])["groups"]
+        assert [g["mean_outcome"] for g in binned if "value" in g] == pytest.approx([mean, outcomes[0]], rel=1e-12)
+
+
+def test_equal_width_bins_over_the_whole_float_range(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The width 1e308 - -1e308 overflowed: edges [nan, inf], every value in the first bin."""
+    for i, value in enumerate([-1e308, -5.0, 0.0, 5.0, 1e308]):
+        mem.learn(f"push factor case {i}", context={"params": {"f": value}, "task": {"success": i % 2 == 0}})
+    for plan in plans(mem):
+        four = outcome_stats(mem, plan, monkeypatch, "params.f", bins=4)["groups"]
+        assert [(g["bin"], g["memories"]) for g in four] == [
+            ([-1e308, -5e307], 1), ([-5e307, 0.0], 1), ([0.0, 5e307], 2), ([5e307, 1e308], 1)], plan
+        three = outcome_stats(mem, plan, monkeypatch, "params.f", bins=3)["groups"]
+        edges = [g["bin"][0] for g in three] + [three[-1]["bin"][1]]
+        assert all(math.isfinite(e) for e in edges) and edges[0] == -1e308 and edges[-1] == 1e308, plan
+        assert edges == sorted(edges) and [g["memories"] for g in three] == [1, 3, 1], plan
+
+
+def test_a_group_of_an_integer_and_an_equal_float_shows_the_integer(
+    mem: Memory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PostgreSQL showed 1.0 where SQLite showed 1: jsonb groups them and gave back either."""
+    for i, value in enumerate([1.0, 1, float(2**53), 2**53, 2.5, -3.0, -3, 7]):
+        mem.learn(f"grouping case {i}", context={"g": value, "task": {"success": True}})
+    for plan in plans(mem):
+        got = [(g["value"], type(g["value"]), g["memories"]) for g in outcome_stats(mem, plan, monkeypatch, "g")["groups"]]
+        assert got == [(-3, int, 2), (1, int, 2), (2.5, float, 1), (7, int, 1), (2**53, int, 2)], plan

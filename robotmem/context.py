@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import unicodedata
 from decimal import Decimal
 from typing import Any
@@ -19,8 +20,8 @@ from .errors import ValidationError
 from .models import CONTEXT_MAX_BYTES, CONTEXT_MAX_DEPTH, CONTEXT_SECTIONS
 
 __all__ = ["canonical_json", "content_hash", "content_hash_json", "content_hashes", "contexts_before_outcome",
-           "holds_hash", "legacy_content_hash", "lift_sections", "load_stored_json", "normalize_text", "parse_context",
-           "parse_context_json"]
+           "current_hash_of", "earlier_hashes", "holds_hash", "legacy_content_hash", "lift_sections",
+           "load_stored_json", "nfkc_fold", "normalize_text", "parse_context", "parse_context_json"]
 
 
 def parse_context(value: Any, field: str = "context") -> dict[str, Any]:
@@ -82,68 +83,141 @@ def load_stored_json(text: str | bytes) -> Any:
 
 
 def normalize_text(text: str) -> str:
-    """Case-, width- and whitespace-insensitive form used for duplicate detection."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(folded.split())
+    """Case-, width- and whitespace-insensitive form used for duplicate detection: NFKC (full-width
+    and font forms of letters and digits, compatibility spaces, ligatures) and casefolding, except
+    for the characters whose NFKC form writes a number differently (``_keeps_form``)."""
+    if not text.isascii():
+        text = _fold_compatibility(text)
+    return " ".join(text.casefold().split())
 
 
-def _hash_form(value: Any) -> Any:
+def nfkc_fold(text: str) -> str:
+    """``normalize_text`` as it was before superscripts and the like kept their form: NFKC of the
+    whole text (``10⁶`` is ``106``). Stored hashes of earlier versions were taken of it
+    (``earlier_hashes``); near-duplicate guards compare numbers after it (consolidation/similarity.py)."""
+    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
+
+
+_KEEPS_FORM: dict[str, bool] = {}
+
+
+def _keeps_form(char: str) -> bool:
+    """NFKC would change what the text says: a superscript or subscript (``10⁶`` is not ``106``,
+    ``xⁿ`` not ``xn``), a fraction (``1½`` is not ``11⁄2``), a circled, parenthesised or dotted
+    number (``①②`` is not ``12``). Decided per character on first sight (all of Unicode at import
+    took 0.4 s)."""
+    kept = _KEEPS_FORM.get(char)
+    if kept is None:
+        tag = unicodedata.decomposition(char)
+        kept = tag.startswith(("<super>", "<sub>")) or (
+            tag.startswith(("<fraction>", "<circle>", "<compat>"))
+            and any("0" <= c <= "9" for c in unicodedata.normalize("NFKC", char)))
+        _KEEPS_FORM[char] = kept
+    return kept
+
+
+def _fold_compatibility(text: str) -> str:
+    kept = [c for c in set(text) if not c.isascii() and _keeps_form(c)]
+    if not kept:
+        return unicodedata.normalize("NFKC", text)
+    parts = re.split("([" + "".join(re.escape(c) for c in kept) + "])", text)
+    return "".join(part if i % 2 else unicodedata.normalize("NFKC", part) for i, part in enumerate(parts))
+
+
+def _hash_form(value: Any, *, signed_zero: bool = False) -> Any:
     """``value`` with every float that PostgreSQL's jsonb reads back as an integer written as that
     integer: an integral float of 1e16 or more within 64 bits (Python writes it ``1e+16``, jsonb keeps
     the shortest decimal and writes it in full, ``10000000000000000``, which load_stored_json reads
     as an int). Smaller floats keep
-    their ``.0`` through jsonb; beyond 64 bits load_stored_json reads the float back."""
+    their ``.0`` through jsonb; beyond 64 bits load_stored_json reads the float back. And ``-0.0``
+    as ``0.0``: jsonb reads it back as ``0.0`` (SQLite keeps ``-0.0``), and it is equal to it as a
+    number (``signed_zero``: keep it, as versions before this rule did)."""
     if isinstance(value, float):
         if abs(value) >= 1e16 and value == value and abs(value) != float("inf"):
             # The integer of the shortest decimal Python writes (2.0**62 is 4.611686018427388e+18,
             # read back as 4611686018427388000), as load_stored_json reads it: within 64 bits.
             digits = int(Decimal(repr(value)))
             return digits if _INT64_MIN <= digits <= _INT64_MAX else value
-        return value
+        return 0.0 if value == 0.0 and not signed_zero else value
     if isinstance(value, dict):
-        return {k: _hash_form(v) for k, v in value.items()}
+        return {k: _hash_form(v, signed_zero=signed_zero) for k, v in value.items()}
     if isinstance(value, list):
-        return [_hash_form(v) for v in value]
+        return [_hash_form(v, signed_zero=signed_zero) for v in value]
     return value
+
+
+def _context_forms(context: dict[str, Any], text_json: str) -> tuple[str, ...]:
+    """The canonical JSONs the hash of this context has been taken of, distinct, today's first
+    (``_hash_form``), then that of the version before ``-0.0`` counted as ``0.0``, then the context
+    as written (before integral floats counted as integers). A float of 1e16 or more is always
+    written with an exponent ("1e+16") and a negative zero as "-0.0": without either there is
+    nothing to rewrite (a string holding them only costs the walk)."""
+    big, zero = "e+" in text_json, "-0.0" in text_json
+    if not big and not zero:
+        return (text_json,)
+    forms = [canonical_json(_hash_form(context))]
+    if big and zero:
+        forms.append(canonical_json(_hash_form(context, signed_zero=True)))
+    forms.append(text_json)
+    return tuple(dict.fromkeys(forms))
 
 
 def content_hash(text: str, context: dict[str, Any], context_json: str | None = None) -> str:
     """The duplicate key of a fact: its normalised text and context. A float of 1e16 or more counts
-    as the integer of its shortest decimal when that fits 64 bits (``_hash_form``), so the hash of a context read back from
-    PostgreSQL is the hash of the context as it was given. ``context_json``: the context's canonical
-    JSON when the caller has it already."""
+    as the integer of its shortest decimal when that fits 64 bits, and ``-0.0`` as ``0.0``
+    (``_hash_form``), so the hash of a context read back from PostgreSQL is the hash of the context
+    as it was given. ``context_json``: the context's canonical JSON when the caller has it already."""
     text_json = canonical_json(context) if context_json is None else context_json
-    # A float of 1e16 or more is always written with an exponent ("1e+16"): without one there is
-    # nothing to rewrite (a string holding "e+" only costs the walk).
-    if "e+" in text_json:
-        text_json = canonical_json(_hash_form(context))
-    return content_hash_json(text, text_json)
+    return content_hash_json(text, _context_forms(context, text_json)[0])
 
 
-def content_hashes(text: str, context: dict[str, Any], context_json: str | None = None) -> tuple[str, str | None]:
-    """``content_hash`` and ``legacy_content_hash`` of one text and context, the canonical JSON
-    built once: the pair every duplicate check looks up."""
+def content_hashes(text: str, context: dict[str, Any], context_json: str | None = None) -> tuple[str, ...]:
+    """``content_hash`` first, then the hashes earlier versions gave this text and context (of the
+    context as they wrote it: ``_context_forms``), distinct: the hashes every duplicate check looks
+    up. Each belongs to this text and context alone, so a lookup by any of them finds no other
+    fact. (The text's earlier fold is not among them: ``10⁶`` hashed as ``106``; stores had those
+    hashes rewritten by a migration, see ``current_hash_of``.)"""
     text_json = canonical_json(context) if context_json is None else context_json
-    current = content_hash(text, context, text_json)
-    if "e+" not in text_json:
-        return current, None
-    legacy = content_hash_json(text, text_json)
-    return current, None if legacy == current else legacy
+    folded = normalize_text(text)
+    return tuple(_digest(folded, form) for form in _context_forms(context, text_json))
+
+
+def earlier_hashes(text: str, context: dict[str, Any]) -> tuple[str, ...]:
+    """``content_hashes`` and the hashes versions before this one gave the text when its NFKC fold
+    differs (``nfkc_fold``): every hash a memory of this text and context can have been stored or
+    exported with. Only for checking a memory's own hash: ``106`` has the earlier hash of ``10⁶``."""
+    hashes = content_hashes(text, context)
+    old = nfkc_fold(text)
+    if old == normalize_text(text):
+        return hashes
+    return hashes + tuple(_digest(old, form) for form in _context_forms(context, canonical_json(context)))
 
 
 def legacy_content_hash(text: str, context: dict[str, Any], context_json: str | None = None) -> str | None:
     """The hash earlier versions gave this text and context when it differs from ``content_hash``
-    (a context holding a float of 1e16 or more within 64 bits), else None.
+    (a context holding a float of 1e16 or more within 64 bits, or ``-0.0``), else None.
 
     Stored hashes are not rewritten: a store may hold facts hashed this way, so duplicate checks
     look this hash up too (service.py ``_find_fact``)."""
-    return content_hashes(text, context, context_json)[1]
+    hashes = content_hashes(text, context, context_json)
+    return hashes[1] if len(hashes) > 1 else None
 
 
 def holds_hash(digest: Any, text: str, context: dict[str, Any]) -> bool:
     """``digest`` is the hash of this text and context, in today's form or an earlier version's
-    (``legacy_content_hash``: stored hashes are not rewritten)."""
-    return digest in content_hashes(text, context)
+    (``earlier_hashes``)."""
+    return digest in earlier_hashes(text, context)
+
+
+def current_hash_of(content: str, context: dict[str, Any], in_session: bool, digest: Any) -> str | None:
+    """Today's hash of the text and context ``digest`` was taken of, or None when it is the hash of
+    none of the contexts the memory can have been learned with: its ``context`` or, in a session
+    (``in_session``), that context before end_session wrote ``episode.outcome`` into it
+    (``contexts_before_outcome``; end_session keeps the hash)."""
+    for candidate in [context, *(contexts_before_outcome(context) if in_session else [])]:
+        if digest in earlier_hashes(content, candidate):
+            return content_hash(content, candidate)
+    return None
 
 
 def contexts_before_outcome(context: dict[str, Any]) -> list[dict[str, Any]]:
@@ -163,8 +237,11 @@ def contexts_before_outcome(context: dict[str, Any]) -> list[dict[str, Any]]:
 def content_hash_json(text: str, context_json: str) -> str:
     """The hash of ``text`` and a context's canonical JSON exactly as given (``content_hash`` first
     rewrites floats that jsonb cannot keep)."""
-    payload = normalize_text(text) + "\x00" + context_json
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return _digest(normalize_text(text), context_json)
+
+
+def _digest(folded: str, context_json: str) -> str:
+    return hashlib.sha256((folded + "\x00" + context_json).encode("utf-8")).hexdigest()
 
 
 def lift_sections(context: dict[str, Any]) -> dict[str, Any]:

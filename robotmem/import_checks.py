@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from . import validation
-from .context import content_hashes, contexts_before_outcome, parse_context
+from .context import content_hash, current_hash_of, parse_context
 from .errors import ValidationError
 from .models import (
     DESCRIPTION_MAX_CHARS, EPOCH_MAX, EPOCH_MIN, MEMORY_TYPES, PERCEPTION_TYPES, REASON_MAX_CHARS, STATUSES,
@@ -164,15 +164,9 @@ def _learned_hash(content: str, context: dict[str, Any], session_id: Any, claime
     it is, as before. Either way the hash belongs to this text: it cannot make a later
     ``learn`` of another text a duplicate of this memory.
     """
-    contexts = [context, *(contexts_before_outcome(context) if session_id is not None else [])]
-    own = None
-    for c in contexts:  # a file of an earlier version: its form of the hash
-        hashes = content_hashes(content, c)
-        if claimed in hashes:
-            return hashes[0]
-        own = own or hashes[0]  # the first: the hash of the context as it is
-    assert own is not None
-    return own
+    # A file of an earlier version: its form of the hash (current_hash_of).
+    learned = current_hash_of(content, context, session_id is not None, claimed)
+    return content_hash(content, context) if learned is None else learned
 
 
 _UID = re.compile(r"[0-9a-f]{32}")

@@ -239,14 +239,14 @@ class Memory:
 
         return self._db.run_write(store)
 
-    def _find_fact(self, conn: Any, collection: str, digests: tuple[str, str | None]) -> int | None:
-        """The live fact with this hash, or with the hash earlier versions gave the same text and
-        context (``legacy_content_hash``; stored hashes are not rewritten)."""
-        digest, legacy = digests
-        found = self._db.find_duplicate(conn, collection, digest)
-        if found is None and legacy is not None:
-            found = self._db.find_duplicate(conn, collection, legacy)
-        return found
+    def _find_fact(self, conn: Any, collection: str, digests: tuple[str, ...]) -> int | None:
+        """The live fact with this hash, or with a hash earlier versions gave the same text and
+        context (``content_hashes``; stored hashes of contexts are not rewritten)."""
+        for digest in digests:
+            found = self._db.find_duplicate(conn, collection, digest)
+            if found is not None:
+                return found
+        return None
 
     def _reinforce_duplicate(self, conn: Any, existing: int, now: float) -> dict[str, Any]:
         # The repeat is worth what the fact learned fresh would be (initial_confidence): confirming
@@ -494,12 +494,12 @@ class Memory:
         return {"memory_id": mid, "status": "updated"}
 
     def _refuse_second_live_fact(self, conn: Any, memory_id: int, collection: str,
-                                 digests: tuple[str, str | None]) -> None:
+                                 digests: tuple[str, ...]) -> None:
         """A collection keeps one live fact per text + context (``learn`` reinforces a repeat): an
         update that would make ``memory_id`` a second copy of another live fact is refused, on
         SQLite as on PostgreSQL (whose unique index would refuse it anyway)."""
         for digest in digests:
-            existing = None if digest is None else self._db.find_duplicate(conn, collection, digest)
+            existing = self._db.find_duplicate(conn, collection, digest)
             if existing is not None and existing != memory_id:
                 raise ConflictError(
                     f"new_content: memory {existing} already says this (same text and context in collection "

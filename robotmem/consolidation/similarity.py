@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
-from ..context import normalize_text
+from ..context import nfkc_fold
 from ..search.stems import is_stemmable, word_stem
 
 __all__ = ["CJK_CONTRAST", "CONTRAST_WORDS", "NEGATIONS", "TextSignature", "jaccard", "signature"]
@@ -48,6 +48,17 @@ _CJK = "\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-
 _CJK_RE = re.compile(f"[{_CJK}]")
 #: A word character that can prefix a number inside an identifier (v0.5, x2, A3, force_5).
 _IDENT_CHAR_RE = re.compile(f"[^\\W\\d{_CJK}]")
+
+#: Runs of superscript and of subscript digits and signs, which NFKC writes as plain ones: glued to
+#: the number before them (10⁶ would be 106, 10⁻³ 10-3).
+_SCRIPT_RE = re.compile("[\u2070\u00b9\u00b2\u00b3\u2074-\u207b]+|[\u2080-\u208b]+")
+
+
+def _spell_scripts(text: str) -> str:
+    """Superscripts as an exponent and subscripts as an index, written out: ``10⁶`` as ``10^6``
+    (the numbers 10 and 6, as a text that writes it so), ``H₂O`` as ``H_2O``."""
+    return _SCRIPT_RE.sub(lambda m: ("_" if m.group() >= "\u2080" else "^") + m.group(), text)
+
 
 #: Minus signs that NFKC leaves alone, read as ASCII "-": U+2212 minus, figure dash, en dash,
 #: heavy minus, modifier minus.
@@ -223,8 +234,11 @@ def _labels(nfkc: str, folded: str) -> set[str]:
 @lru_cache(maxsize=65_536)
 def signature(text: str) -> TextSignature:
     """Cached: the same earlier facts are compared at every end_session."""
-    nfkc = unicodedata.normalize("NFKC", text).translate(_MINUS)
-    folded = normalize_text(text).replace("\u2019", "'").translate(_MINUS)
+    # NFKC of the whole text (not normalize_text, which keeps "½" and "①" as they are: here they are
+    # the numbers they write), superscripts and subscripts spelled out first.
+    spelled = _spell_scripts(text)
+    nfkc = unicodedata.normalize("NFKC", spelled).translate(_MINUS)
+    folded = nfkc_fold(spelled).replace("\u2019", "'").translate(_MINUS)
     runs = frozenset(_WORD_RE.findall(folded))
     markers = {m for m in map(_word_marker, runs) if m is not None}
     if _CJK_RE.search(folded):

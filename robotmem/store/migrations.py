@@ -14,6 +14,7 @@ from typing import Final, Union
 import apsw
 
 from .connection import scalar
+from .rehash import refolded_hashes
 from .counts import COUNTS_SCHEMA, PAYLOAD_COUNTS_SCHEMA
 from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG, UNMARKED_INSERT_TRIGGERS
 from .leaves import DEFER_LEAVES, EPOCH_LEAVES, LEAVES_SCHEMA
@@ -271,10 +272,24 @@ CREATE TABLE IF NOT EXISTS import_links (
 );
 """
 
+def _v20(conn: apsw.Connection) -> None:
+    """Hashes of texts that NFKC folded into another number (``10⁶`` as ``106``) become today's
+    (context.py ``normalize_text``), so a lookup by a text's hash finds that text only."""
+    rows = conn.execute(f"SELECT id, content, json(context), session_id, content_hash FROM memories WHERE {_NOT_ASCII}")
+    changed = refolded_hashes((memory_id, content, json.loads(context), session_id is not None, digest)
+                              for memory_id, content, context, session_id, digest in rows)
+    conn.executemany("UPDATE memories SET content_hash = ? WHERE id = ?", changed)
+
+
+# Only texts that are not ASCII can fold differently: more UTF-8 bytes than characters.
+_NOT_ASCII = "length(CAST(content AS BLOB)) <> length(content)"
+
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
-    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18), (19, _v19))
+    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18), (19, _v19),
+    (20, _v20))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

@@ -78,3 +78,12 @@ def test_an_imported_time_that_is_no_finite_number_is_refused(bad: Any):
     with pytest.raises(ValidationError) as info:
         check_memory({**_record({}, "not a hash"), "occurred_at": bad}, _LIMITS)
     assert info.value.field == "occurred_at"
+
+
+def test_a_hash_an_earlier_version_gave_a_superscript_is_taken_in_todays_form():
+    """Earlier versions hashed "10⁶" as "106" (NFKC): the file's hash is this text's, in that form."""
+    text, learned = "max pressure 10⁶ Pa", {"task": {"name": "spec"}}
+    ended = {**learned, "episode": {"outcome": 0.9}}
+    claimed = content_hash("max pressure 106 Pa", learned)
+    record = {**_record(ended, claimed), "content": text}
+    assert check_memory(record, _LIMITS)["content_hash"] == content_hash(text, learned) != claimed

@@ -1,3 +1,5 @@
+import hashlib
+
 import pytest
 
 from robotmem import ConflictError, Memory, NotFoundError, ValidationError
@@ -108,3 +110,64 @@ def test_a_recall_query_holding_a_nul_is_answered_or_refused_by_name(mem: Memory
         assert exc.field == "query"
     else:
         assert result["count"] >= 0
+
+
+@pytest.mark.parametrize("plain, written", [
+    ("max pressure 106 Pa", "max pressure 10⁶ Pa"), ("gripper opening 2 mm", "gripper opening ² mm"),
+    ("area 12 m2", "area 1² m2"), ("speed limit 11/2 m/s", "speed limit 1½ m/s"),
+    ("tray slots 12", "tray slots ①②"), ("layer H2O", "layer H₂O")])
+def test_a_superscript_or_fraction_is_not_the_plain_digits(mem: Memory, plain: str, written: str):
+    """NFKC folded "10⁶" into "106": the second fact was taken as a duplicate and not stored."""
+    a = mem.learn(plain, {"task": {"name": "spec"}})["memory_id"]
+    b = mem.learn(written, {"task": {"name": "spec"}})
+    assert b["status"] == "created" and b["memory_id"] != a
+    assert mem.get(b["memory_id"])["content"] == written
+    assert mem.learn(written, {"task": {"name": "spec"}}) == {"memory_id": b["memory_id"], "status": "duplicate"}
+    assert mem.learn(plain, {"task": {"name": "spec"}}) == {"memory_id": a, "status": "duplicate"}
+    # Width, compatibility spaces and ligatures still fold.
+    assert mem.learn("ＭＡＸ\u00a0pressure １０６ Pa", None)["memory_id"] == mem.learn("max pressure 106 pa", None)["memory_id"]
+    assert mem.learn("the ﬁnal grip", None)["memory_id"] == mem.learn("the final grip", None)["memory_id"]
+
+
+def _store_as_before_the_fold_rule(db_path, rows: dict[int, str]) -> None:
+    """Write each memory's hash as robotmem before superscripts kept their form did (of NFKC of the
+    whole text and the caller's context JSON), and rewind the schema so that the next open migrates."""
+    from robotmem.context import nfkc_fold
+
+    with Memory(db_path, embedder=None) as mem:
+        with mem._db.write() as conn:
+            for mid, context_json in rows.items():
+                text = nfkc_fold(mem.get(mid)["content"])
+                old = hashlib.sha256((text + "\x00" + context_json).encode()).hexdigest()
+                conn.execute("UPDATE memories SET content_hash = ? WHERE id = ?", (old, mid))
+            if mem._db.kind == "sqlite":
+                conn.execute("PRAGMA user_version=19")
+            else:
+                conn.execute("DELETE FROM robotmem_schema WHERE version >= 7")
+
+
+def test_a_fact_hashed_by_the_earlier_fold_is_found_and_tells_106_from_10_to_the_6(db_path):
+    from robotmem.context import canonical_json
+
+    ctx = {"task": {"name": "spec"}}
+    with Memory(db_path, embedder=None) as mem:
+        sup = mem.learn("max pressure 10⁶ Pa", ctx)["memory_id"]
+        sub = mem.learn("layer H₂O", ctx)["memory_id"]
+        sid = mem.start_session(context={})["session_id"]
+        ended = mem.learn("gripper opening ² mm", ctx, session_id=sid)["memory_id"]
+        mem.end_session(sid, outcome_score=1.0)
+        plain = mem.learn("tray slots 12", ctx)["memory_id"]
+    _store_as_before_the_fold_rule(db_path, {sup: canonical_json(ctx), sub: canonical_json(ctx),
+                                             ended: canonical_json(ctx), plain: canonical_json(ctx)})
+    with Memory(db_path, embedder=None) as mem:  # migrates
+        # The same texts again: the stored facts (no second live copy after the upgrade).
+        assert mem.learn("max pressure 10⁶ Pa", ctx) == {"memory_id": sup, "status": "duplicate"}
+        assert mem.learn("layer H₂O", ctx) == {"memory_id": sub, "status": "duplicate"}
+        assert mem.learn("gripper opening ² mm", ctx) == {"memory_id": ended, "status": "duplicate"}
+        assert mem.learn("tray slots 12", ctx) == {"memory_id": plain, "status": "duplicate"}
+        # The plain digits are other facts (PostgreSQL's unique index does not refuse them either).
+        for text in ("max pressure 106 Pa", "layer H2O", "gripper opening 2 mm", "tray slots ①②"):
+            created = mem.learn(text, ctx)
+            assert created["status"] == "created", text
+            assert mem.get(created["memory_id"])["content"] == text
+        assert mem.learn("max pressure 106 Pa", ctx)["status"] == "duplicate"

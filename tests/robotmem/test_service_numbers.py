@@ -114,3 +114,36 @@ def test_the_hash_form_changes_only_floats_jsonb_cannot_keep():
     assert content_hash("t", {"v": [1e17]}) == content_hash("t", {"v": [10**17]})
     assert content_hash("t", {"v": 2.0**62}) == content_hash("t", {"v": 4611686018427388000})
     assert legacy_content_hash("t", {"v": [1e17]}) == content_hash_json("t", '{"v":[1e+17]}')
+
+
+def test_negative_zero_in_a_context_is_one_fact_with_zero_on_both_stores(mem: Memory):
+    """PostgreSQL reads -0.0 back as 0.0: update without a context rehashed it so, and a learn of
+    the same text and context made a second live copy there (SQLite: a duplicate)."""
+    a = mem.learn("grip setting A", context={"params": {"v": -0.0}})["memory_id"]
+    assert mem.learn("grip setting A", context={"params": {"v": -0.0}}) == {"memory_id": a, "status": "duplicate"}
+    mem.update(a, "grip setting B")
+    assert mem.learn("grip setting B", context={"params": {"v": -0.0}}) == {"memory_id": a, "status": "duplicate"}
+    assert mem.learn("grip setting B", context={"params": {"v": 0.0}}) == {"memory_id": a, "status": "duplicate"}
+    assert mem.learn("grip setting B", context={"params": {"v": 0}})["status"] == "created"
+    b = mem.learn("grip setting C", context={"params": {"v": [0.0, -0.0]}})["memory_id"]
+    with pytest.raises(ConflictError):
+        mem.update(b, "grip setting B", context={"params": {"v": -0.0}})
+
+
+def test_a_fact_hashed_with_negative_zero_by_an_earlier_version_is_still_found(mem: Memory):
+    from robotmem.context import canonical_json, content_hash_json
+
+    ctx = {"params": {"v": -0.0, "big": 1e17}}
+    a = mem.learn("the old zero lesson", context=ctx)["memory_id"]
+    b = mem.learn("the older zero lesson", context=ctx)["memory_id"]
+    # Before -0.0 counted as 0.0 (a float of 1e17 was already an integer), and before that too.
+    earlier = canonical_json({"params": {"v": -0.0, "big": 10**17}})
+    with mem._db.write() as conn:
+        conn.execute("UPDATE memories SET content_hash = ? WHERE id = ?",
+                     (content_hash_json("the old zero lesson", earlier), a))
+        conn.execute("UPDATE memories SET content_hash = ? WHERE id = ?",
+                     (content_hash_json("the older zero lesson", canonical_json(ctx)), b))
+    assert mem.learn("the old zero lesson", context=ctx) == {"memory_id": a, "status": "duplicate"}
+    assert mem.learn("the older zero lesson", context=ctx) == {"memory_id": b, "status": "duplicate"}
+    with pytest.raises(ConflictError):
+        mem.update(a, "the older zero lesson", context=ctx)

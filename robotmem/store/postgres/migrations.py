@@ -19,6 +19,7 @@ from typing import Any, Final, Union
 
 from ...context import holds_hash, load_stored_json
 from ...errors import StorageError
+from ..rehash import refolded_hashes
 from ..tokens import memory_search_text
 from .sql import tsvector_literal
 
@@ -207,6 +208,26 @@ def _v6(conn: Any) -> None:
                              "WHERE id = ?", changed)
 
 
+def _v7(conn: Any) -> None:
+    """Hashes of texts that NFKC folded into another number (``10⁶`` as ``106``) become today's
+    (context.py ``normalize_text``), so a lookup by a text's hash finds that text only. Only texts
+    that are not ASCII (more UTF-8 bytes than characters) can fold differently; in pages of ids."""
+    after = 0
+    while True:
+        rows = conn.execute(
+            "SELECT id, content, context::text, session_id, content_hash FROM memories "
+            "WHERE id > ? AND octet_length(content) <> char_length(content) ORDER BY id LIMIT ?",
+            (after, _PAGE),
+        ).fetchall()
+        if not rows:
+            return
+        after = int(rows[-1][0])
+        changed = refolded_hashes((memory_id, str(content), load_stored_json(context), session_id is not None, digest)
+                                  for memory_id, content, context, session_id, digest in rows)
+        if changed:
+            conn.executemany("UPDATE memories SET content_hash = ? WHERE id = ?", changed)
+
+
 _PAGE = 5000
 
 # A pair's HNSW index held the vectors of superseded and forgotten memories too: recall skips them
@@ -245,7 +266,8 @@ ALTER TABLE vector_indexes ADD COLUMN IF NOT EXISTS live_only boolean NOT NULL D
 Step = Union[str, Callable[[Any], None]]
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
-MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _V5), (6, _v6), (8, _V8))
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _V5), (6, _v6),
+                                                   (7, _v7), (8, _V8))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

@@ -29,6 +29,11 @@ DIFFERENT_NUMBERS = [
     ("turtlebot3 docks at the charger", "turtlebot4 docks at the charger"),
     ("camera on shelf A3 is dusty", "camera on shelf B3 is dusty"),
     ("open the gripper to 1/2 for the bottle", "open the gripper to 1/4 for the bottle"),
+    # Superscripts are exponents, not more digits of the number (NFKC writes 10⁶ as 106).
+    ("the valve holds 10⁶ Pa at most", "the valve holds 106 Pa at most"),
+    ("the valve holds 10⁶ Pa at most", "the valve holds 10⁷ Pa at most"),
+    ("tolerance 10⁻³ m on the bore", "tolerance 10-3 m on the bore"),
+    ("open the gripper to ½ for the bottle", "open the gripper to ¼ for the bottle"),
 ]
 
 SAME_NUMBERS = [
@@ -40,6 +45,7 @@ SAME_NUMBERS = [
     ("the motor reached 12,500 rpm", "The motor reached 12,500 rpm!"),
     ("robot arm-2 is at 0.50 m", "robot arm 2 is at .5 m"),
     ("抓取力5牛时杯子没有滑落", "抓取力5.0牛时杯子没有滑落"),
+    ("the valve holds 10⁶ Pa at most", "the valve holds 10^6 Pa at most"),
 ]
 
 

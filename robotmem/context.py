@@ -175,8 +175,8 @@ def content_hashes(text: str, context: dict[str, Any], context_json: str | None 
     """``content_hash`` first, then the hashes earlier versions gave this text and context (of the
     context as they wrote it: ``_context_forms``), distinct: the hashes every duplicate check looks
     up. Each belongs to this text and context alone, so a lookup by any of them finds no other
-    fact. (The text's earlier fold is not among them: ``10⁶`` hashed as ``106``; stores had those
-    hashes rewritten by a migration, see ``current_hash_of``.)"""
+    fact. (The text's earlier fold is not among them: ``10⁶`` hashed as ``106``; migrations rewrote
+    stored hashes of it, store/rehash.py.)"""
     text_json = canonical_json(context) if context_json is None else context_json
     folded = normalize_text(text)
     return tuple(_digest(folded, form) for form in _context_forms(context, text_json))
@@ -197,8 +197,9 @@ def legacy_content_hash(text: str, context: dict[str, Any], context_json: str | 
     """The hash earlier versions gave this text and context when it differs from ``content_hash``
     (a context holding a float of 1e16 or more within 64 bits, or ``-0.0``), else None.
 
-    Stored hashes are not rewritten: a store may hold facts hashed this way, so duplicate checks
-    look this hash up too (service.py ``_find_fact``)."""
+    A store may hold facts hashed this way (a migration rewrites only the hashes it can tell from
+    the stored row, store/rehash.py), so duplicate checks look this hash up too (service.py
+    ``_find_fact``)."""
     hashes = content_hashes(text, context, context_json)
     return hashes[1] if len(hashes) > 1 else None
 

@@ -241,7 +241,7 @@ class Memory:
 
     def _find_fact(self, conn: Any, collection: str, digests: tuple[str, ...]) -> int | None:
         """The live fact with this hash, or with a hash earlier versions gave the same text and
-        context (``content_hashes``; stored hashes of contexts are not rewritten)."""
+        context (``content_hashes``: a store may still hold them)."""
         for digest in digests:
             found = self._db.find_duplicate(conn, collection, digest)
             if found is not None:

@@ -14,7 +14,7 @@ from typing import Final, Union
 import apsw
 
 from .connection import scalar
-from .rehash import refolded_hashes
+from .rehash import refreshed_hashes
 from .counts import COUNTS_SCHEMA, PAYLOAD_COUNTS_SCHEMA
 from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG, UNMARKED_INSERT_TRIGGERS
 from .leaves import DEFER_LEAVES, EPOCH_LEAVES, LEAVES_SCHEMA
@@ -273,11 +273,13 @@ CREATE TABLE IF NOT EXISTS import_links (
 """
 
 def _v20(conn: apsw.Connection) -> None:
-    """Hashes of texts that NFKC folded into another number (``10⁶`` as ``106``) become today's
-    (context.py ``normalize_text``), so a lookup by a text's hash finds that text only."""
-    rows = conn.execute(f"SELECT id, content, json(context), session_id, content_hash FROM memories WHERE {_NOT_ASCII}")
-    changed = refolded_hashes((memory_id, content, json.loads(context), session_id is not None, digest)
-                              for memory_id, content, context, session_id, digest in rows)
+    """Hashes taken by an earlier rule become today's (context.py ``content_hash``): of texts that
+    NFKC folded into another number (``10⁶`` as ``106``), of contexts holding ``-0.0`` (now
+    ``0.0``), so a lookup by a text's hash finds that text only and ``-0.0`` is one fact with 0.0."""
+    rows = conn.execute("SELECT id, content, json(context), session_id, content_hash FROM memories "
+                        f"WHERE {_NOT_ASCII} OR CAST(json(context) AS TEXT) LIKE '%-0.0%'")
+    changed = refreshed_hashes((memory_id, content, json.loads(context), session_id is not None, digest)
+                               for memory_id, content, context, session_id, digest in rows)
     conn.executemany("UPDATE memories SET content_hash = ? WHERE id = ?", changed)
 
 

@@ -1,6 +1,7 @@
 import hashlib
 
 import pytest
+from test_service_numbers import rewind_to_before_the_hash_rules
 
 from robotmem import ConflictError, Memory, NotFoundError, ValidationError
 
@@ -140,10 +141,7 @@ def _store_as_before_the_fold_rule(db_path, rows: dict[int, str]) -> None:
                 text = nfkc_fold(mem.get(mid)["content"])
                 old = hashlib.sha256((text + "\x00" + context_json).encode()).hexdigest()
                 conn.execute("UPDATE memories SET content_hash = ? WHERE id = ?", (old, mid))
-            if mem._db.kind == "sqlite":
-                conn.execute("PRAGMA user_version=19")
-            else:
-                conn.execute("DELETE FROM robotmem_schema WHERE version >= 7")
+            rewind_to_before_the_hash_rules(mem, conn)
 
 
 def test_a_fact_hashed_by_the_earlier_fold_is_found_and_tells_106_from_10_to_the_6(db_path):

@@ -147,3 +147,36 @@ def test_a_fact_hashed_with_negative_zero_by_an_earlier_version_is_still_found(m
     assert mem.learn("the older zero lesson", context=ctx) == {"memory_id": b, "status": "duplicate"}
     with pytest.raises(ConflictError):
         mem.update(a, "the older zero lesson", context=ctx)
+
+
+def rewind_to_before_the_hash_rules(mem: Memory, conn: object) -> None:
+    """The schema as before superscripts kept their form and -0.0 hashed as 0.0 (SQLite migration
+    20, PostgreSQL migration 7): the next open migrates."""
+    if mem._db.kind == "sqlite":
+        conn.execute("PRAGMA user_version=19")  # type: ignore[attr-defined]
+    else:
+        conn.execute("DELETE FROM robotmem_schema WHERE version >= 7")  # type: ignore[attr-defined]
+
+
+def test_a_fact_learned_with_negative_zero_before_the_rule_is_the_fact_with_zero_after(db_path: Path):
+    """Its hash was of -0.0 as written, PostgreSQL kept 0.0: a learn with 0.0 made a second live
+    copy there. The migration rehashes it; a store that already holds the copy still opens."""
+    from robotmem.context import content_hash_json
+
+    with Memory(db_path, embedder=None) as mem:
+        a = mem.learn("grip setting B", context={"params": {"v": -0.0, "w": 0.0}})["memory_id"]
+        c = mem.learn("grip setting C", context={"params": {"v": -0.0}})["memory_id"]
+        with mem._db.write() as conn:
+            for mid, text, written in ((a, "grip setting B", '{"params":{"v":-0.0,"w":0.0}}'),
+                                       (c, "grip setting C", '{"params":{"v":-0.0}}')):
+                conn.execute("UPDATE memories SET content_hash = ? WHERE id = ?", (content_hash_json(text, written), mid))
+        # As that version did: a second live copy of C.
+        copy = mem.learn("grip setting C", context={"params": {"v": 0.0}})
+        assert copy["status"] == "created"
+        with mem._db.write() as conn:
+            rewind_to_before_the_hash_rules(mem, conn)
+    with Memory(db_path, embedder=None) as mem:  # migrates
+        for ctx in ({"v": 0.0, "w": 0.0}, {"v": -0.0, "w": 0.0}, {"v": 0.0, "w": -0.0}):
+            assert mem.learn("grip setting B", context={"params": ctx}) == {"memory_id": a, "status": "duplicate"}
+        assert mem.learn("grip setting C", context={"params": {"v": 0.0}})["memory_id"] in (c, copy["memory_id"])
+        assert mem.learn("grip setting C", context={"params": {"v": -0.0}})["status"] == "duplicate"

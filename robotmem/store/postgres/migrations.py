@@ -19,7 +19,7 @@ from typing import Any, Final, Union
 
 from ...context import holds_hash, load_stored_json
 from ...errors import StorageError
-from ..rehash import refolded_hashes
+from ..rehash import refreshed_hashes
 from ..tokens import memory_search_text
 from .sql import tsvector_literal
 
@@ -209,23 +209,32 @@ def _v6(conn: Any) -> None:
 
 
 def _v7(conn: Any) -> None:
-    """Hashes of texts that NFKC folded into another number (``10⁶`` as ``106``) become today's
-    (context.py ``normalize_text``), so a lookup by a text's hash finds that text only. Only texts
-    that are not ASCII (more UTF-8 bytes than characters) can fold differently; in pages of ids."""
+    """Hashes taken by an earlier rule become today's (context.py ``content_hash``): of texts that
+    NFKC folded into another number (``10⁶`` as ``106``), of contexts given ``-0.0`` (jsonb keeps
+    ``0.0``, the hash was of ``-0.0``), so a lookup by a text's hash finds that text only and a
+    later learn with 0.0 is the same fact. Only texts that are not ASCII (more UTF-8 bytes than
+    characters) or contexts with a 0.0 can have such a hash; in pages of ids."""
     after = 0
     while True:
         rows = conn.execute(
             "SELECT id, content, context::text, session_id, content_hash FROM memories "
-            "WHERE id > ? AND octet_length(content) <> char_length(content) ORDER BY id LIMIT ?",
-            (after, _PAGE),
+            "WHERE id > ? AND (octet_length(content) <> char_length(content) OR context::text LIKE ?) "
+            "ORDER BY id LIMIT ?",
+            (after, "%0.0%", _PAGE),
         ).fetchall()
         if not rows:
             return
         after = int(rows[-1][0])
-        changed = refolded_hashes((memory_id, str(content), load_stored_json(context), session_id is not None, digest)
-                                  for memory_id, content, context, session_id, digest in rows)
+        changed = refreshed_hashes((memory_id, str(content), load_stored_json(context), session_id is not None, digest)
+                                   for memory_id, content, context, session_id, digest in rows)
         if changed:
-            conn.executemany("UPDATE memories SET content_hash = ? WHERE id = ?", changed)
+            # A store that already made the second live copy of a -0.0 fact (learned again with 0.0)
+            # keeps the copy's hash on the first: the unique index allows one live fact per hash.
+            conn.executemany(
+                "UPDATE memories m SET content_hash = ? WHERE id = ? AND NOT EXISTS (SELECT 1 FROM memories o "
+                "WHERE o.collection = m.collection AND o.content_hash = ? AND o.id <> m.id "
+                "AND o.type = 'fact' AND o.status IN ('active', 'archived'))",
+                [(digest, memory_id, digest) for digest, memory_id in changed])
 
 
 _PAGE = 5000

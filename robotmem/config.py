@@ -247,7 +247,9 @@ class Config:
 #: made confidence grow without bound, and zero divided by zero.
 _RANGES: dict[str, tuple[float, float, bool]] = {
     "max_payload_bytes": (0, math.inf, True),
-    "busy_timeout_ms": (0, math.inf, False),
+    # SQLite takes the timeout as a C int (a larger one was a raw OverflowError when the store
+    # opened); one bound for both stores, so a config valid for one is valid for the other.
+    "busy_timeout_ms": (0, 2**31 - 1, False),
     "half_life_days": (0, math.inf, True),
     "archive_floor": (0, 1, False),
     "initial_confidence": (0, 1, True),
@@ -263,8 +265,13 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
 
 def _describe_range(low: float, high: float, low_open: bool) -> str:
     if high == math.inf:
-        return f"{'above' if low_open else 'at least'} {low:g}"
-    return f"{'above' if low_open else 'at least'} {low:g} and at most {high:g}"
+        return f"{'above' if low_open else 'at least'} {_number(low)}"
+    return f"{'above' if low_open else 'at least'} {_number(low)} and at most {_number(high)}"
+
+
+def _number(value: float) -> str:
+    # whole bounds in full: 2147483647, not :g's 2.14748e+09
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 def _read_file(path: Path, names: Mapping[str, Any]) -> dict[str, Any]:

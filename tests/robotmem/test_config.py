@@ -58,6 +58,21 @@ def test_an_out_of_range_value_names_the_option_and_its_range(variable: str, val
         Config.load()
 
 
+@pytest.mark.parametrize("value", ["2147483648", "99999999999999999999"])
+def test_a_busy_timeout_beyond_a_c_int_is_a_config_error_naming_the_largest(
+        value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SQLite raised a raw OverflowError when the store opened; PostgreSQL took it
+    monkeypatch.setenv("ROBOTMEM_BUSY_TIMEOUT_MS", value)
+    with pytest.raises(ConfigError, match="'busy_timeout_ms' .* at most 2147483647, got"):
+        Config.load()
+
+
+def test_the_largest_busy_timeout_opens_a_sqlite_store(tmp_path: Path) -> None:
+    from robotmem import Memory
+    with Memory(tmp_path / "m.db", embedder=None, config=Config.load(busy_timeout_ms=2**31 - 1)) as mem:
+        assert mem.learn("the largest busy timeout still opens the store")["status"] == "created"
+
+
 def test_a_new_memory_cannot_start_below_the_archive_floor() -> None:
     with pytest.raises(ConfigError, match="archive_floor < initial_confidence <= max_confidence"):
         Config.load(archive_floor=0.9)

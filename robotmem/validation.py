@@ -30,8 +30,8 @@ from .models import (
 if TYPE_CHECKING:
     import numpy as np
 
-_COLLECTION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]*$")
-_SESSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+_COLLECTION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]*")
+_SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
 
 
 #: The longest name of one folder or file (bytes) that Linux file systems take (ext4, xfs, btrfs, tmpfs):
@@ -181,7 +181,7 @@ def perception_type(value: Any) -> str:
 def collection(value: Any, default: str) -> str:
     if value is None:
         return default
-    if not isinstance(value, str) or not _COLLECTION_RE.match(value) or len(value) > COLLECTION_MAX_CHARS:
+    if not isinstance(value, str) or not _COLLECTION_RE.fullmatch(value) or len(value) > COLLECTION_MAX_CHARS:
         raise ValidationError(
             "collection must be 1-64 characters of letters, digits, '_', '-', '.', ':' "
             f"starting with a letter or digit; got {brief(value)}",
@@ -191,7 +191,7 @@ def collection(value: Any, default: str) -> str:
 
 
 def session_id(value: Any, field: str = "session_id") -> str:
-    if not isinstance(value, str) or not _SESSION_RE.match(value):
+    if not isinstance(value, str) or not _SESSION_RE.fullmatch(value):
         raise ValidationError(
             f"{field} must be a session id such as 'ses_1a2b3c4d5e6f'; got {brief(value)}", field=field
         )

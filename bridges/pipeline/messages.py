@@ -17,7 +17,7 @@ import numpy as np
 
 __all__ = ["RosMessage", "header_stamp_ns", "message_time_ns", "normalize_msgtype", "to_plain"]
 
-_MSGTYPE = re.compile(r"^([A-Za-z][\w]*)/(?:(msg)/)?([A-Za-z][\w]*)$")
+_MSGTYPE = re.compile(r"([A-Za-z][\w]*)/(?:(msg)/)?([A-Za-z][\w]*)")
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def normalize_msgtype(name: str) -> str:
 
     Raises ValueError for anything that is not a ROS message type name.
     """
-    match = _MSGTYPE.match(name.strip()) if isinstance(name, str) else None
+    match = _MSGTYPE.fullmatch(name.strip()) if isinstance(name, str) else None
     if match is None:
         raise ValueError(f"not a ROS message type name: {name!r} (expected 'pkg/msg/Type' or 'pkg/Type')")
     return f"{match.group(1)}/msg/{match.group(3)}"

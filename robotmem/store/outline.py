@@ -24,7 +24,7 @@ from .backend import dialect_of
 
 __all__ = ["KeyPath", "memory_outlines", "session_outline", "session_times"]
 
-_NAME = re.compile(r"^[a-z_]+$")
+_NAME = re.compile(r"[a-z_]+")
 #: The value at a key path of a memory's context, as JSON text (NULL where there is none).
 _VALUE_SQL = {"sqlite": "m.context -> '$.{dotted}'", "postgresql": "(m.context #> '{{{commas}}}')::text"}
 _COLUMNS = "m.id, m.type, m.perception_type, m.status, m.occurred_at, p.summary"
@@ -36,7 +36,7 @@ KeyPath = Sequence[str]
 
 def _value_sql(conn: Any, path: KeyPath) -> str:
     # the keys go into the SQL text (a bound key path is spelt differently by each store): words only
-    bad = [key for key in path if not _NAME.match(key)]
+    bad = [key for key in path if not _NAME.fullmatch(key)]
     if not path or bad:
         raise ValueError(f"a context key path here is lower-case words, not {list(path)!r}")
     return _VALUE_SQL[dialect_of(conn)].format(dotted=".".join(path), commas=",".join(path))

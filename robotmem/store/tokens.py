@@ -31,8 +31,8 @@ _NUMBER = r"[-+]?\d+(?:[.,]\d+)*(?:[a-z%°µ]+[a-z0-9/]*)?"
 # rather than one character per repetition: same matches, about a third less time per text.
 _WORD = r"[^\W_]\w*(?:\.[^\W_]\w*)*"
 _TOKEN_RE = re.compile(rf"{_NUMBER}|{_WORD}", re.UNICODE)
-_PLAIN_NUMBER_RE = re.compile(r"^[-+]?\d+(?:\.\d+)*$")
-_NUMBER_UNIT_RE = re.compile(r"^([-+]?\d+(?:[.,]\d+)*)([a-z%°µ].*)$")
+_PLAIN_NUMBER_RE = re.compile(r"[-+]?\d+(?:\.\d+)*")
+_NUMBER_UNIT_RE = re.compile(r"([-+]?\d+(?:[.,]\d+)*)([a-z%°µ].*)")
 
 
 def _is_cjk(char: str) -> bool:
@@ -95,7 +95,7 @@ def _split_cjk(token: str) -> list[str]:
 
 def is_bare_number(token: str) -> bool:
     """A number without a unit or letters: ``12.5``, ``-60``, ``3.2.1`` (not ``12.5n``, ``rg2``)."""
-    return _PLAIN_NUMBER_RE.match(token) is not None
+    return _PLAIN_NUMBER_RE.fullmatch(token) is not None
 
 
 def _expand(token: str) -> list[str]:
@@ -105,7 +105,7 @@ def _expand(token: str) -> list[str]:
         return parts  # a plain word: most tokens, and nothing below applies to it
     if is_bare_number(token):
         return parts  # 12.5 stays one token: its digits are not words
-    number = _NUMBER_UNIT_RE.match(token)
+    number = _NUMBER_UNIT_RE.fullmatch(token)
     if number:
         parts += [number.group(1), number.group(2)]
     elif "_" in token or "." in token:

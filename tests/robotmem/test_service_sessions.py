@@ -47,6 +47,22 @@ def test_start_session_with_an_explicit_id_is_idempotent(mem: Memory):
         mem.start_session(collection="other", session_id="rpl_abc_1")
 
 
+@pytest.mark.parametrize("suffix", ["\n", "\r", " ", "\n\n"])
+def test_a_session_id_or_collection_with_trailing_whitespace_is_refused_not_a_second_name(mem: Memory, suffix):
+    # `$` matched before a final newline: "ses_run7\n" was a session beside "ses_run7", and a fact
+    # learned in "kitchen\n" was missing from recall in "kitchen"
+    with pytest.raises(ValidationError) as info:
+        mem.start_session(session_id="ses_run7" + suffix)
+    assert info.value.field == "session_id"
+    with pytest.raises(ValidationError) as info:
+        mem.learn("cup is on the left shelf", collection="kitchen" + suffix)
+    assert info.value.field == "collection"
+    with pytest.raises(ValidationError) as info:
+        mem.recall("cup", collection="kitchen" + suffix)
+    assert info.value.field == "collection"
+    assert mem.list_sessions() == [] and mem.stats()["memories"] == 0
+
+
 def test_list_sessions_filters_by_status(mem: Memory):
     open_id = mem.start_session()["session_id"]
     ended_id = mem.start_session()["session_id"]

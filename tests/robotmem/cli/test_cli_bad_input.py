@@ -95,6 +95,19 @@ def test_recall_of_an_unknown_session_is_not_found(capsys, robotmem_home: Path):
     _one_error_line(err, "session_id")
 
 
+def test_a_collection_ending_in_a_newline_is_refused_from_the_option_and_the_environment(
+        capsys, robotmem_home: Path, monkeypatch: pytest.MonkeyPatch):
+    # `$` in the collection pattern matched before a final newline: "lab\n" was a second collection
+    Memory(robotmem_home / "memory.db", embedder=None).close()
+    code, out, err = run(capsys, "--collection", "lab\n", "learn", "the lab door sticks")
+    assert code == 1 and out == ""
+    _one_error_line(err, "collection")
+    monkeypatch.setenv("ROBOTMEM_COLLECTION", "lab\n")
+    code, out, err = run(capsys, "stats")
+    assert code == 1 and out == ""
+    _one_error_line(err, "collection")
+
+
 @pytest.mark.parametrize("value, says", [
     ("", "must be a file path"),                       # `--home "$DIR"` with DIR unset: not the current folder
     ("~no-such-user-here/x", "names no home directory"),

@@ -95,6 +95,9 @@ BAD_CALLS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("NUL in a metadata key", "save_perception", {"description": "a cup seen", "metadata": '{"a\\u0000b": 1}'}, "validation_error", "metadata"),
     ("NUL in a filter key", "recall", {"query": "cup", "context_filter": {"a\x00b": 1}}, "validation_error", "context_filter"),
     ("NUL in group_by", "outcome_stats", {"group_by": "a.\x00"}, "validation_error", "group_by"),
+    # `$` in the id patterns matched before a final newline: "ses_a\n" was a second session, "lab\n" a second collection.
+    ("session id ending in a newline", "start_session", {"session_id": "ses_a\n"}, "validation_error", "session_id"),
+    ("collection ending in a newline", "learn", {"insight": "door sticks", "collection": "lab\n"}, "validation_error", "collection"),
     # Time windows hold to occurred_at's range, 1970 to the end of 9999 UTC.
     ("since 1e300", "recall", {"query": "cup", "since": 1e300}, "validation_error", "since"),
     ("until year 10000", "recall", {"query": "cup", "until": 253402300800}, "validation_error", "until"),

@@ -112,12 +112,13 @@ class Memory:
             self._db.migrate()
             # One index lookup: the newest time the store holds, against which readings are checked.
             self._clock_watch = ClockWatch(self._newest_stamp())
+            # inside the try: a refused embedder (a bad model_id) must not leave the store open
+            self._embeddings = EmbeddingState(resolve_embedder(embedder, self.config))
+            if self._embeddings.available and self._embeddings.model_id and self._embeddings.dim:
+                self._db.prepare_vectors(self._embeddings.model_id, self._embeddings.dim)
         except BaseException:
             self._db.close()
             raise
-        self._embeddings = EmbeddingState(resolve_embedder(embedder, self.config))
-        if self._embeddings.available and self._embeddings.model_id and self._embeddings.dim:
-            self._db.prepare_vectors(self._embeddings.model_id, self._embeddings.dim)
         self._half_life_s = self.config.half_life_days * _DAY
         self._engine = recall_engine_for(self._db, half_life_s=self._half_life_s)
         # Leaf columns outcome_stats counts from, kept current by change_log (SQLite's answer only).

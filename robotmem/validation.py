@@ -457,6 +457,34 @@ def query_vector(value: Any, dim: int, field: str = "query_vector") -> "np.ndarr
 _UNIT_TOLERANCE = 1e-4
 
 
+#: The longest embedder model_id: it names a model and its numerics ("all-MiniLM-L6-v2/fp32").
+EMBEDDER_MODEL_ID_MAX_CHARS = 200
+#: The widest embedder vector: pgvector's limit for a vector column.
+EMBEDDER_MAX_DIM = 16_000
+
+
+def embedder_identity(model_id: Any, dim: Any) -> tuple[str, int]:
+    """A caller's embedder's ``model_id`` and ``dim``, checked where the embedder is given.
+
+    The model_id is stored beside every vector, written into PostgreSQL's vector query as a
+    literal and passed on a rebuild process's command line: a NUL there was stored by SQLite,
+    refused by PostgreSQL on learn and broke its recall's SQL; a lone surrogate or an int was a
+    raw UnicodeEncodeError / AttributeError on both. So it is printable text (no NUL, control
+    character or surrogate) of a sane length, and dim a positive int, on both stores alike.
+    """
+    if not isinstance(model_id, str):
+        raise ValidationError(f"embedder.model_id must be a string, got {type(model_id).__name__}",
+                              field="embedder.model_id")
+    if not model_id.strip() or not model_id.isprintable() or len(model_id) > EMBEDDER_MODEL_ID_MAX_CHARS:
+        raise ValidationError(
+            f"embedder.model_id must be 1-{EMBEDDER_MODEL_ID_MAX_CHARS} printable characters (no NUL, control "
+            f"character or lone surrogate), such as 'all-MiniLM-L6-v2/fp32'; got {brief(model_id)}",
+            field="embedder.model_id")
+    if isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
+        dim = int(dim)  # numpy's integers too: a shape's length is often one
+    return model_id, integer(dim, "embedder.dim", low=1, high=EMBEDDER_MAX_DIM)
+
+
 def embedder_vectors(value: Any, count: int, dim: int, model_id: str) -> "np.ndarray":
     """An embedder's output for ``count`` texts: shape (count, dim), finite, no all-zero row;
     returned float32 with unit-length rows.

@@ -39,6 +39,7 @@ def resolve_embedder(choice: object, config: Config) -> Embedder | None:
         return load_embedder(config)
     if not isinstance(choice, Embedder):
         raise ValidationError("embedder must provide model_id, dim and embed(texts)", field="embedder")
+    validation.embedder_identity(choice.model_id, choice.dim)
     return choice
 
 

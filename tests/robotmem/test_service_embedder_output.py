@@ -84,3 +84,39 @@ def test_a_vector_of_another_length_is_stored_unit_length(db_path):
         hit = mem.recall("vector lesson", query_vector=[0.6, 0.0, 0.8], min_relevance=0)["results"][0]
         # Cosine 1 on every search path: the stored row was scaled to unit length.
         assert hit["similarity"] == pytest.approx(1.0, abs=1e-5)
+
+
+def _identified(model_id: Any, dim: Any) -> Any:
+    class Named(Good):
+        pass
+
+    named = Named()
+    named.model_id, named.dim = model_id, dim  # type: ignore[misc]
+    return named
+
+
+# A NUL was stored by SQLite while PostgreSQL refused learn and its recall's SQL broke
+# ("unterminated quoted string"); a surrogate or an int was a raw UnicodeEncodeError / AttributeError.
+@pytest.mark.parametrize(("model_id", "dim", "field"), [
+    ("toy\x00model", 3, "embedder.model_id"),
+    ("toy\ud800model", 3, "embedder.model_id"),
+    (5, 3, "embedder.model_id"),
+    ("", 3, "embedder.model_id"),
+    ("toy\nmodel", 3, "embedder.model_id"),
+    ("m" * 201, 3, "embedder.model_id"),
+    ("toy/3", 0, "embedder.dim"),
+    ("toy/3", "3", "embedder.dim"),
+    ("toy/3", True, "embedder.dim"),
+])
+def test_an_embedder_with_a_bad_model_id_or_dim_is_refused_when_given(db_path, model_id, dim, field):
+    with pytest.raises(ValidationError) as caught:
+        Memory(db_path, embedder=_identified(model_id, dim))
+    assert caught.value.field == field
+    # the store was closed, not left open, and nothing was written
+    assert _count(db_path) == 0
+
+
+def test_an_embedder_with_a_plain_model_id_learns_and_recalls_on_both_stores(db_path):
+    with Memory(db_path, embedder=_identified("toy model/v1.2 (fp32)", np.int64(3))) as mem:
+        mem.learn("a fact about the cup")
+        assert mem.recall("cup", min_relevance=0)["count"] == 1

@@ -313,13 +313,13 @@ class Memory:
             raise ValidationError(f"unknown field(s) {', '.join(sorted(unknown))}",
                                   field=field_prefix + min(unknown))
         text = validation.description(raw.get("description"), field_prefix + "description")
-        ptype = validation.perception_type(raw.get("perception_type", "visual"))
+        ptype = validation.perception_type(raw.get("perception_type", "visual"), field_prefix + "perception_type")
         ctx, ctx_json = parse_context_json(raw.get("metadata"), field_prefix + "metadata")
         data = validation.json_value(raw.get("data"), field_prefix + "data")
         blob = None if data is None else encode_payload(
             data, max_bytes=self.config.max_payload_bytes, field=field_prefix + "data")
         session_id = raw.get("session_id")
-        coll = self._collection_for(raw.get("collection"), session_id)
+        coll = self._collection_for(raw.get("collection"), session_id, field_prefix=field_prefix)
         occurred = validation.timestamp(raw.get("occurred_at"), field_prefix + "occurred_at")
         return {"text": text, "ptype": ptype, "context": ctx, "context_json": ctx_json, "blob": blob, "collection": coll,
                 "session_id": session_id, "occurred_at": occurred, "embed": _flag(raw.get("embed", True),
@@ -350,8 +350,13 @@ class Memory:
         """``single``: one save_perception, a single write like learn (its vector goes through
         put_embedding, which builds an HNSW index a bulk load left unbuilt; a batch of
         save_perceptions, of any size, leaves it to the end of the load or reindex)."""
-        for session_id, collection in {(m.session_id, m.collection) for m in rows.items}:
-            self._check_session_open(conn, session_id, collection)
+        checked: set[tuple[str | None, str]] = set()
+        for i, m in enumerate(rows.items):
+            if (m.session_id, m.collection) not in checked:
+                checked.add((m.session_id, m.collection))
+                # a batch names the record whose session has ended (or gone) since it was prepared
+                self._check_session_open(conn, m.session_id, m.collection,
+                                         field="session_id" if single else f"records[{i}].session_id")
         self._flush_access(conn=conn)
         # One statement per kind of row for the whole batch (a round trip each on PostgreSQL).
         ids = self._db.insert_memories(conn, rows.items, later=later)
@@ -769,29 +774,33 @@ class Memory:
             return self._db.vector_index_states(conn, collection)
         return snapshot_states(conn, index_folder(self._db.path), collection)
 
-    def _collection_for(self, collection: Any, session_id: Any) -> str:
+    def _collection_for(self, collection: Any, session_id: Any, *, field_prefix: str = "") -> str:
+        """``field_prefix``: "records[3]." when the fields are one record of a batch."""
+        coll_field, sid_field = field_prefix + "collection", field_prefix + "session_id"
         if session_id is None:
-            return validation.collection(collection, self.collection)
-        sid = validation.session_id(session_id)
+            return validation.collection(collection, self.collection, coll_field)
+        sid = validation.session_id(session_id, sid_field)
         with self._db.read() as conn:
             session = self._db.get_session(conn, sid)
         if session is None:
-            raise NotFoundError(f"no session {sid!r}", field="session_id")
-        if collection is not None and validation.collection(collection, self.collection) != session["collection"]:
+            raise NotFoundError(f"no session {sid!r}", field=sid_field)
+        if (collection is not None
+                and validation.collection(collection, self.collection, coll_field) != session["collection"]):
             raise ValidationError(
-                f"collection {collection!r} differs from session {sid}'s collection {session['collection']!r}",
-                field="collection",
+                f"{coll_field} {collection!r} differs from session {sid}'s collection {session['collection']!r}",
+                field=coll_field,
             )
         return str(session["collection"])
 
-    def _check_session_open(self, conn: Any, session_id: str | None, collection: str) -> None:
+    def _check_session_open(self, conn: Any, session_id: str | None, collection: str,
+                            field: str = "session_id") -> None:
         if session_id is None:
             return
         session = self._db.get_session(conn, session_id)
         if session is None:
-            raise NotFoundError(f"no session {session_id!r}", field="session_id")
+            raise NotFoundError(f"no session {session_id!r}", field=field)
         if session["status"] == "ended":
-            raise ConflictError(f"session {session_id} has ended; start a new one", field="session_id")
+            raise ConflictError(f"session {session_id} has ended; start a new one", field=field)
 
     def _insert(
         self, conn: Any, collection: str, session_id: str | None, kind: str, ptype: str | None, text: str,

@@ -169,23 +169,23 @@ def optional_score(value: Any, field: str = "outcome_score") -> float | None:
     return None if value is None else unit_interval(value, field)
 
 
-def perception_type(value: Any) -> str:
+def perception_type(value: Any, field: str = "perception_type") -> str:
     if value not in PERCEPTION_TYPES:
         raise ValidationError(
-            f"perception_type must be one of {', '.join(PERCEPTION_TYPES)}; got {brief(value)}",
-            field="perception_type",
+            f"{field} must be one of {', '.join(PERCEPTION_TYPES)}; got {brief(value)}",
+            field=field,
         )
     return str(value)
 
 
-def collection(value: Any, default: str) -> str:
+def collection(value: Any, default: str, field: str = "collection") -> str:
     if value is None:
         return default
     if not isinstance(value, str) or not _COLLECTION_RE.fullmatch(value) or len(value) > COLLECTION_MAX_CHARS:
         raise ValidationError(
-            "collection must be 1-64 characters of letters, digits, '_', '-', '.', ':' "
+            f"{field} must be 1-64 characters of letters, digits, '_', '-', '.', ':' "
             f"starting with a letter or digit; got {brief(value)}",
-            field="collection",
+            field=field,
         )
     return value
 

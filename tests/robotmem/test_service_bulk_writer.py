@@ -106,7 +106,7 @@ def test_a_record_for_an_ended_episode_is_refused_as_save_perceptions_refuses_it
     with mem.bulk_writer() as writer:
         with pytest.raises(ConflictError) as info:
             writer.save_perceptions([{"description": "late reading", "session_id": session}])
-        assert info.value.field == "session_id"
+        assert info.value.field == "records[0].session_id"  # the record, as every batch field error
     assert mem.stats()["memories"] == 0
 
 

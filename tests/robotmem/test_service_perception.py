@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from robotmem import Config, Memory, NotFoundError, ValidationError
+from robotmem import Config, ConflictError, Memory, NotFoundError, ValidationError
 
 
 def test_numeric_arrays_are_stored_as_binary_and_summarised_in_recall(mem: Memory):
@@ -50,6 +50,27 @@ def test_bulk_save_is_all_or_nothing(mem: Memory):
     with pytest.raises(ValidationError) as info:
         mem.save_perceptions(records)
     assert info.value.field == "records[1].description"
+    assert mem.stats()["memories"] == 0
+
+
+def test_every_field_error_of_a_batch_record_names_the_record(mem: Memory):
+    # perception_type, session_id and collection were named bare, unlike description or embed
+    ended = mem.start_session(collection="lab")["session_id"]
+    mem.end_session(ended)
+    ok = {"description": "camera frame zero"}
+    bad = [({"perception_type": "smell"}, ValidationError, "records[1].perception_type"),
+           ({"session_id": "no such id!"}, ValidationError, "records[1].session_id"),
+           ({"session_id": "ses_doesnotexist"}, NotFoundError, "records[1].session_id"),
+           ({"session_id": ended, "collection": "kitchen"}, ValidationError, "records[1].collection"),
+           ({"session_id": ended}, ConflictError, "records[1].session_id"),
+           ({"collection": "bad name!"}, ValidationError, "records[1].collection")]
+    for fields, error, field in bad:
+        with pytest.raises(error) as info:
+            mem.save_perceptions([ok, {"description": "camera frame one", **fields}])
+        assert info.value.field == field, (fields, info.value)
+    with pytest.raises(ValidationError) as info:
+        mem.save_perception("camera frame one", "smell")
+    assert info.value.field == "perception_type"  # a single perception keeps the bare name
     assert mem.stats()["memories"] == 0
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import RobotMemError
 from .common import COMMON_DEFAULTS, CommandParser
-from .output import emit, tolerate_narrow_encodings
+from .output import emit, shown, tolerate_narrow_encodings
 from .store import open_memory
 
 __all__ = ["build_parser", "main", "open_memory"]
@@ -74,7 +74,7 @@ def _report(exc: RobotMemError, as_json: bool) -> None:
         print(json.dumps({"error": exc.to_dict()}), file=sys.stderr)
     else:
         field = f" ({exc.field})" if exc.field else ""
-        print(f"error{field}: {exc.message}", file=sys.stderr)
+        print(shown(f"error{field}: {exc.message}"), file=sys.stderr)
 
 
 #: Exit status when the reader of stdout went away (``robotmem session show ID | head -1``):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Any, TextIO
+from collections.abc import Iterator
+from typing import Any
 
 from ..errors import ValidationError
 from .commands import add_near_options, near_target
 
-__all__ = ["cmd_outcomes", "format_outcomes", "register"]
+__all__ = ["cmd_outcomes", "outcome_lines", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -26,7 +26,7 @@ def register(subparsers: Any) -> None:
                    help="episode.outcome counting as success when task.success is absent (default 0.5)")
     p.add_argument("--since", metavar="TIME", help="only memories from this time on (ISO 8601 or Unix seconds)")
     p.add_argument("--until", metavar="TIME", help="only memories up to this time (ISO 8601 or Unix seconds)")
-    p.set_defaults(func=cmd_outcomes)
+    p.set_defaults(func=cmd_outcomes, render=outcome_lines)
 
 
 def cmd_outcomes(args: argparse.Namespace) -> Any:
@@ -41,10 +41,7 @@ def cmd_outcomes(args: argparse.Namespace) -> Any:
             bins=args.edges or args.bins, success_threshold=args.success_threshold, since=args.since,
             until=args.until,
         )
-    if args.json:
-        return result
-    format_outcomes(result, sys.stdout)
-    return None
+    return result
 
 
 def _label(group: dict[str, Any]) -> str:
@@ -54,12 +51,13 @@ def _label(group: dict[str, Any]) -> str:
     return str(group["value"])
 
 
-def format_outcomes(result: dict[str, Any], out: TextIO) -> None:
-    out.write(f"{result['group_by']}: {result['matched']} memories matched "
-              f"({result['without_field']} without the field, {result['without_outcome']} without an outcome)\n")
-    out.write(f"{'value':<18} {'n':>6} {'succ':>6} {'rate':>6}  {'wilson 95 %':<15} {'mean outcome':>12}\n")
+def outcome_lines(result: dict[str, Any]) -> Iterator[str]:
+    """The table people read (written through emit, which escapes what a stored value holds)."""
+    yield (f"{result['group_by']}: {result['matched']} memories matched "
+           f"({result['without_field']} without the field, {result['without_outcome']} without an outcome)")
+    yield f"{'value':<18} {'n':>6} {'succ':>6} {'rate':>6}  {'wilson 95 %':<15} {'mean outcome':>12}"
     for g in result["groups"]:
         rate = "-" if g["success_rate"] is None else f"{g['success_rate']:.3f}"
         interval = "-" if g["wilson_95"] is None else f"[{g['wilson_95'][0]:.3f}, {g['wilson_95'][1]:.3f}]"
         mean = "-" if g["mean_outcome"] is None else f"{g['mean_outcome']:.3f}"
-        out.write(f"{_label(g):<18} {g['count']:>6} {g['successes']:>6} {rate:>6}  {interval:<15} {mean:>12}\n")
+        yield f"{_label(g):<18} {g['count']:>6} {g['successes']:>6} {rate:>6}  {interval:<15} {mean:>12}"

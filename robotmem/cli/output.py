@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 __all__ = ["TIME_KEYS", "emit", "format_bytes", "format_time", "format_value", "human_lines", "progress_bar",
-           "tolerate_narrow_encodings", "truncate", "writes_unicode"]
+           "shown", "tolerate_narrow_encodings", "truncate", "writes_unicode"]
 
 #: The time fields (epoch seconds) of robotmem's own records and sessions.
 TIME_KEYS = frozenset({"created_at", "occurred_at", "updated_at", "reinforced_at", "forgotten_at", "first_seen",
@@ -33,11 +34,14 @@ def emit(value: Any, as_json: bool, render: Renderer | None = None, out: TextIO 
 
         # \u escapes where the stream cannot hold every character (a latin-1 or ASCII locale):
         # the same JSON to any reader, never a UnicodeEncodeError half-way through the document.
-        out.write(json.dumps(tag_non_finite(value), ensure_ascii=not writes_unicode(out), indent=2, default=str,
-                             allow_nan=False) + "\n")
+        text = json.dumps(tag_non_finite(value), ensure_ascii=not writes_unicode(out), indent=2, default=str,
+                          allow_nan=False)
+        # JSON escapes C0 itself; DEL and C1 (only ever inside strings) as \u escapes too, so a
+        # terminal shows --json output rather than obeying it, and a reader decodes the same text
+        out.write(_JSON_UNESCAPED_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
         return
     for line in (render or human_lines)(value):
-        out.write(line + "\n")
+        out.write(shown(line) + "\n")
 
 
 def writes_unicode(stream: TextIO) -> bool:
@@ -49,6 +53,21 @@ def writes_unicode(stream: TextIO) -> bool:
         return codecs.lookup(encoding).name.startswith("utf")
     except LookupError:
         return False
+
+
+#: C0 and C1 control characters and DEL, but tab and newline (the layout of multi-line text).
+#: A terminal obeys these rather than shows them: an ESC stored in a memory recoloured the
+#: operator's terminal, and could move the cursor, retitle the window or set the clipboard; a
+#: carriage return overwrote the line before it.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_JSON_UNESCAPED_CONTROLS = re.compile(r"[\x7f-\x9f]")
+
+
+def shown(text: str) -> str:
+    """``text`` for people's output: each control character written as its escape (``\\x1b``,
+    as backslashreplace writes what a narrow locale cannot show). --json stays lossless: it
+    writes them as ``\\u`` escapes its readers decode."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def tolerate_narrow_encodings(*streams: TextIO) -> None:

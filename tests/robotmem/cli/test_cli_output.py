@@ -149,3 +149,20 @@ def test_times_stored_before_the_1970_to_9999_rule_are_shown_not_a_crash(capsys,
     assert code == 0 and "#1 the left pad is worn" in out and max(map(len, out.splitlines())) < 120
     code, out, _ = run(capsys, "session", "list")
     assert code == 0 and sid in out
+
+
+def test_control_characters_a_memory_holds_are_escaped_for_people_and_kept_in_json(capsys, robotmem_home: Path):
+    # an ESC stored in a memory reached the operator's terminal: `recall red` turned it red
+    red = "the \x1b[31mred\x1b[0m cup\tis on the shelf\rFAKE \x9b2J"
+    with Memory(embedder=None) as mem:
+        mem.learn(red, context={"label": "\x1b]0;retitled\x07", "task": {"success": True}})
+    for argv in (("recall", "cup", "--min-relevance", "0"), ("memory", "get", "1"), ("outcomes", "label")):
+        code, out, _ = run(capsys, *argv)
+        assert code == 0, argv
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", out), (argv, out)
+        assert "\\x1b" in out, (argv, out)
+    code, out, _ = run(capsys, "memory", "get", "1")
+    assert "the \\x1b[31mred\\x1b[0m cup\tis on the shelf\\x0dFAKE \\x9b2J" in out  # tab kept: it is layout
+    code, out, _ = run(capsys, "--json", "recall", "cup", "--min-relevance", "0")
+    assert code == 0 and not re.search(r"[\x00-\x1f\x7f-\x9f]", out.replace("\n", ""))
+    assert json.loads(out)["results"][0]["content"] == red  # lossless

@@ -47,6 +47,6 @@ def test_a_perception_robotmem_refuses_in_a_batch_leaves_the_others_written(
     pipeline.writer.write([("/good", good), ("/bad", bad), ("/good", dict(good, description="another one"))])
     stats = pipeline.close()
     assert (stats.topics["/bad"].rejected, stats.topics["/good"].records) == (1, 2)
-    assert stats.topics["/bad"].rejected_reason.endswith("(field perception_type)")
+    assert stats.topics["/bad"].rejected_reason.endswith("(field records[0].perception_type)")  # retried alone
     found = mem.recall("", n=10, min_confidence=0, context_filter={"source.topic": "/good"})["results"]
     assert {r["content"] for r in found} == {"a good record", "another one"}

@@ -594,12 +594,30 @@ class Pipeline:
             messages=episode.messages, facts=episode.facts, topic_summaries=summaries, task=episode.task,
             outcome_score=action.score, gaps=episode.gaps,
         )
-        self.writer.write([("(episode)", summary)])
+        self.writer.write([("(episode)", _storable(summary))])
         if episode.owned:
             self.writer.end_session(episode.context.session_id, action.score)
         else:
             self.writer.release_session(episode.context.session_id)  # its owner ends the session
         self.stats.episodes_ended += 1
+
+
+def _storable(value: Any) -> Any:
+    """``value`` with each NUL and lone surrogate in its text (keys too) replaced by U+FFFD.
+
+    The summary gathers text from every message of the episode (a pose topic's frame ids): one
+    message whose frame_id held a NUL or a lone surrogate is refused on its own, but its frame
+    in the summary's metadata got the whole summary refused as well, on both stores. Replaced,
+    the summary is stored and still shows that an unreadable frame was there."""
+    if isinstance(value, str):
+        if value.isascii() and "\x00" not in value:
+            return value
+        return "".join("\ufffd" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in value)
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_storable(v) for v in value]
+    return value
 
 
 def _parse_learn(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:

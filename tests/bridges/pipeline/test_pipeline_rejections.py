@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from pipeline_helpers import T0, S, learn, records, straight_drive
+from pipeline_helpers import T0, S, learn, odom, records, straight_drive, summary_of
 
-from bridges.pipeline import Pipeline
+from bridges.pipeline import BridgeConfig, FileEpisodes, Pipeline
 from robotmem import Memory
 
 TOO_LONG = "y" * 400  # robotmem's limit for an insight is 300 characters
@@ -50,3 +51,25 @@ def test_a_perception_robotmem_refuses_in_a_batch_leaves_the_others_written(
     assert stats.topics["/bad"].rejected_reason.endswith("(field records[0].perception_type)")  # retried alone
     found = mem.recall("", n=10, min_confidence=0, context_filter={"source.topic": "/good"})["results"]
     assert {r["content"] for r in found} == {"a good record", "another one"}
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("frame", ["od\x00om", "od\ud800om"])
+def test_a_message_with_a_frame_id_robotmem_refuses_is_refused_alone_and_the_summary_is_stored(
+        store: str, frame: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    # the frame reached the episode summary's metadata, which was refused too: the summary was lost
+    location = request.getfixturevalue("postgres_url") if store == "postgresql" else tmp_path / "memory.db"
+    with Memory(location, embedder=None) as mem:
+        pipeline = Pipeline(mem, BridgeConfig(), episode_policy=FileEpisodes(), collection="test",
+                            robot_id="bot-1", source="/recordings/test.mcap")
+        for msg in straight_drive(T0, 2.0) + [odom(T0 + 3 * S, 1, 1, frame=frame)] + straight_drive(T0 + 4 * S, 1.0):
+            pipeline.feed(msg)
+        stats = pipeline.close()
+        assert {t: s.rejected for t, s in stats.topics.items() if s.rejected} == {"/odom": 1}
+        (session_id,) = stats.session_ids
+        summary = summary_of(mem, session_id)
+        # the frame is there, shown as unreadable
+        assert set(summary["context"]["spatial"]["frame"].split(",")) == {"od\ufffdom", "odom"}
+        assert mem.session_overviews([session_id])[session_id]["summary"] is not None
+        stored = [r for r in records(mem, session_id) if r["context"].get("source", {}).get("topic") == "/odom"]
+        assert len(stored) == 2  # the chunks before and after the refused message

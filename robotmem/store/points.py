@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import apsw
 
-__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "exact_points", "extract_points", "index_new_points", "index_points",
+__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "MAX_POINTS", "exact_points", "extract_points", "index_new_points", "index_points",
            "memory_of_point", "move_exact_columns_out", "points_of", "reindex_all_points", "split_points_by_epoch"]
 
 MAX_DEPTH = 4
@@ -47,8 +47,16 @@ MAX_DEPTH = 4
 MAX_COORDINATE = 1e15
 #: The largest ``spatial_sort.max_distance``: more than two points within MAX_COORDINATE can be apart.
 MAX_DISTANCE = 4e15
-#: Tree row ids are ``memory_id * _MAX_POINTS + k``, so one memory's points are one rowid range.
+#: Tree row ids of a memory's first points are ``memory_id * _MAX_POINTS + k``, one rowid range.
 _MAX_POINTS = 64
+#: Its points after the first ``_MAX_POINTS`` (a map of 70 shelf positions) take ids of a range of
+#: their own below zero, ``-(memory_id << _OVERFLOW_BITS) - 1 - j``: the ids above stay as stores
+#: hold them. Before, the points after the 64th were left out of the index, so spatial_sort
+#: silently missed a memory on them that a filter found. 2**16 more hold every point a context can
+#: (CONTEXT_MAX_BYTES is 64 KiB, a point with its key at least 10 bytes of it).
+_OVERFLOW_BITS = 16
+#: The most points of one context the index holds (both stores; PostgreSQL's rows need no ids).
+MAX_POINTS = _MAX_POINTS + (1 << _OVERFLOW_BITS)
 #: Memory ids per R*Tree.
 EPOCH_BITS = 16
 _TREE = re.compile(r"spatial_points_e(\d+)")
@@ -98,7 +106,10 @@ def _as_point(value: Any) -> tuple[float, float, float] | None:
 
 
 def extract_points(context: dict[str, Any]) -> list[tuple[str, tuple[float, float, float]]]:
-    """(dot path, point) for every point-like value in the context, depth first, at most ``_MAX_POINTS``."""
+    """(dot path, point) for every point-like value in the context, depth first, at most ``MAX_POINTS``.
+
+    A key holding a dot is no step of a dot path (data-model.md: a filter cannot name it), so
+    nothing under it is a point: its path would read as another, nested one."""
     found: list[tuple[str, tuple[float, float, float]]] = []
     _collect_points(context, "", 1, found)
     return found
@@ -106,17 +117,17 @@ def extract_points(context: dict[str, Any]) -> list[tuple[str, tuple[float, floa
 
 def _collect_points(node: dict[str, Any], prefix: str, depth: int,
                     found: list[tuple[str, tuple[float, float, float]]]) -> bool:
-    """Append the points under ``node`` to ``found``; False once it holds ``_MAX_POINTS``.
+    """Append the points under ``node`` to ``found``; False once it holds ``MAX_POINTS``.
 
     Plain recursion, no generators: it runs for every memory a bulk insert writes."""
     for key, value in node.items():
-        if not isinstance(value, (dict, list)):
+        if not isinstance(value, (dict, list)) or "." in key:
             continue  # a scalar is neither a point nor holds one
         path = f"{prefix}.{key}" if prefix else key
         point = _as_point(value)
         if point is not None:
             found.append((path, point))
-            if len(found) >= _MAX_POINTS:
+            if len(found) >= MAX_POINTS:
                 return False
         elif isinstance(value, dict) and depth < MAX_DEPTH and not _collect_points(value, path, depth + 1, found):
             return False
@@ -194,8 +205,12 @@ def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any],
     if not fresh and epoch in _trees(conn):
         # The R*Tree looks rows up by id equality only (a rowid range would scan the tree).
         first = memory_id * _MAX_POINTS
-        conn.executemany(f"DELETE FROM {_tree(epoch)} WHERE id = ?", [(first + k,) for k in range(_MAX_POINTS)])
+        low, high = _overflow_range(memory_id)
+        more = [row for row in conn.execute("SELECT id FROM points WHERE id BETWEEN ? AND ?", (low, high))]
+        conn.executemany(f"DELETE FROM {_tree(epoch)} WHERE id = ?", [(first + k,) for k in range(_MAX_POINTS)] + more)
         conn.execute("DELETE FROM points WHERE id BETWEEN ? AND ?", (first, first + _MAX_POINTS - 1))
+        if more:
+            conn.execute("DELETE FROM points WHERE id BETWEEN ? AND ?", (low, high))
     index_new_points(conn, [(memory_id, context)])
 
 
@@ -207,10 +222,23 @@ def index_new_points(conn: apsw.Connection, memories: list[tuple[int, dict[str, 
 def _point_rows(memories: Iterable[tuple[int, dict[str, Any]]]) -> list[tuple[Any, ...]]:
     """The memories' points as rows of ``_COLUMNS``."""
     return [
-        (memory_id * _MAX_POINTS + k, x, x, y, y, z, z, memory_id, field, x, y, z)
+        (_point_id(memory_id, k), x, x, y, y, z, z, memory_id, field, x, y, z)
         for memory_id, context in memories
         for k, (field, (x, y, z)) in enumerate(extract_points(context))
     ]
+
+
+def _point_id(memory_id: int, k: int) -> int:
+    """The tree row id of a memory's k-th point (from 0)."""
+    if k < _MAX_POINTS:
+        return memory_id * _MAX_POINTS + k
+    return -(memory_id << _OVERFLOW_BITS) - 1 - (k - _MAX_POINTS)
+
+
+def _overflow_range(memory_id: int) -> tuple[int, int]:
+    """The ids (lowest, highest) of a memory's points after its first ``_MAX_POINTS``."""
+    highest = -(memory_id << _OVERFLOW_BITS) - 1
+    return highest - (1 << _OVERFLOW_BITS) + 1, highest
 
 
 def _insert_rows(conn: apsw.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -230,20 +258,28 @@ def points_of(conn: apsw.Connection, memory_ids: list[int], field: str) -> list[
     """(memory_id, x, y, z) of the given memories' points at ``field``, by tree row id.
 
     A memory's k-th point is row ``memory_id * _MAX_POINTS + k`` (k from 0, no gaps), so
-    each round asks for the next k of the memories that had one: equality lookups only.
+    each round asks for the next k of the memories that had one: equality lookups only. A
+    memory with a point in every one of those rows may have more: their range is read at once.
     """
     found: list[tuple[int, float, float, float]] = []
     keys = [m * _MAX_POINTS for m in memory_ids]
+    full: list[int] = []
     while keys:
         rows = exact_points(conn, keys)
         found += [(m, x, y, z) for _, m, f, x, y, z in rows if f == field]
         keys = [k + 1 for k, *_ in rows if (k + 1) % _MAX_POINTS]
+        full += [k // _MAX_POINTS for k, *_ in rows if not (k + 1) % _MAX_POINTS]
+    for memory_id in full:
+        more = conn.execute("SELECT memory_id, px, py, pz FROM points WHERE id BETWEEN ? AND ? AND field = ?",
+                            (*_overflow_range(memory_id), field))
+        found += [(int(m), float(x), float(y), float(z)) for m, x, y, z in more]
     return found
 
 
 def memory_of_point(tree_id: int) -> int:
-    """The memory a tree row belongs to (its id is ``memory_id * _MAX_POINTS + k``)."""
-    return tree_id // _MAX_POINTS
+    """The memory a tree row belongs to (its id is ``memory_id * _MAX_POINTS + k``, or below zero
+    for a point after the first ``_MAX_POINTS``: see ``_point_id``)."""
+    return tree_id // _MAX_POINTS if tree_id >= 0 else (-tree_id - 1) >> _OVERFLOW_BITS
 
 
 def exact_points(conn: apsw.Connection, tree_ids: list[int]) -> list[tuple[int, int, str, float, float, float]]:

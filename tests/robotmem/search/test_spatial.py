@@ -241,3 +241,41 @@ def test_a_3d_point_against_a_2d_target_is_compared_by_x_and_y(mem: Memory):
     mid = mem.learn("tall marker", context={"spatial": {"pos": [3, 4, 100]}})["memory_id"]
     hits = mem.recall("", spatial_sort={"field": "spatial.pos", "target": [0, 0]})["results"]
     assert [(h["id"], h["distance"]) for h in hits] == [(mid, 5.0)]
+
+
+def _shelves(count: int, offset: float = 0.0) -> dict:
+    return {"spatial": {f"shelf{i}": [float(i) + offset, 0.0] for i in range(count)}, "task": {"name": "map"}}
+
+
+@pytest.mark.parametrize("shelf", [0, 63, 64, 69, 999])
+def test_spatial_sort_finds_a_memory_on_any_of_its_points_not_only_the_first_64(mem: Memory, shelf: int):
+    # points after the 64th were left out of the index: spatial_sort missed a field a filter found
+    mid = mem.learn("warehouse map with a thousand shelf positions", context=_shelves(1000))["memory_id"]
+    mem.learn("another memory near the same place", {"spatial": {"p": [float(shelf), 0.0]}})
+    asked = {"field": f"spatial.shelf{shelf}", "target": [shelf, 0], "max_distance": 0.5}
+    # walked in the tree, and read by id under a selective filter
+    for context_filter in (None, {"task.name": "map"}):
+        hits = mem.recall("", spatial_sort=asked, context_filter=context_filter)["results"]
+        assert [(h["id"], h["distance"]) for h in hits] == [(mid, 0.0)], context_filter
+    assert [h["id"] for h in mem.recall("", context_filter={f"spatial.shelf{shelf}": {"$exists": True}})["results"]] \
+        == [mid]
+
+
+def test_updating_a_memory_with_more_than_64_points_moves_every_one(mem: Memory):
+    mid = mem.learn("warehouse map with seventy shelf positions", context=_shelves(70))["memory_id"]
+    mem.update(mid, "warehouse map with seventy shelf positions", context=_shelves(70, offset=100.0))
+    old = {"field": "spatial.shelf69", "target": [69, 0], "max_distance": 0.5}
+    new = {"field": "spatial.shelf69", "target": [169, 0], "max_distance": 0.5}
+    assert mem.recall("", spatial_sort=old)["results"] == []
+    assert [h["id"] for h in mem.recall("", spatial_sort=new)["results"]] == [mid]
+
+
+def test_spatial_sort_reads_a_dot_path_as_filters_do(mem: Memory):
+    # a key holding a dot ("p.q") was found by spatial_sort on "spatial.p.q", which filters read
+    # as p -> q: the one rule (data-model.md) is that a path's keys hold no dot
+    literal = mem.learn("key with a dot in spatial", {"spatial": {"p.q": [3.0, 3.0]}})["memory_id"]
+    nested = mem.learn("nested keys in spatial", {"spatial": {"p": {"q": [3.0, 4.0]}}})["memory_id"]
+    asked = {"field": "spatial.p.q", "target": [3, 3], "max_distance": 2}
+    assert [h["id"] for h in mem.recall("", spatial_sort=asked)["results"]] == [nested]
+    assert [h["id"] for h in mem.recall("", context_filter={"spatial.p.q": {"$exists": True}})["results"]] == [nested]
+    assert mem.get(literal)["context"]["spatial"] == {"p.q": [3.0, 3.0]}  # kept as given

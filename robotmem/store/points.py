@@ -122,7 +122,7 @@ def _collect_points(node: dict[str, Any], prefix: str, depth: int,
     Plain recursion, no generators: it runs for every memory a bulk insert writes."""
     for key, value in node.items():
         if not isinstance(value, (dict, list)) or "." in key:
-            continue  # a scalar is neither a point nor holds one
+            continue  # a scalar is neither a point nor holds one; a dotted key no path can name
         path = f"{prefix}.{key}" if prefix else key
         point = _as_point(value)
         if point is not None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from bridges import BRIDGE_CONFIG_NAME
 from robotmem.config import Config
-from robotmem.errors import ConfigError
+from robotmem.errors import ConfigError, RobotMemError
 
 from .distros import DEFAULT_ROS_DISTRO, ROS_DISTROS
 
@@ -76,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         parse_episode_split(args.episode_split)
     except ValueError as exc:
-        print(f"error (episode_split): {exc}", file=sys.stderr)
+        print(json.dumps({"error": {"code": "validation_error", "field": "episode_split", "message": str(exc)}})
+              if args.json else f"error (episode_split): {exc}", file=sys.stderr)
         return 2
     try:
         bridge_config = load_bridge_config(args.config or default_bridge_config_path(config.home))
@@ -94,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     def report(path: Path, exc: Exception) -> None:
         failed.append(path)
         text = str(exc)  # a RecordingError names the file already
-        _say_error(f"{text if text.startswith(str(path)) else f'{path}: {text}'} (skipped)", as_json=args.json)
+        _say_error(f"{text if text.startswith(str(path)) else f'{path}: {text}'} (skipped)", as_json=args.json,
+                   code=exc.code if isinstance(exc, RobotMemError) else "recording_error")
 
     memory = _open_memory(config, collection, dry_run=args.dry_run)
     try:
@@ -118,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
             memory.close()
     _print(results, as_json=args.json, dry_run=args.dry_run)
     _warn_rejected(results)
+    _warn_unread(results)
     # Rejected records do not change the exit code: replaying again cannot store them (the
     # recording holds them as they are), so a nightly job would fail forever; the warning and
     # the table name them. A recording that failed as a whole can succeed next time: exit 1.
@@ -152,6 +155,18 @@ def _warn_rejected(results: list[RecordingResult]) -> None:
                       f"first because: {stats.rejected_reason}", file=sys.stderr)
 
 
+def _warn_unread(results: list[RecordingResult]) -> None:
+    """Messages of selected topics that never became data: not decodable, or not there to read."""
+    for result in results:
+        for topic, info in sorted(result.undecodable.items()):
+            print(f"warning: {result.path}: {topic}: {info['messages']} message(s) could not be decoded, "
+                  f"first because: {info['reason']}", file=sys.stderr)
+        for topic, counts in sorted(result.count_mismatch.items()):
+            print(f"warning: {result.path}: {topic}: the recording lists {counts['listed']} message(s) "
+                  f"({result.file_topics[topic].msgtype}), {counts['read']} were read (a type its index names "
+                  "that the stored messages do not have?)", file=sys.stderr)
+
+
 def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | None:
     """A dry run only reads (which episodes exist) and never creates a database."""
     from robotmem import Memory
@@ -167,10 +182,11 @@ def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | 
     return Memory(config.store_location, collection=collection, config=config)
 
 
-def _say_error(message: str, *, as_json: bool) -> None:
-    """A recording replay could not read, on stderr: as the other commands' errors are under --json
-    (one JSON object per line, code ``recording_error``), else as one ``error:`` line."""
-    print(json.dumps({"error": {"code": "recording_error", "field": None, "message": message}}) if as_json
+def _say_error(message: str, *, as_json: bool, code: str = "recording_error") -> None:
+    """A recording replay could not read (or store: ``code`` is then the robotmem error's, such as
+    ``storage_error``), on stderr: as the other commands' errors are under --json (one JSON object
+    per line), else as one ``error:`` line."""
+    print(json.dumps({"error": {"code": code, "field": None, "message": message}}) if as_json
           else f"error: {message}", file=sys.stderr)
 
 

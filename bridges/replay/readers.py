@@ -59,6 +59,10 @@ class RecordingError(Exception):
     """A recording cannot be opened or decoded (names the file)."""
 
 
+class ChannelUndecodable(Exception):
+    """No message of a channel can be decoded (its encoding or its schema), the reason in words."""
+
+
 class RecordingDamaged(RecordingError):
     """A recording that opened cannot be read on: a damaged chunk or record part-way through.
 
@@ -100,6 +104,7 @@ class RecordingReader(Protocol):
     path: Path
 
     undecodable: dict[str, int]
+    undecodable_reason: dict[str, str]
     stamps_replaced: dict[str, int]
     #: "recording" / "<distro> standard definitions" -> the types decoded with them
     type_sources: dict[str, list[str]]
@@ -121,6 +126,8 @@ class _ReaderBase:
     path: Path
     #: messages per topic whose payload could not be decoded (skipped, logged)
     undecodable: dict[str, int]
+    #: why, for the first of them per topic
+    undecodable_reason: dict[str, str]
     #: messages per topic whose stamp was too far from the log time (log time used)
     stamps_replaced: dict[str, int]
     type_sources: dict[str, list[str]]
@@ -129,6 +136,7 @@ class _ReaderBase:
     def _init_common(self, path: Path, stamp_limit_s: float) -> None:
         self.path = Path(path)
         self.undecodable = {}
+        self.undecodable_reason = {}
         self.stamps_replaced = {}
         self.type_sources = {}
         self.stamp_limit_ns = int(stamp_limit_s * 1e9)
@@ -168,7 +176,9 @@ class _ReaderBase:
     def _undecodable(self, topic: str, log_ns: int, exc: Exception) -> None:
         """A corrupt payload costs one message, not the whole recording."""
         count = self.undecodable[topic] = self.undecodable.get(topic, 0) + 1
-        if count <= 5:
+        whole_channel = isinstance(exc, ChannelUndecodable)
+        self.undecodable_reason.setdefault(topic, str(exc) if whole_channel else _reason(exc))
+        if count <= (1 if whole_channel else 5):  # a whole channel: the same reason for every message
             log.warning("%s: cannot decode %s at %d, skipped: %s", self.path, topic, log_ns, exc)
 
     def __enter__(self) -> Self:
@@ -260,17 +270,20 @@ class McapFileReader(_ReaderBase):
         distro_typestore(ros_distro)  # a bad name fails before the file is opened
         self._file: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         try:
-            self._reader = make_reader(self._file)
+            # CRCs checked: a chunk whose bytes changed after it was written is damage, not data
+            self._reader = make_reader(self._file, validate_crcs=True)
             self._summary = self._reader.get_summary()
         except (McapError, ValueError, OSError, struct.error) as exc:  # struct.error: a file shorter than a header
             self._file.close()
             raise RecordingError(f"{self.path}: {_mcap_damage(self.path, exc)}") from exc
-        self._decoders: dict[int, Callable[[bytes], Any] | None] = {}
+        self._decoders: dict[int, Callable[[bytes], Any]] = {}
         self._msgtypes: dict[int, str] = {}
+        #: channel id -> schema, as a file without a summary gives them while it is read
+        self._schemas: dict[int, Any] = {}
         self._typestore: Any = None
 
     def topics(self) -> dict[str, TopicInfo]:
-        if self._summary is None:
+        if self._summary is None or not self._summary.channels:
             return self._scan_topics()
         counts = self._summary.statistics.channel_message_counts if self._summary.statistics else {}
         result: dict[str, TopicInfo] = {}
@@ -285,14 +298,48 @@ class McapFileReader(_ReaderBase):
         return result
 
     def _scan_topics(self) -> dict[str, TopicInfo]:
-        """Unindexed file: read it once to count."""
+        """A file without a summary: read it once to count. Damage part-way through leaves the
+        counts unknown (None); the topics seen before it are still replayed, and reading them
+        stops at the same damage (RecordingDamaged, what came before stored)."""
         counts: dict[str, int] = {}
         types: dict[str, str] = {}
-        for schema, channel, _ in self._reader.iter_messages():
-            counts[channel.topic] = counts.get(channel.topic, 0) + 1
-            types[channel.topic] = _schema_msgtype(schema)
+        damaged = False
+        try:
+            for schema, channel, _ in self._linear_records(None, None, None):
+                counts[channel.topic] = counts.get(channel.topic, 0) + 1
+                types[channel.topic] = _schema_msgtype(schema)
+        except Exception:  # noqa: BLE001 - any failure of the reading libraries is the file's damage (_read_on)
+            damaged = True
+        return {t: TopicInfo(types[t], None if damaged else counts[t]) for t in counts}
+
+    def _linear_records(self, topics: list[str] | None, start_time: int | None,
+                        end_time: int | None) -> Iterator[tuple[Any, Any, Any]]:
+        """(schema, channel, message) in file order, read linearly with CRCs checked: a file without
+        a chunk index (mcap's seeking reader falls back to this, but without checking CRCs)."""
+        from mcap.reader import NonSeekingReader
+
         self._file.seek(0)
-        return {t: TopicInfo(types[t], counts[t]) for t in counts}
+        reader = NonSeekingReader(self._file, validate_crcs=True)
+        for schema, channel, message in reader.iter_messages(
+                topics=topics, log_time_order=False, starting_at=start_time, ending_before=end_time):
+            self._schemas.setdefault(channel.id, schema)
+            yield schema, channel, message
+
+    def _linear_messages(self, topics: list[str] | None, start_time: int | None,
+                         end_time: int | None) -> Iterator[tuple[Any, int, bytes]]:
+        """A file without a chunk index, in log-time order: everything up to any damage is read and
+        sorted, then yielded, then the damage is raised (so what came before it is kept)."""
+        read: list[tuple[Any, int, bytes]] = []
+        try:
+            for schema, channel, message in self._linear_records(topics, start_time, end_time):
+                self._msgtypes.setdefault(channel.id, _schema_msgtype(schema))
+                read.append((channel, message.log_time, message.data))
+        except Exception:
+            read.sort(key=_log_time)
+            yield from read
+            raise
+        read.sort(key=_log_time)
+        yield from read
 
     def iter_messages(
         self, topics: Iterable[str] | None = None, start_time: int | None = None, end_time: int | None = None
@@ -301,17 +348,29 @@ class McapFileReader(_ReaderBase):
         if wanted is not None and not wanted:
             return
         for channel, log_time, raw in self._read_on(self._raw_messages(wanted, start_time, end_time)):
-            decode = self._decoders.get(channel.id, _MISSING)
-            if decode is _MISSING:
-                decode = self._decoders[channel.id] = self._decoder_for(self._schema(channel), channel)
+            decode = self._decoders.get(channel.id)
             if decode is None:
-                continue  # not a ROS encoding (JSON, protobuf...): nothing to convert
+                decode = self._decoders[channel.id] = self._channel_decoder(channel)
             try:
-                data = to_plain(decode(raw))
+                data = decode(raw)
             except Exception as exc:  # noqa: BLE001 - decoders raise several types for corrupt payloads
                 self._undecodable(channel.topic, log_time, exc)
                 continue
             yield self._message(channel.topic, self._msgtypes[channel.id], data, log_time)
+
+    def _channel_decoder(self, channel: Any) -> Callable[[bytes], dict[str, Any]]:
+        """The channel's payload -> plain dict. A channel replay cannot decode (an encoding other than
+        cdr, ros1 or json; a schema that is empty and not a standard type, or does not parse) gets a
+        decoder that refuses every message with the reason, so each is counted as undecodable for
+        its topic (docs/replay.md) and the rest of the recording is replayed."""
+        try:
+            decode = self._decoder_for(self._schema(channel), channel)
+        except Exception as exc:  # noqa: BLE001 - rosbags' parsers raise several types for a bad definition
+            return _refuse(f"its message definition cannot be used: {_reason(exc)}")
+        if decode is None:
+            return _refuse(f"message encoding {channel.message_encoding!r} is not one replay decodes "
+                           "(cdr, ros1, json)")
+        return decode
 
     def _raw_messages(
         self, topics: list[str] | None, start_time: int | None, end_time: int | None
@@ -320,14 +379,17 @@ class McapFileReader(_ReaderBase):
         from .mcap_chunks import iter_raw_messages
 
         summary = self._summary
-        if summary is not None:
-            channels = {cid: ch for cid, ch in summary.channels.items() if topics is None or ch.topic in topics}
-            self._msgtypes.update({cid: _schema_msgtype(self._schema(ch)) for cid, ch in channels.items()})
-            fast = iter_raw_messages(self._file, summary, set(channels), start_time, end_time) if channels else None
-            if fast is not None:
-                for log_time, channel_id, raw in fast:
-                    yield channels[channel_id], log_time, raw
-                return
+        if summary is None or not summary.chunk_indexes or not summary.channels:
+            # no index to seek with (or channels only in the data section): read the file through
+            yield from self._linear_messages(topics, start_time, end_time)
+            return
+        channels = {cid: ch for cid, ch in summary.channels.items() if topics is None or ch.topic in topics}
+        self._msgtypes.update({cid: _schema_msgtype(self._schema(ch)) for cid, ch in channels.items()})
+        fast = iter_raw_messages(self._file, summary, set(channels), start_time, end_time) if channels else None
+        if fast is not None:
+            for log_time, channel_id, raw in fast:
+                yield channels[channel_id], log_time, raw
+            return
         for schema, channel, message in self._reader.iter_messages(
             topics=topics, log_time_order=True, **self._window(start_time, end_time)
         ):
@@ -335,7 +397,9 @@ class McapFileReader(_ReaderBase):
             yield channel, message.log_time, message.data
 
     def _schema(self, channel: Any) -> Any:
-        return self._summary.schemas.get(channel.schema_id) if self._summary is not None else None
+        if self._summary is not None and channel.schema_id in self._summary.schemas:
+            return self._summary.schemas[channel.schema_id]
+        return self._schemas.get(channel.id)
 
     def _window(self, start_time: int | None, end_time: int | None) -> dict[str, Any]:
         """mcap >= 1.6 names the half-open window starting_at / ending_before; older: start/end_time."""
@@ -347,9 +411,11 @@ class McapFileReader(_ReaderBase):
             window["ending_before" if new_names else "end_time"] = end_time
         return window
 
-    def _decoder_for(self, schema: Any, channel: Any) -> Callable[[bytes], Any] | None:
+    def _decoder_for(self, schema: Any, channel: Any) -> Callable[[bytes], dict[str, Any]] | None:
         from rosbags.typesys import get_types_from_idl, get_types_from_msg
 
+        if channel.message_encoding == "json":
+            return _json_object  # with or without a (JSON) schema: the payload says it all
         if schema is None or channel.message_encoding not in ("cdr", "ros1"):
             return None
         name = normalize_msgtype(schema.name)
@@ -366,8 +432,8 @@ class McapFileReader(_ReaderBase):
             else:
                 return None
         if channel.message_encoding == "ros1":
-            return lambda raw: store.deserialize_ros1(raw, name)
-        return lambda raw: store.deserialize_cdr(raw, name)
+            return lambda raw: to_plain(store.deserialize_ros1(raw, name))
+        return lambda raw: to_plain(store.deserialize_cdr(raw, name))
 
     def _borrow(self, store: Any, name: str) -> None:
         """A schema without a definition: the distribution's standard one (with its dependencies)."""
@@ -388,7 +454,25 @@ class McapFileReader(_ReaderBase):
         self._file.close()
 
 
-_MISSING: Any = object()
+def _log_time(record: tuple[Any, int, bytes]) -> int:
+    return record[1]
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    """A JSON-encoded MCAP message (mcap's "json" message encoding): an object, as a ROS message is."""
+    import json
+
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON message must be an object, got {type(data).__name__}")
+    return data
+
+
+def _refuse(reason: str) -> Callable[[bytes], dict[str, Any]]:
+    def refuse(raw: bytes) -> dict[str, Any]:
+        raise ChannelUndecodable(reason)
+
+    return refuse
 
 
 def _types_from_idl_bundle(text: str, parse: Callable[[str], dict[str, Any]]) -> dict[str, Any]:

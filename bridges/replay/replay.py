@@ -74,11 +74,18 @@ class RecordingResult:
     type_sources: dict[str, list[str]] = field(default_factory=dict)
     #: False: the replay was interrupted (Ctrl-C) before the end of the recording
     complete: bool = True
+    #: topic -> {"messages": N, "reason": why the first could not be decoded} (counted as malformed too)
+    undecodable: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: topic -> {"listed": what the recording's index says it holds, "read": what was read} where
+    #: they differ after a complete replay (a metadata.yaml naming another type than the storage)
+    count_mismatch: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
             "complete": self.complete,
+            "undecodable": self.undecodable,
+            "count_mismatch": self.count_mismatch,
             "type_sources": self.type_sources,
             "session_prefix": self.session_prefix,
             "seconds": round(self.seconds, 3),
@@ -180,13 +187,24 @@ def replay_recording(
         feed = pipeline.feed
 
         def result(stats: PipelineStats, complete: bool) -> RecordingResult:
+            undecodable: dict[str, dict[str, Any]] = {}
             for topic, count in reader.undecodable.items():  # read from the file, but not decodable
                 stats.topic(topic).messages += count
                 stats.topic(topic).malformed += count
+                undecodable[topic] = {"messages": count, "reason": reader.undecodable_reason.get(topic, "")}
             for topic, count in reader.stamps_replaced.items():
                 stats.topic(topic).stamps_replaced += count
+            mismatch: dict[str, dict[str, int]] = {}
+            for topic in selected:  # every selected topic has a row, the ones nothing was read from too
+                row = stats.topic(topic)
+                row.msgtype = row.msgtype or file_topics[topic].msgtype
+                rules = run_config.rules_for(topic, file_topics[topic].msgtype)
+                row.converter = row.converter or (rules[0].converter if rules else "")
+                listed = file_topics[topic].count
+                if complete and listed is not None and listed != row.messages:
+                    mismatch[topic] = {"listed": listed, "read": row.messages}
             return RecordingResult(path, prefix, stats, time.perf_counter() - started, file_topics, selected,
-                                   missing, pipeline.plan, reader.type_sources, complete)
+                                   missing, pipeline.plan, reader.type_sources, complete, undecodable, mismatch)
 
         try:
             for message in reader.iter_messages(topics=selected):

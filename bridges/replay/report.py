@@ -61,6 +61,11 @@ def summary_table(result: RecordingResult) -> list[str]:
                      + ", ".join(f"{t} ({c if c is not None else '?'})" for t, c in ignored.items()))
     if result.missing:
         lines.append("  asked for but not in the recording: " + ", ".join(result.missing))
+    for name, info in sorted(result.undecodable.items()):
+        lines.append(f"  not decoded: {name}: {info['messages']} message(s), first because: {info['reason']}")
+    for name, counts in sorted(result.count_mismatch.items()):
+        lines.append(f"  count mismatch: {name}: the recording lists {counts['listed']} message(s), "
+                     f"{counts['read']} were read")
     lines.extend(_type_source_lines(result.type_sources))
     lines.append(
         f"  episodes: {stats.episodes_started - stats.episodes_rewritten} new, {stats.episodes_skipped} already stored, "

@@ -6,6 +6,7 @@ ROS 2 Humble definitions.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -104,10 +105,12 @@ def _as_humble_layout(folder: Path) -> None:
         yaml.dump(meta, out)
 
 
-def write_mcap(path: Path, messages: Iterable[Msg], *, empty_topics: dict[str, str] | None = None) -> Path:
-    """A plain ROS 2 MCAP (CDR, ros2msg schemas); ``empty_topics`` get a channel and no message."""
+def write_mcap(path: Path, messages: Iterable[Msg], *, empty_topics: dict[str, str] | None = None,
+               **writer_options: Any) -> Path:
+    """A plain ROS 2 MCAP (CDR, ros2msg schemas); ``empty_topics`` get a channel and no message.
+    ``writer_options`` go to mcap's Writer (compression, chunk_size, ...)."""
     with open(path, "wb") as handle:
-        writer = McapWriter(handle)
+        writer = McapWriter(handle, **writer_options)
         writer.start(profile="ros2", library="robotmem-tests")
         channels: dict[str, int] = {}
 
@@ -134,3 +137,36 @@ def navsat_fix(stamp_ns: int, lat: float, lon: float, alt: float, status: int = 
     return types["sensor_msgs/msg/NavSatFix"](
         header=header(stamp_ns, "gps"), status=types["sensor_msgs/msg/NavSatStatus"](status=status, service=1),
         latitude=lat, longitude=lon, altitude=alt, position_covariance=np.zeros(9), position_covariance_type=0)
+
+
+def write_mixed_encodings_mcap(path: Path) -> Path:
+    """/odom (cdr) beside channels replay cannot decode as ROS: JSON with a JSON schema, JSON without a
+    schema, protobuf, and a cdr channel whose schema is empty and no standard type."""
+    with open(path, "wb") as handle:
+        writer = McapWriter(handle)
+        writer.start(profile="", library="robotmem-tests")
+        text = HUMBLE.generate_msgdef("nav_msgs/msg/Odometry", ros_version=2)[0]
+        odom = writer.register_channel("/odom", "cdr", writer.register_schema(
+            "nav_msgs/msg/Odometry", "ros2msg", text.encode()))
+        status = writer.register_channel("/status", "json", writer.register_schema(
+            "robot.Status", "jsonschema", b'{"type": "object"}'))
+        loose = writer.register_channel("/loose", "json", 0)
+        proto = writer.register_channel("/pb", "protobuf", writer.register_schema("foo.Bar", "protobuf", b"\x0a\x00"))
+        custom = writer.register_channel("/custom", "cdr", writer.register_schema("my_pkg/msg/Custom", "ros2msg", b""))
+        for i in range(10):
+            t = (100 + i) * S
+            writer.add_message(odom, t, HUMBLE.serialize_cdr(odometry(t, i / 10, 0.0), "nav_msgs/msg/Odometry"), t)
+            writer.add_message(status, t, json.dumps({"battery": 90 - i}).encode(), t)
+            writer.add_message(loose, t, json.dumps({"n": i}).encode(), t)
+            writer.add_message(proto, t, b"\x08\x01", t)
+            writer.add_message(custom, t, b"\x00\x01\x00\x00" + bytes(8), t)
+        writer.finish()
+    return path
+
+
+def joint_state(stamp_ns: int, angle: float) -> Any:
+    import numpy as np
+
+    return HUMBLE.types["sensor_msgs/msg/JointState"](
+        header=header(stamp_ns, ""), name=["shoulder", "elbow"], position=np.array([angle, -angle]),
+        velocity=np.zeros(2), effort=np.zeros(2))

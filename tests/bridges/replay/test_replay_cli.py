@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import apsw
 import pytest
+from recordings import Msg, S, joint_state, odometry, write_mcap, write_mixed_encodings_mcap, write_ros2_bag
 
 from bridges.pipeline import BridgeConfig, Pipeline, TopicEpisodes
 from bridges.replay import open_reader
@@ -281,3 +284,76 @@ def test_a_run_stopped_between_episodes_continues_with_the_next_one(
     code, out, _ = run_cli("replay", str(recording), *SPLIT)
     assert code == 0 and "episodes: 1 new, 1 already stored, 0 rewritten" in out
     assert "other options" not in out
+
+
+def _odometry_recording(path: Path, count: int = 20) -> Path:
+    return write_mcap(path, [Msg("/odom", "nav_msgs/msg/Odometry", (100 + i) * S, odometry((100 + i) * S, i / 10, 0.0))
+                             for i in range(count)])
+
+
+def test_channels_that_cannot_be_decoded_are_warned_per_topic_and_the_next_recording_replays(
+        run_cli: RunCli, tmp_path: Path) -> None:
+    mixed = write_mixed_encodings_mcap(tmp_path / "mixed.mcap")
+    good = _odometry_recording(tmp_path / "good.mcap")
+    code, out, err = run_cli("--json", "replay", str(mixed), str(good), "--dry-run", "--no-progress",
+                             "--topics", "/odom", "/status", "/loose", "/pb", "/custom")
+    assert code == 0
+    first, second = json.loads(out)["recordings"]
+    assert first["undecodable"]["/pb"]["messages"] == 10 and "'protobuf'" in first["undecodable"]["/pb"]["reason"]
+    assert first["undecodable"]["/custom"]["messages"] == 10 and "my_pkg/msg/Custom" in first["undecodable"]["/custom"]["reason"]
+    topics = first["stats"]["topics"]
+    assert topics["/status"]["converter"] == "json_perception" and topics["/status"]["records"] == 10  # 1 s apart
+    assert topics["/loose"]["records"] == 10 and topics["/pb"]["malformed"] == 10
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert any("/pb: 10 message(s) could not be decoded" in w and "protobuf" in w for w in warnings)
+    assert any("/custom: 10 message(s) could not be decoded" in w for w in warnings)
+    assert second["stats"]["topics"]["/odom"]["messages"] == 20
+
+
+def test_a_topic_whose_metadata_names_another_type_is_listed_with_what_was_read_and_warned(
+        run_cli: RunCli, tmp_path: Path) -> None:
+    folder = write_ros2_bag(tmp_path / "bag", [
+        *(Msg("/odom", "nav_msgs/msg/Odometry", (100 + i) * S, odometry((100 + i) * S, i / 10, 0.0)) for i in range(20)),
+        *(Msg("/joint_states", "sensor_msgs/msg/JointState", (100 + i) * S, joint_state((100 + i) * S, i / 10))
+          for i in range(30))])
+    metadata = folder / "metadata.yaml"
+    metadata.write_text(metadata.read_text().replace("type: sensor_msgs/msg/JointState",
+                                                     "type: geometry_msgs/msg/PoseStamped"))
+    with sqlite3.connect(next(folder.glob("*.db3"))) as oracle:  # the storage holds the 30 messages
+        assert oracle.execute("SELECT count(*) FROM messages JOIN topics ON topics.id = topic_id "
+                              "WHERE topics.name = '/joint_states'").fetchone() == (30,)
+    code, out, err = run_cli("--json", "replay", str(folder), "--dry-run", "--no-progress")
+    assert code == 0
+    (result,) = json.loads(out)["recordings"]
+    assert "/joint_states" in result["selected_topics"]
+    assert result["stats"]["topics"]["/joint_states"]["messages"] == 0
+    assert result["count_mismatch"] == {"/joint_states": {"listed": 30, "read": 0}}
+    assert "warning: " in err and "/joint_states: the recording lists 30 message(s)" in err
+    code, out, _ = run_cli("replay", str(folder), "--dry-run", "--no-progress")
+    assert _table_row(out, "/joint_states")[3] == "0" and "count mismatch: /joint_states" in out
+
+
+def test_under_json_a_bad_episode_split_is_a_json_error(run_cli: RunCli, tmp_path: Path) -> None:
+    good = _odometry_recording(tmp_path / "good.mcap")
+    code, out, err = run_cli("--json", "replay", str(good), "--episode-split", "gap:abc")
+    assert code == 2 and out == ""
+    error = json.loads(err)["error"]
+    assert error["field"] == "episode_split" and error["code"] == "validation_error"
+
+
+def test_under_json_a_store_that_stays_locked_is_a_storage_error(
+        run_cli: RunCli, tmp_path: Path, robotmem_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _, _ = run_cli("replay", str(_odometry_recording(tmp_path / "first.mcap", 10)), "--no-progress")
+    assert code == 0  # the store exists
+    monkeypatch.setenv("ROBOTMEM_BUSY_TIMEOUT_MS", "100")
+    holder = apsw.Connection(str(robotmem_home / "memory.db"))
+    holder.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+    try:
+        code, _, err = run_cli("--json", "replay", str(_odometry_recording(tmp_path / "second.mcap", 30)),
+                               "--no-progress")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert code == 1
+    errors = [json.loads(line)["error"] for line in err.splitlines() if line.startswith("{")]
+    assert [e["code"] for e in errors] == ["storage_error"] and "second.mcap" in errors[0]["message"]

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import shutil
+import struct
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from mcap.reader import make_reader
+from mcap.reader import NonSeekingReader, make_reader
+from mcap.writer import CompressionType, IndexType
+from recordings import Msg, odometry, write_mcap, write_mixed_encodings_mcap
 
-from bridges.replay import McapFileReader, RecordingError, RosbagsReader, open_reader
+from bridges.pipeline import BridgeConfig
+from bridges.replay import McapFileReader, RecordingError, ReplayOptions, RosbagsReader, TopicInfo, open_reader, replay_paths
 from bridges.replay.discovery import content_digest, find_recordings, session_id_prefix
+from bridges.replay.readers import RecordingDamaged
 
 S = 1_000_000_000
 
@@ -132,3 +137,69 @@ def test_the_content_digest_follows_the_bytes_and_the_session_prefix_the_collect
     digest = content_digest(copy)
     assert session_id_prefix(digest, "a") != session_id_prefix(digest, "b")
     assert session_id_prefix(digest, "a").startswith("rpl_") and len(session_id_prefix(digest, "a")) == 20
+
+
+def _unindexed_mcap(path: Path, count: int = 60) -> Path:
+    """A valid MCAP written without a summary section: no index, channels and schemas only in the data."""
+    messages = [Msg("/odom", "nav_msgs/msg/Odometry", (100 + i) * S, odometry((100 + i) * S, i / 10, 0.0))
+                for i in range(count)]
+    return write_mcap(path, messages, compression=CompressionType.NONE, chunk_size=4096, index_types=IndexType.NONE,
+                      repeat_channels=False, repeat_schemas=False, use_statistics=False, use_summary_offsets=False)
+
+
+def _oracle(path: Path) -> list[tuple[str, int, bytes]]:
+    """mcap's own reader: (topic, log time, payload) of every message it reads, with CRCs checked."""
+    with open(path, "rb") as handle:
+        return [(c.topic, m.log_time, m.data)
+                for _s, c, m in make_reader(handle, validate_crcs=True).iter_messages(log_time_order=True)]
+
+
+def test_an_mcap_without_a_summary_is_read_linearly(tmp_path: Path) -> None:
+    path = _unindexed_mcap(tmp_path / "noindex.mcap")
+    with open(path, "rb") as handle:
+        assert make_reader(handle).get_summary() is None
+    expected = _oracle(path)
+    with open_reader(path) as reader:
+        assert reader.topics() == {"/odom": TopicInfo("nav_msgs/msg/Odometry", len(expected))}
+        read = list(reader.iter_messages())
+        assert reader.undecodable == {}
+    assert [(m.topic, m.arrived_ns) for m in read] == [(t, log) for t, log, _ in expected]
+    assert [m.data["pose"]["pose"]["position"]["x"] for m in read] == [i / 10 for i in range(60)]
+
+
+def test_a_damaged_chunk_in_an_mcap_without_a_summary_is_a_clean_error_keeping_what_came_before(
+        tmp_path: Path) -> None:
+    path = _unindexed_mcap(tmp_path / "noindex.mcap")
+    intact = _oracle(path)
+    data = bytearray(path.read_bytes())
+    middle = data.index(struct.pack("<d", 3.0))  # x of a message half-way through: its chunk's CRC breaks
+    data[middle:middle + 8] = struct.pack("<d", 500.0)
+    path.write_bytes(data)
+    before = 0
+    with open(path, "rb") as handle:  # the oracle reads up to the damaged chunk
+        try:  # (make_reader's seeking reader reads a file without an index linearly, but unchecked)
+            for _ in NonSeekingReader(handle, validate_crcs=True).iter_messages(log_time_order=False):
+                before += 1
+        except Exception:  # noqa: BLE001 - the damage
+            pass
+    assert 0 < before < len(intact)
+    results: list[tuple[Path, Exception]] = []
+    replayed = replay_paths(None, [path], BridgeConfig(), ReplayOptions(dry_run=True),
+                            on_error=lambda p, e: results.append((p, e)))
+    assert replayed == [] and len(results) == 1
+    damage = results[0][1]
+    assert isinstance(damage, RecordingDamaged) and damage.messages == before
+    assert "CRCValidationError" in str(damage)
+
+
+def test_channels_replay_cannot_decode_as_ros_are_counted_per_topic_with_the_reason(tmp_path: Path) -> None:
+    path = write_mixed_encodings_mcap(tmp_path / "mixed.mcap")
+    with open_reader(path) as reader:
+        read = list(reader.iter_messages())
+        undecodable, reasons = reader.undecodable, reader.undecodable_reason
+    assert sorted({m.topic for m in read}) == ["/loose", "/odom", "/status"]
+    assert [m.data for m in read if m.topic == "/status"] == [{"battery": 90 - i} for i in range(10)]
+    assert [m.msgtype for m in read if m.topic == "/status"][0] == "robot.Status"
+    assert undecodable == {"/pb": 10, "/custom": 10}
+    assert "'protobuf'" in reasons["/pb"]
+    assert "my_pkg/msg/Custom" in reasons["/custom"]

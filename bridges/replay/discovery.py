@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from .readers import RecordingError
+import yaml
+
+from .readers import RecordingError, without_metadata
 
 __all__ = ["content_digest", "find_recordings", "session_id_prefix"]
 
@@ -28,9 +30,14 @@ def find_recordings(paths: list[Path]) -> list[Path]:
             found.extend(_search(path))
         elif path.suffix == ".db3" and (path.parent / "metadata.yaml").exists():
             found.append(path.parent)
+        elif path.suffix == ".db3":
+            raise RecordingError(without_metadata(path.parent))
         else:
             found.append(path)
         if len(found) == before:
+            storage = min(path.rglob("*.db3"), default=None)
+            if storage is not None:  # a bag folder that lost its metadata.yaml, not "no recording"
+                raise RecordingError(without_metadata(storage.parent))
             raise RecordingError(f"{path}: holds no .bag, .mcap or ROS 2 bag folder")
     unique: list[Path] = []
     for path in found:
@@ -50,9 +57,14 @@ def _search(folder: Path) -> list[Path]:
 
 
 def content_digest(recording: Path) -> str:
-    """sha256 of the recording's bytes (a bag folder: of its files' names and bytes, sorted)."""
+    """sha256 of the recording's bytes (a bag folder: the names and bytes of its metadata.yaml and
+    the storage files that names, sorted).
+
+    A bag folder's other files (an operator's notes, a plot, .DS_Store) are not the recording:
+    hashing them made a re-run store everything again. For a folder holding nothing else the
+    digest is the one every file gave before, so stores made then keep their episode ids."""
     digest = hashlib.sha256()
-    files = sorted(p for p in recording.rglob("*") if p.is_file()) if recording.is_dir() else [recording]
+    files = _bag_files(recording) if recording.is_dir() else [recording]
     for file in files:
         if recording.is_dir():
             digest.update(file.relative_to(recording).as_posix().encode("utf-8") + b"\0")
@@ -60,6 +72,19 @@ def content_digest(recording: Path) -> str:
             while block := handle.read(_CHUNK):
                 digest.update(block)
     return digest.hexdigest()
+
+
+def _bag_files(folder: Path) -> list[Path]:
+    """metadata.yaml and the storage files it names (``relative_file_paths``, as rosbags reads them:
+    by file name inside the folder); every file of the folder when it names none."""
+    everything = sorted(p for p in folder.rglob("*") if p.is_file())
+    metadata = folder / "metadata.yaml"
+    try:
+        info = yaml.safe_load(metadata.read_text(encoding="utf-8"))["rosbag2_bagfile_information"]
+        named = {folder / PurePosixPath(str(name)).name for name in info["relative_file_paths"]}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
+        return everything  # rosbags will say what is wrong with it
+    return [p for p in everything if p == metadata or p in named] if named else everything
 
 
 def session_id_prefix(digest: str, collection: str) -> str:

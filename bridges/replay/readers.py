@@ -47,7 +47,7 @@ from bridges.replay.distros import DEFAULT_ROS_DISTRO, ROS_DISTROS
 log = logging.getLogger("bridges.replay")
 
 __all__ = ["DEFAULT_ROS_DISTRO", "ROS_DISTROS", "McapFileReader", "RecordingDamaged", "RecordingError", "RecordingReader",
-           "RosbagsReader", "TopicInfo", "distro_typestore", "open_reader"]
+           "RosbagsReader", "TopicInfo", "distro_typestore", "open_reader", "without_metadata"]
 
 #: a stamp further than this from its log time is not believed (replay passes max_episode_s)
 DEFAULT_STAMP_LIMIT_S = 1800.0
@@ -519,13 +519,20 @@ def _schema_msgtype(schema: Any) -> str:
         return str(schema.name)
 
 
+def without_metadata(folder: Path) -> str:
+    """Why a folder without a metadata.yaml is not read (rosbag2 writes it when recording ends;
+    ``ros2 bag reindex`` rebuilds it from the storage files)."""
+    return (f"{folder}: a folder is a ROS 2 bag only with a metadata.yaml (a recording that did not end "
+            f"cleanly has none: `ros2 bag reindex {folder}` writes it)")
+
+
 def open_reader(path: Path, ros_distro: str = DEFAULT_ROS_DISTRO,
                 stamp_limit_s: float = DEFAULT_STAMP_LIMIT_S) -> RosbagsReader | McapFileReader:
     """The reader for a recording: a ``.bag`` file, a ROS 2 bag folder, or a plain ``.mcap`` file."""
     path = Path(path)
     if path.is_dir():
         if not (path / "metadata.yaml").exists():
-            raise RecordingError(f"{path}: a folder is a ROS 2 bag only with a metadata.yaml")
+            raise RecordingError(without_metadata(path))
         return RosbagsReader(path, ros_distro, stamp_limit_s)
     if path.suffix == ".bag":
         return RosbagsReader(path, ros_distro, stamp_limit_s)

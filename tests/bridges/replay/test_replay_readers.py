@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import struct
 from pathlib import Path
@@ -203,3 +204,40 @@ def test_channels_replay_cannot_decode_as_ros_are_counted_per_topic_with_the_rea
     assert undecodable == {"/pb": 10, "/custom": 10}
     assert "'protobuf'" in reasons["/pb"]
     assert "my_pkg/msg/Custom" in reasons["/custom"]
+
+
+def _digest_of_every_file(folder: Path) -> str:
+    """The bag folder digest as replay computed it before: every file's name and bytes, sorted."""
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(folder).as_posix().encode("utf-8") + b"\0")
+        digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def test_a_bag_folder_is_identified_by_its_recording_not_by_other_files_in_it(datasets: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "arm"
+    shutil.copytree(datasets / "arm_push_ros2", folder)
+    unchanged = content_digest(folder)
+    assert unchanged == _digest_of_every_file(folder)  # stores made before keep their episode ids
+    (folder / "NOTES.txt").write_text("operator notes")
+    (folder / "plots").mkdir()
+    (folder / "plots" / "path.png").write_bytes(b"\x89PNG")
+    assert content_digest(folder) == unchanged
+    storage = folder / "arm_push_ros2.db3"
+    with open(storage, "r+b") as handle:  # the recorded data itself still decides
+        handle.seek(100)
+        byte = handle.read(1)
+        handle.seek(100)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    assert content_digest(folder) != unchanged
+
+
+def test_a_bag_folder_without_its_metadata_yaml_is_named_as_such(datasets: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "arm"
+    shutil.copytree(datasets / "arm_push_ros2", folder)
+    (folder / "metadata.yaml").unlink()
+    for path in (folder, folder / "arm_push_ros2.db3", tmp_path):
+        with pytest.raises(RecordingError, match="only with a metadata.yaml") as error:
+            find_recordings([path])
+        assert str(error.value).startswith(str(folder)) and "ros2 bag reindex" in str(error.value)

@@ -9,7 +9,7 @@ import yaml
 
 from .readers import RecordingError, without_metadata
 
-__all__ = ["content_digest", "find_recordings", "session_id_prefix"]
+__all__ = ["content_digest", "find_recordings", "legacy_digest", "session_id_prefix"]
 
 _CHUNK = 1 << 20
 
@@ -57,14 +57,24 @@ def _search(folder: Path) -> list[Path]:
 
 
 def content_digest(recording: Path) -> str:
-    """sha256 of the recording's bytes (a bag folder: the names and bytes of its metadata.yaml and
-    the storage files that names, sorted).
+    """sha256 of the recording's bytes (a bag folder: the names and bytes of the storage files its
+    metadata.yaml names, sorted).
 
-    A bag folder's other files (an operator's notes, a plot, .DS_Store) are not the recording:
-    hashing them made a re-run store everything again. For a folder holding nothing else the
-    digest is the one every file gave before, so stores made then keep their episode ids."""
+    Only the recorded data: a bag folder's other files (an operator's notes, a plot,
+    .DS_Store) and the wording of its metadata.yaml (re-serialised by a tool) do not make it
+    another recording; hashing them made a re-run store everything again."""
+    return _digest(recording, _bag_files(recording, with_metadata=False) if recording.is_dir() else [recording])
+
+
+def legacy_digest(recording: Path) -> str | None:
+    """A bag folder's digest as replay computed it before content_digest left metadata.yaml out
+    (every file's name and bytes; here only metadata.yaml and the storage files, which is the same
+    for a folder holding nothing else): episodes a store holds under it are found by it. None for a file."""
+    return _digest(recording, _bag_files(recording, with_metadata=True)) if recording.is_dir() else None
+
+
+def _digest(recording: Path, files: list[Path]) -> str:
     digest = hashlib.sha256()
-    files = _bag_files(recording) if recording.is_dir() else [recording]
     for file in files:
         if recording.is_dir():
             digest.update(file.relative_to(recording).as_posix().encode("utf-8") + b"\0")
@@ -74,9 +84,10 @@ def content_digest(recording: Path) -> str:
     return digest.hexdigest()
 
 
-def _bag_files(folder: Path) -> list[Path]:
-    """metadata.yaml and the storage files it names (``relative_file_paths``, as rosbags reads them:
-    by file name inside the folder); every file of the folder when it names none."""
+def _bag_files(folder: Path, *, with_metadata: bool) -> list[Path]:
+    """The storage files metadata.yaml names (``relative_file_paths``, as rosbags reads them: by
+    file name inside the folder), sorted, and metadata.yaml itself when asked; every file of the
+    folder when it names none."""
     everything = sorted(p for p in folder.rglob("*") if p.is_file())
     metadata = folder / "metadata.yaml"
     try:
@@ -84,7 +95,9 @@ def _bag_files(folder: Path) -> list[Path]:
         named = {folder / PurePosixPath(str(name)).name for name in info["relative_file_paths"]}
     except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
         return everything  # rosbags will say what is wrong with it
-    return [p for p in everything if p == metadata or p in named] if named else everything
+    if not named:
+        return everything
+    return [p for p in everything if p in named or (with_metadata and p == metadata)]
 
 
 def session_id_prefix(digest: str, collection: str) -> str:

@@ -26,13 +26,13 @@ from bridges.pipeline import (
 from bridges.pipeline.episodes import EpisodePolicy
 from robotmem.errors import RobotMemError
 
-from .discovery import content_digest, find_recordings, session_id_prefix
+from .discovery import content_digest, find_recordings, legacy_digest, session_id_prefix
 from .readers import DEFAULT_ROS_DISTRO, RecordingDamaged, RecordingError, TopicInfo, open_reader
 
 if TYPE_CHECKING:
     from robotmem import Memory
 
-__all__ = ["RecordingResult", "ReplayInterrupted", "ReplayOptions", "replay_paths", "replay_recording",
+__all__ = ["RecordingResult", "ReplayInterrupted", "ReplayOptions", "recording_prefix", "replay_paths", "replay_recording",
            "select_topics", "stored_session_ids", "stored_until_ns"]
 
 #: a topic asked for with --topics that no rule covers is stored as JSON at this rate
@@ -158,6 +158,20 @@ def stored_until_ns(memory: Memory | None, prefix: str, session_ids: Sequence[st
     return reach
 
 
+def recording_prefix(path: Path, collection: str, stored_sessions: Sequence[str]) -> str:
+    """The recording's session id prefix (docs/replay.md, "Idempotency"): from its content digest,
+    or, for a bag folder a store already holds under the digest replay used before (which hashed
+    metadata.yaml too), that one, so upgrading does not store its episodes again."""
+    prefix = session_id_prefix(content_digest(path), collection)
+    if not any(s.startswith(prefix + "_") for s in stored_sessions):
+        legacy = legacy_digest(path)
+        if legacy is not None:
+            earlier = session_id_prefix(legacy, collection)
+            if any(s.startswith(earlier + "_") for s in stored_sessions):
+                return earlier
+    return prefix
+
+
 def replay_recording(
     memory: Memory | None, path: Path, config: BridgeConfig, options: ReplayOptions, progress: Progress | None = None,
     stored_sessions: Sequence[str] | None = None,
@@ -167,10 +181,10 @@ def replay_recording(
     ``stored_sessions``: the collection's session ids before the run (``stored_session_ids``;
     listed here when not given)."""
     started = time.perf_counter()
-    prefix = session_id_prefix(content_digest(path), options.collection)
     policy = parse_episode_split(options.episode_split)
     if stored_sessions is None:
         stored_sessions = stored_session_ids(memory, options.collection)
+    prefix = recording_prefix(path, options.collection, stored_sessions)
     stored_until = stored_until_ns(memory, prefix, stored_sessions)
     with open_reader(path, options.ros_distro, config.max_episode_s) as reader:
         file_topics = reader.topics()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import shutil
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import apsw
 import pytest
+import yaml
 from recordings import Msg, S, joint_state, odometry, write_mcap, write_mixed_encodings_mcap, write_ros2_bag
 
 from bridges.pipeline import BridgeConfig, Pipeline, TopicEpisodes
@@ -357,3 +359,32 @@ def test_under_json_a_store_that_stays_locked_is_a_storage_error(
     assert code == 1
     errors = [json.loads(line)["error"] for line in err.splitlines() if line.startswith("{")]
     assert [e["code"] for e in errors] == ["storage_error"] and "second.mcap" in errors[0]["message"]
+
+
+def test_a_bag_folder_a_store_holds_from_before_is_not_stored_again_and_other_files_change_nothing(
+        run_cli: RunCli, datasets: Path, robotmem_home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "arm"
+    shutil.copytree(datasets / "arm_push_ros2", folder)
+    earlier = hashlib.sha256()  # the digest replay gave a bag folder before: every file's name and bytes
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        earlier.update(file.relative_to(folder).as_posix().encode("utf-8") + b"\0" + file.read_bytes())
+    prefix = session_id_prefix(earlier.hexdigest(), "default")
+    with Memory(robotmem_home / "memory.db") as mem:  # the store as a replay before this change left it
+        before = Pipeline(mem, BridgeConfig(), collection="default", robot_id=None, episode_policy=TopicEpisodes(),
+                          source=str(folder.resolve()), session_id_for=lambda t: f"{prefix}_{t}")
+        with open_reader(folder) as reader:
+            for msg in reader.iter_messages():
+                before.feed(msg)
+        stored = before.close()
+    assert stored.episodes_ended == 3
+    code, out, _ = run_cli("replay", str(folder), *SPLIT, "--no-progress")
+    assert code == 0 and "episodes: 0 new, 3 already stored" in out and "records written: 0" in out
+
+    fresh = tmp_path / "fresh"
+    code, out, _ = run_cli("--home", str(fresh), "replay", str(folder), *SPLIT, "--no-progress")
+    assert code == 0 and "episodes: 3 new" in out
+    (folder / "NOTES.txt").write_text("operator notes")
+    metadata = folder / "metadata.yaml"
+    metadata.write_text(yaml.safe_dump(yaml.safe_load(metadata.read_text())))
+    code, out, _ = run_cli("--home", str(fresh), "replay", str(folder), *SPLIT, "--no-progress")
+    assert code == 0 and "episodes: 0 new, 3 already stored" in out and "records written: 0" in out

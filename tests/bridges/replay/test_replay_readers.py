@@ -9,13 +9,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+import yaml
 from mcap.reader import NonSeekingReader, make_reader
 from mcap.writer import CompressionType, IndexType
 from recordings import Msg, odometry, write_mcap, write_mixed_encodings_mcap
 
 from bridges.pipeline import BridgeConfig
 from bridges.replay import McapFileReader, RecordingError, ReplayOptions, RosbagsReader, TopicInfo, open_reader, replay_paths
-from bridges.replay.discovery import content_digest, find_recordings, session_id_prefix
+from bridges.replay.discovery import content_digest, find_recordings, legacy_digest, session_id_prefix
 from bridges.replay.readers import RecordingDamaged
 
 S = 1_000_000_000
@@ -132,8 +133,8 @@ def test_the_content_digest_follows_the_bytes_and_the_session_prefix_the_collect
     folder = tmp_path / "arm"
     shutil.copytree(datasets / "arm_push_ros2", folder)
     before = content_digest(folder)
-    with open(folder / "metadata.yaml", "a", encoding="utf-8") as handle:
-        handle.write("\n")
+    with open(folder / "arm_push_ros2.db3", "ab") as handle:
+        handle.write(b"\0")
     assert content_digest(folder) != before
     digest = content_digest(copy)
     assert session_id_prefix(digest, "a") != session_id_prefix(digest, "b")
@@ -219,10 +220,13 @@ def test_a_bag_folder_is_identified_by_its_recording_not_by_other_files_in_it(da
     folder = tmp_path / "arm"
     shutil.copytree(datasets / "arm_push_ros2", folder)
     unchanged = content_digest(folder)
-    assert unchanged == _digest_of_every_file(folder)  # stores made before keep their episode ids
+    assert legacy_digest(folder) == _digest_of_every_file(folder)  # what stores made before hold
     (folder / "NOTES.txt").write_text("operator notes")
     (folder / "plots").mkdir()
     (folder / "plots" / "path.png").write_bytes(b"\x89PNG")
+    assert content_digest(folder) == unchanged
+    metadata = folder / "metadata.yaml"
+    metadata.write_text(yaml.safe_dump(yaml.safe_load(metadata.read_text())))  # the same, re-serialised
     assert content_digest(folder) == unchanged
     storage = folder / "arm_push_ros2.db3"
     with open(storage, "r+b") as handle:  # the recorded data itself still decides

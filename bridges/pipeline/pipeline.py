@@ -29,6 +29,7 @@ from .gaps import Gap, GapDetector
 from .messages import RosMessage
 from .outbox import RetryPolicy
 from .robot_pose import RobotPoseTracker
+from .stamps import StampCheck
 from .stats import PipelineStats, TopicStats
 from .summary import episode_summary_record
 from .writer import RecordWriter
@@ -64,6 +65,7 @@ class _Handler:
     #: the next sampling slot (message time)
     last_kept_ns: int | None = None
     gaps: GapDetector | None = None
+    stamps: StampCheck | None = None
 
 
 @dataclass
@@ -169,11 +171,15 @@ class Pipeline:
         elif handler.kind == "episode" and msg.topic != self.policy.marker_topic:
             pass  # markers mean nothing to this policy; counted, not stored
         else:
-            self._route(msg)
+            stamps = handler.stamps = handler.stamps or StampCheck(self.config.max_episode_s)
+            self._route_admitted(handler, stamps.admit(msg))
 
     def tick(self, now_ns: int) -> None:
         """Time passed without messages: finish a held episode, end an idle one, write chunks that are due."""
         self.writer.retry_due()
+        for handler in list(self._handlers.values()):
+            if handler.stamps is not None and handler.stamps.held is not None:
+                self._route_admitted(handler, handler.stamps.overdue(now_ns))
         self._pass_time(now_ns, now_ns)
         due = [h for h in self._converters() if h.converter is not None and h.converter.pending_since_ns is not None
                and now_ns - h.converter.pending_since_ns >= h.converter.chunk_ns]
@@ -205,6 +211,9 @@ class Pipeline:
         Nothing more will arrive, so no episode waits for late messages (stop, Ctrl-C, end of a recording).
         """
         try:
+            for handler in list(self._handlers.values()):
+                if handler.stamps is not None:
+                    self._route_admitted(handler, handler.stamps.release())
             while self._held is not None:
                 self._finish_held()
             if self._episode is not None:
@@ -226,6 +235,13 @@ class Pipeline:
         return self.writer.plan
 
     # -- dispatch ------------------------------------------------------------------------
+    def _route_admitted(self, handler: _Handler, messages: list[RosMessage]) -> None:
+        """Route what the topic's stamp check let through, at the times it believes (stamps.py)."""
+        assert handler.stamps is not None
+        handler.stats.stamps_replaced = handler.stamps.replaced
+        for msg in messages:
+            self._route(msg)
+
     def _route(self, item: RosMessage | EpisodeAction) -> None:
         """Handle a message or an episode action now, or keep it until the held episode is finished."""
         arrived = item.arrived_ns if isinstance(item, RosMessage) and item.arrived_ns is not None else item.t_ns
@@ -365,6 +381,8 @@ class Pipeline:
         if episode.skipping:
             handler.stats.already_stored += 1
         episode.messages[msg.topic] = episode.messages.get(msg.topic, 0) + 1
+        # Bounds from the earliest and latest message, not the first: stamps may be a little out of order.
+        episode.start_ns = min(episode.start_ns, msg.t_ns)
         episode.last_ns = max(episode.last_ns, msg.t_ns)
         if converter.motion_aware:
             episode.saw_motion_source = True

@@ -36,7 +36,7 @@ class TopicStats:
     rejected_reason: str = ""
     #: records given up after the store kept failing (see outbox.py)
     store_dropped: int = 0
-    #: replay: header stamps further from the log time than max_episode_s (the log time was used)
+    #: header stamps not believed (too far from the log / receive time, see stamps.py): the log time was used
     stamps_replaced: int = 0
 
     def as_dict(self) -> dict[str, Any]:

@@ -186,7 +186,9 @@ def replay_recording(
         stored_sessions = stored_session_ids(memory, options.collection)
     prefix = recording_prefix(path, options.collection, stored_sessions)
     stored_until = stored_until_ns(memory, prefix, stored_sessions)
-    with open_reader(path, options.ros_distro, config.max_episode_s) as reader:
+    # stamp_limit_s=0: the pipeline decides which stamps to believe (pipeline/stamps.py), one rule
+    # for the replay and the live bridge, and counts the stamps it replaces.
+    with open_reader(path, options.ros_distro, stamp_limit_s=0) as reader:
         file_topics = reader.topics()
         run_config, selected, missing = select_topics(config, file_topics, options.topics, policy)
         pipeline = Pipeline(
@@ -206,8 +208,6 @@ def replay_recording(
                 stats.topic(topic).messages += count
                 stats.topic(topic).malformed += count
                 undecodable[topic] = {"messages": count, "reason": reader.undecodable_reason.get(topic, "")}
-            for topic, count in reader.stamps_replaced.items():
-                stats.topic(topic).stamps_replaced += count
             mismatch: dict[str, dict[str, int]] = {}
             for topic in selected:  # every selected topic has a row, the ones nothing was read from too
                 row = stats.topic(topic)

@@ -224,11 +224,12 @@ class ChunkedConverter(Converter, Generic[BufferT]):
         (a replay keeps every point the recording composes).
         """
         buffer = self._buffer
-        if buffer is None or not buffer.t or buffer.t[-1] - buffer.t[0] >= self.chunk_ns:
+        # min/max, not first/last: stamps a little out of order still span the chunk they span
+        if buffer is None or not buffer.t or max(buffer.t) - min(buffer.t) >= self.chunk_ns:
             return self.drain(episode)
         records = [self._chunk_record(episode, closed) for closed in self._closed]
         self._closed = []
-        self.pending_since_ns = buffer.t[0]
+        self.pending_since_ns = min(buffer.t)
         self.ready = False
         return records
 

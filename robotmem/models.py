@@ -43,6 +43,8 @@ RECALL_MAX_N: Final = 100
 DEFAULT_MIN_RELEVANCE: Final = 0.5
 COLLECTION_MAX_CHARS: Final = 64
 REASON_MAX_CHARS: Final = 500
+#: Memory.exclusive's name (a replay's is 'rpl_' + 16 hex digits)
+CLAIM_NAME_MAX_CHARS: Final = 200
 #: A context (learn, update, start_session) or perception metadata, as compact UTF-8 JSON.
 #: Recall returns contexts inline, so this bounds a result too; bulk data belongs in a
 #: perception's payload, which recall only summarises.

@@ -7,13 +7,14 @@ never holds the database lock while the model runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeGuard
 
@@ -25,7 +26,7 @@ from .context import (
 )
 from .embeddings.base import Embedder
 from .errors import ConflictError, NotFoundError, ReadOnlyStoreError, ValidationError
-from .models import DESCRIPTION_MAX_CHARS
+from .models import CLAIM_NAME_MAX_CHARS, DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
 from .search.engines import recall_engine_for
@@ -563,6 +564,25 @@ class Memory:
         if score is None or not isinstance(episode, dict) or "outcome" in episode:
             return context
         return {**context, "episode": {**episode, "outcome": float(score)}}
+
+    # -- claims ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """Hold ``name`` against every other process using this store (on any host, for a
+        PostgreSQL store) for the duration of the block; raise ConflictError (field ``name``),
+        without waiting, when another holds it. The hold ends with the block, or with its
+        process however that ends (robotmem.store.claims): a replay holds its recording so
+        that a second replay of it keeps out of the sessions it is writing, while a session a
+        killed replay left open is free to rewrite."""
+        name = validation.text(name, "name", max_len=CLAIM_NAME_MAX_CHARS)
+        claimed = self._db.claim(name)
+        if isinstance(claimed, str):
+            raise ConflictError(f"{name!r} is held by {claimed} using this store", field="name")
+        try:
+            yield
+        finally:
+            claimed()
 
     # -- sessions --------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ docs/replay.md, "Idempotency"; ``stored_until_ns`` and the pipeline's session ch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 import time
@@ -24,7 +25,7 @@ from bridges.pipeline import (
     parse_episode_split,
 )
 from bridges.pipeline.episodes import EpisodePolicy
-from robotmem.errors import RobotMemError
+from robotmem.errors import ConflictError, RobotMemError
 
 from .discovery import content_digest, find_recordings, legacy_digest, session_id_prefix
 from .readers import DEFAULT_ROS_DISTRO, RecordingDamaged, RecordingError, TopicInfo, open_reader
@@ -181,6 +182,26 @@ def replay_recording(
     ``stored_sessions``: the collection's session ids before the run (``stored_session_ids``;
     listed here when not given)."""
     started = time.perf_counter()
+    # The claim is named by the recording's digest (the episode ids may keep an older one: recording_prefix).
+    claim = session_id_prefix(content_digest(path), options.collection)
+    with contextlib.ExitStack() as claimed:
+        if memory is not None and not options.dry_run:  # a dry run writes nothing: nothing to keep out of
+            try:
+                # Held until this recording is done, or this process ends (docs/replay.md, Idempotency).
+                claimed.enter_context(memory.exclusive(claim))
+            except ConflictError as exc:
+                raise ConflictError(
+                    f"another replay of this recording into collection {options.collection!r} is running "
+                    f"({exc.message}); not replayed a second time meanwhile: run the command again once it "
+                    "has finished", field="path") from exc
+        return _replay_claimed(memory, path, config, options, progress, stored_sessions, started)
+
+
+def _replay_claimed(
+    memory: Memory | None, path: Path, config: BridgeConfig, options: ReplayOptions,
+    progress: Progress | None, stored_sessions: Sequence[str] | None, started: float,
+) -> RecordingResult:
+    """replay_recording's work, once no other process replays the recording into the collection."""
     policy = parse_episode_split(options.episode_split)
     if stored_sessions is None:
         stored_sessions = stored_session_ids(memory, options.collection)

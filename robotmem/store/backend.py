@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from ..config import is_postgres_url
+from .claims import Release
 from .pipeline import Later, PipelinedWrites
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ class Store(Protocol):
     def run_write(self, body: Callable[[Any], T]) -> T: ...
     def pipelined_writes(self) -> PipelinedWrites:
         """Write transactions on a connection of their own, committed on a worker thread (bulk loads)."""
+    def claim(self, name: str) -> Release | str:
+        """Hold ``name`` against every other process using this store until the release is called or
+        the process ends (robotmem.store.claims); when another holds it: who, as text. Never waits."""
     def migrate(self) -> int: ...
     def schema_version(self) -> int:
         """The store's schema version, read without writing (0: no robotmem tables yet)."""

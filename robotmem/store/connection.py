@@ -32,6 +32,7 @@ import apsw
 import sqlite_vec
 
 from ..errors import ReadOnlyStoreError, StorageError
+from .claims import Release, claim_file
 from .pipeline import PipelinedWrites, Transactions
 from .term_rank import register_term_rank
 
@@ -312,6 +313,11 @@ class Database:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StorageError(f"cannot create the folder for the memory store {path}: {exc.strerror}") from exc
+
+    def claim(self, name: str) -> Release | str:
+        """Claim ``name`` among every process using this file (robotmem.store.claims): the release,
+        or who holds it."""
+        return claim_file(self.path, name)
 
     def connection(self) -> apsw.Connection:
         conn: apsw.Connection | None = getattr(self._local, "conn", None)

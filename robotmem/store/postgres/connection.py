@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ...config import check_postgres_url, redact_url
 from ...errors import StorageError
+from ..claims import Release, claim_key
 from ..pipeline import PipelinedWrites, Transactions
 
 __all__ = ["PgConnection", "PgDatabase"]
@@ -167,6 +168,36 @@ class PgDatabase:
                 raise StorageError("the memory store is closed")
             self._local.conn = conn
         return conn
+
+    def claim(self, name: str) -> Release | str:
+        """Claim ``name`` (robotmem.store.claims): a session-level advisory lock on a connection of
+        its own, so that it lasts exactly as long as the claim, and the server drops it when the
+        holder's process or host goes away (keepalives: within about half a minute). The
+        release, or who holds it."""
+        try:
+            raw = psycopg.connect(_with_liveness(self.url), connect_timeout=self._timeout, autocommit=True,
+                                  application_name="robotmem claim")
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot connect to PostgreSQL at {self.location}: {_first_line(exc)}") from exc
+        try:
+            # Advisory locks span the database; each schema of it is a store of its own.
+            schema = raw.execute("SELECT current_schema()").fetchone()
+            key = int.from_bytes(claim_key(f"{schema[0] if schema else ''}\0{name}"), "big", signed=True)
+            row = raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if row is None or not row[0]:
+                holder = raw.execute(
+                    "SELECT a.pid, a.client_addr, a.client_hostname FROM pg_locks l JOIN pg_stat_activity a"
+                    " ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s"
+                    " AND l.objid = %s AND l.objsubid = 1",
+                    ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)).fetchone()
+                raw.close()
+                where = (holder[2] or holder[1]) if holder is not None else None
+                return (f"PostgreSQL backend {holder[0]} of a client on {where}" if holder is not None and where
+                        else "another connection")
+        except psycopg.Error as exc:
+            raw.close()
+            raise StorageError(f"cannot claim {name!r} in PostgreSQL: {_describe(exc)}") from exc
+        return raw.close  # closing the connection ends the lock with it
 
     def open_connections(self) -> int:
         """Connections currently open (one per thread that used the store, bulk writers' aside)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections import deque
 from typing import Any
 
 from bridges.pipeline.messages import (
@@ -26,6 +27,7 @@ from bridges.pipeline.messages import (
     normalize_msgtype,
     to_plain,
 )
+from bridges.pipeline.stamps import WINDOW
 
 from .inbox import Received
 
@@ -48,9 +50,12 @@ class MalformedMessage(ValueError):
 class MessageClock:
     """Maps wall-clock receive times into the clock the robot stamps its headers with.
 
-    The offset (receive time - header stamp) is taken from the latest stamped message:
-    about the transport latency on a real robot, decades under a simulator that starts sim
-    time at zero. Messages without a stamp, and the "now" used for idle detection, are
+    The offset (receive time - header stamp) is the median of the last few stamped messages'
+    (``stamps.WINDOW``): about the transport latency on a real robot, decades under a
+    simulator that starts sim time at zero. One message with a bad stamp does not move it (the
+    messages after it would have been placed off by as much, and the pipeline's stamp check,
+    pipeline/stamps.py, measures stamps against it); a lasting change (a simulator restarted) is
+    followed after a few messages. Messages without a stamp, and the "now" used for idle detection, are
     translated with it, so every time the pipeline sees is on one clock. Not thread-safe:
     the writer thread owns it.
     """
@@ -58,9 +63,14 @@ class MessageClock:
     def __init__(self) -> None:
         self.offset_ns = 0
         self.synced = False
+        self._offsets: deque[int] = deque(maxlen=WINDOW)
 
     def observe(self, stamp_ns: int, receive_ns: int) -> None:
-        self.offset_ns = receive_ns - stamp_ns
+        self._offsets.append(receive_ns - stamp_ns)
+        votes = list(self._offsets)
+        if len(votes) % 2 == 0:
+            votes.append(self.offset_ns)  # a tie between two offsets: the one in use stays
+        self.offset_ns = sorted(votes)[len(votes) // 2]
         self.synced = True
 
     def assume_wall_clock(self) -> None:

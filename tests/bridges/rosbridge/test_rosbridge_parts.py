@@ -8,6 +8,7 @@ import pytest
 
 from bridges.pipeline.config import BridgeConfig, TopicRule
 from bridges.pipeline.messages import RosMessage
+from bridges.pipeline.stamps import StampCheck
 from bridges.rosbridge.convert import MalformedMessage, MessageClock, to_ros_message
 from bridges.rosbridge.discovery import plan_subscriptions, wire_type
 from bridges.rosbridge.inbox import BoundedInbox, Received
@@ -76,6 +77,22 @@ def test_a_late_frame_keeps_its_stamp_and_arrives_on_the_clock_as_it_stood_befor
     # stamped 99.8 s (before the odometry), received 0.5 s after it: it arrived at 100.5 s
     frame = to_ros_message(received("/cam", "sensor_msgs/msg/Image", m.image(99.8, 2, 2), 5_500_000_000), clock)
     assert (frame.t_ns, frame.arrived_ns) == (99_800_000_000, 100_500_000_000)
+
+
+def test_one_bad_stamp_neither_moves_the_clock_nor_misplaces_the_messages_after_it() -> None:
+    """Odometry stamped on the robot's clock (wall + 100 s), one message 20 s ahead of it: the
+    pipeline places that one at its arrival (stamps.py), and the next one keeps its stamp."""
+    clock = MessageClock()
+    pipeline_stamps = StampCheck(BridgeConfig().max_episode_s)
+    believed = []
+    for i in range(10):
+        stamp_s = 100.0 + i / 10 + (20.0 if i == 5 else 0.0)
+        msg = to_ros_message(received("/odom", "nav_msgs/msg/Odometry", m.odometry(stamp_s, 0.0, 0.0),
+                                      i * 100_000_000), clock)
+        believed += pipeline_stamps.admit(msg)
+        assert clock.offset_ns == -100_000_000_000
+    assert [msg.t_ns for msg in believed] == [100_000_000_000 + i * 100_000_000 for i in range(10)]
+    assert pipeline_stamps.replaced == 1
 
 
 # ---------------------------------------------------------------- discovery

@@ -125,6 +125,14 @@ class Converter:
     def feed(self, msg: RosMessage) -> bool:
         raise NotImplementedError
 
+    def _spans_chunk(self, t_ns: int) -> bool:
+        """Whether the buffer, a message at ``t_ns`` now in it, spans a whole chunk. Measured from
+        its earliest message, not its first: a stamp a little ahead of the ones after it (within
+        stamps.OUTLIER_S) must not make the chunk wait for time to reach it again."""
+        since = t_ns if self.pending_since_ns is None else min(self.pending_since_ns, t_ns)
+        self.pending_since_ns = since
+        return t_ns - since >= self.chunk_ns
+
     def check(self, msg: RosMessage) -> None:
         """Raise as :meth:`feed` would for a malformed message, without buffering it (so that a
         bad message never opens an episode)."""
@@ -264,9 +272,7 @@ class PerMessageConverter(Converter):
             extra = {**extra, "spatial": spatial}
         self._pending.append((msg.t_ns, description, data, extra))
         self._count += 1
-        if self.pending_since_ns is None:
-            self.pending_since_ns = msg.t_ns
-        self.ready = msg.t_ns - self.pending_since_ns >= self.chunk_ns
+        self.ready = self._spans_chunk(msg.t_ns)
         return False
 
     def convert(self, msg: RosMessage) -> tuple[str, Any, dict[str, Any]]:

@@ -67,8 +67,7 @@ class JointTrajectoryConverter(ChunkedConverter[_Buffer]):
         buffer.efforts.append(efforts)
         if self.robot_pose is not None:
             buffer.spatial = self.robot_pose(msg.t_ns) or buffer.spatial
-        assert self.pending_since_ns is not None
-        if msg.t_ns - self.pending_since_ns >= self.chunk_ns:
+        if self._spans_chunk(msg.t_ns):
             self.ready = True
         return self._moved(positions)
 

@@ -77,8 +77,7 @@ class NavSatTrackConverter(ChunkedConverter[_Buffer]):
         buffer.lat.append(fix[0])
         buffer.lon.append(fix[1])
         buffer.alt.append(fix[2])
-        assert self.pending_since_ns is not None
-        self.ready = msg.t_ns - self.pending_since_ns >= self.chunk_ns
+        self.ready = self._spans_chunk(msg.t_ns)
         return False
 
     def _chunk_record(self, episode: EpisodeContext, buffer: _Buffer) -> Record:

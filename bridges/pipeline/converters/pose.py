@@ -125,11 +125,7 @@ class PoseTrajectoryConverter(ChunkedConverter[_Buffer]):
         buffer.qy.append(qy)
         buffer.qz.append(qz)
         buffer.qw.append(qw)
-        assert self.pending_since_ns is not None
-        # The chunk spans from its earliest message: a stamp ahead of the ones after it (within
-        # stamps.OUTLIER_S) must not make the chunk wait for time to reach it again.
-        self.pending_since_ns = min(self.pending_since_ns, t_ns)
-        if t_ns - self.pending_since_ns >= self.chunk_ns:
+        if self._spans_chunk(t_ns):
             self.ready = True
         return self._moved(x, y, z, frame)
 

@@ -9,6 +9,7 @@ spans at most chunk_seconds of them, and the first message's position is where i
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import pytest
@@ -17,7 +18,7 @@ from bridges.pipeline import BridgeConfig, Pipeline, RosMessage
 from bridges.pipeline.stamps import OUTLIER_S
 from robotmem import Memory
 
-from pipeline_helpers import S, T0, by_topic, stamp, straight_drive, summary_of
+from pipeline_helpers import S, T0, by_topic, joints, stamp, straight_drive, summary_of
 
 SECONDS = 60.0
 HZ = 20.0
@@ -35,12 +36,13 @@ def _restamped(msg: RosMessage, t_ns: int) -> RosMessage:
 
 
 def _replay(make_pipeline: Callable[..., Pipeline], messages: list[RosMessage]) -> tuple[str, int]:
+    """(the one episode's session id, stamps replaced on the messages' topic)"""
     pipeline = make_pipeline(session_id_for=lambda start_ns: f"s_{start_ns}")
     for msg in messages:
         pipeline.feed(msg)
     stats = pipeline.close()
     (session_id,) = stats.session_ids
-    return session_id, stats.topics["/odom"].stamps_replaced
+    return session_id, stats.topics[messages[0].topic].stamps_replaced
 
 
 def _assert_episode_as_logged(mem: Memory, session_id: str, messages: list[RosMessage]) -> None:
@@ -152,3 +154,15 @@ def test_a_held_first_message_is_released_by_tick_once_its_wait_is_over(
     assert pipeline.stats.session_ids == [f"s_{T0}"]
     assert pipeline.stats.topics["/odom"].stamps_replaced == 1
     pipeline.close()
+
+
+def test_a_joint_stream_whose_first_stamp_is_a_little_ahead_is_chunked_as_its_stamps_span(
+        mem: Memory, make_pipeline: Callable[..., Pipeline]) -> None:
+    """Every chunked converter measures a chunk from its earliest message (converters/base.py)."""
+    messages = [joints(T0 + int(i * S / HZ), [math.sin(i / 20), 0.1 * i / HZ]) for i in range(int(SECONDS * HZ))]
+    first = messages[0]
+    messages[0] = dataclasses.replace(first, t_ns=first.t_ns + int(OUTLIER_S / 2 * S))
+    session_id, _ = _replay(make_pipeline, messages)
+    chunks = by_topic(mem, session_id, "/joint_states")
+    assert len(chunks) == int(SECONDS // BridgeConfig().chunk_seconds)
+    assert max(c["context"]["task"]["duration_s"] for c in chunks) <= BridgeConfig().chunk_seconds + 1 / HZ

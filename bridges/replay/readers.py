@@ -16,9 +16,9 @@ not define (Humble-era rosbag2 sqlite3 folders store none) is decoded with the s
 definitions of a ROS 2 distribution (``ros_distro``, default Humble; rosbags ships them).
 ``type_sources`` says which were used.
 
-Message time: the header stamp, else the log time. A stamp further than
-``stamp_limit_s`` from its log time (a clock that was not set, a stale stamp) is not
-believed: the log time is used and counted in ``stamps_replaced``.
+Message time: the header stamp, else the log time. Whether a stamp is believed is the
+pipeline's rule (bridges/pipeline/stamps.py), the same for replay and the live bridge: the
+reader hands on both times.
 """
 
 from __future__ import annotations
@@ -50,7 +50,6 @@ __all__ = ["DEFAULT_ROS_DISTRO", "ROS_DISTROS", "McapFileReader", "RecordingDama
            "RosbagsReader", "TopicInfo", "distro_typestore", "open_reader", "without_metadata"]
 
 #: a stamp further than this from its log time is not believed (replay passes max_episode_s)
-DEFAULT_STAMP_LIMIT_S = 1800.0
 #: (connection or channel, log time, payload) as the reading libraries give them
 _Raw = tuple[Any, int, bytes]
 
@@ -105,7 +104,6 @@ class RecordingReader(Protocol):
 
     undecodable: dict[str, int]
     undecodable_reason: dict[str, str]
-    stamps_replaced: dict[str, int]
     #: "recording" / "<distro> standard definitions" -> the types decoded with them
     type_sources: dict[str, list[str]]
 
@@ -128,28 +126,18 @@ class _ReaderBase:
     undecodable: dict[str, int]
     #: why, for the first of them per topic
     undecodable_reason: dict[str, str]
-    #: messages per topic whose stamp was too far from the log time (log time used)
-    stamps_replaced: dict[str, int]
     type_sources: dict[str, list[str]]
-    stamp_limit_ns: int
 
-    def _init_common(self, path: Path, stamp_limit_s: float) -> None:
+    def _init_common(self, path: Path) -> None:
         self.path = Path(path)
         self.undecodable = {}
         self.undecodable_reason = {}
-        self.stamps_replaced = {}
         self.type_sources = {}
-        self.stamp_limit_ns = int(stamp_limit_s * 1e9)
 
     def _message(self, topic: str, msgtype: str, data: dict[str, Any], log_ns: int) -> RosMessage:
-        """The message at its stamp, or at its log time when it has none or one not to believe."""
+        """The message at its stamp, or at its log time when it has none."""
         stamp = header_stamp_ns(data)
-        if stamp <= 0:
-            return RosMessage(topic, msgtype, log_ns, data, log_ns)
-        if self.stamp_limit_ns and abs(stamp - log_ns) > self.stamp_limit_ns:
-            self.stamps_replaced[topic] = self.stamps_replaced.get(topic, 0) + 1
-            return RosMessage(topic, msgtype, log_ns, data, log_ns)
-        return RosMessage(topic, msgtype, stamp, data, log_ns)
+        return RosMessage(topic, msgtype, stamp if stamp > 0 else log_ns, data, log_ns)
 
     def _read_on(self, records: Iterator[_Raw]) -> Iterator[_Raw]:
         """The reading library's (item, log time, payload) records; a failure part-way through
@@ -196,11 +184,10 @@ class _ReaderBase:
 class RosbagsReader(_ReaderBase):
     """ROS 1 bags and ROS 2 bag folders through rosbags.highlevel.AnyReader."""
 
-    def __init__(self, path: Path, ros_distro: str = DEFAULT_ROS_DISTRO,
-                 stamp_limit_s: float = DEFAULT_STAMP_LIMIT_S) -> None:
+    def __init__(self, path: Path, ros_distro: str = DEFAULT_ROS_DISTRO) -> None:
         from rosbags.highlevel import AnyReader, AnyReaderError
 
-        self._init_common(path, stamp_limit_s)
+        self._init_common(path)
         standard = distro_typestore(ros_distro)
         try:
             self._reader = AnyReader([self.path], default_typestore=standard)
@@ -260,12 +247,11 @@ class RosbagsReader(_ReaderBase):
 class McapFileReader(_ReaderBase):
     """A plain MCAP file: mcap records, rosbags-typestore decoding."""
 
-    def __init__(self, path: Path, ros_distro: str = DEFAULT_ROS_DISTRO,
-                 stamp_limit_s: float = DEFAULT_STAMP_LIMIT_S) -> None:
+    def __init__(self, path: Path, ros_distro: str = DEFAULT_ROS_DISTRO) -> None:
         from mcap.exceptions import McapError
         from mcap.reader import make_reader
 
-        self._init_common(path, stamp_limit_s)
+        self._init_common(path)
         self._distro = ros_distro
         distro_typestore(ros_distro)  # a bad name fails before the file is opened
         self._file: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed in close()
@@ -526,18 +512,17 @@ def without_metadata(folder: Path) -> str:
             f"cleanly has none: `ros2 bag reindex {folder}` writes it)")
 
 
-def open_reader(path: Path, ros_distro: str = DEFAULT_ROS_DISTRO,
-                stamp_limit_s: float = DEFAULT_STAMP_LIMIT_S) -> RosbagsReader | McapFileReader:
+def open_reader(path: Path, ros_distro: str = DEFAULT_ROS_DISTRO) -> RosbagsReader | McapFileReader:
     """The reader for a recording: a ``.bag`` file, a ROS 2 bag folder, or a plain ``.mcap`` file."""
     path = Path(path)
     if path.is_dir():
         if not (path / "metadata.yaml").exists():
             raise RecordingError(without_metadata(path))
-        return RosbagsReader(path, ros_distro, stamp_limit_s)
+        return RosbagsReader(path, ros_distro)
     if path.suffix == ".bag":
-        return RosbagsReader(path, ros_distro, stamp_limit_s)
+        return RosbagsReader(path, ros_distro)
     if path.suffix == ".mcap":
-        return McapFileReader(path, ros_distro, stamp_limit_s)
+        return McapFileReader(path, ros_distro)
     if path.suffix == ".db3" and (path.parent / "metadata.yaml").exists():
-        return RosbagsReader(path.parent, ros_distro, stamp_limit_s)
+        return RosbagsReader(path.parent, ros_distro)
     raise RecordingError(f"{path}: not a recording (expected a .bag, a .mcap or a ROS 2 bag folder)")

@@ -207,9 +207,9 @@ def _replay_claimed(
         stored_sessions = stored_session_ids(memory, options.collection)
     prefix = recording_prefix(path, options.collection, stored_sessions)
     stored_until = stored_until_ns(memory, prefix, stored_sessions)
-    # stamp_limit_s=0: the pipeline decides which stamps to believe (pipeline/stamps.py), one rule
-    # for the replay and the live bridge, and counts the stamps it replaces.
-    with open_reader(path, options.ros_distro, stamp_limit_s=0) as reader:
+    # The pipeline decides which stamps to believe (pipeline/stamps.py), one rule for the replay
+    # and the live bridge, and counts the stamps it replaces.
+    with open_reader(path, options.ros_distro) as reader:
         file_topics = reader.topics()
         run_config, selected, missing = select_topics(config, file_topics, options.topics, policy)
         pipeline = Pipeline(

@@ -25,7 +25,7 @@ from .errors import ValidationError
 from .models import (
     DESCRIPTION_MAX_CHARS, EPOCH_MAX, EPOCH_MIN, MEMORY_TYPES, PERCEPTION_TYPES, REASON_MAX_CHARS, STATUSES,
 )
-from .payload import decode_payload, summarize_payload
+from .payload import check_stored_payload, decode_payload, summarize_payload
 from .store.tokens import memory_search_text
 
 __all__ = ["ImportLimits", "check_memory", "check_session"]
@@ -60,7 +60,9 @@ def _time(value: Any, field: str, adjusted: list[tuple[str, str]], *, optional: 
         raise ValidationError(f"{field} must be a finite number of epoch seconds", field=field)
     if EPOCH_MIN <= value <= EPOCH_MAX:
         return float(value)  # finite and in range: what validation.epoch_seconds would return
-    for unit in _TIME_UNITS if value > EPOCH_MAX else ():
+    # Past what nanoseconds can reach, no unit brings it into range (and an int beyond float's
+    # range, 10**400, would overflow in the division): clamped.
+    for unit in _TIME_UNITS if EPOCH_MAX < value <= EPOCH_MAX * _TIME_UNITS[-1] else ():
         if EPOCH_MIN <= value / unit <= EPOCH_MAX:
             adjusted.append((field, "rescaled"))
             return float(value / unit)
@@ -69,7 +71,9 @@ def _time(value: Any, field: str, adjusted: list[tuple[str, str]], *, optional: 
 
 
 def _count(value: Any, field: str) -> int:
-    return validation.integer(value, field, low=0)
+    # Bounded as SQLite and PostgreSQL store integers: beyond 64 bits the write failed half-way
+    # through an import (OverflowError, "integer out of range") after its sessions were committed.
+    return validation.integer(value, field, low=0, high=validation.INT64_MAX)
 
 
 def _flag(value: Any, field: str) -> int:
@@ -97,6 +101,10 @@ def check_session(r: dict[str, Any]) -> dict[str, Any]:
     summary = r["summary"]
     if summary is not None and not isinstance(summary, dict):
         raise ValidationError("summary must be a JSON object or null", field="summary")
+    if summary is not None:
+        # What every edge refuses in JSON it stores: a lone surrogate stored here made every later
+        # export, session listing and MCP sessions read fail (the MCP server exited on it).
+        validation.check_json_tree(summary, "summary")
     adjusted: list[tuple[str, str]] = []
     return {
         "id": validation.session_id(r["id"], "id"),
@@ -198,6 +206,9 @@ def _payload(value: Any, limits: ImportLimits) -> tuple[bytes | None, dict[str, 
         decoded = decode_payload(blob)
     except Exception as exc:
         raise ValidationError("payload is not a robotmem payload (msgpack)", field="payload") from exc
+    # Valid msgpack may still hold what no perception's data can (a bytes key, an ext type robotmem
+    # does not write): its summary or get_data's JSON would fail on it, after the import began writing.
+    check_stored_payload(decoded, "payload")
     return blob, summarize_payload(decoded, len(blob))
 
 

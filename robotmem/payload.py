@@ -20,9 +20,12 @@ from .errors import ValidationError
 from .models import JSON_MAX_DEPTH
 from .validation import too_deep
 
-__all__ = ["decode_payload", "encode_payload", "summarize_payload", "summary_from_json", "tag_non_finite", "to_json_safe"]
+__all__ = ["check_stored_payload", "decode_payload", "encode_payload", "summarize_payload", "summary_from_json", "tag_non_finite", "to_json_safe"]
 
 _NDARRAY_EXT = 1
+#: The dtype kinds an array of a payload may have (bool, signed, unsigned, float): the others
+#: (complex, datetime, text, void) have no JSON form for get_data.
+_ARRAY_KINDS = "biuf"
 _MAX_SUMMARY_KEYS = 20
 
 
@@ -82,7 +85,7 @@ class _TooDeep(Exception):
 
 def _default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
-        if obj.dtype.kind not in "biuf":
+        if obj.dtype.kind not in _ARRAY_KINDS:
             raise TypeError(f"arrays of dtype {obj.dtype} cannot be stored")
         array = np.ascontiguousarray(obj)
         header = msgpack.packb([array.dtype.str, list(array.shape)])
@@ -122,6 +125,37 @@ def encode_payload(data: Any, *, max_bytes: int, field: str = "data") -> bytes:
 def decode_payload(blob: bytes) -> Any:
     """The stored value with arrays as read-only numpy arrays."""
     return msgpack.unpackb(blob, ext_hook=_ext_hook, raw=False, strict_map_key=False)
+
+
+def check_stored_payload(value: Any, field: str) -> None:
+    """Refuse a decoded payload that encode_payload could not have written, naming ``field``.
+
+    msgpack read from a file (an import) may hold what a perception's data never does: a key that
+    is not text (a bytes key failed summarize_payload's JSON), an ext type other than robotmem's
+    arrays (msgpack's timestamps, unknown codes: not JSON), an array of a dtype encode_payload
+    refuses, nesting deeper than JSON_MAX_DEPTH. The walk stops at that depth."""
+    pending: list[tuple[Any, str, int]] = [(value, field, 0)]
+    while pending:
+        item, where, depth = pending.pop()
+        if isinstance(item, dict):
+            if depth >= JSON_MAX_DEPTH:
+                raise too_deep(field, JSON_MAX_DEPTH)
+            for key, child in item.items():
+                if not isinstance(key, str):
+                    raise ValidationError(f"{where} has a key of type {type(key).__name__}; a payload's keys "
+                                          "are text", field=field)
+                pending.append((child, f"{where}.{key}", depth + 1))
+        elif isinstance(item, list):
+            if depth >= JSON_MAX_DEPTH:
+                raise too_deep(field, JSON_MAX_DEPTH)
+            pending.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
+        elif isinstance(item, np.ndarray):
+            if item.dtype.kind not in _ARRAY_KINDS:
+                raise ValidationError(f"{where} is an array of dtype {item.dtype}, which a payload cannot hold",
+                                      field=field)
+        elif item is not None and not isinstance(item, (str, bytes, bool, int, float)):
+            raise ValidationError(f"{where} holds a value of type {type(item).__name__} (a msgpack "
+                                  "extension robotmem does not write), which a payload cannot", field=field)
 
 
 def to_json_safe(value: Any) -> Any:

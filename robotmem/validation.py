@@ -159,10 +159,10 @@ def recall_n(value: Any) -> int:
 def unit_interval(value: Any, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValidationError(f"{field} must be a number, got {type(value).__name__}", field=field)
-    number = float(value)
-    if math.isnan(number) or not 0.0 <= number <= 1.0:
-        raise ValidationError(f"{field} must be between 0 and 1, got {value}", field=field)
-    return number
+    # Compared before float(): an int beyond float's range (10**400) overflowed there. NaN fails it.
+    if not 0 <= value <= 1:
+        raise ValidationError(f"{field} must be between 0 and 1, got {brief(value)}", field=field)
+    return float(value)
 
 
 def optional_score(value: Any, field: str = "outcome_score") -> float | None:

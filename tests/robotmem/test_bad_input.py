@@ -42,6 +42,9 @@ CALLS = [
     ("recall", lambda m, tmp: m.recall("grip \udcff"), "query"),
     ("outcome_stats", lambda m, tmp: m.outcome_stats("params.\udcff"), "group_by"),
     ("outcome_stats", lambda m, tmp: m.outcome_stats("params.f", query="grip \udcff"), "query"),
+    # An int beyond float's range overflowed in float() before the range check.
+    ("recall", lambda m, tmp: m.recall("x", min_confidence=10**400), "min_confidence"),
+    ("end_session", lambda m, tmp: m.end_session("ses_1", -(10**400)), "outcome_score"),
 ]
 
 

@@ -62,6 +62,7 @@ def test_a_hash_an_earlier_version_gave_a_large_float_is_taken_in_todays_form():
     (1_700_000_000_500_000_000, 1_700_000_000.5, "rescaled"),  # nanoseconds
     (1e300, 253402300799.0, "clamped"),
     (-1e20, 0.0, "clamped"),
+    (10**400, 253402300799.0, "clamped"),  # beyond float's range: rescaling it overflowed
 ])
 def test_an_imported_time_outside_1970_to_9999_is_read_in_its_unit_or_brought_into_range(
         field: str, stored: float, kept: float, how: str):

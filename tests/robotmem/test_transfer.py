@@ -1028,3 +1028,56 @@ def test_an_export_with_a_word_past_postgresqls_lexeme_limit_imports_and_is_foun
         source.export(tmp_path / "e.jsonl")
     assert mem.import_(tmp_path / "e.jsonl")["memories"] == 2
     assert [h["content"] for h in mem.recall(word, min_relevance=0)["results"]] == [word]
+
+
+# -- lines that pass JSON but cannot be written: refused before anything is written ----------------------
+
+
+def _payload_line(data: Any) -> str:
+    import base64
+
+    import msgpack
+
+    return base64.b64encode(msgpack.packb(data, use_bin_type=True)).decode("ascii")
+
+
+def _episode_export(tmp_path: Path) -> Path:
+    """An export of another store: one ended session, a fact and a perception with data."""
+    with Memory(tmp_path / "robot.db", embedder=None) as robot:
+        sid = robot.start_session()["session_id"]
+        robot.learn("the left door sticks", session_id=sid)
+        robot.save_perception("gripper force trace", "tactile", data={"f": [1.0, 2.0]}, session_id=sid)
+        robot.end_session(sid, 0.5)
+        robot.export(tmp_path / "e.jsonl")
+    return tmp_path / "e.jsonl"
+
+
+@pytest.mark.parametrize("kind, change, field", [
+    ("memory", {"evidence_count": 2**64}, "evidence_count"),
+    ("memory", {"access_count": 2**63}, "access_count"),
+    ("memory", {"confidence": 10**400}, "confidence"),
+    ("memory", {"payload": _payload_line({b"k": 1})}, "payload"),
+    ("memory", {"payload": _payload_line({"k": [{"deep": {b"k": 1}}]})}, "payload"),
+    ("memory", {"payload": _payload_line({"k": __import__("msgpack").ExtType(5, b"xx")})}, "payload"),
+    ("session", {"summary": {"note": "\ud800"}}, "summary.note"),
+    ("session", {"summary": {"\ud800": 1}}, "summary"),
+    ("session", {"summary": {"n": 2**64}}, "summary.n"),
+    ("session", {"outcome_score": 10**400}, "outcome_score"),
+], ids=["evidence_count", "access_count", "confidence", "payload bytes key", "payload deep bytes key",
+        "payload ext type", "summary surrogate", "summary surrogate key", "summary integer", "outcome_score"])
+def test_a_line_the_store_cannot_take_refuses_the_file_before_anything_is_written(
+        tmp_path: Path, mem: Memory, kind: str, change: dict, field: str):
+    """Such lines passed the checks and failed while writing (OverflowError, "integer out of range",
+    a TypeError of the payload summary's JSON) after the sessions were committed; a lone surrogate
+    in a summary was stored and then broke every export and session listing."""
+    path = _episode_export(tmp_path)
+    lines = _lines(path)
+    line = next(i for i, r in enumerate(lines) if r["kind"] == kind and (kind == "session" or r["payload"]))
+    lines[line].update(change)
+    _write_lines(path, lines)
+    with pytest.raises(ValidationError, match=rf"nothing imported, 1 bad line\(s\): line {line + 1}: "
+                                              rf"{field.split('.')[0]}"):
+        mem.import_(path)
+    stats = mem.stats()
+    assert (stats["sessions"], stats["memories"]) == (0, 0)
+

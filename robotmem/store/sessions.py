@@ -27,8 +27,28 @@ def session_from_row(row: tuple[Any, ...]) -> dict[str, Any]:
         "ended_at": ended,
         "outcome_score": score,
         "status": "open" if ended is None else "ended",
-        "summary": load_stored_json(summary) if summary else None,
+        "summary": _stored_summary(summary) if summary else None,
     }
+
+
+def _stored_summary(text: str) -> Any:
+    """A session's stored summary. Imports before summaries were checked (import_checks.check_session)
+    stored one as given: a lone surrogate in it (kept as the escape ``\\ud800``) made every reader
+    that writes UTF-8 fail (export, ``session list --json``, and the MCP server, which exited on
+    it), so it is read as U+FFFD: one bad value must not take down the readers of every session."""
+    summary = load_stored_json(text)
+    return _replace_lone_surrogates(summary) if "\\ud" in text or "\\uD" in text else summary
+
+
+def _replace_lone_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        # UTF-16 keeps a pair as the character it is and decodes a lone half as U+FFFD.
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_lone_surrogates(v) for v in value]
+    return value
 
 
 def insert_session(conn: apsw.Connection, session_id: str, collection: str, context_json: str, now: float) -> None:

@@ -1081,3 +1081,20 @@ def test_a_line_the_store_cannot_take_refuses_the_file_before_anything_is_writte
     stats = mem.stats()
     assert (stats["sessions"], stats["memories"]) == (0, 0)
 
+
+def test_a_summary_an_older_version_stored_with_a_lone_surrogate_is_read_without_it(tmp_path: Path, mem: Memory):
+    """Imports before summaries were checked stored one as given: it must not break the export, the
+    session readers (or the MCP server) for good. Read as U+FFFD, the export imports again."""
+    sid = mem.start_session()["session_id"]
+    mem.end_session(sid, 0.5)
+    with mem.store.write() as conn:
+        conn.execute("UPDATE sessions SET summary = ? WHERE id = ?",
+                     (json.dumps({"note": "a\ud800b", "emoji": "\U0001f600", "\udfff": 1}), sid))
+    expected = {"note": "a\ufffdb", "emoji": "\U0001f600", "\ufffd": 1}
+    assert mem.get_session(sid)["summary"] == expected
+    assert mem.list_sessions()[0]["summary"] == expected
+    assert mem.end_session(sid)["note"] == "a\ufffdb"  # already ended: answers with the stored summary
+    mem.export(tmp_path / "e.jsonl")
+    with Memory(tmp_path / "copy.db", embedder=None) as copy:
+        assert copy.import_(tmp_path / "e.jsonl")["sessions"] == 1
+        assert copy.get_session(sid)["summary"] == expected

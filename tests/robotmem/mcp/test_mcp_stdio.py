@@ -188,6 +188,27 @@ async def test_resources_show_a_session_timeline_the_sessions_stats_and_status(
         assert (await read_json_resource(session, "robotmem://stats"))["facts"] == 2
 
 
+async def test_a_session_summary_stored_with_a_lone_surrogate_does_not_take_the_server_down(
+    robotmem_home: Path, tmp_path: Path
+) -> None:
+    """Imports before summaries were checked stored one as given. Reading it failed to serialise
+    (UTF-8 cannot hold the surrogate): the sessions resource got no answer and the server exited."""
+    with Memory(robotmem_home / "memory.db", embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        summary = {**mem.end_session(sid, 0.5), "note": "a\ud800b"}
+        with mem.store.write() as conn:
+            conn.execute("UPDATE sessions SET summary = ? WHERE id = ?", (json.dumps(summary), sid))
+        read = {**summary, "note": "a\ufffdb"}
+    async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off") as session:
+        sessions = await read_json_resource(session, "robotmem://sessions")
+        assert sessions["sessions"][0]["summary"] == read
+        timeline = await read_json_resource(session, f"robotmem://sessions/{sid}")
+        assert timeline["session"]["summary"] == read
+        ended = await call_ok(session, "end_session", {"session_id": sid})  # already ended: the stored summary
+        assert ended == {**read, "status": "already_ended"}
+        assert (await call_ok(session, "learn", {"insight": "the server still answers"}))["status"] == "created"
+
+
 async def test_logs_go_to_stderr_and_the_store_closes_when_the_client_disconnects(
     robotmem_home: Path, tmp_path: Path
 ) -> None:

@@ -47,6 +47,10 @@ def server_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+#: Seconds after which a request nothing answered fails (see stdio_session).
+UNANSWERED_AFTER = 300.0
+
+
 @asynccontextmanager
 async def stdio_session(home: Path, log_path: Path, **env: str) -> AsyncIterator[ClientSession]:
     """``python -m robotmem`` as a subprocess, driven by the SDK's stdio client."""
@@ -56,7 +60,9 @@ async def stdio_session(home: Path, log_path: Path, **env: str) -> AsyncIterator
     with log_path.open("a", encoding="utf-8") as errlog:
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
+            # A request the server never answers (it died, or a reply could not be written) fails
+            # after this instead of hanging the run: a safety net, not a measure of speed.
+            ClientSession(read, write, read_timeout_seconds=UNANSWERED_AFTER) as session,
         ):
             await session.initialize()
             yield session

@@ -18,7 +18,7 @@ from .rehash import refreshed_hashes
 from .counts import COUNTS_SCHEMA, PAYLOAD_COUNTS_SCHEMA
 from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG, UNMARKED_INSERT_TRIGGERS
 from .leaves import DEFER_LEAVES, EPOCH_LEAVES, LEAVES_SCHEMA
-from .points import move_exact_columns_out, reindex_all_points, split_points_by_epoch
+from .points import move_exact_columns_out, reindex_all_points, reindex_changed_points, split_points_by_epoch
 from .tokens import FTS_TOKENIZE, index_tokens, memory_search_text
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
@@ -287,11 +287,18 @@ def _v20(conn: apsw.Connection) -> None:
 _NOT_ASCII = "length(CAST(content AS BLOB)) <> length(content)"
 
 
+# The points of memories stored before every point of a context was indexed (not the first 64),
+# before a key holding a dot was no step of a point's path and before points inside an {x, y}
+# object were found (robotmem.store.points): spatial_sort missed what a filter found, or found what
+# a filter reads as another path. Only memories whose index can differ are read.
+_v21 = reindex_changed_points
+
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
     (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18), (19, _v19),
-    (20, _v20))
+    (20, _v20), (21, _v21))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

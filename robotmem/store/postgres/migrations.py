@@ -19,8 +19,10 @@ from typing import Any, Final, Union
 
 from ...context import holds_hash, load_stored_json
 from ...errors import StorageError
+from ..points import extract_points
 from ..rehash import refreshed_hashes
 from ..tokens import memory_search_text
+from .memories import index_points
 from .sql import tsvector_literal
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
@@ -272,11 +274,52 @@ CREATE TRIGGER embeddings_searchable BEFORE INSERT ON embeddings
 ALTER TABLE vector_indexes ADD COLUMN IF NOT EXISTS live_only boolean NOT NULL DEFAULT false;
 """
 
+
+
+def _v9(conn: Any) -> None:
+    """The points of memories indexed by the rules before (as SQLite's migration 21): every point,
+    not the first 64; none under a key holding a dot; those inside an ``{x, y}`` object. Only a
+    memory with a point indexed can have changed, and only one with 64 points indexed or a
+    container under a key holding a dot or inside an object with numeric x and y (jsonpath finds
+    those in the server); its points are rewritten only where they differ from those indexed. In
+    pages of ids."""
+    after = 0
+    while True:
+        rows = conn.execute(
+            "SELECT m.id, m.context::text FROM memories m WHERE m.id > ? "
+            "AND EXISTS (SELECT 1 FROM spatial_points r WHERE r.memory_id = m.id) "
+            "AND (jsonb_path_exists(m.context, ?::jsonpath) OR jsonb_path_exists(m.context, ?::jsonpath) "
+            "     OR (SELECT count(*) FROM spatial_points r WHERE r.memory_id = m.id) >= 64) "
+            "ORDER BY m.id LIMIT ?",
+            (after, _POINT_IN_POINT, _DOTTED_KEY, _PAGE),
+        ).fetchall()
+        if not rows:
+            return
+        after = int(rows[-1][0])
+        indexed: dict[int, list[tuple[str, tuple[float, float, float]]]] = {}
+        for memory_id, field, x, y, z in conn.execute(
+                "SELECT memory_id, field, xy[0], xy[1], z FROM spatial_points WHERE memory_id = ANY(?)",
+                ([int(r[0]) for r in rows],)).fetchall():
+            indexed.setdefault(int(memory_id), []).append((str(field), (float(x), float(y), float(z))))
+        for memory_id, text in rows:
+            context = load_stored_json(text)
+            if sorted(indexed.get(int(memory_id), [])) != sorted(extract_points(context)):
+                index_points(conn, int(memory_id), context)
+
+
+#: An object with numeric x and y (a point) holding an object or array (where a point may be).
+_POINT_IN_POINT = ('strict $.**{1 to last} ? (@.type() == "object" && @.x.type() == "number" && @.y.type() == "number"'
+                   ' && exists (@.* ? (@.type() == "object" || @.type() == "array")))')
+#: An object or array under a key holding a dot.
+_DOTTED_KEY = ('strict $.** ? (@.type() == "object").keyvalue()'
+               ' ? (@.key like_regex "[.]" && (@.value.type() == "object" || @.value.type() == "array"))')
+
+
 Step = Union[str, Callable[[Any], None]]
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _V5), (6, _v6),
-                                                   (7, _v7), (8, _V8))
+                                                   (7, _v7), (8, _V8), (9, _v9))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

@@ -1,6 +1,9 @@
 import math
 import random
+from pathlib import Path
+from typing import Any
 
+import apsw
 import pytest
 
 from robotmem import Memory
@@ -18,6 +21,13 @@ def test_points_are_found_at_any_depth_as_lists_or_xyz_objects():
         "spatial.start": (0.5, -1.0, 0.0),
         "task.goal": (4.0, 5.0, 0.0),
     }
+
+
+def test_a_point_inside_a_point_object_is_a_point_too():
+    # only a dict not itself taken as a point was looked into: spatial.pose.goal was never indexed
+    context = {"spatial": {"pose": {"x": 5, "y": 5, "goal": [0, 0], "via": {"a": {"x": 1, "y": 2, "z": 3}}}}}
+    assert extract_points(context) == [("spatial.pose", (5.0, 5.0, 0.0)), ("spatial.pose.goal", (0.0, 0.0, 0.0)),
+                                       ("spatial.pose.via.a", (1.0, 2.0, 3.0))]
 
 
 @pytest.mark.parametrize("dims", [2, 3])
@@ -279,3 +289,68 @@ def test_spatial_sort_reads_a_dot_path_as_filters_do(mem: Memory):
     assert [h["id"] for h in mem.recall("", spatial_sort=asked)["results"]] == [nested]
     assert [h["id"] for h in mem.recall("", context_filter={"spatial.p.q": {"$exists": True}})["results"]] == [nested]
     assert mem.get(literal)["context"]["spatial"] == {"p.q": [3.0, 3.0]}  # kept as given
+
+
+def test_spatial_sort_finds_a_point_inside_a_point_object_as_a_filter_does(mem: Memory):
+    mid = mem.learn("pose with its goal", {"spatial": {"pose": {"x": 5, "y": 5, "goal": [0, 0]}}, "task": {"name": "go"}})
+    for context_filter in (None, {"task.name": "go"}):  # the tree walk, and points read by id
+        for field, target in (("spatial.pose.goal", [0, 0]), ("spatial.pose", [5, 5])):
+            asked = {"field": field, "target": target, "max_distance": 1}
+            hits = mem.recall("", spatial_sort=asked, context_filter=context_filter)["results"]
+            assert [(h["id"], h["distance"]) for h in hits] == [(mid["memory_id"], 0.0)], (field, context_filter)
+    assert [h["id"] for h in mem.recall("", context_filter={"spatial.pose.goal": {"$exists": True}})["results"]] \
+        == [mid["memory_id"]]
+
+
+#: Contexts whose points the rules before SQLite's migration 21 (PostgreSQL's 9) indexed otherwise.
+_OLD_RULES: dict[str, dict[str, Any]] = {
+    "map": _shelves(70),  # its first 64 points only
+    "dotted": {"spatial": {"p.q": [3.0, 3.0]}},  # spatial.p.q indexed
+    "pose": {"spatial": {"pose": {"x": 5.0, "y": 5.0, "goal": [0.0, 0.0]}}},  # spatial.pose.goal not indexed
+    "nested": {"spatial": {"p": {"q": [3.0, 4.0]}}},  # as it was
+}
+_ASKED = [{"field": "spatial.shelf69", "target": [69, 0], "max_distance": 0.5},
+          {"field": "spatial.shelf10", "target": [10, 0], "max_distance": 0.5},
+          {"field": "spatial.p.q", "target": [3, 3], "max_distance": 2},
+          {"field": "spatial.pose.goal", "target": [0, 0], "max_distance": 1},
+          {"field": "spatial.pose", "target": [5, 5], "max_distance": 1}]
+
+
+def _spatial_answers(mem: Memory) -> list[list[tuple[int, Any]]]:
+    return [[(h["id"], h["distance"]) for h in mem.recall("", spatial_sort=asked)["results"]] for asked in _ASKED]
+
+
+def _index_as_before(db_path: Any, backend: str, ids: dict[str, int]) -> None:
+    """The store's point index as robotmem wrote it before the rules changed, its schema rewound."""
+    if backend == "sqlite":
+        conn = apsw.Connection(str(Path(db_path)))
+        tree, dotted, goal = "spatial_points_e0", ids["dotted"] * 64, ids["pose"] * 64 + 1
+        for table in (tree, "points"):
+            conn.execute(f"DELETE FROM {table} WHERE id < 0")  # the points after the 64th
+            conn.execute(f"DELETE FROM {table} WHERE id = ?", (goal,))
+        conn.execute(f"INSERT INTO {tree} VALUES (?, 3, 3, 3, 3, 0, 0)", (dotted,))
+        conn.execute("INSERT INTO points VALUES (?, ?, 'spatial.p.q', 3, 3, 0)", (dotted, ids["dotted"]))
+        conn.execute("PRAGMA user_version = 20")
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(db_path, autocommit=True) as admin:
+        admin.execute("DELETE FROM spatial_points WHERE memory_id = %s AND field = ANY(%s)",
+                      (ids["map"], [f"spatial.shelf{i}" for i in range(64, 70)]))
+        admin.execute("DELETE FROM spatial_points WHERE memory_id = %s AND field = 'spatial.pose.goal'", (ids["pose"],))
+        admin.execute("INSERT INTO spatial_points VALUES (%s, 'spatial.p.q', point(3, 3), 0)", (ids["dotted"],))
+        admin.execute("DELETE FROM robotmem_schema WHERE version >= 9")
+
+
+def test_a_store_indexed_by_the_old_rules_migrates_to_the_answers_of_a_fresh_one(db_path: Any, backend: str):
+    with Memory(db_path, embedder=None) as mem:
+        ids = {name: mem.learn(name, context)["memory_id"] for name, context in _OLD_RULES.items()}
+        fresh = _spatial_answers(mem)
+    assert fresh == [[(ids["map"], 0.0)], [(ids["map"], 0.0)], [(ids["nested"], 1.0)], [(ids["pose"], 0.0)],
+                     [(ids["pose"], 0.0)]]
+    _index_as_before(db_path, backend, ids)
+    with Memory(db_path, embedder=None) as mem:  # migrates
+        assert _spatial_answers(mem) == fresh
+    with Memory(db_path, embedder=None) as mem:  # and again: nothing left to change
+        assert _spatial_answers(mem) == fresh

@@ -57,10 +57,16 @@ def _box(spatial: SpatialSort, radius: float | None) -> tuple[str, list[Any]]:
 
 
 def _frame_sql(spatial: SpatialSort) -> tuple[str, list[Any]]:
-    """A point in another frame has no distance to the target (its numbers mean another place)."""
+    """A point in another frame has no distance to the target (its numbers mean another place).
+
+    A frame named by no string (an array, an object, a number) is another frame, as on PostgreSQL:
+    json_extract gives an array or object as its JSON text, so ``["map"]`` matched the frame
+    '["map"]'. A missing or null frame is unknown: compared."""
     if spatial.frame is None:
         return "", []
-    return " AND coalesce(json_extract(m.context, ?), ?) = ?", [spatial.frame_path, spatial.frame, spatial.frame]
+    return (" AND CASE coalesce(json_type(m.context, ?), 'null') WHEN 'null' THEN 1 "
+            "WHEN 'text' THEN json_extract(m.context, ?) = ? ELSE 0 END",
+            [spatial.frame_path, spatial.frame_path, spatial.frame])
 
 
 def _distances(rows: Iterable[tuple[Any, ...]], target: tuple[float, ...]) -> dict[int, float]:

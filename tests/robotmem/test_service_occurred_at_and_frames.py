@@ -77,3 +77,26 @@ def test_the_ends_of_the_time_range_are_stored(mem: Memory):
     assert mem.get(first)["occurred_at"] == 0.0 and mem.get(last)["occurred_at"] == 253402300799.0
     found = mem.recall("", since=0, until=253402300799, min_confidence=0.0)
     assert sorted(hit["id"] for hit in found["results"]) == sorted([first, last])
+
+
+@pytest.mark.parametrize("stored", [["map"], {"name": "map"}, 5])
+@pytest.mark.parametrize("asked", ['["map"]', '{"name":"map"}', "5"])
+def test_a_frame_stored_as_no_string_is_another_frame(mem: Memory, stored, asked):
+    # SQLite compared json_extract's JSON text of an array or object with the asked name, so the
+    # frame '["map"]' found a memory whose frame is the array ["map"]; PostgreSQL found none
+    odd = mem.learn("odd frame", {"spatial": {"position": [0, 0], "frame": stored}, "task": {"name": "t"}})["memory_id"]
+    named = mem.learn("named frame", {"spatial": {"position": [1, 0], "frame": asked}, "task": {"name": "t"}})["memory_id"]
+    sort = {"field": "spatial.position", "target": [0, 0], "frame": asked}
+    for context_filter in (None, {"task.name": "t"}):  # the tree walk, and points read by id
+        bounded = mem.recall("", spatial_sort={**sort, "max_distance": 10}, context_filter=context_filter)
+        assert [(h["id"], h["distance"]) for h in bounded["results"]] == [(named, 1.0)], context_filter
+        ranked = mem.recall("", spatial_sort=sort, context_filter=context_filter)["results"]
+        assert [(h["id"], h["distance"]) for h in ranked] == [(named, 1.0), (odd, None)], context_filter
+
+
+def test_a_null_frame_is_an_unknown_one_and_compared(mem: Memory):
+    unknown = mem.learn("null frame", {"spatial": {"position": [0, 0], "frame": None}})["memory_id"]
+    hits = mem.recall("", spatial_sort={"field": "spatial.position", "target": [0, 0], "frame": "map",
+                                        "max_distance": 1})["results"]
+    assert [h["id"] for h in hits] == [unknown]
+

@@ -428,6 +428,18 @@ def test_a_neighbourhood_in_a_frame_leaves_out_other_frames(mem: Memory, monkeyp
             assert [g["value"] for g in stats["groups"]] == expected, (plan, extra)
 
 
+def test_a_frame_stored_as_no_string_is_another_frame(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    # SQLite compared an array's JSON text with the asked frame: '["map"]' matched ["map"]
+    for i, frame in enumerate([["map"], {"a": 1}, '["map"]', '{"a":1}']):
+        mem.learn(f"push {i}", context={"f": i, "spatial": {"position": [0.1 * i, 0.0], "frame": frame},
+                                        "task": {"success": True}})
+    for plan in plans(mem):
+        for asked, expected in [('["map"]', [2]), ('{"a":1}', [3])]:
+            near = {"field": "spatial.position", "target": [0.0, 0.0], "frame": asked, "max_distance": 1.0}
+            stats = outcome_stats(mem, plan, monkeypatch, "f", spatial_sort=near)
+            assert [g["value"] for g in stats["groups"]] == expected, (plan, asked)
+
+
 # -- the cached leaf columns follow writes made elsewhere -------------------------------
 
 

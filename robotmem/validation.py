@@ -10,6 +10,7 @@ import os
 import re
 from pathlib import Path
 from datetime import datetime, timezone
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from .errors import RobotMemError, ValidationError, brief
@@ -391,6 +392,12 @@ def _encodable(text: str) -> bool:
     return True
 
 
+#: The seconds' fraction of an ISO 8601 time (``08:00:00.123456789``, ``080000,5``): what comes
+#: before it, and its digits.
+_ISO_FRACTION = re.compile(r"(.*?[0-9]{2}:?[0-9]{2}:?[0-9]{2})[.,]([0-9]+)")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
 def timestamp(value: Any, field: str) -> float | None:
     """Epoch seconds (int/float) or ISO 8601 text (naive means UTC), within EPOCH_MIN..EPOCH_MAX."""
     if value is None:
@@ -407,8 +414,12 @@ def timestamp(value: Any, field: str) -> float | None:
             pass
         else:
             return epoch_seconds(number, field)
+        # fromisoformat keeps microseconds: a ROS stamp's nanoseconds (.123456789) were cut to
+        # .123456, so since/until fell up to 1 us early. The fraction is read here, exactly.
+        fraction = _ISO_FRACTION.match(raw)
+        whole = raw if fraction is None else fraction.group(1) + raw[fraction.end():]
         try:
-            parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+            parsed = datetime.fromisoformat(whole.replace("Z", "+00:00"))
         except ValueError as exc:
             raise ValidationError(
                 f"{field} must be epoch seconds or ISO 8601 (2026-12-01T08:00:00Z); got {brief(value)}",
@@ -416,7 +427,12 @@ def timestamp(value: Any, field: str) -> float | None:
             ) from exc
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=timezone.utc)
-        return epoch_seconds(parsed.timestamp(), field)
+        since_epoch = parsed - _EPOCH  # days, seconds and microseconds: exact integers
+        exact = Fraction(since_epoch.days * 86400 + since_epoch.seconds) + Fraction(since_epoch.microseconds, 10 ** 6)
+        if fraction is not None:
+            exact += Fraction(int(fraction.group(2)), 10 ** len(fraction.group(2)))
+        # The float nearest the exact time (a Fraction's float is rounded once, correctly).
+        return epoch_seconds(float(exact), field)
     raise ValidationError(f"{field} must be epoch seconds or ISO 8601 text", field=field)
 
 

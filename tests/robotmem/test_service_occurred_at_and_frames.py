@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from robotmem import Memory, ValidationError
+from robotmem.validation import timestamp
 
 DAY_2015 = 1432166400.0  # 2015-05-21T00:00:00Z
 
@@ -100,3 +101,26 @@ def test_a_null_frame_is_an_unknown_one_and_compared(mem: Memory):
                                         "max_distance": 1})["results"]
     assert [h["id"] for h in hits] == [unknown]
 
+
+def test_an_iso_time_with_nanoseconds_is_read_exactly_not_cut_to_microseconds(mem: Memory):
+    # ROS writes nanosecond stamps; fromisoformat kept six digits, so since/until fell up to 1 us early
+    before = mem.learn("just before since", occurred_at=1796112000.12345624)["memory_id"]
+    after = mem.learn("just after since", occurred_at=1796112000.12345743)["memory_id"]
+    since = mem.recall("", since="2026-12-01T08:00:00.123456789Z")["results"]
+    assert [h["id"] for h in since] == [after]
+    until = mem.recall("", since=1796112000.1234, until="2026-12-01T08:00:00.123457999Z")["results"]
+    assert sorted(h["id"] for h in until) == [before, after]
+    stamped = mem.learn("stamped", occurred_at="2026-12-01T08:00:00.999999999Z")["memory_id"]
+    assert mem.get(stamped)["occurred_at"] == 1796112001.0  # the nearest float, not ...00.999999
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("2026-12-01T08:00:00.123456789Z", 1796112000.123456789),
+    ("2026-12-01T08:00:00,5+01:00", 1796108400.5),
+    ("20261201T080000.25Z", 1796112000.25),
+    ("2026-12-01T08:00:00.1", 1796112000.1),
+    ("2026-12-01T08:00:00Z", 1796112000.0),
+    ("2026-12-01", 1796083200.0),
+])
+def test_an_iso_time_is_the_float_nearest_what_it_says(text: str, seconds: float):
+    assert timestamp(text, "since") == seconds

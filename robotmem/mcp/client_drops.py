@@ -19,6 +19,11 @@ Two narrow pieces turn that into one line:
   POST request" whose exception is ``ClosedResourceError``/``BrokenResourceError`` (the
   session's stream was closed) into one WARNING naming the session. Every other SDK
   error keeps its traceback.
+
+The HTTP server now runs the SDK's stateless mode (``transports.build_http_app``): no
+session outlives its request, so no DELETE can close one under a message and the race
+above no longer arises there. Both pieces stay as guards: they cost nothing, and the
+guard's late-response rule holds for any app.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..config import Config
 from ..errors import ConfigError
 from .body_gate import LargeBodyGate, configure_heap
-from .client_drops import DroppedClientGuard, install_dropped_client_filter
+from .client_drops import SDK_LOGGER, DroppedClientGuard, install_dropped_client_filter
 from .http_guard import HttpGuard, is_loopback_host
 from .server import build_server
 
@@ -93,14 +93,39 @@ def request_body_limit(config: Config) -> int:
     return max(DEFAULT_MAX_REQUEST_BODY_SIZE, 3 * config.max_payload_bytes)
 
 
+#: What the SDK logs (INFO) as it ends the transport of every stateless request: one line
+#: per tool call, nothing a reader of the log could act on.
+_STATELESS_END = "Terminating session: None"
+
+
+class _PerRequestEndFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != _STATELESS_END
+
+
+def _quiet_per_request_ends() -> None:
+    logger = logging.getLogger(SDK_LOGGER)
+    if not any(isinstance(f, _PerRequestEndFilter) for f in logger.filters):
+        logger.addFilter(_PerRequestEndFilter())
+
+
 def build_http_app(config: Config, host: str, allowed_origins: Sequence[str] = ()) -> ASGIApp:
     server = build_server(config)
+    _quiet_per_request_ends()
     # The SDK's own Host/Origin checks are switched off: HttpGuard does both, for any bind
     # address, with our error bodies.
     body_cap = request_body_limit(config)
+    # Stateless: every POST is served on its own and nothing outlives it. A stateful
+    # session (~41 KB) lived until DELETE or 30 min idle, and clients that vanish (a robot
+    # losing power never sends DELETE) filled the SDK's 10,000-session cap, after which
+    # every new client got 503 for half an hour; the SDK refuses at the cap rather than
+    # evicting. robotmem needs nothing a session keeps: no server-to-client requests
+    # (sampling, elicitation), no notifications outside a call's own response, no
+    # resumability, no per-client state (episodes are the `session_id` tool argument).
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=host,
+        stateless_http=True,
         max_request_body_size=body_cap,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )

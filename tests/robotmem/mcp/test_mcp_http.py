@@ -184,3 +184,47 @@ def test_sigterm_shuts_the_server_down_and_closes_the_store(http_server_factory:
     stop_http_server(server)
     log = "".join(server.log)
     assert "memory store open" in log and "memory store closed" in log
+
+
+def _rss_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+#: Clients that initialize and vanish without DELETE (a robot losing power). A stateful
+#: session cost ~41 KB for 30 minutes, so these grew the server by ~80 MB; 10,000 of them
+#: filled the SDK's session cap and every new client got 503 for half an hour.
+ABANDONED = 2_000
+#: A quarter of what the abandoned sessions held before; stateless, growth is ~1 MB.
+ABANDONED_GROWTH_KB = ABANDONED * 41 // 4
+
+
+@pytest.mark.anyio
+async def test_clients_that_vanish_without_delete_leave_nothing_behind(http_server_factory: Any) -> None:
+    server: HttpServer = http_server_factory(ROBOTMEM_EMBEDDINGS="off")
+
+    def initialize_and_vanish() -> dict[str, str]:
+        status, headers, body = _post_initialize(server, {})
+        assert status == 200 and b'"serverInfo"' in body
+        return headers
+
+    # Warm-up: the first requests grow the heap and the allocator's arenas once.
+    for _ in range(200):
+        initialize_and_vanish()
+    baseline = _rss_kb(server.process.pid)
+    sessions = [initialize_and_vanish().get("mcp-session-id") for _ in range(ABANDONED)]
+    grown = _rss_kb(server.process.pid) - baseline
+    assert grown < ABANDONED_GROWTH_KB, f"{ABANDONED} abandoned clients grew the server by {grown} KB"
+    # No session id: the server keeps nothing for a client once it answered.
+    assert sessions == [None] * ABANDONED
+
+    async with http_session(server.url) as session:
+        learned = await call_ok(session, "learn", {"insight": "A new robot joins after many vanished"})
+        found = await call_ok(session, "recall", {"query": "new robot joins", "min_relevance": 0})
+    assert found["results"][0]["id"] == learned["memory_id"]
+    stop_http_server(server)
+    # One request is one transport: the SDK's "Terminating session: None" for each is not logged.
+    assert not [line for line in server.log if "Terminating session" in line]

@@ -1,19 +1,18 @@
-"""Clients that give up mid-call, over real HTTP: the server log gets one clear line per
-dropped message, no traceback, and the server goes on answering.
+"""Clients that give up mid-call, over real HTTP: no traceback in the server log, and the
+server goes on answering.
 
-An SDK client that gives up on a call sends ``notifications/cancelled`` and then DELETEs
-its session. When the DELETE closes the session between the SDK answering the
-notification with 202 and handing it to the session, the SDK used to log two tracebacks
-(~60 lines). Whether that happens is a race, so the test provokes it with plain HTTP:
-the notification and the DELETE sent at the same moment (in trials it hit 22 times in
-30). Then SDK clients drop mid-call as in the audit, and one more checks the server
-still answers.
+An SDK client that gives up on a call sends ``notifications/cancelled`` and then, if it
+has a session, DELETEs it. When the server kept sessions, a DELETE that closed the
+session between the SDK answering the notification with 202 and handing it over made the
+SDK log two tracebacks (~60 lines); the HTTP server is stateless now (see transports), so
+there is no session to close under a message. The test still sends the notification and
+a DELETE at the same moment, as a client written for sessions would, then lets SDK
+clients drop mid-call as in the audit, and one more checks the server still answers.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from typing import Any
 
 import anyio
@@ -33,18 +32,16 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "drop-test", "version": "0"}},
 }
 CANCELLED = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "gave up"}}
-WENT_AWAY = re.compile(
-    r"WARNING mcp\.server\.streamable_http: client went away: session [0-9a-f]{32} was closed .*not delivered$"
-)
 
 
 async def _cancel_and_leave(client: httpx2.AsyncClient, url: str) -> None:
     started = await client.post(url, json=INITIALIZE, headers=HEADERS)
-    session = {**HEADERS, "mcp-session-id": started.headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
-    await client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=session)
+    assert started.status_code == 200 and "mcp-session-id" not in started.headers
+    request = {**HEADERS, "mcp-protocol-version": "2025-06-18"}
+    await client.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=request)
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(lambda: client.post(url, json=CANCELLED, headers=session))
-        tasks.start_soon(lambda: client.delete(url, headers=session))
+        tasks.start_soon(lambda: client.post(url, json=CANCELLED, headers=request))
+        tasks.start_soon(lambda: client.delete(url, headers=request))
 
 
 async def _sdk_client_gives_up(url: str, k: int) -> None:
@@ -56,18 +53,12 @@ async def _sdk_client_gives_up(url: str, k: int) -> None:
             )
 
 
-def _went_away(server: HttpServer) -> list[str]:
-    return [line.rstrip("\n") for line in server.log if "client went away" in line]
-
-
 @pytest.mark.anyio
-async def test_dropped_clients_leave_one_line_each_and_no_traceback(http_server_factory: Any) -> None:
+async def test_dropped_clients_leave_no_traceback(http_server_factory: Any) -> None:
     server: HttpServer = http_server_factory(ROBOTMEM_EMBEDDINGS="off")
     async with httpx2.AsyncClient(timeout=60) as client:
         for _ in range(ATTEMPTS):
             await _cancel_and_leave(client, server.url)
-            if _went_away(server):
-                break
     for k in range(SDK_DROPS):
         await _sdk_client_gives_up(server.url, k)
     async with http_session(server.url) as session:
@@ -77,10 +68,7 @@ async def test_dropped_clients_leave_one_line_each_and_no_traceback(http_server_
     log = "".join(server.log)
     assert "Traceback" not in log, log
     assert "Exception in ASGI application" not in log and "Error handling POST request" not in log, log
-    went_away = _went_away(server)
-    assert went_away, f"the session was never closed under a message in {ATTEMPTS} tries:\n{log}"
-    for line in went_away:
-        assert WENT_AWAY.search(line), line
+    assert "client went away" not in log, log
 
 
 # -- dropped clients -------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..config import Config
 from ..errors import ConfigError
 from .body_gate import LargeBodyGate, configure_heap
 from .client_drops import SDK_LOGGER, DroppedClientGuard, install_dropped_client_filter
-from .http_guard import HttpGuard, is_loopback_host
+from .http_guard import HttpGuard, is_loopback_host, send_error
 from .server import build_server
 
 __all__ = [
@@ -109,6 +109,29 @@ def _quiet_per_request_ends() -> None:
         logger.addFilter(_PerRequestEndFilter())
 
 
+class _NoStandaloneStream:
+    """``GET /mcp`` is answered 405, as the transport spec allows a server without one.
+
+    Stateless, the SDK still opens an SSE stream for a GET and holds it until the client
+    closes it; robotmem never writes to it, so one from a client that lost power (no FIN)
+    would hold a socket and ~85 KB for as long as the host lives. The SDK's client opens
+    none without a session id; other clients take 405 as "no stream here".
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            await send_error(
+                send, 405, "method_not_allowed",
+                f"this server sends nothing outside a request's answer, so GET {MCP_PATH} opens no stream; "
+                "POST requests to it", [(b"allow", b"POST")],
+            )
+            return
+        await self.app(scope, receive, send)
+
+
 def build_http_app(config: Config, host: str, allowed_origins: Sequence[str] = ()) -> ASGIApp:
     server = build_server(config)
     _quiet_per_request_ends()
@@ -131,7 +154,7 @@ def build_http_app(config: Config, host: str, allowed_origins: Sequence[str] = (
     )
     # Outermost first: refused callers (token, Origin) never take the large-body slot; a
     # dropped client's late response is swallowed before uvicorn sees it.
-    gated = LargeBodyGate(app, threshold=LARGE_BODY_BYTES, body_cap=body_cap)
+    gated = LargeBodyGate(_NoStandaloneStream(app), threshold=LARGE_BODY_BYTES, body_cap=body_cap)
     guarded = HttpGuard(
         gated, token=config.token, check_host=is_loopback_host(host), allowed_origins=allowed_origins
     )

@@ -186,6 +186,21 @@ def test_sigterm_shuts_the_server_down_and_closes_the_store(http_server_factory:
     assert "memory store open" in log and "memory store closed" in log
 
 
+def test_a_get_opens_no_stream(token_server: HttpServer) -> None:
+    # Stateless, the SDK would hold an SSE stream open per GET that robotmem never writes
+    # to; a client that lost power would leave it open for good.
+    connection = http.client.HTTPConnection("127.0.0.1", token_server.port, timeout=60)
+    try:
+        connection.request(
+            "GET", "/mcp", headers={"Accept": "text/event-stream", "Authorization": f"Bearer {TOKEN}"}
+        )
+        response = connection.getresponse()
+        assert (response.status, response.getheader("allow")) == (405, "POST")
+        assert json.loads(response.read())["error"]["code"] == "method_not_allowed"
+    finally:
+        connection.close()
+
+
 def _rss_kb(pid: int) -> int:
     with open(f"/proc/{pid}/status", encoding="ascii") as status:
         for line in status:

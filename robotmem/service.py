@@ -772,12 +772,13 @@ class Memory:
 
     def rebuild_vector_indexes(self, *, force: bool = False, min_rows: int | None = None) -> list[dict[str, Any]]:
         """Write the memory-mapped vector index of every large collection whose index is missing or stale
-        (PostgreSQL: build the HNSW indexes bulk loads left unbuilt; ``force``: rebuild them all)."""
+        (PostgreSQL: build the HNSW indexes bulk loads left unbuilt, and rebuild those an older robotmem
+        built with superseded and forgotten vectors; ``force``: rebuild them all)."""
         from .search.ann_index import MIN_ROWS, rebuild_indexes
 
         model_id, dim = self._embeddings.model_id, self._embeddings.dim
         if not isinstance(self._db, SqliteStore):
-            return self._db.build_vector_indexes(force=force)  # PostgreSQL's own HNSW indexes
+            return self._db.build_vector_indexes(force=force, stale=True)  # PostgreSQL's own HNSW indexes
         if model_id is None or dim is None:
             return []
         reports = rebuild_indexes(self._db, model_id, dim, force=force,

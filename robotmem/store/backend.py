@@ -52,8 +52,9 @@ class Store(Protocol):
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
     def prepare_vectors(self, model_id: str, dim: int) -> None: ...
-    def build_vector_indexes(self, *, force: bool = False) -> list[dict[str, Any]]:
-        """Indexes the database keeps itself that bulk loads left to build (``force``: all); what was built."""
+    def build_vector_indexes(self, *, force: bool = False, stale: bool = False) -> list[dict[str, Any]]:
+        """Indexes the database keeps itself that bulk loads left to build (``stale``: and those built by
+        an older robotmem to rebuild; ``force``: all); what was built."""
     def vector_index_states(self, conn: Any, collection: str | None) -> list[dict[str, Any]]:
         """Indexes the database keeps itself: collection, model_id, kind, vectors, built, stale, building."""
 

@@ -91,7 +91,7 @@ class SqliteStore(Database):
     def prepare_vectors(self, model_id: str, dim: int) -> None:
         """Nothing to prepare: the in-process vector index is built on first use."""
 
-    def build_vector_indexes(self, *, force: bool = False) -> list[dict[str, Any]]:
+    def build_vector_indexes(self, *, force: bool = False, stale: bool = False) -> list[dict[str, Any]]:
         """None in the database: the memory-mapped vector files are the search layer's (search.ann_index)."""
         return []
 

@@ -58,11 +58,12 @@ class PgStore(PgDatabase):
     def prepare_vectors(self, model_id: str, dim: int) -> None:
         """Nothing to prepare: a (collection, model)'s index is made with its first vectors."""
 
-    def build_vector_indexes(self, *, force: bool = False) -> list[dict[str, Any]]:
-        """Build the HNSW indexes bulk loads left to build (``force``: rebuild every one), each in
+    def build_vector_indexes(self, *, force: bool = False, stale: bool = False) -> list[dict[str, Any]]:
+        """Build the HNSW indexes bulk loads left to build (``stale``: and rebuild those an older
+        robotmem built with superseded and forgotten vectors; ``force``: rebuild every one), each in
         its own transaction; what was built, with its rows and seconds."""
         with self.read() as conn:
-            pairs = memories.vector_index_pairs(conn, everything=force)
+            pairs = memories.vector_index_pairs(conn, everything=force, stale=stale)
         built = []
         for collection, model_id, dim in pairs:
             t0 = time.perf_counter()

@@ -156,6 +156,10 @@ def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: 
     if row is not None and row[0] and not rebuild:
         return False
     conn.execute(f"DROP INDEX IF EXISTS {name}")
+    # Memories no longer live before PostgreSQL migration 8 added the column (its triggers keep it since).
+    conn.execute("UPDATE embeddings e SET searchable = false FROM memories m WHERE m.id = e.memory_id "
+                 "AND e.collection = ? AND e.model_id = ? AND e.searchable AND m.status NOT IN ('active', 'archived')",
+                 (collection, model_id))
     # The graph is built in memory when it fits (pgvector warns and goes on disk, slower, when not).
     conn.execute(f"SET LOCAL maintenance_work_mem = '{_BUILD_MEMORY}'")
     conn.execute(
@@ -168,11 +172,12 @@ def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: 
     return True
 
 
-def vector_index_pairs(conn: PgConnection, *, everything: bool) -> list[tuple[str, str, int]]:
-    """(collection, model, dim) of the indexes still to build or to rebuild without superseded and
-    forgotten vectors (built before PostgreSQL migration 8); ``everything``: of all indexes."""
-    rows = conn.execute("SELECT collection, model_id, dim FROM vector_indexes"
-                        + ("" if everything else " WHERE NOT (ready AND live_only)") + " ORDER BY collection, model_id")
+def vector_index_pairs(conn: PgConnection, *, everything: bool, stale: bool = False) -> list[tuple[str, str, int]]:
+    """(collection, model, dim) of the indexes still to build; ``stale``: and those to rebuild without
+    superseded and forgotten vectors (built before PostgreSQL migration 8: only an explicit reindex
+    rebuilds them, an import or a migrate must not stop the fleet for it); ``everything``: all."""
+    where = "" if everything else " WHERE NOT (ready AND live_only)" if stale else " WHERE NOT ready"
+    rows = conn.execute("SELECT collection, model_id, dim FROM vector_indexes" + where + " ORDER BY collection, model_id")
     return [(str(c), str(m), int(d)) for c, m, d in rows]
 
 

@@ -247,12 +247,13 @@ _PAGE = 5000
 # pair exactly (bench: 20,000 vectors, 19 -> 55 ms p50). ``searchable`` (status active or archived,
 # eligibility.py's rule) is kept by triggers, whoever changes a status, so new indexes can leave
 # the others out (memories.build_vector_index). An index built before stays usable, marked
-# ``live_only = false`` until `robotmem reindex` rebuilds it: rebuilding in the migration would hold
-# every process at the first open for minutes on a large store. Written to run again harmlessly.
+# ``live_only = false`` until `robotmem reindex` rebuilds it, and the column of memories that were
+# no longer live before this migration is set then, pair by pair: doing either here (rewriting the
+# embeddings row of every superseded memory, each new row version also going into the old index)
+# would hold every process at the first open for minutes on a large store. Until then ``true`` is
+# only less exact, never wrong: recall checks the status too. Written to run again harmlessly.
 _V8 = """
 ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS searchable boolean NOT NULL DEFAULT true;
-UPDATE embeddings e SET searchable = false FROM memories m
-    WHERE m.id = e.memory_id AND m.status NOT IN ('active', 'archived');
 CREATE OR REPLACE FUNCTION robotmem_status_to_embedding() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE embeddings SET searchable = (NEW.status IN ('active', 'archived'))

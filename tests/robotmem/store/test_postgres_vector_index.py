@@ -254,7 +254,8 @@ def test_a_vector_stored_for_a_memory_no_longer_live_is_not_searchable(tmp_path:
         assert kept != gone and _searchable(postgres_url) == {"active": True, "forgotten": False}
 
 
-def test_an_index_built_before_live_only_indexes_is_reported_and_rebuilt_by_reindex(postgres_url: str):
+def test_an_index_built_before_live_only_indexes_is_reported_and_rebuilt_by_reindex(postgres_url: str,
+                                                                                     tmp_path: Path):
     """Migration 8 keeps older indexes (rebuilding them would hold every process at the first open
     for minutes on a large store): stats names them, `robotmem reindex` rebuilds them."""
     with Memory(postgres_url, embedder=GivenVectors(), collection="arm") as mem:
@@ -269,16 +270,23 @@ def test_an_index_built_before_live_only_indexes_is_reported_and_rebuilt_by_rein
         (state,) = mem.stats()["vector_indexes"]
         assert state["built"] and state["stale"]
         assert "`robotmem reindex` rebuilds it without them" in "\n".join(render_stats(mem.stats()))
-        mem.save_perceptions(_perceptions("arm", 3))  # a write does not stop to rebuild it
+        mem.save_perceptions(_perceptions("arm", 3))  # a write does not stop the fleet to rebuild it,
+        with Memory(tmp_path / "other.db", embedder=GivenVectors(), collection="arm") as other:
+            other.save_perceptions(_perceptions("arm", 2))
+            other.export(tmp_path / "e.jsonl")
+        assert mem.import_(tmp_path / "e.jsonl")["memories"] == 2  # nor does an import (or a migrate)
         assert "searchable" not in _indexes(postgres_url)[name]
-        assert [(b["collection"], b["rows"]) for b in mem.reindex()["vector_indexes"]] == [("arm", BULK_ROWS + 3)]
+        assert [(b["collection"], b["rows"]) for b in mem.reindex()["vector_indexes"]] == [("arm", BULK_ROWS + 5)]
         assert "searchable" in _indexes(postgres_url)[name]
         assert not mem.stats()["vector_indexes"][0]["stale"]
 
 
-def test_migration_8_marks_the_vectors_of_memories_no_longer_live(postgres_url: str):
+def test_vectors_of_memories_no_longer_live_before_migration_8_leave_the_index_when_it_is_rebuilt(
+        postgres_url: str):
+    """The migration itself does not rewrite them (a large store's first open would wait minutes):
+    `robotmem reindex` marks them as it rebuilds the pair's index, and the triggers keep it after."""
     with Memory(postgres_url, embedder=GivenVectors()) as mem:
-        mem.learn("c1 the dock door sticks in the cold")
+        kept = mem.learn("c1 the dock door sticks in the cold")["memory_id"]
         gone = mem.learn("c2 the dock light flickers")["memory_id"]
         mem.forget(gone, reason="replaced")
     import psycopg
@@ -291,6 +299,9 @@ def test_migration_8_marks_the_vectors_of_memories_no_longer_live(postgres_url: 
         raw.execute("ALTER TABLE vector_indexes DROP COLUMN live_only")
         raw.execute("DELETE FROM robotmem_schema WHERE version >= 8")
     with Memory(postgres_url, embedder=GivenVectors()) as mem:
+        assert _searchable(postgres_url) == {"active": True, "forgotten": True}  # as it was: not rewritten
+        assert mem.stats()["vector_indexes"][0]["stale"]
+        mem.reindex()
         assert _searchable(postgres_url) == {"active": True, "forgotten": False}
-        mem.forget(1, reason="the door was fixed")  # the trigger runs from now on
+        mem.forget(kept, reason="the door was fixed")  # the trigger runs from now on
         assert _searchable(postgres_url) == {"forgotten": False}

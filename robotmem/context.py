@@ -20,7 +20,7 @@ from .errors import ValidationError
 from .models import CONTEXT_MAX_BYTES, CONTEXT_MAX_DEPTH, CONTEXT_SECTIONS
 
 __all__ = ["canonical_json", "content_hash", "content_hash_json", "content_hashes", "contexts_before_outcome",
-           "current_hash_of", "earlier_hashes", "holds_hash", "legacy_content_hash", "lift_sections",
+           "current_hash_of", "earlier_hashes", "holds_hash", "lift_sections",
            "load_stored_json", "nfkc_fold", "normalize_text", "parse_context", "parse_context_json"]
 
 
@@ -191,17 +191,6 @@ def earlier_hashes(text: str, context: dict[str, Any]) -> tuple[str, ...]:
     if old == normalize_text(text):
         return hashes
     return hashes + tuple(_digest(old, form) for form in _context_forms(context, canonical_json(context)))
-
-
-def legacy_content_hash(text: str, context: dict[str, Any], context_json: str | None = None) -> str | None:
-    """The hash earlier versions gave this text and context when it differs from ``content_hash``
-    (a context holding a float of 1e16 or more within 64 bits, or ``-0.0``), else None.
-
-    A store may hold facts hashed this way (a migration rewrites only the hashes it can tell from
-    the stored row, store/rehash.py), so duplicate checks look this hash up too (service.py
-    ``_find_fact``)."""
-    hashes = content_hashes(text, context, context_json)
-    return hashes[1] if len(hashes) > 1 else None
 
 
 def holds_hash(digest: Any, text: str, context: dict[str, Any]) -> bool:

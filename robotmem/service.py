@@ -108,13 +108,14 @@ class Memory:
         self.config = config
         self.collection = validation.collection(collection, config.collection)
         self._clock: Clock = clock if clock is not None else time.time
+        # Before the store opens: a refused embedder (a bad model_id) leaves the store as it was,
+        # not created or migrated.
+        self._embeddings = EmbeddingState(resolve_embedder(embedder, self.config))
         self._db: Store = open_store(self.config.store_location, busy_timeout_ms=self.config.busy_timeout_ms)
         try:
             self._db.migrate()
             # One index lookup: the newest time the store holds, against which readings are checked.
             self._clock_watch = ClockWatch(self._newest_stamp())
-            # inside the try: a refused embedder (a bad model_id) must not leave the store open
-            self._embeddings = EmbeddingState(resolve_embedder(embedder, self.config))
             if self._embeddings.available and self._embeddings.model_id and self._embeddings.dim:
                 self._db.prepare_vectors(self._embeddings.model_id, self._embeddings.dim)
         except BaseException:

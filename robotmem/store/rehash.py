@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from itertools import product
 from typing import Any
 
-from ..context import current_hash_of
+from ..context import content_hash, current_hash_of, nfkc_fold, normalize_text
 
 __all__ = ["refreshed_hashes"]
 
@@ -26,6 +26,8 @@ def refreshed_hashes(rows: Iterable[tuple[Any, str, dict[str, Any], bool, str]])
     with -0.0 and one with 0.0 become duplicates of each other; ``learn`` then finds the older)."""
     changed = []
     for memory_id, content, context, in_session, digest in rows:
+        if not _may_differ(content, context) or digest == content_hash(content, context):
+            continue  # the text folds as before and no zero was signed, or the hash is today's already
         current = None
         for variant in _signed_zeros(context):
             current = current_hash_of(content, variant, in_session, digest)
@@ -34,6 +36,13 @@ def refreshed_hashes(rows: Iterable[tuple[Any, str, dict[str, Any], bool, str]])
         if current is not None and current != digest:
             changed.append((current, memory_id))
     return changed
+
+
+def _may_differ(content: str, context: dict[str, Any]) -> bool:
+    """An earlier rule can have hashed this memory otherwise: its text folds otherwise (``nfkc_fold``)
+    or its context holds a zero float (``-0.0``, or ``0.0`` PostgreSQL read back from one). Checked
+    first because a migration selects far more rows than it rewrites (every non-ASCII text)."""
+    return nfkc_fold(content) != normalize_text(content) or any(True for _ in _zeros(context, either_sign=True))
 
 
 def _signed_zeros(context: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -48,15 +57,15 @@ def _signed_zeros(context: dict[str, Any]) -> Iterator[dict[str, Any]]:
             yield _with_signs(context, flips)
 
 
-def _zeros(value: Any) -> Iterator[None]:
-    if isinstance(value, float) and value == 0.0 and math.copysign(1.0, value) > 0:
+def _zeros(value: Any, *, either_sign: bool = False) -> Iterator[None]:
+    if isinstance(value, float) and value == 0.0 and (either_sign or math.copysign(1.0, value) > 0):
         yield None
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _zeros(v)
+            yield from _zeros(v, either_sign=either_sign)
     elif isinstance(value, list):
         for v in value:
-            yield from _zeros(v)
+            yield from _zeros(v, either_sign=either_sign)
 
 
 def _with_signs(value: Any, flips: Iterator[bool]) -> Any:

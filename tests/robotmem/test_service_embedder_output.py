@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -112,7 +113,8 @@ def test_an_embedder_with_a_bad_model_id_or_dim_is_refused_when_given(db_path, m
     with pytest.raises(ValidationError) as caught:
         Memory(db_path, embedder=_identified(model_id, dim))
     assert caught.value.field == field
-    # the store was closed, not left open, and nothing was written
+    if isinstance(db_path, Path):
+        assert not db_path.exists()  # refused before the store was opened: not created, not migrated
     assert _count(db_path) == 0
 
 

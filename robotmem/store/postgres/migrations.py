@@ -215,14 +215,14 @@ def _v7(conn: Any) -> None:
     NFKC folded into another number (``10⁶`` as ``106``), of contexts given ``-0.0`` (jsonb keeps
     ``0.0``, the hash was of ``-0.0``), so a lookup by a text's hash finds that text only and a
     later learn with 0.0 is the same fact. Only texts that are not ASCII (more UTF-8 bytes than
-    characters) or contexts with a 0.0 can have such a hash; in pages of ids."""
+    characters) or contexts with a zero float can have such a hash; in pages of ids."""
     after = 0
     while True:
         rows = conn.execute(
             "SELECT id, content, context::text, session_id, content_hash FROM memories "
-            "WHERE id > ? AND (octet_length(content) <> char_length(content) OR context::text LIKE ?) "
+            "WHERE id > ? AND (octet_length(content) <> char_length(content) OR context::text ~ ?) "
             "ORDER BY id LIMIT ?",
-            (after, "%0.0%", _PAGE),
+            (after, r"(^|[^0-9.])0\.0([^0-9]|$)", _PAGE),  # a zero float, not 10.0 or 0.05
         ).fetchall()
         if not rows:
             return

@@ -12,7 +12,6 @@ costs microseconds next to the encoder, so nothing is lost.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,24 +19,18 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
+from ..context import without_lone_surrogates
+
 __all__ = ["MAX_SEQ_LENGTH", "TokenBatch", "WordPiece"]
 
 MAX_SEQ_LENGTH = 256
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _PAD_ID = 0
 
 
 def _encodable(text: str) -> str:
-    """The text, with lone surrogates (valid in a Python str, not in UTF-8) as U+FFFD.
-
-    The Rust tokenizer only accepts valid Unicode; the vector is derived data, so one
-    replaced code point is better than refusing to embed (or store) the memory.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return _LONE_SURROGATE.sub("\ufffd", text)
-    return text
+    """The Rust tokenizer only accepts valid Unicode; the vector is derived data, so one replaced
+    code point is better than refusing to embed (or store) the memory."""
+    return without_lone_surrogates(text)
 
 
 @dataclass(frozen=True)

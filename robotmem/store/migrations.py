@@ -13,6 +13,7 @@ from typing import Final, Union
 
 import apsw
 
+from ..context import load_stored_json
 from .connection import scalar
 from .rehash import refreshed_hashes
 from .counts import COUNTS_SCHEMA, PAYLOAD_COUNTS_SCHEMA
@@ -278,7 +279,7 @@ def _v20(conn: apsw.Connection) -> None:
     ``0.0``), so a lookup by a text's hash finds that text only and ``-0.0`` is one fact with 0.0."""
     rows = conn.execute("SELECT id, content, json(context), session_id, content_hash FROM memories "
                         f"WHERE {_NOT_ASCII} OR CAST(json(context) AS TEXT) LIKE '%-0.0%'")
-    changed = refreshed_hashes((memory_id, content, json.loads(context), session_id is not None, digest)
+    changed = refreshed_hashes((memory_id, content, load_stored_json(context), session_id is not None, digest)
                                for memory_id, content, context, session_id, digest in rows)
     conn.executemany("UPDATE memories SET content_hash = ? WHERE id = ?", changed)
 

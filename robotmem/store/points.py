@@ -27,13 +27,14 @@ box query: at 1,000,000 memories, a box holding 1,061 points took 3.4-3.8 ms fro
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, cast
 
 import apsw
+
+from ..context import load_stored_json
 
 __all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "MAX_POINTS", "exact_points", "extract_points", "index_new_points", "index_points",
            "memory_of_point", "move_exact_columns_out", "points_of", "reindex_all_points", "reindex_changed_points",
@@ -308,7 +309,7 @@ def reindex_changed_points(conn: apsw.Connection) -> None:
     suspects = [(cast(int, memory_id), cast(str, text)) for memory_id, text in conn.execute(_MAY_HAVE_CHANGED,
                                                                                          (_MAX_POINTS,) * 3)]
     for memory_id, text in suspects:
-        context = json.loads(text)
+        context = load_stored_json(text)
         low, high = _overflow_range(memory_id)
         first = memory_id * _MAX_POINTS
         indexed = cast(list[tuple[str, float, float, float]], conn.execute(
@@ -336,4 +337,4 @@ def reindex_all_points(conn: apsw.Connection) -> None:
     created before the spatial index existed."""
     rows = conn.execute("SELECT id, json(context) FROM memories").fetchall()
     conn.executemany(f"INSERT INTO spatial_points ({_COLUMNS}) VALUES ({', '.join('?' * 12)})", _point_rows(
-        (cast(int, memory_id), json.loads(cast(str, context))) for memory_id, context in rows))
+        (cast(int, memory_id), load_stored_json(cast(str, context))) for memory_id, context in rows))

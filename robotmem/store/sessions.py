@@ -7,7 +7,7 @@ from typing import Any
 
 import apsw
 
-from ..context import load_stored_json
+from ..context import load_stored_json, without_lone_surrogates
 from .connection import one_row
 
 __all__ = ["all_sessions", "close_session", "get_session", "insert_session", "insert_session_row", "list_sessions", "session_counts", "session_from_row",
@@ -42,8 +42,7 @@ def _stored_summary(text: str) -> Any:
 
 def _replace_lone_surrogates(value: Any) -> Any:
     if isinstance(value, str):
-        # UTF-16 keeps a pair as the character it is and decodes a lone half as U+FFFD.
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return without_lone_surrogates(value)
     if isinstance(value, dict):
         return {_replace_lone_surrogates(k): _replace_lone_surrogates(v) for k, v in value.items()}
     if isinstance(value, list):

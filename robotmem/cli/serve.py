@@ -59,7 +59,10 @@ def serve_command(args: argparse.Namespace) -> int:
         port = validation.port(args.port, "--port")
         config = load_config(args)
         if args.transport == "stdio":
-            run_stdio(config)
+            if run_stdio(config) is True:
+                from .main import EXIT_STDOUT_CLOSED  # only now: a quick start loads no more of the CLI
+
+                return EXIT_STDOUT_CLOSED
         else:
             run_http(config, args.host, port, args.allow_origin)
     except RobotMemError as exc:

@@ -63,17 +63,23 @@ class MemoryRuntime:
     async def lifespan(self, _server: object = None) -> AsyncIterator[MemoryRuntime]:
         opened = self._opened = _Opened()
         self.store = "opening"
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._open_and_warm, opened)
-            try:
-                yield self
-            finally:
-                # Opening is not cancellable (its thread runs to the end, so there is a
-                # Memory to close); an unfinished warm-up is abandoned.
-                tasks.cancel_scope.cancel()
-        await self._close(opened)
-        self._opened = None
-        self.store = "closed"
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._open_and_warm, opened)
+                try:
+                    yield self
+                finally:
+                    # Opening is not cancellable (its thread runs to the end, so there is a
+                    # Memory to close); an unfinished warm-up is abandoned.
+                    tasks.cancel_scope.cancel()
+        finally:
+            # On every way out: SIGTERM, Ctrl-C and a closed stdout end the server by
+            # cancelling it, and closing writes what the store still buffers (recall's
+            # access counts); a cancelled close would lose it.
+            with anyio.CancelScope(shield=True):
+                await self._close(opened)
+            self._opened = None
+            self.store = "closed"
 
     async def memory(self) -> Memory:
         """The open ``Memory``; waits while it is being opened; retries a failed open."""

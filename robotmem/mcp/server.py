@@ -11,9 +11,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError as PydanticValidationError
@@ -42,11 +44,19 @@ class RobotMemServer(MCPServer[MemoryRuntime]):
     """``MCPServer`` whose tool calls always end in a ``CallToolResult``, and whose stdio
     transport answers every line (see ``stdio``)."""
 
+    #: The longest stdio line read (the HTTP body cap; set by ``build_server``).
+    max_line_bytes: int = DEFAULT_MAX_REQUEST_BODY_SIZE
+    #: Set when a stdio run ended because the client closed stdout.
+    stdout_closed: bool = False
+
     async def run_stdio_async(self) -> None:
-        async with answering_stdio_server() as (read_stream, write_stream):
-            await self._lowlevel_server.run(
-                read_stream, write_stream, self._lowlevel_server.create_initialization_options()
-            )
+        async with answering_stdio_server(self.max_line_bytes) as wire:
+            with anyio.CancelScope() as serving:
+                wire.stop = serving.cancel  # stdout closed: stop serving (the lifespan closes the store)
+                await self._lowlevel_server.run(
+                    wire.read_stream, wire.write_stream, self._lowlevel_server.create_initialization_options()
+                )
+        self.stdout_closed = wire.stdout_closed
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Any = None
@@ -123,6 +133,9 @@ def build_server(config: Config | None = None) -> RobotMemServer:
         lifespan=runtime.lifespan,
         middleware=[release_tool_arguments, refuse_malformed_tool_calls],
     )
+    from .transports import request_body_limit  # it imports this module
+
+    server.max_line_bytes = request_body_limit(config)
     register_tools(server, runtime)
     register_resources(server, runtime)
     return server

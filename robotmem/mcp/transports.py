@@ -60,8 +60,11 @@ async def _cancel_on_termination(scope: anyio.CancelScope) -> None:
             return
 
 
-def run_stdio(config: Config | None = None) -> None:
+def run_stdio(config: Config | None = None) -> bool:
+    """Serve on stdio until stdin ends, SIGTERM or Ctrl-C; True if it ended because the
+    client closed stdout (the CLI exits 141 for that, as for any closed stdout)."""
     server = build_server(config)
+    configure_heap()  # as over HTTP: the blocks of a large line go back to the system once freed
 
     async def serve() -> None:
         async with anyio.create_task_group() as tasks:
@@ -70,6 +73,7 @@ def run_stdio(config: Config | None = None) -> None:
             tasks.cancel_scope.cancel()
 
     anyio.run(serve)
+    return server.stdout_closed
 
 
 def check_http_binding(host: str, token: str | None) -> None:

@@ -221,3 +221,18 @@ def test_random_bytes_and_broken_requests_on_stdin_are_each_answered(raw: RawSer
 
     check()
     assert raw.call("after", "learn", {"insight": "still serving"})["result"]["isError"] is False
+
+
+def test_invalid_utf8_inside_a_json_string_is_a_parse_error_and_not_stored(raw: RawServer) -> None:
+    # Replacing the bytes with U+FFFD stored text the client never sent.
+    line = (TEMPLATE % ("21", '"bad \xff\xfe bytes"', "{}")).encode("latin-1")
+    assert _exchange(raw, line, "sentinel-utf8") == [{"jsonrpc": "2.0", "id": 21, "error": {
+        "code": -32700, "message": "parse error: the line is not valid UTF-8"}}]
+    found = raw.call("utf8-recall", "recall", {"query": "bad bytes", "min_relevance": 0, "min_confidence": 0})
+    assert found["result"]["structuredContent"]["count"] == 0
+
+
+def test_a_fractional_id_is_refused_saying_what_an_id_may_be(raw: RawServer) -> None:
+    answers = _exchange(raw, b'{"jsonrpc":"2.0","id":2.0,"method":"ping"}', "sentinel-float-id")
+    assert answers == [{"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "invalid request: id must be a string or an integer"}}]

@@ -471,6 +471,9 @@ def _claim(fd: int, diversion: int) -> tuple[int, Callable[[], None]]:
     nothing else in the process (a library, a child process) can read from or write to the
     wire. The private copy is never closed: an abandoned thread may still block on it."""
     private = os.dup(fd)
+    # Reads and writes block on their own thread; a descriptor a client handed over in
+    # non-blocking mode would make them fail at once (EAGAIN) instead.
+    os.set_blocking(private, True)
     os.dup2(diversion, fd)
     os.close(diversion)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +43,9 @@ REQUESTED_TOPIC_SAMPLE_S = 1.0
 PROGRESS_EVERY = 2000
 
 Progress = Callable[[int, "int | None"], None]
+
+#: the ids replay gives the episodes it stores: session_id_prefix's ``rpl_<hash16>``, then ``_<start_ns>``
+_REPLAY_SESSION_ID = re.compile(r"rpl_[0-9a-f]{16}_\d+")
 
 
 @dataclass(frozen=True)
@@ -159,17 +163,23 @@ def stored_until_ns(memory: Memory | None, prefix: str, session_ids: Sequence[st
     return reach
 
 
-def recording_prefix(path: Path, collection: str, stored_sessions: Sequence[str]) -> str:
-    """The recording's session id prefix (docs/replay.md, "Idempotency"): from its content digest,
-    or, for a bag folder a store already holds under the digest replay used before (which hashed
-    metadata.yaml too), that one, so upgrading does not store its episodes again."""
-    prefix = session_id_prefix(content_digest(path), collection)
-    if not any(s.startswith(prefix + "_") for s in stored_sessions):
-        legacy = legacy_digest(path)
-        if legacy is not None:
-            earlier = session_id_prefix(legacy, collection)
-            if any(s.startswith(earlier + "_") for s in stored_sessions):
-                return earlier
+def recording_prefix(path: Path, collection: str, stored_sessions: Sequence[str], digest: str | None = None) -> str:
+    """The recording's session id prefix (docs/replay.md, "Idempotency"): from its content digest
+    (``digest``, when the caller has it: hashing a multi-GB bag takes seconds), or, for a bag folder
+    a store already holds under the digest replay used before (which hashed metadata.yaml too),
+    that one, so upgrading does not store its episodes again."""
+    prefix = session_id_prefix(content_digest(path) if digest is None else digest, collection)
+    if not path.is_dir() or any(s.startswith(prefix + "_") for s in stored_sessions):
+        return prefix
+    # The legacy digest reads every storage file again: only worth it when the collection holds
+    # some replayed episode (``rpl_<hash16>_<start_ns>``) that is not this one's.
+    if not any(_REPLAY_SESSION_ID.fullmatch(s) for s in stored_sessions):
+        return prefix
+    legacy = legacy_digest(path)
+    if legacy is not None:
+        earlier = session_id_prefix(legacy, collection)
+        if any(s.startswith(earlier + "_") for s in stored_sessions):
+            return earlier
     return prefix
 
 
@@ -183,7 +193,8 @@ def replay_recording(
     listed here when not given)."""
     started = time.perf_counter()
     # The claim is named by the recording's digest (the episode ids may keep an older one: recording_prefix).
-    claim = session_id_prefix(content_digest(path), options.collection)
+    digest = content_digest(path)
+    claim = session_id_prefix(digest, options.collection)
     with contextlib.ExitStack() as claimed:
         if memory is not None and not options.dry_run:  # a dry run writes nothing: nothing to keep out of
             try:
@@ -194,18 +205,18 @@ def replay_recording(
                     f"another replay of this recording into collection {options.collection!r} is running "
                     f"({exc.message}); not replayed a second time meanwhile: run the command again once it "
                     "has finished", field="path") from exc
-        return _replay_claimed(memory, path, config, options, progress, stored_sessions, started)
+        return _replay_claimed(memory, path, digest, config, options, progress, stored_sessions, started)
 
 
 def _replay_claimed(
-    memory: Memory | None, path: Path, config: BridgeConfig, options: ReplayOptions,
+    memory: Memory | None, path: Path, digest: str, config: BridgeConfig, options: ReplayOptions,
     progress: Progress | None, stored_sessions: Sequence[str] | None, started: float,
 ) -> RecordingResult:
     """replay_recording's work, once no other process replays the recording into the collection."""
     policy = parse_episode_split(options.episode_split)
     if stored_sessions is None:
         stored_sessions = stored_session_ids(memory, options.collection)
-    prefix = recording_prefix(path, options.collection, stored_sessions)
+    prefix = recording_prefix(path, options.collection, stored_sessions, digest)
     stored_until = stored_until_ns(memory, prefix, stored_sessions)
     # The pipeline decides which stamps to believe (pipeline/stamps.py), one rule for the replay
     # and the live bridge, and counts the stamps it replaces.

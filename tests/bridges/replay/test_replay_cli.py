@@ -18,7 +18,7 @@ import yaml
 from recordings import Msg, S, joint_state, odometry, write_mcap, write_mixed_encodings_mcap, write_ros2_bag
 
 from bridges.pipeline import BridgeConfig, Pipeline, TopicEpisodes
-from bridges.replay import open_reader
+from bridges.replay import discovery, open_reader
 from bridges.replay.discovery import content_digest, session_id_prefix
 from bridges.replay.report import ProgressBar
 from robotmem import Memory
@@ -388,3 +388,40 @@ def test_a_bag_folder_a_store_holds_from_before_is_not_stored_again_and_other_fi
     metadata.write_text(yaml.safe_dump(yaml.safe_load(metadata.read_text())))
     code, out, _ = run_cli("--home", str(fresh), "replay", str(folder), *SPLIT, "--no-progress")
     assert code == 0 and "episodes: 0 new, 3 already stored" in out and "records written: 0" in out
+
+
+def test_a_bag_folder_is_hashed_once_and_the_legacy_digest_only_when_it_can_matter(
+        run_cli: RunCli, datasets: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hashing reads the whole recording (tens of seconds for a multi-GB bag): the claim and the
+    session prefix share one content digest, and the pre-upgrade digest is computed only when the
+    collection holds replayed episodes of another prefix, which it could be."""
+    folder = tmp_path / "arm"
+    shutil.copytree(datasets / "arm_push_ros2", folder)
+    storage = {p for p in folder.iterdir() if p.suffix == ".db3"}
+    assert storage
+    hashed: list[Path] = []
+    digest_of = discovery._digest
+
+    def counting_digest(recording: Path, files: list[Path]) -> str:
+        hashed.extend(files)
+        return digest_of(recording, files)
+
+    monkeypatch.setattr(discovery, "_digest", counting_digest)
+    code, out, err = run_cli("replay", str(folder), *SPLIT, "--no-progress")  # an empty store
+    assert code == 0 and "episodes: 3 new" in out, err
+    assert sorted(hashed) == sorted(storage)  # every storage file read once, metadata.yaml never
+    hashed.clear()
+    code, out, _ = run_cli("replay", str(folder), *SPLIT, "--no-progress")  # its own episodes stored
+    assert code == 0 and "episodes: 0 new, 3 already stored" in out
+    assert sorted(hashed) == sorted(storage)
+
+    other = tmp_path / "other"  # the same bag with one byte more: another recording, same collection
+    shutil.copytree(folder, other)
+    with open(min(p for p in other.iterdir() if p.suffix == ".db3"), "ab") as handle:
+        handle.write(b"\0")
+    hashed.clear()
+    code, out, _ = run_cli("replay", str(other), *SPLIT, "--no-progress")
+    assert code == 0
+    other_storage = sorted(p for p in other.iterdir() if p.suffix == ".db3")
+    # the collection holds replayed episodes of another prefix: the legacy digest (metadata.yaml too) is looked at
+    assert sorted(hashed) == sorted(other_storage + other_storage + [other / "metadata.yaml"])

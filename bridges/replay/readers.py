@@ -49,7 +49,6 @@ log = logging.getLogger("bridges.replay")
 __all__ = ["DEFAULT_ROS_DISTRO", "ROS_DISTROS", "McapFileReader", "RecordingDamaged", "RecordingError", "RecordingReader",
            "RosbagsReader", "TopicInfo", "distro_typestore", "open_reader", "without_metadata"]
 
-#: a stamp further than this from its log time is not believed (replay passes max_episode_s)
 #: (connection or channel, log time, payload) as the reading libraries give them
 _Raw = tuple[Any, int, bytes]
 

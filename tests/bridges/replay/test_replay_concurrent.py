@@ -31,7 +31,8 @@ SECONDS = 40
 HZ = 100  # 4,000 messages: the replay reports progress (every 2,000) inside its one episode
 
 #: replays RECORDING into DB; at its first progress report, once its episode's session is
-#: open, says "inside" and waits for a line on stdin (or to be killed)
+#: open, says "inside" and waits for a line on stdin (or to be killed); says why and exits 1
+#: when no session opens
 _REPLAY_AND_WAIT = """
 import sys, time
 from pathlib import Path
@@ -43,7 +44,13 @@ with Memory(sys.argv[1], embedder=None) as mem:
     def progress(done, total):
         if waited:
             return
-        while not mem.list_sessions(status="open"):  # the writer thread opens it
+        # The writer thread opens it. The deadline only turns a regression that never opens one
+        # into a failure (the parent reads this line instead of "inside") rather than a hung run.
+        deadline = time.monotonic() + 300
+        while not mem.list_sessions(status="open"):
+            if time.monotonic() > deadline:
+                print("no episode session opened within 300 s", flush=True)
+                sys.exit(1)
             time.sleep(0.01)
         waited.append(done)
         print("inside", flush=True)

@@ -182,7 +182,7 @@ class Pipeline:
                 self._route_admitted(handler, handler.stamps.overdue(now_ns))
         self._pass_time(now_ns, now_ns)
         due = [h for h in self._converters() if h.converter is not None and h.converter.pending_since_ns is not None
-               and now_ns - h.converter.pending_since_ns >= h.converter.chunk_ns]
+               and h.converter.spans(h.converter.pending_since_ns, now_ns)]
         if due and self._episode is not None:
             self._drain(due)
 

@@ -119,6 +119,8 @@ class Converter:
         self.ready = False
         #: message time of the oldest buffered message (None: buffer empty)
         self.pending_since_ns: int | None = None
+        #: message time of the newest buffered message (None: buffer empty or not measured yet)
+        self.pending_until_ns: int | None = None
         #: the open episode's gaps that concern this topic (set by the pipeline; see gaps.py)
         self.gaps: list[Gap] = []
 
@@ -126,12 +128,19 @@ class Converter:
         raise NotImplementedError
 
     def _spans_chunk(self, t_ns: int) -> bool:
-        """Whether the buffer, a message at ``t_ns`` now in it, spans a whole chunk. Measured from
-        its earliest message, not its first: a stamp a little ahead of the ones after it (within
-        stamps.OUTLIER_S) must not make the chunk wait for time to reach it again."""
+        """Whether the buffer, a message at ``t_ns`` now in it, spans a whole chunk (``spans``)."""
         since = t_ns if self.pending_since_ns is None else min(self.pending_since_ns, t_ns)
-        self.pending_since_ns = since
-        return t_ns - since >= self.chunk_ns
+        until = t_ns if self.pending_until_ns is None else max(self.pending_until_ns, t_ns)
+        self.pending_since_ns, self.pending_until_ns = since, until
+        return self.spans(since, until)
+
+    def spans(self, earliest_ns: int, latest_ns: int) -> bool:
+        """Whether buffered messages from ``earliest_ns`` to ``latest_ns`` (or a buffer waiting
+        since ``earliest_ns`` at time ``latest_ns``) make a whole chunk. Measured between the
+        earliest and the latest, not the first and the last: stamps a little out of order (within
+        stamps.OUTLIER_S) span the time they span, and a stamp a little ahead must not make the
+        chunk wait for time to reach it again."""
+        return latest_ns - earliest_ns >= self.chunk_ns
 
     def check(self, msg: RosMessage) -> None:
         """Raise as :meth:`feed` would for a malformed message, without buffering it (so that a
@@ -232,19 +241,18 @@ class ChunkedConverter(Converter, Generic[BufferT]):
         (a replay keeps every point the recording composes).
         """
         buffer = self._buffer
-        # min/max, not first/last: stamps a little out of order still span the chunk they span
-        if buffer is None or not buffer.t or max(buffer.t) - min(buffer.t) >= self.chunk_ns:
+        if buffer is None or not buffer.t or self.spans(min(buffer.t), max(buffer.t)):
             return self.drain(episode)
         records = [self._chunk_record(episode, closed) for closed in self._closed]
         self._closed = []
-        self.pending_since_ns = min(buffer.t)
+        self.pending_since_ns, self.pending_until_ns = min(buffer.t), max(buffer.t)
         self.ready = False
         return records
 
     def drain_buffers(self) -> None:
         self._closed = []
         self._buffer = None
-        self.pending_since_ns = None
+        self.pending_since_ns = self.pending_until_ns = None
         self.ready = False
 
     def _chunk_record(self, episode: EpisodeContext, buffer: BufferT) -> Record:
@@ -292,7 +300,7 @@ class PerMessageConverter(Converter):
 
     def drain_buffers(self) -> None:
         self._pending = []
-        self.pending_since_ns = None
+        self.pending_since_ns = self.pending_until_ns = None
         self.ready = False
 
     def start_episode(self) -> None:

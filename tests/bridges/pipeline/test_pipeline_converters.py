@@ -14,6 +14,7 @@ import pytest
 from pipeline_helpers import T0, S, by_topic, joints, pose_stamped
 
 from bridges.pipeline import BridgeConfig, Pipeline, RosMessage, TopicRule
+from bridges.pipeline.converters import make_converter
 from bridges.pipeline.converters.image import thumbnail
 from robotmem import Memory
 
@@ -250,3 +251,22 @@ def test_a_transform_with_an_absurd_translation_or_a_denormalised_rotation_is_ma
     (chunk,) = by_topic(mem, _session(mem), "/tf")
     assert mem.get_data(chunk["id"])["raw_points"] == 14
     assert chunk["spatial"]["path_length_m"] == pytest.approx(1.4)
+
+
+@pytest.mark.parametrize("message", [
+    lambda t: pose_stamped(t, (t - T0) / S, 0.0), lambda t: joints(t, [(t - T0) / S]),
+])
+def test_a_buffer_is_ready_once_its_earliest_and_latest_message_span_a_chunk(
+        message: Callable[[int], RosMessage]) -> None:
+    """One rule for ready (set per message) and drain_ready: the buffer's max - min stamp. A
+    message stamped before the ones buffered widens the span as much as one after them; measured
+    from the new message instead, ready stayed False for a buffer that drain_ready would write."""
+    first = message(T0 + 1 * S)
+    config = BridgeConfig()
+    converter = make_converter(first.topic, first.msgtype, config.rules_for(first.topic, first.msgtype)[0], config)
+    chunk = converter.chunk_ns
+    converter.feed(first)
+    converter.feed(message(T0 + 1 * S + chunk - S // 2))
+    assert not converter.ready
+    converter.feed(message(T0 + S // 4))  # earlier than the first: the buffer spans a chunk and 0.25 s
+    assert converter.ready

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import deque
+from collections.abc import Sequence
 
 from .messages import RosMessage
 
-__all__ = ["OUTLIER_S", "WINDOW", "StampCheck"]
+__all__ = ["OUTLIER_S", "WINDOW", "StampCheck", "running_offset"]
 
 #: a stamp this close to its log time, or to the topic's running offset, is believed. Real streams
 #: stay well inside it (amcl's poses, stamped with the scan they used, lag by up to 5 s); a stamp
@@ -43,6 +44,15 @@ OUTLIER_S = 10.0
 WINDOW = 5
 
 
+def running_offset(window: Sequence[int], in_use: int) -> int:
+    """The running offset over ``window`` (a stream's last ``WINDOW`` offsets): their median. With
+    an even count (the window still filling) ``in_use``, the running offset so far, votes too, so
+    a tie keeps it: a single outlier never moves it, a lasting change wins once it is the majority.
+    The stamp check and the live bridge's clock (rosbridge/convert.py) both follow offsets by it."""
+    votes = sorted(window) if len(window) % 2 else sorted([*window, in_use])
+    return votes[len(votes) // 2]
+
+
 class StampCheck:
     """One topic's stamps against its log times (see the module docstring)."""
 
@@ -50,6 +60,8 @@ class StampCheck:
         self._limit_ns = int(limit_s * 1e9)
         self._outlier_ns = int(outlier_s * 1e9)
         self._offsets: deque[int] = deque(maxlen=WINDOW)
+        #: running_offset of ``_offsets`` (None: no offset yet)
+        self._running: int | None = None
         #: the topic's first message, far from its log time, waiting for the next one
         self.held: RosMessage | None = None
         #: messages placed at their log time
@@ -73,10 +85,10 @@ class StampCheck:
             self.held = msg
             return []
         else:  # far from the log time: believed when the topic's stamps keep that offset
-            offsets = list(self._offsets) or [self._offset(self.held)]
-            believed = abs(offset - sorted(offsets)[len(offsets) // 2]) <= self._outlier_ns
+            running = self._offset(self.held) if self._running is None else self._running
+            believed = abs(offset - running) <= self._outlier_ns
         admitted = self._judge_held(offset) if self.held is not None else []
-        self._offsets.append(offset)  # outliers too: a lasting change of offset wins the median
+        self._observe(offset)  # outliers too: a lasting change of offset wins the median
         return [*admitted, msg if believed else self._at_log_time(msg)]
 
     def release(self) -> list[RosMessage]:
@@ -84,7 +96,7 @@ class StampCheck:
         held, self.held = self.held, None
         if held is None:
             return []
-        self._offsets.append(self._offset(held))
+        self._observe(self._offset(held))
         return [self._at_log_time(held)]
 
     def overdue(self, now_ns: int) -> list[RosMessage]:
@@ -99,8 +111,12 @@ class StampCheck:
         held, self.held = self.held, None
         assert held is not None
         offset = self._offset(held)
-        self._offsets.append(offset)
+        self._observe(offset)
         return [held if abs(next_offset - offset) <= self._outlier_ns else self._at_log_time(held)]
+
+    def _observe(self, offset: int) -> None:
+        self._offsets.append(offset)
+        self._running = running_offset(self._offsets, offset if self._running is None else self._running)
 
     def _at_log_time(self, msg: RosMessage) -> RosMessage:
         self.replaced += 1

@@ -27,7 +27,7 @@ from bridges.pipeline.messages import (
     normalize_msgtype,
     to_plain,
 )
-from bridges.pipeline.stamps import WINDOW
+from bridges.pipeline.stamps import WINDOW, running_offset
 
 from .inbox import Received
 
@@ -67,10 +67,7 @@ class MessageClock:
 
     def observe(self, stamp_ns: int, receive_ns: int) -> None:
         self._offsets.append(receive_ns - stamp_ns)
-        votes = list(self._offsets)
-        if len(votes) % 2 == 0:
-            votes.append(self.offset_ns)  # a tie between two offsets: the one in use stays
-        self.offset_ns = sorted(votes)[len(votes) // 2]
+        self.offset_ns = running_offset(self._offsets, self.offset_ns)
         self.synced = True
 
     def assume_wall_clock(self) -> None:

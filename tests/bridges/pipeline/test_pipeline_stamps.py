@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from bridges.pipeline import BridgeConfig, Pipeline, RosMessage
-from bridges.pipeline.stamps import OUTLIER_S
+from bridges.pipeline.stamps import OUTLIER_S, StampCheck, running_offset
 from robotmem import Memory
 
 from pipeline_helpers import S, T0, by_topic, joints, stamp, straight_drive, summary_of
@@ -166,3 +166,19 @@ def test_a_joint_stream_whose_first_stamp_is_a_little_ahead_is_chunked_as_its_st
     chunks = by_topic(mem, session_id, "/joint_states")
     assert len(chunks) == int(SECONDS // BridgeConfig().chunk_seconds)
     assert max(c["context"]["task"]["duration_s"] for c in chunks) <= BridgeConfig().chunk_seconds + 1 / HZ
+
+
+def test_one_outlier_among_two_offsets_does_not_move_the_running_offset() -> None:
+    """A topic 2 min off its log time whose second stamp is 30 s further off: the window holds two
+    offsets, a tie, and the offset in use (the first) stays (stamps.running_offset, as the live
+    bridge's MessageClock follows offsets). Taking the upper of the two made the outlier the running
+    offset, and the third message, back on the topic's offset, was replaced as if it were the outlier."""
+    drive = _logged()
+    off = 120 * S
+    check = StampCheck(limit_s=3600.0)
+    admitted = [m for offset, msg in zip([off, off + 30 * S, off, off], drive, strict=False)
+                for m in check.admit(_restamped(msg, msg.t_ns + offset))]
+    # the first could not be vouched for by the second, the second is the outlier; the rest keep their stamps
+    assert check.replaced == 2
+    assert [m.t_ns - m.arrived_ns for m in admitted if m.arrived_ns is not None] == [0, 0, off, off]
+    assert running_offset([off, off + 30 * S], off) == off and running_offset([1, 5, 9], 0) == 5

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bridges import BRIDGE_CONFIG_NAME
+# robotmem's CLI output rules (README): a recording's topic and type names and the reasons
+# derived from them reach the terminal escaped, and --json losslessly, as every command's output.
+from robotmem.cli.output import emit, json_text, shown
 from robotmem.config import Config
 from robotmem.errors import ConfigError, RobotMemError
 
@@ -76,14 +79,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         parse_episode_split(args.episode_split)
     except ValueError as exc:
-        print(json.dumps({"error": {"code": "validation_error", "field": "episode_split", "message": str(exc)}})
-              if args.json else f"error (episode_split): {exc}", file=sys.stderr)
+        _say_error(str(exc), as_json=args.json, code="validation_error", field="episode_split")
         return 2
     try:
         bridge_config = load_bridge_config(args.config or default_bridge_config_path(config.home))
     except ConfigError as exc:  # exit 2 like `robotmem bridge` with the same file (docs/bridge.md)
-        print(json.dumps({"error": exc.to_dict()}) if args.json else f"error ({exc.field}): {exc.message}"
-              if exc.field else f"error: {exc.message}", file=sys.stderr)
+        _say_error(exc.message, as_json=args.json, code=exc.code, field=exc.field, details=exc.to_dict())
         return 2
     options = ReplayOptions(
         topics=tuple(args.topics) if args.topics else None, collection=collection, robot_id=args.robot_id,
@@ -102,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.map and memory is not None and not args.dry_run:
             stored = store_map(memory, args.map, robot_id=args.robot_id, collection=collection)
-            print(f"occupancy map {args.map}: {stored['status']} (memory {stored['memory_id']})", file=sys.stderr)
+            _say(f"occupancy map {args.map}: {stored['status']} (memory {stored['memory_id']})")
         results = replay_paths(memory, list(args.paths), bridge_config, options,
-                               progress_for=(lambda p: ProgressBar(p.name)) if show_progress else None,
+                               progress_for=(lambda p: ProgressBar(shown(p.name))) if show_progress else None,
                                on_error=report)
         if args.plot and memory is not None and not args.dry_run:
             _plot_episodes(memory, results, args.plot)
@@ -135,36 +136,36 @@ def _plot_episodes(memory: Memory, results: list[RecordingResult], folder: Path)
     for session in memory.list_sessions():
         if session["session_id"].startswith(prefixes):
             written = plot_episode(memory, session["session_id"], folder / f"{session['session_id']}.png")
-            print(f"wrote {written}", file=sys.stderr)
+            _say(f"wrote {written}")
 
 
 def _say_interrupted(results: list[RecordingResult]) -> None:
     written = sum(r.stats.records_written for r in results)
     episodes = sum(r.stats.episodes_ended for r in results)
     full = sum(1 for r in results if r.complete)
-    print(f"interrupted: {full} recording(s) replayed in full, {len(results) - full} in part; "
-          f"{written} records and {episodes} complete episode(s) stored. Run the same command again to "
-          "continue: stored episodes are skipped, the interrupted one is written again whole.", file=sys.stderr)
+    _say(f"interrupted: {full} recording(s) replayed in full, {len(results) - full} in part; "
+         f"{written} records and {episodes} complete episode(s) stored. Run the same command again to "
+         "continue: stored episodes are skipped, the interrupted one is written again whole.")
 
 
 def _warn_rejected(results: list[RecordingResult]) -> None:
     for result in results:
         for topic, stats in sorted(result.stats.topics.items()):
             if stats.rejected:
-                print(f"warning: {result.path}: {topic}: {stats.rejected} record(s) refused by robotmem, "
-                      f"first because: {stats.rejected_reason}", file=sys.stderr)
+                _say(f"warning: {result.path}: {topic}: {stats.rejected} record(s) refused by robotmem, "
+                     f"first because: {stats.rejected_reason}")
 
 
 def _warn_unread(results: list[RecordingResult]) -> None:
     """Messages of selected topics that never became data: not decodable, or not there to read."""
     for result in results:
         for topic, info in sorted(result.undecodable.items()):
-            print(f"warning: {result.path}: {topic}: {info['messages']} message(s) could not be decoded, "
-                  f"first because: {info['reason']}", file=sys.stderr)
+            _say(f"warning: {result.path}: {topic}: {info['messages']} message(s) could not be decoded, "
+                 f"first because: {info['reason']}")
         for topic, counts in sorted(result.count_mismatch.items()):
-            print(f"warning: {result.path}: {topic}: the recording lists {counts['listed']} message(s) "
-                  f"({result.file_topics[topic].msgtype}), {counts['read']} were read (a type its index names "
-                  "that the stored messages do not have?)", file=sys.stderr)
+            _say(f"warning: {result.path}: {topic}: the recording lists {counts['listed']} message(s) "
+                 f"({result.file_topics[topic].msgtype}), {counts['read']} were read (a type its index names "
+                 "that the stored messages do not have?)")
 
 
 def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | None:
@@ -182,22 +183,29 @@ def _open_memory(config: Config, collection: str, *, dry_run: bool) -> Memory | 
     return Memory(config.store_location, collection=collection, config=config)
 
 
-def _say_error(message: str, *, as_json: bool, code: str = "recording_error") -> None:
-    """A recording replay could not read (or store: ``code`` is then the robotmem error's, such as
-    ``storage_error``), on stderr: as the other commands' errors are under --json (one JSON object
-    per line), else as one ``error:`` line."""
-    print(json.dumps({"error": {"code": code, "field": None, "message": message}}) if as_json
-          else f"error: {message}", file=sys.stderr)
+def _say(line: str) -> None:
+    """A line for people on stderr, escaped as the CLI's text output is (robotmem.cli.output)."""
+    print(shown(line), file=sys.stderr)
+
+
+def _say_error(message: str, *, as_json: bool, code: str = "recording_error", field: str | None = None,
+               details: dict[str, Any] | None = None) -> None:
+    """An error on stderr (a recording replay could not read or store: ``code`` is then the robotmem
+    error's, such as ``storage_error``; a bad option or bridge config): as the other commands' errors
+    are under --json (one JSON object per line, ``details`` when given), else as one ``error:`` line."""
+    if as_json:
+        error = details or {"code": code, "field": field, "message": message}
+        print(json_text({"error": error}, sys.stderr, indent=None), file=sys.stderr)
+    else:
+        _say(f"error ({field}): {message}" if field else f"error: {message}")
 
 
 def _print(results: list[RecordingResult], *, as_json: bool, dry_run: bool) -> None:
     from .report import plan_lines, summary_table
 
-    if as_json:
-        print(json.dumps({"dry_run": dry_run, "recordings": [r.as_dict() for r in results]}, indent=2, default=str))
-        return
-    for result in results:
-        for line in plan_lines(result) if dry_run else []:
-            print(line)
-        for line in summary_table(result):
-            print(line)
+    def lines(results: list[RecordingResult]) -> Iterator[str]:
+        for result in results:
+            yield from plan_lines(result) if dry_run else []
+            yield from summary_table(result)
+
+    emit({"dry_run": dry_run, "recordings": [r.as_dict() for r in results]} if as_json else results, as_json, lines)

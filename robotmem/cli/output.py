@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-__all__ = ["TIME_KEYS", "emit", "format_bytes", "format_time", "format_value", "human_lines", "progress_bar",
-           "shown", "tolerate_narrow_encodings", "truncate", "writes_unicode"]
+__all__ = ["TIME_KEYS", "emit", "format_bytes", "format_time", "format_value", "human_lines", "json_text",
+           "progress_bar", "shown", "tolerate_narrow_encodings", "truncate", "writes_unicode"]
 
 #: The time fields (epoch seconds) of robotmem's own records and sessions.
 TIME_KEYS = frozenset({"created_at", "occurred_at", "updated_at", "reinforced_at", "forgotten_at", "first_seen",
@@ -28,20 +28,26 @@ Renderer = Callable[[Any], Iterator[str]]
 def emit(value: Any, as_json: bool, render: Renderer | None = None, out: TextIO | None = None) -> None:
     out = out if out is not None else sys.stdout
     if as_json:
-        # strict JSON for any reader: a payload's NaN or inf is written as its summary writes it
-        # (imported here: parsing a command line must not load numpy, which payload needs)
-        from ..payload import tag_non_finite
-
-        # \u escapes where the stream cannot hold every character (a latin-1 or ASCII locale):
-        # the same JSON to any reader, never a UnicodeEncodeError half-way through the document.
-        text = json.dumps(tag_non_finite(value), ensure_ascii=not writes_unicode(out), indent=2, default=str,
-                          allow_nan=False)
-        # JSON escapes C0 itself; DEL and C1 (only ever inside strings) as \u escapes too, so a
-        # terminal shows --json output rather than obeying it, and a reader decodes the same text
-        out.write(_JSON_UNESCAPED_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
+        out.write(json_text(value, out) + "\n")
         return
     for line in (render or human_lines)(value):
         out.write(shown(line) + "\n")
+
+
+def json_text(value: Any, out: TextIO, indent: int | None = 2) -> str:
+    """``value`` as the --json text written to ``out`` (``indent`` None: one line, as an error
+    object on stderr is written): lossless, and nothing in it a terminal would obey."""
+    # strict JSON for any reader: a payload's NaN or inf is written as its summary writes it
+    # (imported here: parsing a command line must not load numpy, which payload needs)
+    from ..payload import tag_non_finite
+
+    # \u escapes where the stream cannot hold every character (a latin-1 or ASCII locale):
+    # the same JSON to any reader, never a UnicodeEncodeError half-way through the document.
+    text = json.dumps(tag_non_finite(value), ensure_ascii=not writes_unicode(out), indent=indent, default=str,
+                      allow_nan=False)
+    # JSON escapes C0 itself; DEL and C1 (only ever inside strings) as \u escapes too, so a
+    # terminal shows --json output rather than obeying it, and a reader decodes the same text
+    return _JSON_UNESCAPED_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def writes_unicode(stream: TextIO) -> bool:

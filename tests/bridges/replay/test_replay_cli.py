@@ -15,6 +15,7 @@ from pathlib import Path
 import apsw
 import pytest
 import yaml
+from mcap.writer import Writer as McapWriter
 from recordings import Msg, S, joint_state, odometry, write_mcap, write_mixed_encodings_mcap, write_ros2_bag
 
 from bridges.pipeline import BridgeConfig, Pipeline, TopicEpisodes
@@ -425,3 +426,35 @@ def test_a_bag_folder_is_hashed_once_and_the_legacy_digest_only_when_it_can_matt
     other_storage = sorted(p for p in other.iterdir() if p.suffix == ".db3")
     # the collection holds replayed episodes of another prefix: the legacy digest (metadata.yaml too) is looked at
     assert sorted(hashed) == sorted(other_storage + other_storage + [other / "metadata.yaml"])
+
+
+def test_a_topic_name_holding_an_escape_sequence_is_shown_escaped_and_kept_whole_in_json(
+        run_cli: RunCli, tmp_path: Path) -> None:
+    """The names come from the recording: as robotmem's other commands, replay's text output writes
+    their control characters as escapes a terminal shows rather than obeys; --json keeps them."""
+    topic = "/odom\x1b]0;pwned\x07\x9b31m"
+    recording = write_mcap(tmp_path / "odd.mcap", [
+        Msg(topic, "nav_msgs/msg/Odometry", (100 + i) * S, odometry((100 + i) * S, i / 10, 0.0)) for i in range(30)])
+    code, out, err = run_cli("replay", str(recording), "--no-progress", "--dry-run")
+    assert code == 0, err
+    assert "/odom\\x1b]0;pwned\\x07\\x9b31m" in out
+    assert not any(c in out + err for c in "\x1b\x07\x9b")
+    code, out, err = run_cli("--json", "replay", str(recording), "--no-progress", "--dry-run")
+    assert code == 0, err
+    assert "\\u001b" in out and "\\u009b" in out and not any(c in out for c in "\x1b\x07\x9b")
+    (result,) = json.loads(out)["recordings"]
+    assert result["selected_topics"] == [topic]
+
+    undecodable = tmp_path / "undecodable.mcap"  # the warning on stderr names the topic and the schema
+    with open(undecodable, "wb") as handle:
+        writer = McapWriter(handle)
+        writer.start(profile="", library="robotmem-tests")
+        channel = writer.register_channel(topic, "protobuf", writer.register_schema("foo\x1b[2J.Bar", "protobuf", b""))
+        for i in range(3):
+            writer.add_message(channel, (100 + i) * S, b"\x08\x01", (100 + i) * S)
+        writer.finish()
+    code, out, err = run_cli("replay", str(undecodable), "--no-progress", "--dry-run", "--topics", topic)
+    assert code == 0, err
+    (warning,) = [line for line in err.splitlines() if "could not be decoded" in line]
+    assert "/odom\\x1b]0;pwned\\x07\\x9b31m: 3 message(s)" in warning
+    assert not any(c in out + err for c in "\x1b\x07\x9b")

@@ -34,12 +34,14 @@ from collections.abc import Callable
 
 import anyio
 import anyio.lowlevel
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..config import Config
 from .http_guard import send_error
 
-__all__ = ["LargeBodyGate", "configure_heap", "release_heap"]
+__all__ = ["LargeBodyGate", "configure_heap", "release_heap", "request_body_limit"]
 
 log = logging.getLogger("robotmem.mcp.http")
 
@@ -212,3 +214,14 @@ class LargeBodyGate:
 async def _refuse(send: Send, status: int, code: str, message: str, extra: list[tuple[bytes, bytes]]) -> None:
     # The body was never read: the connection closes after the answer instead of reading it on.
     await send_error(send, status, code, message, [(b"connection", b"close"), *extra])
+
+
+def request_body_limit(config: Config) -> int:
+    """The largest POST body read: room for a payload of ``max_payload_bytes`` as JSON.
+
+    Numeric arrays are stored as 8-byte numbers; as JSON text a float64 takes 2 to 25
+    characters with its comma (``0,`` to ``-2.2250738585072014e-308,``): 19-20 for typical
+    full-precision readings (2.4-2.5x), at most 3.125x. 3x passes any realistic payload at
+    the limit, so Memory gives its clear "too large" error rather than a bare 413.
+    """
+    return max(DEFAULT_MAX_REQUEST_BODY_SIZE, 3 * config.max_payload_bytes)

@@ -22,6 +22,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ..config import Config
 from ..errors import ValidationError, brief
+from .body_gate import request_body_limit
 from .boundary import error_result, forget_traceback, result_for_argument_errors, result_for_exception
 from .call_shape import refuse_malformed_tool_calls
 from .resources import register_resources
@@ -133,8 +134,6 @@ def build_server(config: Config | None = None) -> RobotMemServer:
         lifespan=runtime.lifespan,
         middleware=[release_tool_arguments, refuse_malformed_tool_calls],
     )
-    from .transports import request_body_limit  # it imports this module
-
     server.max_line_bytes = request_body_limit(config)
     register_tools(server, runtime)
     register_resources(server, runtime)

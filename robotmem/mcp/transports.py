@@ -13,15 +13,12 @@ import sys
 from collections.abc import Sequence
 
 import anyio
-from mcp.server.transport_security import (
-    DEFAULT_MAX_REQUEST_BODY_SIZE,
-    TransportSecuritySettings,
-)
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Config
 from ..errors import ConfigError
-from .body_gate import LargeBodyGate, configure_heap
+from .body_gate import LargeBodyGate, configure_heap, request_body_limit
 from .client_drops import SDK_LOGGER, DroppedClientGuard, install_dropped_client_filter
 from .http_guard import HttpGuard, is_loopback_host, send_error
 from .server import build_server
@@ -84,17 +81,6 @@ def check_http_binding(host: str, token: str | None) -> None:
             f"refusing to serve on {host} without a token: anyone who can reach it could read and "
             'change the memory. Set ROBOTMEM_TOKEN (or "token" in config.json), or bind 127.0.0.1.'
         )
-
-
-def request_body_limit(config: Config) -> int:
-    """The largest POST body read: room for a payload of ``max_payload_bytes`` as JSON.
-
-    Numeric arrays are stored as 8-byte numbers; as JSON text a float64 takes 2 to 25
-    characters with its comma (``0,`` to ``-2.2250738585072014e-308,``): 19-20 for typical
-    full-precision readings (2.4-2.5x), at most 3.125x. 3x passes any realistic payload at
-    the limit, so Memory gives its clear "too large" error rather than a bare 413.
-    """
-    return max(DEFAULT_MAX_REQUEST_BODY_SIZE, 3 * config.max_payload_bytes)
 
 
 #: What the SDK logs (INFO) as it ends the transport of every stateless request: one line

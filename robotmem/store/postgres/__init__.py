@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from ..sessions import session_overviews
 from . import memories, sessions
 from .connection import PgConnection, PgDatabase
-from .migrations import SCHEMA_VERSION, migrate, schema_version
+from .migrations import SCHEMA_VERSION, migrate_step, schema_version
 
 __all__ = ["PgStore"]
 
@@ -38,7 +38,9 @@ class PgStore(PgDatabase):
         with self.read() as conn:
             if schema_version(conn) == SCHEMA_VERSION:
                 return SCHEMA_VERSION
-        version = self.run_write(migrate)
+        version = 0
+        while version < SCHEMA_VERSION:  # a transaction a step (migrations.migrate_step)
+            version = self.run_write(migrate_step)
         _register_vector(self.connection())  # the extension may be new: register its type now
         return version
 

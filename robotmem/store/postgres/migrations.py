@@ -25,7 +25,7 @@ from ..tokens import memory_search_text
 from .memories import index_points
 from .sql import tsvector_literal
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate_step", "schema_version"]
 
 _LOCK_KEY = 0x726D656D  # "rmem": serialises concurrent migrations
 
@@ -251,8 +251,13 @@ _PAGE = 5000
 # no longer live before this migration is set then, pair by pair: doing either here (rewriting the
 # embeddings row of every superseded memory, each new row version also going into the old index)
 # would hold every process at the first open for minutes on a large store. Until then ``true`` is
-# only less exact, never wrong: recall checks the status too. Written to run again harmlessly.
+# only less exact, never wrong: recall checks the status too. Written to run again harmlessly. The
+# tables are locked first, in the order writers take them (memories, then embeddings): taking
+# embeddings' lock (ADD COLUMN) before memories' (CREATE TRIGGER) could wait on a writer that
+# holds memories and waits for embeddings.
 _V8 = """
+LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE;
+LOCK TABLE embeddings IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE embeddings ADD COLUMN IF NOT EXISTS searchable boolean NOT NULL DEFAULT true;
 CREATE OR REPLACE FUNCTION robotmem_status_to_embedding() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -344,8 +349,15 @@ def schema_version(conn: Any) -> int:
     return current
 
 
-def migrate(conn: Any) -> int:
-    """Bring the schema to SCHEMA_VERSION (inside the caller's write transaction); returns the version."""
+def migrate_step(conn: Any) -> int:
+    """Run the next migration the store lacks (inside the caller's write transaction); returns the
+    schema version after it (SCHEMA_VERSION when nothing was left).
+
+    One step a transaction, not all of them in one: a step's locks then end with it. In one
+    transaction the row locks a rehash took (``_v7``) were still held when the next step's DDL
+    asked for a table lock, while an older robotmem of the fleet, writing meanwhile, waited for
+    one of those rows holding its own lock on the table: PostgreSQL aborted the migration as a
+    deadlock, and every retry redid the whole slow rehash."""
     conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
     _ensure_vector(conn)
     conn.execute("CREATE TABLE IF NOT EXISTS robotmem_schema (version integer NOT NULL)")
@@ -357,6 +369,7 @@ def migrate(conn: Any) -> int:
             else:
                 conn.execute(step)
             conn.execute("INSERT INTO robotmem_schema (version) VALUES (?)", (version,))
+            return version
     return SCHEMA_VERSION
 
 

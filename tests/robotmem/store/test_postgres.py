@@ -534,3 +534,32 @@ def test_a_driver_error_in_a_bulk_writers_batch_is_a_storage_error(postgres_url:
     finally:
         writes.close()
         db.close()
+
+
+def test_each_migration_is_a_transaction_of_its_own(postgres_url: str, monkeypatch: pytest.MonkeyPatch):
+    """A step's locks end with it. In one transaction for every step, the row locks of the rehash
+    (migration 7) were still held when migration 8's DDL asked for a table lock, while an older
+    robotmem of the fleet, writing meanwhile, held its own lock on the table waiting for one of
+    those rows: PostgreSQL aborted the migration as a deadlock, every retry redid the rehash."""
+    from robotmem.store.postgres import migrations
+
+    with Memory(postgres_url, embedder=None) as mem:
+        mem.learn("max pressure 10⁶ Pa")
+    with _admin(postgres_url) as admin:
+        admin.execute("DELETE FROM robotmem_schema WHERE version >= 7")
+
+    def broken(conn: Any) -> None:
+        raise RuntimeError("the last step failed")
+
+    last = migrations.MIGRATIONS[-1][0]
+    monkeypatch.setattr(migrations, "MIGRATIONS",
+                        tuple((v, broken if v == last else step) for v, step in migrations.MIGRATIONS))
+    with pytest.raises(RuntimeError):
+        Memory(postgres_url, embedder=None)
+    with _admin(postgres_url) as admin:  # the steps before it stay done
+        assert admin.execute("SELECT max(version) FROM robotmem_schema").fetchone()[0] == last - 1
+    monkeypatch.undo()
+    with Memory(postgres_url, embedder=None) as mem:
+        assert mem.learn("max pressure 10⁶ Pa")["status"] == "duplicate"
+    with _admin(postgres_url) as admin:
+        assert admin.execute("SELECT max(version) FROM robotmem_schema").fetchone()[0] == last

@@ -2,7 +2,8 @@
 
 ``build`` turns the installed weights into the cached ONNX graph ahead of time
 (a robot image can run it at provisioning, so the first recall is fast) and
-checks that it runs; ``status`` says what is installed and cached. The root CLI
+checks that it runs; ``status`` says what is installed and cached, and whether each cached
+file still matches the digest recorded when it was built (``build`` rebuilds one that does not). The root CLI
 calls :func:`register`; ``--home`` and ``--json`` are parsed by the root parser.
 """
 
@@ -12,10 +13,11 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ..config import Config
-from ..embeddings.cache import MODEL_NAME, PRECISIONS, cached_model_path, ensure_model
+from ..embeddings.cache import MODEL_NAME, PRECISIONS, FileState, cached_model_path, ensure_model, file_state
 from ..embeddings.source import INSTALL_HINT, locate_model_source
 from ..errors import RobotMemError
 from .output import human_lines
@@ -53,22 +55,17 @@ def build_command(args: argparse.Namespace) -> int:
         wanted = PRECISIONS if args.precision == "all" else (args.precision or config.embedding_precision,)
         results = []
         for precision in wanted:
-            cached = cached_model_path(source, config.model_cache, precision).is_file() and not args.force
+            path = cached_model_path(source, config.model_cache, precision)
+            before = _before_build(path, args.force)
             started = time.perf_counter()
             path = ensure_model(source, config.model_cache, precision, progress=None, rebuild=args.force)
             built_s = time.perf_counter() - started
             from ..embeddings.onnx_embedder import OnnxEmbedder
 
             embedder = OnnxEmbedder(source, config.model_cache, precision=precision, progress=None)
-            embedder.embed(["robotmem model self-test"])  # proves the file loads and runs
-            results.append(
-                {
-                    "model_id": embedder.model_id,
-                    "path": str(path),
-                    "status": "cached" if cached else "built",
-                    "seconds": round(built_s, 2),
-                }
-            )
+            embedder.warm()  # opens the file and embeds a test sentence into a finite unit vector
+            results.append({"model_id": embedder.model_id, "path": str(path),
+                            "status": _build_outcome(path, before), "seconds": round(built_s, 2)})
     except RobotMemError as exc:
         print(f"robotmem model build: {exc.message}", file=sys.stderr)
         return 2
@@ -80,13 +77,41 @@ def _build_multilingual(config: Config, force: bool) -> dict[str, Any]:
     from ..embeddings.multilingual import MultilingualEmbedder
 
     embedder = MultilingualEmbedder(config.model_cache, progress=None)
-    cached = embedder.cache_file().is_file() and not force
+    before = _before_build(embedder.cache_file(), force)
     started = time.perf_counter()
     path = embedder.build(rebuild=force)
     built_s = time.perf_counter() - started
-    embedder.embed(["robotmem model self-test"])  # proves the file loads and runs
-    return {"model_id": embedder.model_id, "path": str(path), "status": "cached" if cached else "built",
+    embedder.warm()  # opens the file and embeds a test sentence into a finite unit vector
+    return {"model_id": embedder.model_id, "path": str(path), "status": _build_outcome(path, before),
             "seconds": round(built_s, 2)}
+
+
+def _before_build(path: Path, force: bool) -> tuple[FileState, int | None]:
+    """The cached file's state and inode before a build (the inode tells whether it was replaced)."""
+    state: FileState = "missing" if force else file_state(path)
+    try:
+        return state, path.stat().st_ino
+    except FileNotFoundError:
+        return state, None
+
+
+def _build_outcome(path: Path, before: tuple[FileState, int | None]) -> str:
+    """"built", "cached" (whole, kept), "verified" (had no digest; proved whole and kept) or
+    "repaired" (damaged, rebuilt)."""
+    state, inode = before
+    replaced = inode is None or path.stat().st_ino != inode
+    if state == "missing":
+        return "built"
+    if state == "damaged" or replaced:
+        return "repaired"
+    return "verified" if state == "unverified" else "cached"
+
+
+_STATE_NOTES: dict[FileState, str] = {
+    "verified": "",
+    "unverified": " (no digest yet: verified once by the next load or `robotmem model build`)",
+    "damaged": " DAMAGED: it does not match the digest recorded when it was built; `robotmem model build` rebuilds it",
+}
 
 
 def _print_built(results: list[dict[str, Any]], args: argparse.Namespace) -> int:
@@ -105,7 +130,10 @@ def _multilingual_state(config: Config) -> str:
         path = MultilingualEmbedder(config.model_cache, progress=None).cache_file()
     except RobotMemError as exc:
         return f"installed, unreadable: {exc.message}"
-    return f"installed, built: {path}" if path.is_file() else "installed, not built (robotmem model build)"
+    state = file_state(path)
+    if state == "missing":
+        return "installed, not built (robotmem model build)"
+    return f"installed, built: {path}{_STATE_NOTES[state]}"
 
 
 def status_command(args: argparse.Namespace) -> int:
@@ -119,6 +147,7 @@ def status_command(args: argparse.Namespace) -> int:
         print(f"robotmem model status: {exc.message}", file=sys.stderr)
         return 2
     multilingual = multilingual_available()
+    damaged = False
     report: dict[str, Any] = {"embeddings": config.embeddings, "model": config.embedding_model,
                               "precision": config.embedding_precision,
                               MULTILINGUAL_MODEL: _multilingual_state(config) if multilingual
@@ -128,18 +157,24 @@ def status_command(args: argparse.Namespace) -> int:
     except RobotMemError as exc:
         report.update(installed=False, problem=exc.message)
     else:
-        report.update(installed=True, weights=str(source.weights), built={})
+        report.update(installed=True, weights=str(source.weights), built={}, integrity={})
         for precision in PRECISIONS:
             path = cached_model_path(source, config.model_cache, precision)
-            report["built"][precision] = str(path) if path.is_file() else None
+            state = file_state(path)
+            report["built"][precision] = None if state == "missing" else str(path)
+            report["integrity"][precision] = state
+            damaged = damaged or state == "damaged"
     if getattr(args, "json", False):
         print(json.dumps(report))
     else:
         built = report.pop("built", None)
+        integrity = report.pop("integrity", {})
         for line in human_lines(report):
             print(line)
         for precision, path in (built or {}).items():
-            print(f"built {precision}: {path or 'not built (robotmem model build --precision ' + precision + ')'}")
+            where = f"{path}{_STATE_NOTES[integrity[precision]]}" if path else \
+                f"not built (robotmem model build --precision {precision})"
+            print(f"built {precision}: {where}")
     if config.embedding_model == MULTILINGUAL_MODEL:
-        return 0 if multilingual else 1
-    return 0 if report["installed"] else 1
+        return 0 if multilingual and "DAMAGED" not in str(report[MULTILINGUAL_MODEL]) else 1
+    return 0 if report["installed"] and not damaged else 1

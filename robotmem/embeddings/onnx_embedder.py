@@ -29,12 +29,15 @@ from .tokenize import WordPiece
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-__all__ = ["DEFAULT_BATCH_SIZE", "DIM", "OnnxEmbedder", "SessionEmbedder", "Tokenizer", "default_thread_count",
+__all__ = ["DEFAULT_BATCH_SIZE", "DIM", "SELF_TEST_SENTENCE",
+           "OnnxEmbedder", "SessionEmbedder", "Tokenizer", "default_thread_count",
            "embed_token_ids", "open_session", "validate_texts"]
 
 log = logging.getLogger("robotmem.embeddings")
 
 DIM = 384
+#: Embedded by every load (and so by ``robotmem model build``) to prove the model runs.
+SELF_TEST_SENTENCE = "robotmem model self-test"
 DEFAULT_BATCH_SIZE = 32
 #: More intra-op threads stop paying off for a 6-layer model and would starve the
 #: robot's other processes; on the 2-core target this is simply "both cores".
@@ -66,8 +69,9 @@ class SessionEmbedder:
     """What every robotmem sentence encoder shares: thread-safe, float32 unit vectors of ``dim``
     384; the model is built into ``cache_dir`` (once, across processes) and opened on the first
     ``embed``, ``warm()`` or ``warm_in_background()``, concurrent first callers waiting for that one
-    load; a damaged cached file is rebuilt once; a failed load is logged once and raised again at
-    once. A model supplies ``model_id``, its tokenizer and its cached file (``_tokenizer``, ``_build``)."""
+    load; a damaged cached file (one that does not match its build's digest, does not open or
+    does not embed a test sentence into a finite unit vector) is rebuilt once; a failed load is
+    logged once and raised again at once. A model supplies ``model_id``, its tokenizer and its cached file (``_tokenizer``, ``_build``)."""
 
     #: Worker threads busy-wait between a run's operators (open_session).
     _spinning = False
@@ -164,12 +168,12 @@ class SessionEmbedder:
         tokenizer = self._tokenizer()
         path = self._build(rebuild=False)
         try:
-            session = self._open_session(path)
+            session = self._open_checked(path, tokenizer)
         except Exception as first_error:  # noqa: BLE001 - a damaged cache file: rebuild it once
             log.warning("cached embedding model %s is unusable (%s); rebuilding it", path, first_error)
             path = self._build(rebuild=True)
             try:
-                session = self._open_session(path)
+                session = self._open_checked(path, tokenizer)
             except Exception as exc:
                 import onnxruntime
 
@@ -177,6 +181,17 @@ class SessionEmbedder:
                     f"onnxruntime {onnxruntime.__version__} cannot run the embedding model {path}: {exc}"
                 ) from exc
         return _Runtime(session=session, tokenizer=tokenizer, model_path=path)
+
+    def _open_checked(self, path: Path, tokenizer: Tokenizer) -> ort.InferenceSession:
+        """The session, once it has embedded a fixed sentence into a finite unit vector: the cache's
+        digest proves the file is what was built, this proves what was built runs (a few ms)."""
+        session = self._open_session(path)
+        probe = embed_token_ids(session, tokenizer.token_ids([SELF_TEST_SENTENCE]), 1)
+        if not np.isfinite(probe).all():
+            raise ValueError("the self-test sentence gave NaN or infinite values")
+        if abs(float(np.linalg.norm(probe)) - 1.0) > 1e-3:
+            raise ValueError("the self-test sentence gave a vector that is not of unit length")
+        return session
 
     def _open_session(self, path: Path) -> ort.InferenceSession:
         return open_session(str(path), self._threads, spinning=self._spinning)

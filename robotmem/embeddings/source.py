@@ -23,6 +23,7 @@ __all__ = [
     "MODEL_PACKAGE",
     "ModelSource",
     "locate_model_source",
+    "read_digest",
     "weights_digest",
 ]
 
@@ -98,9 +99,14 @@ def file_digest(path: Path) -> str:
         cached = _digests.get(key)
         if cached is not None:
             return cached
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        _digests[key] = digest.hexdigest()
+        _digests[key] = read_digest(path)
         return _digests[key]
+
+
+def read_digest(path: Path) -> str:
+    """SHA-256 of a file, read now (a check against bitrot must not trust a memo keyed by mtime)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from robotmem.cli.model import register
@@ -88,3 +90,44 @@ def test_model_status_names_the_configured_model_and_whether_the_multilingual_on
     monkeypatch.setattr(multilingual, "multilingual_available", lambda: False)
     assert _run(["--json", "model", "status"]) == 1
     assert "robotmem[multilingual]" in json.loads(capsys.readouterr().out)["multilingual-e5-small"]
+
+
+def test_model_status_reports_a_damaged_file_and_model_build_repairs_it(
+    _shared_model_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(["model", "build"]) == 0
+    built = Path(capsys.readouterr().out.strip().split(": ", 1)[1].rsplit(" (", 1)[0])
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in (built.name, built.name + ".sha256"):
+        shutil.copyfile(built.with_name(name), models / name)
+    damaged = models / built.name
+    with damaged.open("r+b") as handle:  # a bad sector's worth of garbage; the file still loads
+        handle.seek(60_000_000)
+        handle.write(np.full(1024, 0.5, np.float32).tobytes())
+    monkeypatch.setenv("ROBOTMEM_MODELS_DIR", str(models))
+
+    assert _run(["model", "status"]) == 1
+    assert "built fp32: " + str(damaged) + " DAMAGED" in capsys.readouterr().out
+    assert _run(["--json", "model", "status"]) == 1
+    assert json.loads(capsys.readouterr().out)["integrity"]["fp32"] == "damaged"
+
+    assert _run(["--json", "model", "build"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "repaired"
+    assert _run(["--json", "model", "status"]) == 0
+    assert json.loads(capsys.readouterr().out)["integrity"]["fp32"] == "verified"
+    assert _run(["--json", "model", "build"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "cached"
+
+
+def test_model_build_verifies_a_file_an_older_robotmem_built_without_a_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ROBOTMEM_MODELS_DIR", str(tmp_path / "models"))
+    assert _run(["--json", "model", "build"]) == 0
+    path = Path(json.loads(capsys.readouterr().out)["path"])
+    path.with_name(path.name + ".sha256").unlink()
+    assert _run(["model", "status"]) == 0
+    assert "no digest yet" in capsys.readouterr().out
+    assert _run(["--json", "model", "build"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "verified"

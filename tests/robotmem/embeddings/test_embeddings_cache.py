@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,93 @@ def test_two_processes_building_at_once_build_once_and_both_get_a_whole_file(
     assert not list(models.glob("*.tmp"))
     fresh = OnnxEmbedder(model_source, models, progress=None)
     np.testing.assert_allclose(fresh.embed(["door locked"]), fp32_embedder.embed(["door locked"]), atol=1e-6)
+
+
+def _copy_of_the_built_model(fp32_embedder: OnnxEmbedder, models: Path, *, with_digest: bool = True) -> Path:
+    """The shared, verified fp32 file copied into ``models`` (with its digest sidecar, or as an
+    older robotmem left it: without one)."""
+    fp32_embedder.warm()
+    built = fp32_embedder.model_path
+    assert built is not None and cache.file_state(built) == "verified"
+    models.mkdir(parents=True)
+    copy = models / built.name
+    shutil.copyfile(built, copy)
+    if with_digest:
+        sidecar = built.with_name(built.name + ".sha256")
+        shutil.copyfile(sidecar, copy.with_name(sidecar.name))
+    return copy
+
+
+def _overwrite_in_the_middle(path: Path, garbage: bytes) -> None:
+    """As a bad sector or a copy gone wrong would: the size stays, the file still loads."""
+    size = path.stat().st_size
+    with path.open("r+b") as handle:
+        handle.seek(60_000_000)
+        handle.write(garbage)
+    assert path.stat().st_size == size
+
+
+#: Random bytes make the model answer NaN; finite floats make it answer wrong vectors (min cosine
+#: 0.915 against the reference when the audit found it), which nothing else would notice.
+GARBAGE = {
+    "random": np.random.default_rng(17).bytes(4096),
+    "finite": np.full(100_000, 0.5, np.float32).tobytes(),
+}
+
+
+@pytest.mark.parametrize("garbage", sorted(GARBAGE))
+@pytest.mark.parametrize("with_digest", [True, False], ids=["digest", "older-file-without-digest"])
+def test_a_file_damaged_in_the_middle_is_detected_rebuilt_and_gives_the_reference_vectors(
+    garbage: str, with_digest: bool, fp32_embedder: OnnxEmbedder, model_source: ModelSource, reference,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    path = _copy_of_the_built_model(fp32_embedder, tmp_path / "models", with_digest=with_digest)
+    _overwrite_in_the_middle(path, GARBAGE[garbage])
+    assert cache.file_state(path) == ("damaged" if with_digest else "unverified")
+    embedder = OnnxEmbedder(model_source, path.parent, progress=None)
+    with caplog.at_level(logging.WARNING, logger="robotmem.embeddings"):
+        vectors = embedder.embed(reference.sentences)
+    assert "damaged" in caplog.text and "rebuilding it" in caplog.text
+    assert float(np.min(np.sum(vectors * reference.vectors, axis=1))) >= 0.9999
+    assert cache.file_state(path) == "verified"
+
+
+def test_an_older_file_without_a_digest_is_verified_once_and_kept(
+    fp32_embedder: OnnxEmbedder, model_source: ModelSource, tmp_path: Path
+) -> None:
+    path = _copy_of_the_built_model(fp32_embedder, tmp_path / "models", with_digest=False)
+    written = path.stat().st_mtime_ns
+    assert cache.file_state(path) == "unverified"
+    lines: list[str] = []
+    assert ensure_model(model_source, path.parent, "fp32", progress=lines.append) == path
+    assert len([line for line in lines if line.startswith("verifying the cached")]) == 1
+    assert not [line for line in lines if line.startswith("building the")]
+    assert cache.file_state(path) == "verified" and path.stat().st_mtime_ns == written, "whole: kept, not rewritten"
+    again: list[str] = []
+    assert ensure_model(model_source, path.parent, "fp32", progress=again.append) == path
+    assert again == [], "verified once: later loads check the digest only"
+
+
+def test_temporary_files_left_by_a_killed_build_are_swept_by_the_next_build(
+    fp32_embedder: OnnxEmbedder, model_source: ModelSource, tmp_path: Path
+) -> None:
+    models = tmp_path / "killed"
+    models.mkdir()
+    path = cached_model_path(model_source, models, "fp32")
+    # What SIGKILL during a first-use build leaves (mkstemp names, as _write_atomically makes them);
+    # a neighbour's temporary file is another model's, which this lock does not cover.
+    left = [models / f"{path.name}.k3x_9abc.tmp", models / f"{path.name}.sha256.q1w2e3r4.tmp"]
+    for stale in left:
+        stale.write_bytes(b"\0" * 4096)
+    neighbour = models / "all-MiniLM-L6-v2-int8-0123456789abcdef.onnx.zz9y8x7w.tmp"
+    neighbour.write_bytes(b"\0")
+    assert ensure_model(model_source, models, "fp32", progress=None) == path
+    assert not any(stale.exists() for stale in left)
+    assert neighbour.exists()
+    assert cache.file_state(path) == "verified"
+
+    # Left by a killed `model build --force` beside a whole file: swept too, the file kept.
+    left[0].write_bytes(b"\0" * 4096)
+    kept = path.stat().st_mtime_ns
+    assert ensure_model(model_source, models, "fp32", progress=None) == path
+    assert not left[0].exists() and path.stat().st_mtime_ns == kept

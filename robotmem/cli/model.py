@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
     )
     build.add_argument("--force", action="store_true", help="rebuild even when a cached model exists")
     build.set_defaults(func=build_command)
-    status = actions.add_parser("status", help="Show whether the model is installed and built.")
+    status = actions.add_parser("status", help="Show whether the model is installed and built, and whether each cached file is whole.")
     status.set_defaults(func=status_command)
 
 

@@ -425,10 +425,14 @@ async function loadMoreTimeline() {
   t.loading = true;
   try {
     const body = await timelinePage(t.id, t.next);
-    if (state.timeline !== t) return;  // another episode, or a redraw of this one, replaced these lines
+    // A redraw of this episode (a poll: a record was written into it) that read its pages before
+    // the click replaced these lines with as many: the page fetched is its next one, so it joins
+    // them rather than the click being lost. Another episode, or more pages, and it is dropped.
+    const now = state.timeline;
+    if (now !== t && !(now && now.id === t.id && now.next === t.next && now.pages === t.pages && !now.loading)) return;
     $("#timeline tbody").append(...body.timeline.map(timelineRow));
-    Object.assign(t, { pages: t.pages + 1, next: body.timeline_next_page, total: body.timeline_total,
-      shown: t.shown + body.timeline.length });
+    Object.assign(now, { pages: now.pages + 1, next: body.timeline_next_page, total: body.timeline_total,
+      shown: now.shown + body.timeline.length });
     showTimelineState();
   } catch (error) {
     if (state.timeline === t) $("#timeline-note").textContent = "cannot load more lines: " + error.message;

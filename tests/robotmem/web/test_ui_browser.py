@@ -90,11 +90,13 @@ def test_clicking_an_episode_opens_its_timeline_and_plots(browser: Any, ui: UiSe
     panel = browser.find_element(By.ID, "episode-panel")
     _wait(browser).until(lambda d: panel.get_attribute("data-session") == session["session_id"]
                                          and d.find_elements(By.CSS_SELECTOR, "#timeline tbody tr"))
-    rows = browser.find_elements(By.CSS_SELECTOR, "#timeline tbody tr")
-    kinds = [r.get_attribute("class").split()[0] for r in rows]
+    # Read in one script: a poll may redraw the timeline between two element reads.
+    rows = browser.execute_script("return [...document.querySelectorAll('#timeline tbody tr')]"
+                                  ".map((r) => [r.className.split(' ')[0], r.textContent])")
+    kinds = [kind for kind, _ in rows]
     assert len([k for k in kinds if k not in ("timeline-start", "timeline-end", "timeline-gap")]) == len(memories)
     assert kinds[0] == "timeline-start" and kinds[-1] == "timeline-end"
-    assert any("narrow doorway" in r.text or "doorway between hall and kitchen" in r.text for r in rows)
+    assert any("narrow doorway" in text or "doorway between hall and kitchen" in text for _, text in rows)
     plots = {p.get_attribute("data-plot"): p for p in browser.find_elements(By.CSS_SELECTOR, ".plot")}
     assert {"joint positions", "laser scan", "images"} <= set(plots)
     assert plots["joint positions"].find_element(By.TAG_NAME, "svg").get_attribute("data-series") == "2"  # two wheels

@@ -390,9 +390,10 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-#: SQLSTATEs after which the connection is gone: class 08 (connection exception) and the server
-#: shutting down or not yet accepting connections (57P01-57P03).
-_GONE_STATES = ("57P01", "57P02", "57P03")
+#: SQLSTATEs after which the connection is gone: class 08 (connection exception), the server
+#: shutting down or not yet accepting connections (57P01-57P03), and the server ending a session
+#: idle past idle_session_timeout (57P05) or idle_in_transaction_session_timeout (25P03).
+_GONE_STATES = ("57P01", "57P02", "57P03", "57P05", "25P03")
 #: SQLSTATE classes of failures outside the statement: the connection (08), a conflict with another
 #: transaction (40), the server's resources (53: disk full, out of memory, too many connections),
 #: an operator or a timeout (57), the server's system (58); and a lock not had in time (55P03, the
@@ -415,10 +416,10 @@ def _connection_lost(exc: psycopg.Error) -> bool:
 def _transient(exc: BaseException) -> bool:
     if not isinstance(exc, psycopg.Error):
         return False
+    if _connection_lost(exc):
+        return True
     state = exc.sqlstate
-    if state is None:
-        return _connection_lost(exc)
-    return state[:2] in _TRANSIENT_CLASSES or state in _TRANSIENT_STATES
+    return state is not None and (state[:2] in _TRANSIENT_CLASSES or state in _TRANSIENT_STATES)
 
 
 def _describe(exc: psycopg.Error) -> str:

@@ -521,6 +521,26 @@ def test_a_connection_the_server_ends_is_called_lost_and_transient(postgres_url:
         db.close()
 
 
+def test_a_connection_the_server_ends_for_idling_in_a_transaction_is_called_lost_and_transient(postgres_url: str):
+    # SQLSTATE 25P03 (class 25, "invalid transaction state") was called the statement's own failure.
+    import time
+
+    db = PgDatabase(postgres_url)
+    try:
+        with pytest.raises(StorageError) as info:
+            with db.write() as conn:
+                conn.execute("SET idle_in_transaction_session_timeout = '100ms'")
+                pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+                with _admin(postgres_url) as admin:
+                    while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+                        time.sleep(0.05)
+                conn.execute("SELECT 1")
+        assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
+        assert info.value.__cause__ is not None and getattr(info.value.__cause__, "sqlstate", None) == "25P03"
+    finally:
+        db.close()
+
+
 def test_a_driver_error_in_a_bulk_writers_batch_is_a_storage_error(postgres_url: str):
     db = PgDatabase(postgres_url)
     writes = db.pipelined_writes()

@@ -459,13 +459,18 @@ class Database:
         if self._closed:
             raise StorageError("the memory store is closed")
         conn = self._open()
-        writes = PipelinedWrites(conn, Transactions(backend_error=apsw.Error, begin=self._begin, commit=_commit,
+        writes = PipelinedWrites(conn, Transactions(backend_error=apsw.Error, begin=self._begin_batch, commit=_commit,
                                                     rollback=_rollback, failed=_write_failed,
                                                     close=self._close_dedicated))
         # Closed with the store if the writer is not closed first (or with the writer, when it is collected).
         with self._lock:
             self._all[id(conn)] = (conn, weakref.finalize(writes, self._retire, conn))
         return writes
+
+    def _begin_batch(self, conn: apsw.Connection) -> apsw.Connection:
+        # A file connection is not lost between batches as a server's is: the batch stays on it.
+        self._begin(conn)
+        return conn
 
     def _close_dedicated(self, conn: apsw.Connection) -> None:
         with self._lock:

@@ -10,7 +10,9 @@ go in on the caller's thread; only statements given as ``later`` move.
 One transaction per batch, on a connection of the writer's own: ``batch()`` first waits for the
 batch before it (raising its failure once, before the new batch begins), begins, and after the
 caller's block hands the ``later`` statements and the commit to the worker. A batch is stored when
-the next ``batch()``, ``wait()`` or ``close()`` returns without an error.
+the next ``batch()``, ``wait()`` or ``close()`` returns without an error. A store whose connection
+can be lost (PostgreSQL) replaces it when a batch begins, by the rule its ordinary transactions
+follow, so a writer kept for hours outlives a server restart or an idle timeout.
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ Later = list[Callable[[Any], None]]
 
 @dataclass(frozen=True)
 class Transactions:
-    """How a store begins and commits on one connection (raising StorageError), rolls back
+    """How a store begins on a connection (returning the one the batch runs on: the same, or a new one
+    where the store replaced a lost connection) and commits on it (raising StorageError), rolls back
     (whatever is open, quietly), turns its driver's errors (``backend_error``: of a ``later``
     statement or of the caller's rows) into its StorageError, and closes the connection."""
 
     backend_error: type[Exception]
-    begin: Callable[[Any], None]
+    begin: Callable[[Any], Any]
     commit: Callable[[Any], None]
     rollback: Callable[[Any], None]
     failed: Callable[[BaseException], BaseException]
@@ -61,7 +64,7 @@ class PipelinedWrites:
             if self._closed:
                 raise StorageError("this bulk writer is closed")
             self.wait()
-            self._tx.begin(self._conn)
+            self._conn = self._tx.begin(self._conn)
             later: Later = []
             try:
                 yield self._conn, later

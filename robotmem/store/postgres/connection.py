@@ -12,7 +12,6 @@ PostgreSQL never aborts. A deadlock or serialization failure is retried by
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -45,6 +44,8 @@ _RETRYABLE = (pgerrors.SerializationFailure, pgerrors.DeadlockDetected)
 LIVENESS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
             "tcp_user_timeout": 30_000}
 _RETRIES = 8
+#: Looks at a lost COMMIT's transaction while the old backend still holds it (about 2 s in all).
+_OUTCOME_POLLS = 12
 
 
 @lru_cache(maxsize=1024)
@@ -90,6 +91,8 @@ class PgConnection:
         #: before it ends), by key; None outside one. Recall counts its words' document frequencies
         #: for the full-text plan and again for relevance (robotmem.search.relevance).
         self.snapshot_counts: dict[Hashable, int] | None = None
+        #: A bulk writer's batch: its transaction id, to look up a COMMIT whose answer was lost.
+        self.batch_xid: int | None = None
 
     def execute(self, query: str, params: Any = ()) -> psycopg.Cursor[Any]:
         cur = self.raw.execute(_to_psycopg(query), tuple(params) if params else None)
@@ -297,28 +300,71 @@ class PgDatabase:
         if self._closed:
             raise StorageError("the memory store is closed")
         return PipelinedWrites(self._open(), Transactions(
-            backend_error=psycopg.Error, begin=functools.partial(self._execute_or_fail, "BEGIN"),
-            commit=functools.partial(self._execute_or_fail, "COMMIT"), rollback=self._rollback_dedicated,
-            failed=self._write_failed, close=lambda conn: conn.raw.close()))
+            backend_error=psycopg.Error, begin=self._begin_batch, commit=self._commit_batch,
+            rollback=self._rollback_dedicated, failed=self._write_failed, close=_close_quietly))
 
-    def _execute_or_fail(self, statement: str, conn: PgConnection) -> None:
+    def _begin_batch(self, conn: PgConnection) -> PgConnection:
+        conn = self._begin(conn, "BEGIN", drop=_close_quietly, reopen=self._open)
         try:
-            conn.raw.execute(statement)
+            # Known before the COMMIT is sent, so that a COMMIT whose answer the lost connection
+            # took can be looked up (_commit_batch). A batch always writes: the id is no extra cost.
+            row = conn.raw.execute("SELECT txid_current()").fetchone()
         except psycopg.Error as exc:
+            self._rollback_dedicated(conn)
             raise self._write_failed(exc) from exc
+        conn.batch_xid = int(row[0]) if row is not None else None
+        return conn
+
+    def _commit_batch(self, conn: PgConnection) -> None:
+        try:
+            conn.raw.execute("COMMIT")
+        except psycopg.Error as exc:
+            if not _connection_lost(exc):
+                raise self._write_failed(exc) from exc
+            # The COMMIT may have been carried out with only its answer lost: saying the batch
+            # failed then would have a caller that retries (transient) write it twice.
+            _close_quietly(conn)  # the old backend ends its transaction once it sees the socket closed
+            outcome = self._outcome(conn.batch_xid)
+            if outcome == "committed":
+                log.warning("the connection to PostgreSQL was lost with a batch's COMMIT, which was carried out")
+                return
+            if outcome == "aborted":
+                raise self._write_failed(exc) from exc
+            raise StorageError(
+                f"writing to the memory store failed: {_describe(exc)} while the batch was committed, and "
+                f"whether it was stored is unknown", transient=False) from exc
+
+    def _outcome(self, xid: int | None) -> str | None:
+        """'committed' or 'aborted' for a transaction of a lost connection, as PostgreSQL knows it on a
+        new one; None when the server cannot be asked or the old backend still holds it."""
+        if xid is None:
+            return None
+        try:
+            probe = self._open()
+        except StorageError:
+            return None
+        try:
+            for attempt in range(_OUTCOME_POLLS):
+                row = probe.raw.execute("SELECT txid_status(%s)", (xid,)).fetchone()
+                status = row[0] if row is not None else None
+                if status in ("committed", "aborted"):
+                    return str(status)
+                time.sleep(0.005 * 2**min(attempt, 6))
+            return None
+        except psycopg.Error:
+            return None
+        finally:
+            _close_quietly(probe)
 
     def _rollback_dedicated(self, conn: PgConnection) -> None:
         if conn.in_transaction and not conn.raw.closed:
             try:
                 conn.raw.execute("ROLLBACK")
-            except psycopg.Error:  # pragma: no cover - the connection broke with the statement
-                log.exception("rollback failed")
+            except psycopg.Error:
+                _close_quietly(conn)  # the connection broke with the statement: the next batch opens a new one
 
     def _write_failed(self, exc: BaseException) -> StorageError:
-        if isinstance(exc, psycopg.Error) and _connection_lost(exc):
-            return StorageError(f"the PostgreSQL server at {self.location} is unreachable: {_first_line(exc)}")
-        detail = _describe(exc) if isinstance(exc, psycopg.Error) else str(exc)
-        return StorageError(f"writing to the memory store failed: {detail}", transient=_transient(exc))
+        return _failed("writing to", exc)
 
     def run_write(self, body: Callable[[PgConnection], T]) -> T:
         """``body`` in a write transaction, re-run when PostgreSQL asks (deadlock, serialization)."""
@@ -334,33 +380,39 @@ class PgDatabase:
 
     @contextmanager
     def _transaction(self, conn: PgConnection, begin: str, verb: str) -> Iterator[PgConnection]:
-        try:
-            conn.raw.execute(begin)
-        except psycopg.OperationalError:
-            # The server dropped this connection (a restart, an idle timeout): nothing ran
-            # yet, so try once more on a new one before calling the server unreachable.
-            self._forget(conn)
-            conn = self.connection()
-            try:
-                conn.raw.execute(begin)
-            except psycopg.OperationalError as exc:
-                self._forget(conn)
-                raise StorageError(f"the PostgreSQL server at {self.location} is unreachable: "
-                                   f"{_first_line(exc)}") from exc
+        conn = self._begin(conn, begin, drop=self._forget, reopen=self.connection)
         try:
             yield conn
         except BaseException as exc:
             self._rollback(conn)
             if isinstance(exc, psycopg.Error):
-                raise StorageError(f"{verb} the memory store failed: {_describe(exc)}",
-                                   transient=_transient(exc)) from exc
+                raise _failed(verb, exc) from exc
             raise
         try:
             conn.raw.execute("COMMIT")
         except psycopg.Error as exc:
             self._rollback(conn)
-            raise StorageError(f"{verb} the memory store failed: {_describe(exc)}",
-                               transient=_transient(exc)) from exc
+            raise _failed(verb, exc) from exc
+
+    def _begin(self, conn: PgConnection, statement: str, *, drop: Callable[[PgConnection], None],
+               reopen: Callable[[], PgConnection]) -> PgConnection:
+        """``statement`` (a BEGIN) on ``conn``, or on a new connection when ``conn`` was lost: the
+        connection a transaction runs on, a thread's own or a bulk writer's."""
+        try:
+            conn.raw.execute(statement)
+            return conn
+        except psycopg.OperationalError:
+            # The server dropped this connection (a restart, an idle timeout): nothing ran
+            # yet, so try once more on a new one before calling the server unreachable.
+            drop(conn)
+        conn = reopen()
+        try:
+            conn.raw.execute(statement)
+        except psycopg.OperationalError as exc:
+            drop(conn)
+            raise StorageError(f"the PostgreSQL server at {self.location} is unreachable: "
+                               f"{_first_line(exc)}") from exc
+        return conn
 
     def _rollback(self, conn: PgConnection) -> None:
         try:
@@ -384,6 +436,13 @@ def _close_quietly(conn: PgConnection) -> None:
         conn.raw.close()
     except psycopg.Error:  # pragma: no cover
         log.exception("closing a connection failed")
+
+
+def _failed(verb: str, exc: BaseException) -> StorageError:
+    """A transaction's failure; a lost connection is called that (the server may well be up: the
+    next transaction opens a new connection), not unreachable."""
+    detail = _describe(exc) if isinstance(exc, psycopg.Error) else str(exc)
+    return StorageError(f"{verb} the memory store failed: {detail}", transient=_transient(exc))
 
 
 def _first_line(exc: BaseException) -> str:

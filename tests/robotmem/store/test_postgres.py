@@ -556,6 +556,149 @@ def test_a_driver_error_in_a_bulk_writers_batch_is_a_storage_error(postgres_url:
         db.close()
 
 
+def _table_and_writer(url: str) -> tuple[PgDatabase, Any]:
+    db = PgDatabase(url)
+    with db.write() as conn:
+        conn.execute("CREATE TABLE batch_rows (x INTEGER NOT NULL)")
+    return db, db.pipelined_writes()
+
+
+def _stored(db: PgDatabase) -> list[int]:
+    with db.read() as conn:
+        return [row[0] for row in conn.execute("SELECT x FROM batch_rows ORDER BY x").fetchall()]
+
+
+def _terminate(url: str, pid: int) -> None:
+    with _admin(url) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def test_a_bulk_writer_whose_connection_the_server_ends_between_batches_goes_on(postgres_url: str):
+    """A writer kept for hours meets a server restart or an idle timeout between two batches: the
+    next batch begins on a new connection, as an ordinary write does. It failed for good, calling
+    the server unreachable while it was up."""
+    db, writes = _table_and_writer(postgres_url)
+    try:
+        with writes.batch() as (conn, _later):
+            conn.execute("INSERT INTO batch_rows VALUES (1)")
+            pid = conn.raw.info.backend_pid
+        writes.wait()
+        _terminate(postgres_url, pid)
+        with writes.batch() as (conn, _later):
+            assert conn.raw.info.backend_pid != pid
+            conn.execute("INSERT INTO batch_rows VALUES (2)")
+        writes.wait()
+        assert _stored(db) == [1, 2]
+    finally:
+        writes.close()
+        db.close()
+
+
+def test_a_bulk_writer_left_idle_past_the_servers_idle_session_timeout_goes_on(postgres_url: str):
+    import time
+
+    db, writes = _table_and_writer(postgres_url)
+    try:
+        with writes.batch() as (conn, _later):
+            conn.execute("SET idle_session_timeout = '100ms'")  # this connection's only
+            conn.execute("INSERT INTO batch_rows VALUES (1)")
+            pid = conn.raw.info.backend_pid
+        writes.wait()
+        with _admin(postgres_url) as admin:  # until the server has ended the idle session
+            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+                time.sleep(0.05)
+        with writes.batch() as (conn, _later):
+            conn.execute("INSERT INTO batch_rows VALUES (2)")
+        writes.wait()
+        assert _stored(db) == [1, 2]
+    finally:
+        writes.close()
+        db.close()
+
+
+def test_a_batch_whose_connection_is_lost_in_its_rows_fails_as_lost_and_the_next_batch_is_stored(postgres_url: str):
+    db, writes = _table_and_writer(postgres_url)
+    try:
+        with pytest.raises(StorageError) as info:
+            with writes.batch() as (conn, _later):
+                conn.execute("INSERT INTO batch_rows VALUES (1)")
+                _terminate(postgres_url, conn.raw.info.backend_pid)
+                conn.execute("INSERT INTO batch_rows VALUES (2)")
+        assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
+        assert "unreachable" not in info.value.message
+        with writes.batch() as (conn, _later):
+            conn.execute("INSERT INTO batch_rows VALUES (3)")
+        writes.wait()
+        assert _stored(db) == [3]
+    finally:
+        writes.close()
+        db.close()
+
+
+def test_a_batch_whose_connection_is_lost_before_its_commit_fails_once_and_stores_nothing(postgres_url: str):
+    db, writes = _table_and_writer(postgres_url)
+    try:
+        with writes.batch() as (conn, later):
+            conn.execute("INSERT INTO batch_rows VALUES (1)")
+            pid = conn.raw.info.backend_pid
+            later.append(lambda _conn: _terminate(postgres_url, pid))  # on the worker, before the COMMIT
+        with pytest.raises(StorageError) as info:
+            writes.wait()
+        # PostgreSQL says the transaction was aborted: a caller may send the batch again.
+        assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
+        with writes.batch() as (conn, _later):
+            conn.execute("INSERT INTO batch_rows VALUES (2)")
+        writes.wait()
+        assert _stored(db) == [2]
+    finally:
+        writes.close()
+        db.close()
+
+
+def test_the_outcome_of_a_transaction_is_looked_up_by_its_id(postgres_url: str):
+    """What a bulk writer asks after losing the connection with a COMMIT whose answer never came."""
+    import psycopg
+
+    db = PgDatabase(postgres_url)
+    try:
+        with psycopg.connect(postgres_url, autocommit=True) as other:
+            other.execute("BEGIN")
+            committed = other.execute("SELECT txid_current()").fetchone()
+            other.execute("COMMIT")
+            other.execute("BEGIN")
+            aborted = other.execute("SELECT txid_current()").fetchone()
+            other.execute("ROLLBACK")
+        assert committed is not None and aborted is not None
+        assert db._outcome(int(committed[0])) == "committed"
+        assert db._outcome(int(aborted[0])) == "aborted"
+        assert db._outcome(None) is None
+    finally:
+        db.close()
+
+
+def test_a_bulk_writer_outlives_a_server_restart(own_server):
+    """docs/fleet.md: after the server is back the next call opens a new connection. A bulk writer
+    (replays, loaders) failed every batch after a restart until the process was restarted."""
+    import pgserver
+
+    server, pgdata = own_server
+    url = server.get_uri()
+    with Memory(url=url, embedder=None) as mem:
+        writer = mem.bulk_writer()
+        before = writer.save_perceptions([{"description": f"before the restart {k}"} for k in range(3)])
+        writer.flush()
+        server.cleanup()  # the server stops
+        back = pgserver.get_server(pgdata, cleanup_mode="stop")  # and comes back
+        try:
+            after = writer.save_perceptions([{"description": f"after the restart {k}"} for k in range(3)])
+            writer.close()
+            assert len(before) == len(after) == 3
+            with _admin(url) as admin:
+                assert admin.execute("SELECT count(*) FROM memories").fetchone() == (6,)
+        finally:
+            back.cleanup()
+
+
 def test_each_migration_is_a_transaction_of_its_own(postgres_url: str, monkeypatch: pytest.MonkeyPatch):
     """A step's locks end with it. In one transaction for every step, the row locks of the rehash
     (migration 7) were still held when migration 8's DDL asked for a table lock, while an older

@@ -21,6 +21,7 @@ from ..store.backend import Store
 from ..search.vector_index import VectorIndex
 from .candidates import indexed_earlier
 from .decay import decay_pass
+from .horizon import changed_since, lock_identities, read_horizon
 from .plan import Absorption, MergeRules, absorptions, group_episode, match_earlier
 from .reads import NOT_ENDED, earlier_facts, episode_facts
 from .related import find_related, refresh_confidence
@@ -96,6 +97,7 @@ def end_session(
             return _already_ended(session)
         mirror = engine.vector_mirror(conn, session["collection"], settings.model_id, settings.dim)
         plan = plan_session(conn, session_id, session["collection"], NOT_ENDED, settings, mirror)
+        horizon = read_horizon(conn, session["collection"], session_id)
         related = find_related(engine, conn, session, now, settings.model_id, settings.dim)
 
     def close(conn: Any) -> dict[str, Any]:
@@ -103,7 +105,14 @@ def end_session(
         current = _require_session(db, conn, session_id)
         if current["status"] == "ended":  # another caller ended it while we were planning
             return _already_ended(current)
-        summary = _consolidate(db, conn, current, score, plan, related, now, settings)
+        collection = current["collection"]
+        lock_identities(conn, collection, session_id)
+        todo = plan
+        if changed_since(conn, horizon, collection, session_id):
+            # Another episode of this robot/task ended (or a fact was written) while we planned:
+            # plan again against it, under the lock, as if we had ended after it.
+            todo = plan_session(conn, session_id, collection, NOT_ENDED, settings, mirror)
+        summary = _consolidate(db, conn, current, score, todo, related, now, settings)
         db.close_session(conn, session_id, now, score, summary)
         return summary
 

@@ -70,6 +70,15 @@ def _is_stream(value: Any, method: str) -> TypeGuard[TextIO]:
     return not isinstance(value, (str, bytes, Path)) and callable(getattr(value, method, None))
 
 
+def _refuse_retired(row: dict[str, Any]) -> dict[str, Any]:
+    """``row``, unless its memory was forgotten or superseded: update refuses those."""
+    status = row["status"]
+    if status in ("forgotten", "superseded"):
+        target = f"; update memory {row['superseded_by']} instead" if status == "superseded" else ""
+        raise ConflictError(f"memory {row['id']} is {status}{target}", field="memory_id")
+    return row
+
+
 def _is_protected(context: dict[str, Any]) -> bool:
     return context.get("protected") is True or context.get("category") in _PROTECTED_CATEGORIES
 
@@ -468,27 +477,22 @@ class Memory:
         given = validation.json_object(context, "context")  # absent, "" and null keep the context
         new_context = parse_context(given) if given is not None else None
         with self._db.read() as conn:
-            row = self._require_row(conn, mid)
-        kind, status, collection = row["type"], row["status"], row["collection"]
-        if status in ("forgotten", "superseded"):
-            target = f"; update memory {row['superseded_by']} instead" if status == "superseded" else ""
-            raise ConflictError(f"memory {mid} is {status}{target}", field="memory_id")
+            row = _refuse_retired(self._require_row(conn, mid))
+        kind, collection = row["type"], row["collection"]
         text = (validation.insight(new_content, "new_content") if kind == "fact"
                 else validation.description(new_content, "new_content"))
         with self._db.read() as conn:
-            ctx = new_context if new_context is not None else self._caller_context(conn, row)
-            # The hash is that of the context the caller gave, as end_session keeps it
-            # (consolidation/writes.py attach_outcome): a later learn of this text and context
-            # is a duplicate.
-            digests = content_hashes(text, ctx)
-            digest = digests[0]
-            if kind == "fact":
-                self._refuse_second_live_fact(conn, mid, collection, digests)
+            # Checked here too, before embedding, so a refused update costs no model call.
+            self._new_hash(conn, row, text, new_context)
         vectors = self._embeddings.embed([text])
         now = self.now()
         with self._db.write() as conn:
-            if kind == "fact":  # again under the write lock: a learn may have stored it meanwhile
-                self._refuse_second_live_fact(conn, mid, collection, digests)
+            # Again under the row's lock: while the text was embedded another process may have
+            # forgotten the memory, consolidation superseded it, another update changed the context
+            # this one keeps, or a learn stored this fact. The answer is a serial call's.
+            self._db.lock_memory(conn, mid)
+            row = _refuse_retired(self._require_row(conn, mid))
+            ctx, digest = self._new_hash(conn, row, text, new_context)
             stored = self._with_session_outcome(conn, row["session_id"], ctx)
             self._db.replace_content(
                 conn, mid, content=text, search_text=memory_search_text(text, stored), context=stored,
@@ -500,6 +504,19 @@ class Memory:
                 # The old vector describes the old text: it must not answer queries any more.
                 self._db.delete_embedding(conn, mid)
         return {"memory_id": mid, "status": "updated"}
+
+    def _new_hash(self, conn: Any, row: dict[str, Any], text: str,
+                  new_context: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+        """(the context an update of ``row`` to ``text`` stores, before the session's outcome is
+        added, and its content hash); ConflictError when a fact would become a second live copy."""
+        ctx = new_context if new_context is not None else self._caller_context(conn, row)
+        # The hash is that of the context the caller gave, as end_session keeps it
+        # (consolidation/writes.py attach_outcome): a later learn of this text and context
+        # is a duplicate.
+        digests = content_hashes(text, ctx)
+        if row["type"] == "fact":
+            self._refuse_second_live_fact(conn, row["id"], row["collection"], digests)
+        return ctx, digests[0]
 
     def _refuse_second_live_fact(self, conn: Any, memory_id: int, collection: str,
                                  digests: tuple[str, ...]) -> None:
@@ -597,15 +614,15 @@ class Memory:
         sid = validation.session_id(session_id) if session_id is not None else "ses_" + uuid.uuid4().hex[:16]
         now = self.now()
         with self._db.write() as conn:
+            # The insert decides, not a read before it: on PostgreSQL two processes starting one id
+            # at once both read no session, and both were told "started".
+            if self._db.insert_session(conn, sid, coll, canonical_json(ctx), now):
+                return {"session_id": sid, "collection": coll, "started_at": now, "status": "started"}
             existing = self._db.get_session(conn, sid)
-            if existing is not None:
-                if existing["collection"] != coll:
-                    raise ConflictError(f"session {sid} belongs to collection {existing['collection']!r}",
-                                        field="session_id")
-                return {"session_id": sid, "collection": coll, "started_at": existing["started_at"],
-                        "status": "exists"}
-            self._db.insert_session(conn, sid, coll, canonical_json(ctx), now)
-        return {"session_id": sid, "collection": coll, "started_at": now, "status": "started"}
+        assert existing is not None  # sessions are never deleted
+        if existing["collection"] != coll:
+            raise ConflictError(f"session {sid} belongs to collection {existing['collection']!r}", field="session_id")
+        return {"session_id": sid, "collection": coll, "started_at": existing["started_at"], "status": "exists"}
 
     def end_session(self, session_id: str, outcome_score: float | None = None) -> dict[str, Any]:
         """Close an episode, record its outcome and consolidate what it learned."""

@@ -625,6 +625,13 @@ def _check_sessions_known(conn: Any, memories: list[dict[str, Any]], sessions: s
 
 def _embed_missing(db: Store, embeddings: EmbeddingState, items: list[tuple[int, str, str]],
                    batch_size: int = 64) -> int:
+    """Embed each (memory id, collection, text) and store the vector; how many were stored.
+
+    The texts were read in an earlier transaction, and embedding takes a while: a vector is
+    stored only if its memory is still live and still holds the text embedded, checked under the
+    write. Otherwise the old text's vector would overwrite the one an ``update`` stored for the
+    new text meanwhile (or give a memory forgotten meanwhile a vector); the writer that changed
+    the memory stored what it needs."""
     done = 0
     model_id = embeddings.model_id
     for start in range(0, len(items), batch_size):
@@ -633,9 +640,11 @@ def _embed_missing(db: Store, embeddings: EmbeddingState, items: list[tuple[int,
         if vectors is None or model_id is None:
             return done
         with db.write() as conn:
-            for (memory_id, collection, _), vector in zip(batch, vectors):
-                db.put_embedding(conn, memory_id, collection, model_id, vector)
-        done += len(batch)
+            current = db.lock_live_contents(conn, [memory_id for memory_id, _, _ in batch])
+            for (memory_id, collection, text), vector in zip(batch, vectors):
+                if current.get(memory_id) == text:
+                    db.put_embedding(conn, memory_id, collection, model_id, vector)
+                    done += 1
     return done
 
 
@@ -660,7 +669,10 @@ def reindex(db: Store, embeddings: EmbeddingState, *, everything: bool = False, 
             (model_id,))}
     done = 0
     for start in range(0, len(items), batch_size):
-        done += _embed_missing(db, embeddings, items[start : start + batch_size], batch_size)
+        batch = items[start : start + batch_size]
+        done += _embed_missing(db, embeddings, batch, batch_size)
         if progress is not None:
-            progress(done, len(items))
+            # Memories gone through, stored or not (changed meanwhile: _embed_missing), so a
+            # progress bar ends full.
+            progress(start + len(batch), len(items))
     return {"model_id": model_id, "reembedded": done, "total": len(items), "kept_other_models": kept}

@@ -83,9 +83,17 @@ class Store(Protocol):
     def replace_content(self, conn: Any, memory_id: int, *, content: str, search_text: str,
                         context: dict[str, Any], content_hash: str, protected: bool, now: float) -> None: ...
     def flush_access_counts(self, conn: Any, counts: dict[int, int], now: float) -> None: ...
+    def lock_memory(self, conn: Any, memory_id: int) -> None:
+        """Inside a write: hold the memory's row until commit, so a check of it made next stays true
+        until this transaction ends (SQLite: the write lock already holds every row)."""
+    def lock_live_contents(self, conn: Any, memory_ids: list[int]) -> dict[int, str]:
+        """Inside a write: ``{id: content}`` of those of the memories that are active or archived,
+        their rows held until commit (PostgreSQL: shared locks, in id order)."""
 
     # sessions and statistics
-    def insert_session(self, conn: Any, session_id: str, collection: str, context_json: str, now: float) -> None: ...
+    def insert_session(self, conn: Any, session_id: str, collection: str, context_json: str, now: float) -> bool:
+        """Whether it inserted the session; False when one with that id exists, committed by another
+        writer too (PostgreSQL waits for a concurrent insert of the id to end): nothing written."""
     def get_session(self, conn: Any, session_id: str) -> dict[str, Any] | None: ...
     def lock_session(self, conn: Any, session_id: str) -> None:
         """Inside a write: hold the session's row until commit (a second end_session waits, then sees it ended)."""

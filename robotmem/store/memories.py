@@ -28,6 +28,7 @@ __all__ = [
     "ids_by_uid",
     "insert_row",
     "iter_rows",
+    "lock_live_contents",
     "mark_forgotten",
     "put_embedding",
     "put_embeddings",
@@ -144,6 +145,14 @@ def _split_new(conn: apsw.Connection, values: list[tuple[Any, ...]]) -> tuple[li
         (rest if v[0] in have else new).append(v)
         have.add(v[0])
     return new, rest
+
+
+def lock_live_contents(conn: apsw.Connection, memory_ids: list[int]) -> dict[int, str]:
+    """``{id: content}`` of those of the memories that are active or archived. Nothing to lock: the
+    caller's write transaction (BEGIN IMMEDIATE) keeps every other writer out until it ends."""
+    return {int(i): str(c) for i, c in conn.execute(
+        "SELECT id, content FROM memories WHERE id IN (SELECT value FROM json_each(?)) "
+        "AND status IN ('active', 'archived')", (json.dumps(memory_ids),))}
 
 
 def find_duplicate(conn: apsw.Connection, collection: str, content_hash: str) -> int | None:

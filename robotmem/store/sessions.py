@@ -50,11 +50,14 @@ def _replace_lone_surrogates(value: Any) -> Any:
     return value
 
 
-def insert_session(conn: apsw.Connection, session_id: str, collection: str, context_json: str, now: float) -> None:
-    conn.execute(
-        "INSERT INTO sessions (id, collection, context, started_at) VALUES (?, ?, jsonb(?), ?)",
+def insert_session(conn: apsw.Connection, session_id: str, collection: str, context_json: str, now: float) -> bool:
+    """Whether it inserted the session: False when one with that id exists (nothing written)."""
+    row = conn.execute(
+        "INSERT INTO sessions (id, collection, context, started_at) VALUES (?, ?, jsonb(?), ?) "
+        "ON CONFLICT (id) DO NOTHING RETURNING id",
         (session_id, collection, context_json, now),
-    )
+    ).fetchone()
+    return row is not None
 
 
 def get_session(conn: apsw.Connection, session_id: str) -> dict[str, Any] | None:

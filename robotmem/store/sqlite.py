@@ -105,6 +105,7 @@ class SqliteStore(Database):
     put_embeddings = staticmethod(memories.put_embeddings)
     put_embedding = staticmethod(memories.put_embedding)
     find_duplicate = staticmethod(memories.find_duplicate)
+    lock_live_contents = staticmethod(memories.lock_live_contents)
     reinforce = staticmethod(memories.reinforce)
     fetch_row = staticmethod(memories.fetch_row)
     fetch_payloads = staticmethod(memories.fetch_payloads)
@@ -127,6 +128,10 @@ class SqliteStore(Database):
 
     @staticmethod
     def lock_session(conn: apsw.Connection, session_id: str) -> None:
+        """Nothing to lock: BEGIN IMMEDIATE already makes writers take turns."""
+
+    @staticmethod
+    def lock_memory(conn: apsw.Connection, memory_id: int) -> None:
         """Nothing to lock: BEGIN IMMEDIATE already makes writers take turns."""
 
     @staticmethod

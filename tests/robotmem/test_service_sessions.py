@@ -1,3 +1,10 @@
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
 import pytest
 
 from robotmem import ConflictError, Memory, NotFoundError, ValidationError
@@ -261,3 +268,172 @@ def test_session_overviews_want_a_list_of_session_ids(mem: Memory, ids):
     with pytest.raises(ValidationError) as caught:
         mem.session_overviews(ids)
     assert caught.value.field == "session_ids"
+
+
+class TextVectors:
+    """A program's own embedder (a vector per text); ``during`` runs when ``text`` is embedded: after
+    the call that embeds it read the store and before it writes, where another process may write."""
+
+    model_id, dim = "lab-hash/8", 8
+
+    def __init__(self, text: str | None = None, during: Callable[[], None] | None = None) -> None:
+        self.text, self.during = text, during
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        if self.during is not None and list(texts) == [self.text]:
+            self.during()
+        return np.array([[b + 1.0 for b in hashlib.sha256(t.encode()).digest()[:8]] for t in texts],
+                        dtype=np.float32)
+
+
+def run_until_it_waits(holder: Memory, other: Memory, backend: str, call: Callable[[], Any]) -> threading.Thread:
+    """Run ``call`` (a write through ``other``) on a thread, and return once it has ended or waits
+    for a lock that ``holder``'s write on this thread holds: that write may then go on, and commit."""
+    queued = threading.Event()
+    real_write = other._db.write
+    holder_pid = None if backend == "sqlite" else holder._db.connection().raw.info.backend_pid  # type: ignore[attr-defined]
+
+    def write(*args: Any, **kwargs: Any) -> Any:
+        queued.set()
+        return real_write(*args, **kwargs)
+
+    def waits() -> bool:
+        if backend == "sqlite":
+            return queued.is_set()  # its BEGIN IMMEDIATE waits for the caller's write
+        with other._db.read() as conn:  # a transaction per look: PostgreSQL snapshots the view
+            return bool(conn.execute("SELECT count(*) FROM pg_stat_activity WHERE ? = ANY(pg_blocking_pids(pid))",
+                                     (holder_pid,)).fetchone()[0])
+
+    other._db.write = write  # type: ignore[method-assign]
+    thread = threading.Thread(target=call)
+    thread.start()
+    while thread.is_alive() and not waits():
+        time.sleep(0.01)
+    return thread
+
+
+@pytest.mark.parametrize("second_collection", ["coll0", "coll1"])
+def test_one_session_id_started_by_two_writers_at_once_is_started_once(db_path: Any, backend: str,
+                                                                       second_collection: str):
+    """The second writer's call runs while the first one's start_session is inside its write. On
+    PostgreSQL it commits first (both once read no session and were both told "started"); SQLite's
+    write lock queues it after the first. Either way one is started, the other answered as a serial
+    call is: "exists", or ConflictError when it names another collection."""
+    first, second = Memory(db_path, embedder=None), Memory(db_path, embedder=None)
+    answers: dict[str, Any] = {}
+    threads: list[threading.Thread] = []
+    queued = threading.Event()
+    real_write, real_insert = second._db.write, first._db.insert_session
+
+    def second_write(*args: Any, **kwargs: Any) -> Any:
+        queued.set()
+        return real_write(*args, **kwargs)
+
+    def call(memory: Memory, collection: str) -> None:
+        name = "first" if memory is first else "second"
+        try:
+            answers[name] = memory.start_session(collection=collection, session_id="ses_same")
+        except ConflictError as exc:
+            answers[name] = exc
+
+    def racing_insert(*args: Any) -> Any:
+        other = threading.Thread(target=call, args=(second, second_collection))
+        other.start()
+        if backend == "sqlite":
+            queued.wait()  # it waits for this write to end: there is no window to run in
+        else:
+            other.join()
+        threads.append(other)
+        return real_insert(*args)
+
+    second._db.write = second_write  # type: ignore[method-assign]
+    first._db.insert_session = racing_insert  # type: ignore[method-assign]
+    try:
+        call(first, "coll0")
+        threads[0].join()
+        results = list(answers.values())
+        started = [r for r in results if isinstance(r, dict) and r["status"] == "started"]
+        assert len(started) == 1 and len(results) == 2
+        other = next(r for r in results if r is not started[0])
+        if second_collection == "coll0":
+            assert other["status"] == "exists" and other["started_at"] == started[0]["started_at"]
+        else:
+            assert isinstance(other, ConflictError) and other.field == "session_id"
+        assert first.get_session("ses_same")["collection"] == started[0]["collection"]
+    finally:
+        first.close()
+        second.close()
+
+
+def _superseded_meanwhile(db_path: Any) -> tuple[int, Callable[[Memory], None], str]:
+    """A memory that consolidation supersedes when its session ends, and that ending."""
+    with Memory(db_path, embedder=None) as setup:
+        r1, r2 = setup.start_session()["session_id"], setup.start_session()["session_id"]
+        kept = setup.learn("the dock door sticks when wet", session_id=r1)["memory_id"]
+        near = setup.learn("The dock door sticks when wet!", session_id=r2)["memory_id"]
+        setup.end_session(r1)
+    return near, lambda other: other.end_session(r2), f"memory {near} is superseded; update memory {kept} instead"
+
+
+def _forgotten_meanwhile(db_path: Any) -> tuple[int, Callable[[Memory], None], str]:
+    with Memory(db_path, embedder=None) as setup:
+        mid = setup.learn("the door opens outward")["memory_id"]
+    return mid, lambda other: other.forget(mid, "wrong"), f"memory {mid} is forgotten"
+
+
+@pytest.mark.parametrize("meanwhile", [_forgotten_meanwhile, _superseded_meanwhile])
+def test_update_of_a_memory_retired_while_its_text_was_embedded_is_a_conflict(db_path: Any, meanwhile: Any):
+    """As when the forget or the merge came first: the update used to overwrite the forgotten (or
+    superseded) memory's text and report "updated"."""
+    mid, retire, message = meanwhile(db_path)
+    with Memory(db_path, embedder=None) as other:
+        embedder = TextVectors("corrected: the door opens inward", lambda: retire(other))
+        with Memory(db_path, embedder=embedder) as mem:
+            before = mem.get(mid)["content"]
+            with pytest.raises(ConflictError) as info:
+                mem.update(mid, "corrected: the door opens inward")
+            assert info.value.field == "memory_id" and info.value.message == message
+            assert mem.get(mid)["content"] == before
+
+
+def test_update_without_a_context_keeps_the_context_another_update_gave_meanwhile(db_path: Any):
+    """A context-less update keeps the memory's context: the one it holds when the update writes."""
+    with Memory(db_path, embedder=None) as other:
+        mid = other.learn("the lift is slow", {"place": "lift"})["memory_id"]
+        embedder = TextVectors("the lift is very slow",
+                                lambda: other.update(mid, "the lift is slow", {"place": "lift B"}))
+        with Memory(db_path, embedder=embedder) as mem:
+            assert mem.update(mid, "the lift is very slow")["status"] == "updated"
+            record = mem.get(mid)
+            assert (record["content"], record["context"]) == ("the lift is very slow", {"place": "lift B"})
+
+
+def test_an_update_changing_the_context_during_an_updates_write_waits_for_it(db_path: Any, backend: str):
+    """Inside a context-less update's write, after it read the context it keeps, another update
+    gives the memory a new context. That one must wait for the first's commit (PostgreSQL: the row
+    the first locked), or the first writes the old context over the new one: an end no serial order
+    of the two gives."""
+    with Memory(db_path, embedder=None) as other, Memory(db_path, embedder=None) as mem:
+        mid = other.learn("the lift is slow", {"place": "lift"})["memory_id"]
+        locked: list[int] = []
+        threads: list[threading.Thread] = []
+        real_lock, real_fetch = mem._db.lock_memory, mem._db.fetch_row
+
+        def lock_memory(conn: Any, memory_id: int) -> None:
+            real_lock(conn, memory_id)
+            locked.append(memory_id)  # the next read is the one under the lock
+
+        def fetch_row(conn: Any, memory_id: int) -> Any:
+            row = real_fetch(conn, memory_id)
+            if locked and not threads:
+                threads.append(run_until_it_waits(
+                    mem, other, backend, lambda: other.update(mid, "the lift is slow", {"place": "lift B"})))
+            return row
+
+        mem._db.lock_memory = lock_memory  # type: ignore[method-assign]
+        mem._db.fetch_row = fetch_row  # type: ignore[method-assign]
+        assert mem.update(mid, "the lift is very slow")["status"] == "updated"
+        threads[0].join()
+        record = mem.get(mid)
+        assert (record["content"], record["context"]) in [("the lift is slow", {"place": "lift B"}),
+                                                          ("the lift is very slow", {"place": "lift B"})]

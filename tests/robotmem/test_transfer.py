@@ -3,12 +3,15 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_service_sessions import TextVectors
 
 from robotmem import Config, Memory, transfer
 from robotmem.errors import ValidationError
+from robotmem.store.backend import as_vector_bytes
 from robotmem.store.rows import is_provisional
 
 # Text holding NUL is refused, in keys, values and contents alike (PostgreSQL cannot store it).
@@ -1098,3 +1101,28 @@ def test_a_summary_an_older_version_stored_with_a_lone_surrogate_is_read_without
     with Memory(tmp_path / "copy.db", embedder=None) as copy:
         assert copy.import_(tmp_path / "e.jsonl")["sessions"] == 1
         assert copy.get_session(sid)["summary"] == expected
+
+
+def test_import_leaves_a_memory_updated_while_it_embedded_to_that_update(tmp_path: Path, db_path: Any):
+    """Import stores the records, then embeds those without a vector: an update of an imported
+    memory in between (which stores its new text's vector) must not get the old text's vector."""
+    with Memory(tmp_path / "source.db", embedder=None) as source:
+        source.learn("the charger is in the kitchen")
+        source.export(tmp_path / "e.jsonl")
+    with Memory(db_path, embedder=TextVectors()) as other:
+
+        def update_it() -> None:
+            with other._db.read() as conn:
+                (mid,) = conn.execute("SELECT id FROM memories WHERE content = ?",
+                                      ("the charger is in the kitchen",)).fetchone()
+            other.update(int(mid), "the charger is in room 12")
+
+        with Memory(db_path, embedder=TextVectors("the charger is in the kitchen", update_it)) as mem:
+            counts = mem.import_(tmp_path / "e.jsonl")
+            assert (counts["memories"], counts["embedded"]) == (1, 0)
+            hit = mem.recall("charger room", min_relevance=0)["results"][0]
+            assert hit["content"] == "the charger is in room 12"
+            with mem._db.read() as conn:
+                (blob,) = conn.execute("SELECT vector FROM embeddings WHERE memory_id = ?", (hit["id"],)).fetchone()
+            new = TextVectors().embed(["the charger is in room 12"])[0]
+            assert np.allclose(np.frombuffer(as_vector_bytes(blob) or b"", dtype=np.float32), new / np.linalg.norm(new))

@@ -91,6 +91,8 @@ class PgStore(PgDatabase):
     put_embeddings = staticmethod(memories.put_embeddings)
     put_embedding = staticmethod(memories.put_embedding)
     delete_embedding = staticmethod(memories.delete_embedding)
+    lock_memory = staticmethod(memories.lock_memory)
+    lock_live_contents = staticmethod(memories.lock_live_contents)
     find_duplicate = staticmethod(memories.find_duplicate)
     reinforce = staticmethod(memories.reinforce)
     fetch_row = staticmethod(memories.fetch_row)

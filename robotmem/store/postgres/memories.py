@@ -36,6 +36,8 @@ __all__ = [
     "ids_by_uid",
     "insert_row",
     "iter_rows",
+    "lock_live_contents",
+    "lock_memory",
     "mark_forgotten",
     "put_embedding",
     "reinforce",
@@ -210,6 +212,19 @@ def put_embedding(conn: PgConnection, memory_id: int, collection: str, model_id:
         "vector = excluded.vector",
         (memory_id, collection, model_id, int(vec.shape[0]), vec),
     )
+
+
+def lock_memory(conn: PgConnection, memory_id: int) -> None:
+    conn.execute("SELECT 1 FROM memories WHERE id = ? FOR UPDATE", (memory_id,))
+
+
+def lock_live_contents(conn: PgConnection, memory_ids: list[int]) -> dict[int, str]:
+    # FOR SHARE: an update or forget of one of them waits for this transaction, and one that
+    # committed first is seen (READ COMMITTED re-reads a locked row). Id order, as the other
+    # writers that lock several memories (consolidation), so two of them queue, not deadlock.
+    rows = conn.execute("SELECT id, content FROM memories WHERE id = ANY(?) AND status IN ('active', 'archived') "
+                        "ORDER BY id FOR SHARE", (sorted(set(memory_ids)),))
+    return {int(i): str(c) for i, c in rows}
 
 
 def delete_embedding(conn: PgConnection, memory_id: int) -> None:

@@ -14,12 +14,15 @@ __all__ = ["close_session", "get_session", "insert_session", "list_sessions", "l
 _COLUMNS = "id, collection, context::text, started_at, ended_at, outcome_score, summary"
 
 
-def insert_session(conn: PgConnection, session_id: str, collection: str, context_json: str, now: float) -> None:
-    conn.execute(
+def insert_session(conn: PgConnection, session_id: str, collection: str, context_json: str, now: float) -> bool:
+    # The conflict waits for a concurrent insert of this id to commit or roll back, so the answer
+    # is the database's, not what a read earlier in this transaction saw.
+    row = conn.execute(
         "INSERT INTO sessions (id, collection, context, started_at) VALUES (?, ?, ?::jsonb, ?) "
-        "ON CONFLICT (id) DO NOTHING",
+        "ON CONFLICT (id) DO NOTHING RETURNING id",
         (session_id, collection, context_json, now),
-    )
+    ).fetchone()
+    return row is not None
 
 
 def lock_session(conn: PgConnection, session_id: str) -> None:

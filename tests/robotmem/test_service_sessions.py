@@ -322,12 +322,7 @@ def test_one_session_id_started_by_two_writers_at_once_is_started_once(db_path: 
     first, second = Memory(db_path, embedder=None), Memory(db_path, embedder=None)
     answers: dict[str, Any] = {}
     threads: list[threading.Thread] = []
-    queued = threading.Event()
-    real_write, real_insert = second._db.write, first._db.insert_session
-
-    def second_write(*args: Any, **kwargs: Any) -> Any:
-        queued.set()
-        return real_write(*args, **kwargs)
+    real_insert = first._db.insert_session
 
     def call(memory: Memory, collection: str) -> None:
         name = "first" if memory is first else "second"
@@ -337,16 +332,9 @@ def test_one_session_id_started_by_two_writers_at_once_is_started_once(db_path: 
             answers[name] = exc
 
     def racing_insert(*args: Any) -> Any:
-        other = threading.Thread(target=call, args=(second, second_collection))
-        other.start()
-        if backend == "sqlite":
-            queued.wait()  # it waits for this write to end: there is no window to run in
-        else:
-            other.join()
-        threads.append(other)
+        threads.append(run_until_it_waits(first, second, backend, lambda: call(second, second_collection)))
         return real_insert(*args)
 
-    second._db.write = second_write  # type: ignore[method-assign]
     first._db.insert_session = racing_insert  # type: ignore[method-assign]
     try:
         call(first, "coll0")

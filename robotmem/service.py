@@ -950,7 +950,10 @@ class BulkWriter:
     validated and embedded (robotmem.store.pipeline). A batch is stored once the next call,
     ``flush()`` or leaving the block returns; if its commit fails, that call raises
     StorageError: nothing of the failed batch is stored (its ids may be given out again), and
-    the call writes nothing of its own batch. Other threads see a batch once it is committed.
+    the call writes nothing of its own batch. One exception on PostgreSQL: a connection lost
+    during COMMIT whose outcome the server cannot tell afterwards raises a StorageError that is
+    not ``transient`` and says so, since retrying might store the batch twice (docs/fleet.md).
+    A batch after a lost connection runs on a new one. Other threads see a batch once it is committed.
     Closing the Memory closes its writers first.
     """
 

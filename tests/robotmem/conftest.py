@@ -45,6 +45,7 @@ CONFORMANCE = (
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: inspects the SQLite file itself; not run on PostgreSQL")
+    config.addinivalue_line("markers", "postgresql_only: a behaviour only PostgreSQL's concurrent writers have")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -52,6 +53,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     path = metafunc.definition.nodeid.split("::")[0].replace("\\", "/")  # the file, not the test's name
     both = any(part in path for part in CONFORMANCE) and metafunc.definition.get_closest_marker("sqlite_only") is None
+    if metafunc.definition.get_closest_marker("postgresql_only") is not None:
+        metafunc.parametrize("backend", ["postgresql"], indirect=True)
+        return
     metafunc.parametrize("backend", ["sqlite", "postgresql"] if both else ["sqlite"], indirect=True)
 
 

@@ -201,14 +201,13 @@ def test_an_episode_of_another_task_ending_between_the_phases_costs_no_second_pl
     assert plans == [second, first]
 
 
+@pytest.mark.postgresql_only  # SQLite's BEGIN IMMEDIATE already makes the writers take turns
 def test_on_postgresql_the_second_writer_waits_for_the_first_to_commit(backend, db_path, mem, clock, other,
                                                                       monkeypatch):
     """PostgreSQL writers run side by side: the second end_session must not look for ended
     episodes while the first is still writing, or it sees none. The first is held inside its
     write transaction (after its lock and its look for ended episodes, before its commit) until the second is seen waiting for
     that lock, or has finished without waiting (the defect: then it merged nothing)."""
-    if backend != "postgresql":
-        pytest.skip("SQLite's BEGIN IMMEDIATE already makes the writers take turns")
     import psycopg
 
     first, second = _episode(mem, clock, "fleet", 0), _episode(mem, clock, "fleet", 1)

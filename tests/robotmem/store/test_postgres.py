@@ -556,11 +556,18 @@ def test_a_driver_error_in_a_bulk_writers_batch_is_a_storage_error(postgres_url:
         db.close()
 
 
-def _table_and_writer(url: str) -> tuple[PgDatabase, Any]:
-    db = PgDatabase(url)
+@pytest.fixture
+def table_and_writer(postgres_url: str) -> Iterator[tuple[PgDatabase, Any]]:
+    """A table of one column and a bulk writer's pipelined writes on the store, closed afterwards."""
+    db = PgDatabase(postgres_url)
     with db.write() as conn:
         conn.execute("CREATE TABLE batch_rows (x INTEGER NOT NULL)")
-    return db, db.pipelined_writes()
+    writes = db.pipelined_writes()
+    try:
+        yield db, writes
+    finally:
+        writes.close()
+        db.close()
 
 
 def _stored(db: PgDatabase) -> list[int]:
@@ -573,86 +580,74 @@ def _terminate(url: str, pid: int) -> None:
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
-def test_a_bulk_writer_whose_connection_the_server_ends_between_batches_goes_on(postgres_url: str):
+def test_a_bulk_writer_whose_connection_the_server_ends_between_batches_goes_on(
+        postgres_url: str, table_and_writer: tuple[PgDatabase, Any]):
     """A writer kept for hours meets a server restart or an idle timeout between two batches: the
     next batch begins on a new connection, as an ordinary write does. It failed for good, calling
     the server unreachable while it was up."""
-    db, writes = _table_and_writer(postgres_url)
-    try:
-        with writes.batch() as (conn, _later):
-            conn.execute("INSERT INTO batch_rows VALUES (1)")
-            pid = conn.raw.info.backend_pid
-        writes.wait()
-        _terminate(postgres_url, pid)
-        with writes.batch() as (conn, _later):
-            assert conn.raw.info.backend_pid != pid
-            conn.execute("INSERT INTO batch_rows VALUES (2)")
-        writes.wait()
-        assert _stored(db) == [1, 2]
-    finally:
-        writes.close()
-        db.close()
+    db, writes = table_and_writer
+    with writes.batch() as (conn, _later):
+        conn.execute("INSERT INTO batch_rows VALUES (1)")
+        pid = conn.raw.info.backend_pid
+    writes.wait()
+    _terminate(postgres_url, pid)
+    with writes.batch() as (conn, _later):
+        assert conn.raw.info.backend_pid != pid
+        conn.execute("INSERT INTO batch_rows VALUES (2)")
+    writes.wait()
+    assert _stored(db) == [1, 2]
 
 
-def test_a_bulk_writer_left_idle_past_the_servers_idle_session_timeout_goes_on(postgres_url: str):
+def test_a_bulk_writer_left_idle_past_the_servers_idle_session_timeout_goes_on(
+        postgres_url: str, table_and_writer: tuple[PgDatabase, Any]):
     import time
 
-    db, writes = _table_and_writer(postgres_url)
-    try:
+    db, writes = table_and_writer
+    with writes.batch() as (conn, _later):
+        conn.execute("SET idle_session_timeout = '100ms'")  # this connection's only
+        conn.execute("INSERT INTO batch_rows VALUES (1)")
+        pid = conn.raw.info.backend_pid
+    writes.wait()
+    with _admin(postgres_url) as admin:  # until the server has ended the idle session
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            time.sleep(0.05)
+    with writes.batch() as (conn, _later):
+        conn.execute("INSERT INTO batch_rows VALUES (2)")
+    writes.wait()
+    assert _stored(db) == [1, 2]
+
+
+def test_a_batch_whose_connection_is_lost_in_its_rows_fails_as_lost_and_the_next_batch_is_stored(
+        postgres_url: str, table_and_writer: tuple[PgDatabase, Any]):
+    db, writes = table_and_writer
+    with pytest.raises(StorageError) as info:
         with writes.batch() as (conn, _later):
-            conn.execute("SET idle_session_timeout = '100ms'")  # this connection's only
             conn.execute("INSERT INTO batch_rows VALUES (1)")
-            pid = conn.raw.info.backend_pid
-        writes.wait()
-        with _admin(postgres_url) as admin:  # until the server has ended the idle session
-            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
-                time.sleep(0.05)
-        with writes.batch() as (conn, _later):
+            _terminate(postgres_url, conn.raw.info.backend_pid)
             conn.execute("INSERT INTO batch_rows VALUES (2)")
+    assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
+    assert "unreachable" not in info.value.message
+    with writes.batch() as (conn, _later):
+        conn.execute("INSERT INTO batch_rows VALUES (3)")
+    writes.wait()
+    assert _stored(db) == [3]
+
+
+def test_a_batch_whose_connection_is_lost_before_its_commit_fails_once_and_stores_nothing(
+        postgres_url: str, table_and_writer: tuple[PgDatabase, Any]):
+    db, writes = table_and_writer
+    with writes.batch() as (conn, later):
+        conn.execute("INSERT INTO batch_rows VALUES (1)")
+        pid = conn.raw.info.backend_pid
+        later.append(lambda _conn: _terminate(postgres_url, pid))  # on the worker, before the COMMIT
+    with pytest.raises(StorageError) as info:
         writes.wait()
-        assert _stored(db) == [1, 2]
-    finally:
-        writes.close()
-        db.close()
-
-
-def test_a_batch_whose_connection_is_lost_in_its_rows_fails_as_lost_and_the_next_batch_is_stored(postgres_url: str):
-    db, writes = _table_and_writer(postgres_url)
-    try:
-        with pytest.raises(StorageError) as info:
-            with writes.batch() as (conn, _later):
-                conn.execute("INSERT INTO batch_rows VALUES (1)")
-                _terminate(postgres_url, conn.raw.info.backend_pid)
-                conn.execute("INSERT INTO batch_rows VALUES (2)")
-        assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
-        assert "unreachable" not in info.value.message
-        with writes.batch() as (conn, _later):
-            conn.execute("INSERT INTO batch_rows VALUES (3)")
-        writes.wait()
-        assert _stored(db) == [3]
-    finally:
-        writes.close()
-        db.close()
-
-
-def test_a_batch_whose_connection_is_lost_before_its_commit_fails_once_and_stores_nothing(postgres_url: str):
-    db, writes = _table_and_writer(postgres_url)
-    try:
-        with writes.batch() as (conn, later):
-            conn.execute("INSERT INTO batch_rows VALUES (1)")
-            pid = conn.raw.info.backend_pid
-            later.append(lambda _conn: _terminate(postgres_url, pid))  # on the worker, before the COMMIT
-        with pytest.raises(StorageError) as info:
-            writes.wait()
-        # PostgreSQL says the transaction was aborted: a caller may send the batch again.
-        assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
-        with writes.batch() as (conn, _later):
-            conn.execute("INSERT INTO batch_rows VALUES (2)")
-        writes.wait()
-        assert _stored(db) == [2]
-    finally:
-        writes.close()
-        db.close()
+    # PostgreSQL says the transaction was aborted: a caller may send the batch again.
+    assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
+    with writes.batch() as (conn, _later):
+        conn.execute("INSERT INTO batch_rows VALUES (2)")
+    writes.wait()
+    assert _stored(db) == [2]
 
 
 def test_the_outcome_of_a_transaction_is_looked_up_by_its_id(postgres_url: str):

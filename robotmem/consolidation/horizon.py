@@ -53,9 +53,11 @@ def lock_identities(conn: Any, collection: str, session_id: str) -> None:
     """
     if dialect_of(conn) != "postgresql":
         return
+    sql = _EARLIER["postgresql"]  # the identity the earlier-facts rule and changed_since compare
     keys = sorted({f"{collection}\n{r[0]}\n{r[1]}" for r in conn.execute(
-        "SELECT DISTINCT coalesce((context #> '{robot,id}')::text, ''), coalesce((context #> '{task,name}')::text, '') "
-        "FROM memories WHERE session_id = ? AND type = 'fact' AND status = 'active' AND NOT protected",
+        f"SELECT DISTINCT coalesce(({sql['robot'].format(t='m')})::text, ''), "
+        f"coalesce(({sql['task'].format(t='m')})::text, '') FROM memories m "
+        "WHERE m.session_id = ? AND m.type = 'fact' AND m.status = 'active' AND NOT m.protected",
         (session_id,))})
     for key in keys:
         conn.execute("SELECT pg_advisory_xact_lock(?::int4, hashtext(?))", (_LOCK_CLASS, key))

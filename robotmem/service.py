@@ -478,12 +478,11 @@ class Memory:
         new_context = parse_context(given) if given is not None else None
         with self._db.read() as conn:
             row = _refuse_retired(self._require_row(conn, mid))
-        kind, collection = row["type"], row["collection"]
-        text = (validation.insight(new_content, "new_content") if kind == "fact"
-                else validation.description(new_content, "new_content"))
-        with self._db.read() as conn:
+            text = (validation.insight(new_content, "new_content") if row["type"] == "fact"
+                    else validation.description(new_content, "new_content"))
             # Checked here too, before embedding, so a refused update costs no model call.
             self._new_hash(conn, row, text, new_context)
+        collection = row["collection"]
         vectors = self._embeddings.embed([text])
         now = self.now()
         with self._db.write() as conn:

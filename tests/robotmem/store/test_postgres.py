@@ -510,9 +510,7 @@ def test_a_connection_the_server_ends_is_called_lost_and_transient(postgres_url:
     try:
         with pytest.raises(StorageError) as info:
             with db.write() as conn:
-                pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-                with _admin(postgres_url) as admin:
-                    admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+                _terminate(postgres_url, conn.execute("SELECT pg_backend_pid()").fetchone()[0])
                 conn.execute("SELECT 1")
         assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
         with db.write() as conn:  # a new connection next time

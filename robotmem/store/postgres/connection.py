@@ -46,6 +46,9 @@ LIVENESS = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "k
 _RETRIES = 8
 #: Looks at a lost COMMIT's transaction while the old backend still holds it (about 2 s in all).
 _OUTCOME_POLLS = 12
+#: A write transaction knows its id from the start (in the BEGIN's own round trip), so that a COMMIT
+#: whose answer a lost connection took can be looked up (PgDatabase._commit).
+_BEGIN_WRITE = "BEGIN; SELECT txid_current()"
 
 
 @lru_cache(maxsize=1024)
@@ -91,8 +94,8 @@ class PgConnection:
         #: before it ends), by key; None outside one. Recall counts its words' document frequencies
         #: for the full-text plan and again for relevance (robotmem.search.relevance).
         self.snapshot_counts: dict[Hashable, int] | None = None
-        #: A bulk writer's batch: its transaction id, to look up a COMMIT whose answer was lost.
-        self.batch_xid: int | None = None
+        #: The running write transaction's id, to look up a COMMIT whose answer was lost.
+        self.xid: int | None = None
 
     def execute(self, query: str, params: Any = ()) -> psycopg.Cursor[Any]:
         cur = self.raw.execute(_to_psycopg(query), tuple(params) if params else None)
@@ -287,7 +290,7 @@ class PgDatabase:
             if conn.in_transaction:
                 yield conn
                 return
-            with self._transaction(conn, "BEGIN", "writing to") as active:
+            with self._transaction(conn, _BEGIN_WRITE, "writing to") as active:
                 if not wait:
                     active.execute("SET LOCAL lock_timeout = '50ms'")
                 yield active
@@ -304,35 +307,35 @@ class PgDatabase:
             rollback=self._rollback_dedicated, failed=self._write_failed, close=_close_quietly))
 
     def _begin_batch(self, conn: PgConnection) -> PgConnection:
-        conn = self._begin(conn, "BEGIN", drop=_close_quietly, reopen=self._open)
-        try:
-            # Known before the COMMIT is sent, so that a COMMIT whose answer the lost connection
-            # took can be looked up (_commit_batch). A batch always writes: the id is no extra cost.
-            row = conn.raw.execute("SELECT txid_current()").fetchone()
-        except psycopg.Error as exc:
-            self._rollback_dedicated(conn)
-            raise self._write_failed(exc) from exc
-        conn.batch_xid = int(row[0]) if row is not None else None
-        return conn
+        return self._begin(conn, _BEGIN_WRITE, drop=_close_quietly, reopen=self._open)
 
     def _commit_batch(self, conn: PgConnection) -> None:
+        self._commit(conn, "writing to", drop=_close_quietly, rollback=self._rollback_dedicated)
+
+    def _commit(self, conn: PgConnection, verb: str, *, drop: Callable[[PgConnection], None],
+                rollback: Callable[[PgConnection], None]) -> None:
+        """COMMIT the transaction on ``conn``. When the connection is lost with it, PostgreSQL is
+        asked on a new one how the transaction ended: the COMMIT may have been carried out with only
+        its answer lost, and calling the write failed then would have a caller that retries
+        (``transient``) store it twice (a perception, a batch) or reinforce a fact once more."""
         try:
             conn.raw.execute("COMMIT")
         except psycopg.Error as exc:
             if not _connection_lost(exc):
-                raise self._write_failed(exc) from exc
-            # The COMMIT may have been carried out with only its answer lost: saying the batch
-            # failed then would have a caller that retries (transient) write it twice.
-            _close_quietly(conn)  # the old backend ends its transaction once it sees the socket closed
-            outcome = self._outcome(conn.batch_xid)
+                rollback(conn)
+                raise _failed(verb, exc) from exc
+            drop(conn)  # the old backend ends its transaction once it sees the socket closed
+            outcome = self._outcome(conn.xid) if conn.xid is not None else "aborted"  # a read: nothing to keep
             if outcome == "committed":
-                log.warning("the connection to PostgreSQL was lost with a batch's COMMIT, which was carried out")
+                log.warning("the connection to PostgreSQL was lost with a COMMIT, which was carried out")
                 return
             if outcome == "aborted":
-                raise self._write_failed(exc) from exc
+                raise _failed(verb, exc) from exc
             raise StorageError(
-                f"writing to the memory store failed: {_describe(exc)} while the batch was committed, and "
+                f"{verb} the memory store failed: {_describe(exc)} while the transaction was committed, and "
                 f"whether it was stored is unknown", transient=False) from exc
+        finally:
+            conn.xid = None
 
     def _outcome(self, xid: int | None) -> str | None:
         """'committed' or 'aborted' for a transaction of a lost connection, as PostgreSQL knows it on a
@@ -384,22 +387,19 @@ class PgDatabase:
         try:
             yield conn
         except BaseException as exc:
+            conn.xid = None
             self._rollback(conn)
             if isinstance(exc, psycopg.Error):
                 raise _failed(verb, exc) from exc
             raise
-        try:
-            conn.raw.execute("COMMIT")
-        except psycopg.Error as exc:
-            self._rollback(conn)
-            raise _failed(verb, exc) from exc
+        self._commit(conn, verb, drop=self._forget, rollback=self._rollback)
 
     def _begin(self, conn: PgConnection, statement: str, *, drop: Callable[[PgConnection], None],
                reopen: Callable[[], PgConnection]) -> PgConnection:
         """``statement`` (a BEGIN) on ``conn``, or on a new connection when ``conn`` was lost: the
         connection a transaction runs on, a thread's own or a bulk writer's."""
         try:
-            conn.raw.execute(statement)
+            conn.xid = _transaction_id(conn.raw.execute(statement))
             return conn
         except psycopg.OperationalError:
             # The server dropped this connection (a restart, an idle timeout): nothing ran
@@ -407,7 +407,7 @@ class PgDatabase:
             drop(conn)
         conn = reopen()
         try:
-            conn.raw.execute(statement)
+            conn.xid = _transaction_id(conn.raw.execute(statement))
         except psycopg.OperationalError as exc:
             drop(conn)
             raise StorageError(f"the PostgreSQL server at {self.location} is unreachable: "
@@ -443,6 +443,15 @@ def _failed(verb: str, exc: BaseException) -> StorageError:
     next transaction opens a new connection), not unreachable."""
     detail = _describe(exc) if isinstance(exc, psycopg.Error) else str(exc)
     return StorageError(f"{verb} the memory store failed: {detail}", transient=_transient(exc))
+
+
+def _transaction_id(cursor: psycopg.Cursor[Any]) -> int | None:
+    """The id a BEGIN statement selected (_BEGIN_WRITE), or None for a plain BEGIN."""
+    while cursor.description is None:
+        if not cursor.nextset():
+            return None
+    row = cursor.fetchone()
+    return int(row[0]) if row is not None else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -719,3 +719,56 @@ def test_each_migration_is_a_transaction_of_its_own(postgres_url: str, monkeypat
         assert mem.learn("max pressure 10⁶ Pa")["status"] == "duplicate"
     with _admin(postgres_url) as admin:
         assert admin.execute("SELECT max(version) FROM robotmem_schema").fetchone()[0] == last
+
+
+@pytest.fixture
+def commit_cutter(postgres_url: str) -> Iterator[Any]:
+    from pg_cutter import CommitCutter
+
+    cutter = CommitCutter(postgres_url)
+    yield cutter
+    cutter.close()
+
+
+def _perceptions(url: str) -> int:
+    with _admin(url) as admin:
+        return int(admin.execute("SELECT count(*) FROM memories WHERE type = 'perception'").fetchone()[0])
+
+
+def test_a_write_whose_commit_was_carried_out_but_whose_answer_was_lost_succeeds_once(
+        postgres_url: str, commit_cutter: Any):
+    """The connection drops after the server carried out a COMMIT, before its answer arrived (a
+    network partition, a restart at that instant). The write said "the connection was lost" with
+    transient set, so the bridge's outbox, or any caller that retries, stored the perception twice.
+    PostgreSQL is now asked on a new connection how the transaction ended."""
+    with Memory(url=commit_cutter.url, embedder=None) as mem:
+        commit_cutter.arm("answer")
+        stored = mem.save_perception("wrist force during the grasp", "tactile")
+        assert commit_cutter.cuts == 1 and stored["status"] == "created"
+        assert mem.get(stored["memory_id"])["content"] == "wrist force during the grasp"  # a new connection
+    assert _perceptions(postgres_url) == 1
+
+
+def test_a_write_whose_commit_never_reached_the_server_fails_as_transient_and_stores_nothing(
+        postgres_url: str, commit_cutter: Any):
+    with Memory(url=commit_cutter.url, embedder=None) as mem:
+        commit_cutter.arm("request")
+        with pytest.raises(StorageError) as info:
+            mem.save_perception("wrist force during the grasp", "tactile")
+        assert commit_cutter.cuts == 1
+        assert "connection to PostgreSQL was lost" in info.value.message and info.value.transient
+        assert _perceptions(postgres_url) == 0
+        mem.save_perception("wrist force during the grasp", "tactile")  # the retry a transient error invites
+    assert _perceptions(postgres_url) == 1
+
+
+def test_a_bulk_writers_batch_whose_commit_answer_was_lost_is_stored_once(postgres_url: str, commit_cutter: Any):
+    with Memory(url=commit_cutter.url, embedder=None) as mem:
+        writer = mem.bulk_writer()
+        writer.save_perceptions([{"description": "before"}])
+        writer.flush()
+        commit_cutter.arm("answer")
+        writer.save_perceptions([{"description": f"cut batch {k}"} for k in range(3)])
+        writer.close()
+        assert commit_cutter.cuts == 1
+    assert _perceptions(postgres_url) == 4

@@ -8,8 +8,9 @@ operating system or the database for as long as the holder's file or connection 
 
 * SQLite: an exclusive ``flock`` on a file beside the store (``memory.db-claim-<hash>``).
   The kernel drops it when the process dies. The holder removes the file when it lets go.
-* PostgreSQL (postgres/connection.py): a session-level advisory lock on a connection of its
-  own, which the server drops when that connection ends, from any host of a fleet.
+* PostgreSQL (postgres/connection.py): an advisory lock of a transaction left open on a
+  connection of its own, which the server drops when that connection ends, from any host of a
+  fleet, also behind a pooler in transaction mode.
 """
 
 from __future__ import annotations

@@ -176,20 +176,25 @@ class PgDatabase:
         return conn
 
     def claim(self, name: str) -> Release | str:
-        """Claim ``name`` (robotmem.store.claims): a session-level advisory lock on a connection of
-        its own, so that it lasts exactly as long as the claim, and the server drops it when the
-        holder's process or host goes away (keepalives: within about half a minute). The
-        release, or who holds it."""
-        try:
-            raw = psycopg.connect(_with_liveness(self.url), connect_timeout=self._timeout, autocommit=True,
-                                  application_name="robotmem claim")
-        except psycopg.Error as exc:
-            raise StorageError(f"cannot connect to PostgreSQL at {self.location}: {_first_line(exc)}") from exc
+        """Claim ``name`` (robotmem.store.claims): an advisory lock of a transaction left open on a
+        connection of its own, so that it lasts exactly as long as the claim, and the server drops
+        it when the holder's process or host goes away (keepalives: within about half a minute).
+        The release, or who holds it.
+
+        Of the transaction, not the session: behind a pooler in transaction mode (pgbouncer) a
+        session-level lock stayed on the pooled server connection after the claim ended, held for
+        as long as the pool kept it; an open transaction keeps its server connection to itself
+        until it ends. It holds no snapshot between statements (READ COMMITTED) and writes nothing,
+        so vacuum is not held back."""
+        raw = self._connect("robotmem claim")
         try:
             # Advisory locks span the database; each schema of it is a store of its own.
             schema = raw.execute("SELECT current_schema()").fetchone()
             key = int.from_bytes(claim_key(f"{schema[0] if schema else ''}\0{name}"), "big", signed=True)
-            row = raw.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            # One simple query, the key written in (an integer): a statement with parameters leaves its
+            # portal, and the portal's snapshot, open until the next statement, which holds back
+            # vacuum's horizon for as long as the claim lasts (seen in pg_stat_activity.backend_xmin).
+            row = _selected_row(raw.execute(f"BEGIN; SELECT pg_try_advisory_xact_lock({int(key)})"))
             if row is None or not row[0]:
                 holder = raw.execute(
                     "SELECT a.pid, a.client_addr, a.client_hostname FROM pg_locks l JOIN pg_stat_activity a"
@@ -203,7 +208,7 @@ class PgDatabase:
         except psycopg.Error as exc:
             raw.close()
             raise StorageError(f"cannot claim {name!r} in PostgreSQL: {_describe(exc)}") from exc
-        return raw.close  # closing the connection ends the lock with it
+        return raw.close  # closing the connection ends its transaction, and the lock with it
 
     def open_connections(self) -> int:
         """Connections currently open (one per thread that used the store, bulk writers' aside)."""
@@ -232,12 +237,20 @@ class PgDatabase:
         for conn in mine:
             _close_quietly(conn)
 
-    def _open(self) -> PgConnection:
+    def _connect(self, application_name: str) -> psycopg.Connection[Any]:
         try:
-            raw = psycopg.connect(_with_liveness(self.url), connect_timeout=self._timeout, autocommit=True,
-                                  application_name="robotmem")
+            # prepare_threshold=None: no named server-side statements. Behind a pooler in transaction
+            # mode (pgbouncer) the server connection changes between transactions, and psycopg's
+            # prepared "_pg3_0" was missing there, or already existed, or named another statement
+            # (a COMMIT bound to a 3-parameter query). Unnamed statements cost nothing measurable
+            # here: docs/benchmarks.md, "Behind pgbouncer".
+            return psycopg.connect(_with_liveness(self.url), connect_timeout=self._timeout, autocommit=True,
+                                   application_name=application_name, prepare_threshold=None)
         except psycopg.Error as exc:
             raise StorageError(f"cannot connect to PostgreSQL at {self.location}: {_first_line(exc)}") from exc
+
+    def _open(self) -> PgConnection:
+        raw = self._connect("robotmem")
         conn = PgConnection(raw)
         if self._on_connect is not None:
             try:
@@ -445,12 +458,18 @@ def _failed(verb: str, exc: BaseException) -> StorageError:
     return StorageError(f"{verb} the memory store failed: {detail}", transient=_transient(exc))
 
 
-def _transaction_id(cursor: psycopg.Cursor[Any]) -> int | None:
-    """The id a BEGIN statement selected (_BEGIN_WRITE), or None for a plain BEGIN."""
+def _selected_row(cursor: psycopg.Cursor[Any]) -> Any:
+    """The first row of the first statement that selects one, in a string of several (``BEGIN;
+    SELECT ...``); None when none does."""
     while cursor.description is None:
         if not cursor.nextset():
             return None
-    row = cursor.fetchone()
+    return cursor.fetchone()
+
+
+def _transaction_id(cursor: psycopg.Cursor[Any]) -> int | None:
+    """The id a BEGIN statement selected (_BEGIN_WRITE), or None for a plain BEGIN."""
+    row = _selected_row(cursor)
     return int(row[0]) if row is not None else None
 
 

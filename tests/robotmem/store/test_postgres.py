@@ -772,3 +772,15 @@ def test_a_bulk_writers_batch_whose_commit_answer_was_lost_is_stored_once(postgr
         writer.close()
         assert commit_cutter.cuts == 1
     assert _perceptions(postgres_url) == 4
+
+
+def test_a_claim_holds_back_no_vacuum_horizon(postgres_url: str):
+    """A claim is an advisory lock of a transaction left open for as long as a replay runs, maybe
+    hours. It must hold no snapshot meanwhile, or no dead row of the whole server could be vacuumed."""
+    with Memory(url=postgres_url, embedder=None) as mem:
+        with mem.exclusive("replay of bag 3"):
+            mem.learn("a lesson written while the claim is held")
+            with _admin(postgres_url) as admin:
+                rows = admin.execute("SELECT state, backend_xmin FROM pg_stat_activity"
+                                     " WHERE application_name = 'robotmem claim'").fetchall()
+    assert rows == [("idle in transaction", None)]

@@ -17,6 +17,7 @@ synced the file twice, all on the caller's time.
 
 from __future__ import annotations
 
+import errno
 import functools
 import logging
 import os
@@ -404,8 +405,9 @@ class Database:
                     conn.execute("COMMIT")
             except apsw.Error as exc:
                 log.error("read failed: %s", exc)
-                raise StorageError(f"reading the memory store failed: {_describe(exc)}",
-                                   advice=_describe(exc), transient=_transient(exc)) from exc
+                detail = _describe(exc, conn)
+                raise StorageError(f"reading the memory store failed: {detail}",
+                                   advice=detail, transient=_transient(exc)) from exc
         finally:
             if outermost:
                 self._leave(conn)
@@ -430,10 +432,11 @@ class Database:
             try:
                 yield conn
             except BaseException as exc:
+                failure = _write_failed(exc, conn) if isinstance(exc, apsw.Error) else None
                 _rollback(conn)
-                if isinstance(exc, apsw.Error):
+                if failure is not None:
                     log.error("write failed: %s", exc)
-                    raise _write_failed(exc) from exc
+                    raise failure from exc
                 raise
             _commit(conn)
         finally:
@@ -450,18 +453,18 @@ class Database:
                 if not wait:
                     conn.set_busy_timeout(self._busy_timeout_ms)
         except apsw.Error as exc:
-            kind = ReadOnlyStoreError if isinstance(exc, apsw.ReadOnlyError) else StorageError
-            raise kind(f"the memory store is busy or unwritable: {_describe(exc)}", advice=_describe(exc),
-                       transient=_transient(exc)) from exc
+            detail = _describe(exc, conn)
+            raise _kind(exc, conn)(f"the memory store is busy or unwritable: {detail}", advice=detail,
+                                   transient=_transient(exc)) from exc
 
     def pipelined_writes(self) -> PipelinedWrites:
         """Write transactions on a connection of their own that commit on a worker thread (bulk loads)."""
         if self._closed:
             raise StorageError("the memory store is closed")
         conn = self._open()
+        failed = functools.partial(_write_failed, conn=conn)
         writes = PipelinedWrites(conn, Transactions(backend_error=apsw.Error, begin=self._begin_batch, commit=_commit,
-                                                    rollback=_rollback, failed=_write_failed,
-                                                    close=self._close_dedicated))
+                                                    rollback=_rollback, failed=failed, close=self._close_dedicated))
         # Closed with the store if the writer is not closed first (or with the writer, when it is collected).
         with self._lock:
             self._all[id(conn)] = (conn, weakref.finalize(writes, self._retire, conn))
@@ -514,7 +517,7 @@ def _commit(conn: apsw.Connection) -> None:
     try:
         conn.execute("COMMIT")
     except apsw.Error as exc:
-        raise _write_failed(exc) from exc
+        raise _write_failed(exc, conn) from exc
 
 
 def _rollback(conn: apsw.Connection) -> None:
@@ -527,10 +530,18 @@ def _rollback(conn: apsw.Connection) -> None:
         log.exception("rollback failed")
 
 
-def _write_failed(exc: BaseException) -> StorageError:
-    detail = _describe(exc) if isinstance(exc, apsw.Error) else str(exc)
-    kind = ReadOnlyStoreError if isinstance(exc, apsw.ReadOnlyError) else StorageError
-    return kind(f"writing to the memory store failed: {detail}", advice=detail, transient=_transient(exc))
+def _write_failed(exc: BaseException, conn: apsw.Connection | None = None) -> StorageError:
+    """``conn``: the connection that failed, whose operating-system error tells an I/O error's cause."""
+    detail = _describe(exc, conn) if isinstance(exc, apsw.Error) else str(exc)
+    return _kind(exc, conn)(f"writing to the memory store failed: {detail}", advice=detail, transient=_transient(exc))
+
+
+def _kind(exc: BaseException, conn: apsw.Connection | None) -> type[StorageError]:
+    """ReadOnlyStoreError for a store that can only be read: its file (SQLITE_READONLY) or its file system,
+    made read-only under an open store (an I/O error with EROFS)."""
+    read_only = isinstance(exc, apsw.ReadOnlyError) or (
+        isinstance(exc, apsw.IOError) and _system_errno(conn) == errno.EROFS)
+    return ReadOnlyStoreError if read_only else StorageError
 
 
 def one_row(conn: apsw.Connection, query: str, params: Any = ()) -> tuple[Any, ...]:
@@ -580,9 +591,37 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, apsw.Error) and isinstance(code, int) and code & 0xFF in _TRANSIENT_CODES
 
 
-def _describe(exc: apsw.Error) -> str:
-    """What failed and what to do, without SQL text or internals."""
+#: What an I/O error means, by the operating system's error number behind it: SQLite reports a failed
+#: write as SQLITE_IOERR whatever the cause (only ENOSPC in its plain write becomes SQLITE_FULL), and
+#: "check the disk" sent a robot's operator to the kernel log for a file-size limit.
+_IO_CAUSES = {
+    errno.ENOSPC: _WHAT_TO_DO[apsw.SQLITE_FULL],
+    errno.EDQUOT: "the disk quota of this user is used up; free space or raise the quota, then retry: nothing "
+                  "acknowledged was lost",
+    errno.EFBIG: "the database file reached the largest size this process may write (a file-size limit: ulimit -f, "
+                 "RLIMIT_FSIZE) or its file system allows; raise the limit or move the store, then retry: nothing "
+                 "acknowledged was lost",
+    errno.EROFS: "the file system that holds the database became read-only while it was open (the kernel remounts "
+                 "a disk read-only after an error: see its log, dmesg); reads still work, writes fail until it is "
+                 "repaired and mounted read-write (unmounting it needs the processes that have the store open to "
+                 "stop): nothing acknowledged was lost",
+}
+
+
+def _system_errno(conn: apsw.Connection | None) -> int:
+    """The operating system's error number of the connection's last failed I/O (0: none known)."""
+    try:
+        return conn.system_errno if conn is not None else 0
+    except apsw.Error:  # closed meanwhile
+        return 0
+
+
+def _describe(exc: apsw.Error, conn: apsw.Connection | None = None) -> str:
+    """What failed and what to do, without SQL text or internals; ``conn``, the connection that failed,
+    tells an I/O error's cause."""
     code = getattr(exc, "result", None)
+    if isinstance(code, int) and code & 0xFF == apsw.SQLITE_IOERR and _system_errno(conn) in _IO_CAUSES:
+        return _IO_CAUSES[_system_errno(conn)]
     if isinstance(code, int) and code & 0xFF in _WHAT_TO_DO:
         return _WHAT_TO_DO[code & 0xFF]
     # Anything else (an SQL error, a constraint) is a defect or a store from a newer version.

@@ -68,8 +68,9 @@ def test_a_store_that_fails_otherwise_says_why_it_could_not_record_access_counts
     assert "could not record 1 access counts: writing to the memory store failed: the disk is full" in caplog.text
 
 
-def test_an_io_error_says_so_and_what_to_do(tmp_path: Path) -> None:
-    # A file-size limit makes the kernel refuse writes (EFBIG): SQLite reports SQLITE_IOERR_WRITE.
+def test_a_file_size_limit_says_so_and_the_store_writes_again_once_it_is_raised(tmp_path: Path) -> None:
+    # A file-size limit makes the kernel refuse writes (EFBIG), which SQLite reports as SQLITE_IOERR_WRITE:
+    # the message names the limit, not "check the disk".
     script = textwrap.dedent(f"""
         import resource, signal
         from robotmem import Memory
@@ -77,16 +78,23 @@ def test_an_io_error_says_so_and_what_to_do(tmp_path: Path) -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         with Memory({str(tmp_path / "io.db")!r}, embedder=None) as mem:
             mem.learn("the cup is on the shelf")
-            resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+            hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+            resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, hard))
             try:
                 for i in range(500):
                     mem.save_perception(f"scan number {{i}} of the shelf", data=[float(i)] * 2000)
             except StorageError as exc:
-                print(exc.message)
+                print(exc.message, exc.transient)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+            print(mem.get(mem.learn("the bowl is in the sink")["memory_id"])["content"])
     """)
     out = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300,
                          cwd=REPO, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
-    assert "an I/O error occurred" in out.stdout and "check the disk" in out.stdout, out.stdout + out.stderr
+    assert "reached the largest size this process may write (a file-size limit" in out.stdout, out.stdout + out.stderr
+    assert "raise the limit" in out.stdout and "check the disk" not in out.stdout
+    failure, written = out.stdout.splitlines()[-2:]
+    assert failure.endswith(" True")  # transient: the same write succeeds once the limit is raised
+    assert written == "the bowl is in the sink"
 
 
 def test_a_file_that_is_not_a_database_says_so(tmp_path: Path) -> None:
@@ -360,3 +368,69 @@ def test_a_snapshot_notices_a_writer_that_comes_later_and_reads_what_it_writes(b
     warnings = [r.getMessage() for r in caplog.records
                 if r.levelname == "WARNING" and r.name == "robotmem.store.connection"]
     assert len(warnings) == 1 and "read as a snapshot" in warnings[0]  # once
+
+
+@pytest.fixture
+def failing_ext4(tmp_path: Path):
+    """An ext4 file system on a loop device mounted ``errors=remount-ro`` (needs root), and a function
+    that makes the kernel record an error on it, which remounts it read-only under the files open there,
+    as a disk error does (``remount,ro`` is refused while files are open for writing). Afterwards it is
+    unmounted, checked with e2fsck and mounted again by the returned ``repair``."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("a loop-mounted ext4 that the kernel remounts read-only needs root")
+    if shutil.which("mkfs.ext4") is None or shutil.which("e2fsck") is None:
+        pytest.skip("mkfs.ext4 and e2fsck (e2fsprogs) are not installed")
+    image, folder = tmp_path / "ext4.img", tmp_path / "ext4"
+    folder.mkdir()
+    with image.open("wb") as f:
+        f.truncate(32 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(image)], check=True, capture_output=True)
+    mounted = subprocess.run(["mount", "-o", "loop,errors=remount-ro", str(image), str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot loop-mount an ext4 image here: {mounted.stderr.strip()}")
+    try:
+        source = subprocess.run(["findmnt", "-no", "SOURCE", str(folder)], capture_output=True, text=True,
+                                check=True).stdout.strip()
+        trigger = Path("/sys/fs/ext4") / Path(source).name / "trigger_fs_error"
+        if not trigger.exists():
+            pytest.skip(f"this kernel cannot be made to record an ext4 error ({trigger} is missing)")
+
+        def fail() -> None:
+            os.sync()  # what was written so far reaches the image before its journal is aborted
+            trigger.write_text("robotmem test: a disk error\n")
+
+        def repair() -> None:
+            subprocess.run(["umount", str(folder)], check=True)
+            subprocess.run(["e2fsck", "-fy", str(image)], capture_output=True)
+            subprocess.run(["mount", "-o", "loop", str(image), str(folder)], check=True)
+
+        yield folder, fail, repair
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def test_a_file_system_made_read_only_under_an_open_store_says_so(failing_ext4) -> None:
+    """SQLite reports the refused write (EROFS) as an I/O error; the message names the read-only file system."""
+    folder, fail, repair = failing_ext4
+    mem = Memory(folder / "s.db", embedder=None)
+    try:
+        for i in range(5):
+            mem.learn(f"marker {i} is at the dock")
+        fail()
+        with pytest.raises(ReadOnlyStoreError) as err:
+            mem.learn("the door is open")
+        assert "became read-only while it was open" in err.value.message and "dmesg" in err.value.message
+        assert "check the disk" not in err.value.message and err.value.transient
+        with pytest.raises(ReadOnlyStoreError):
+            mem.save_perceptions([{"description": "a scan of the door", "data": [1.0] * 100}])
+        assert mem.recall("marker dock", n=5)["count"] == 5  # reads go on
+    finally:
+        mem.close()
+    repair()
+    with Memory(folder / "s.db", embedder=None) as mem:
+        assert sorted(h["content"] for h in mem.recall("marker dock", n=10, min_relevance=0)["results"]) == [
+            f"marker {i} is at the dock" for i in range(5)]

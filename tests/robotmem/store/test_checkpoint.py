@@ -4,6 +4,8 @@ when that thread falls behind."""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import apsw
@@ -95,5 +97,72 @@ def test_a_wal_grown_beside_a_long_reader_is_cut_back_once_it_starts_again(tmp_p
         assert wal.stat().st_size <= 300 * FRAME
         with db.read() as conn:
             assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 10 + 4 * 500 + 10
+    finally:
+        db.close()
+
+
+def _until(done: Callable[[], bool], what: str) -> None:
+    """Poll until ``done``; the deadline is a liveness guard, not a speed limit."""
+    deadline = time.monotonic() + 120
+    while not done():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.02)
+
+
+def test_the_wal_file_is_cut_to_nothing_once_commits_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a burst the WAL file kept its size (up to WAL_KEEP_BYTES, 64 MB) for as long as the store
+    stayed open: a robot's card gave it back only when the process closed the store."""
+    monkeypatch.setattr(connection, "IDLE_TRUNCATE_S", 0.05, raising=False)
+    db = Database(tmp_path / "i.db")
+    wal = tmp_path / "i.db-wal"
+    try:
+        _write_pages(db, CHECKPOINT_AT + 200, 1)
+        assert wal.stat().st_size > CHECKPOINT_AT * FRAME
+        _until(lambda: wal.stat().st_size == 0, "the WAL file was cut to nothing")
+        with db.read() as conn:
+            assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == CHECKPOINT_AT + 200
+        _write_pages(db, 10, 2)  # the store writes on from an empty WAL
+    finally:
+        db.close()
+    with apsw.Connection(str(tmp_path / "i.db")) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == CHECKPOINT_AT + 210
+
+
+def test_a_wal_grown_beside_a_long_reader_is_cut_to_nothing_once_the_reader_is_gone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export reads one snapshot for its whole run: writes beside it grow the WAL (215 MB for
+    200,000 perceptions), and that file stayed on disk until the next write, then at 64 MB. The cut
+    is put off while the reader holds its snapshot, and needs no further write once it is gone."""
+    monkeypatch.setattr(connection, "IDLE_TRUNCATE_S", 0.05, raising=False)
+    attempts: list[bool] = []
+    original = connection._Checkpointer._truncate
+
+    def recorded(self: connection._Checkpointer, conn: apsw.Connection) -> bool:
+        cut = original(self, conn)
+        attempts.append(cut)
+        return cut
+
+    monkeypatch.setattr(connection._Checkpointer, "_truncate", recorded)
+    db = Database(tmp_path / "r.db")
+    wal = tmp_path / "r.db-wal"
+    try:
+        _write_pages(db, 10, 0)
+        reader = apsw.Connection(str(tmp_path / "r.db"))
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchall()  # holds its snapshot until COMMIT
+        for i in range(3):
+            _write_pages(db, 600, i + 1)
+        grown = wal.stat().st_size
+        assert grown > 1800 * FRAME
+        _until(lambda: attempts.count(False) >= 3, "three cuts put off while the reader holds its snapshot")
+        assert wal.stat().st_size == grown
+        assert reader.execute("SELECT count(*) FROM t").fetchone()[0] == 10  # its snapshot, whole
+        reader.execute("COMMIT")
+        reader.close()
+        _until(lambda: wal.stat().st_size == 0, "the WAL file was cut to nothing")
+        assert attempts[-1] is True
+        with db.read() as conn:
+            assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 10 + 3 * 600
     finally:
         db.close()

@@ -94,6 +94,26 @@ def test_writes_refused_while_another_connection_holds_the_lock_are_written_once
     pipeline.close()
 
 
+def test_writes_refused_by_a_full_disk_are_held_and_written_once_space_is_freed(tmp_path: Path,
+                                                                               clock: ManualClock) -> None:
+    # A full disk is transient (StorageError.transient): the episode that fits once space is freed is not dropped.
+    with Memory(tmp_path / "full.db", embedder=None) as mem:
+        conn = mem._db.connection()  # the thread the pipeline writes on
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages}").fetchall()  # fault injection: SQLITE_FULL, as a full disk
+        pipeline = _pipeline(mem, clock, TopicEpisodes())
+        drive = feed_docking_episode(pipeline)
+        stats = pipeline.stats
+        # what fits in the file's free pages is written; the rest is held, nothing dropped
+        assert stats.write_retries >= 1 and stats.records_dropped == 0 and pipeline.writer.pending_records > 0
+        conn.execute("PRAGMA max_page_count = 1073741823").fetchall()  # space freed
+        clock.advance(10.0)
+        pipeline.tick(T0 + 29 * S)
+        assert_docking_episode_written_once(mem, pipeline, drive)
+        pipeline.close()
+        assert stats.records_dropped == 0
+
+
 def test_a_write_still_failing_after_the_attempt_limit_is_dropped_and_counted(
         busy_mem: Memory, clock: ManualClock) -> None:
     pipeline = _pipeline(busy_mem, clock, max_attempts=2)

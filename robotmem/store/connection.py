@@ -194,7 +194,7 @@ def _connect(path: Path, busy_timeout_ms: int) -> apsw.Connection:
     try:
         conn = apsw.Connection(str(path))
     except apsw.Error as exc:
-        raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+        raise _open_failed(path, exc) from exc
     try:
         conn.set_busy_timeout(busy_timeout_ms)
         conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
@@ -202,11 +202,11 @@ def _connect(path: Path, busy_timeout_ms: int) -> apsw.Connection:
     except (apsw.CantOpenError, apsw.ReadOnlyError) as exc:
         conn.close()
         if not _on_read_only_media(path):
-            raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+            raise _open_failed(path, exc) from exc
         return _connect_read_only(path, busy_timeout_ms)
     except apsw.Error as exc:
         conn.close()
-        raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+        raise _open_failed(path, exc) from exc
 
 
 _SNAPSHOTS_WARNED: set[str] = set()
@@ -280,7 +280,7 @@ def _connect_read_only(path: Path, busy_timeout_ms: int) -> apsw.Connection:
             detail = (f"{read_only}; its {wal.name} file holds commits not yet copied into the database, "
                       "which only a writable mount can read (open it once read-write to fold them in)")
             raise StorageError(f"cannot open the memory store at {path}: {detail}", advice=detail) from exc
-        raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+        raise _open_failed(path, exc) from exc
     if live:
         log.info("%s is on a read-only mount: opened read-only (reads work, writes fail)", path)
     elif _warn_once(path):
@@ -308,7 +308,7 @@ def _open_connection(path: Path, busy_timeout_ms: int, check: FileCheck | None =
         conn.close()
         if isinstance(exc, StorageError):
             raise
-        raise StorageError(f"cannot open the memory store at {path}: {_describe(exc)}") from exc
+        raise _open_failed(path, exc) from exc
     return conn
 
 
@@ -529,6 +529,13 @@ class Database:
                 log.exception("closing a connection failed")
             finalizer.detach()
         self._local = threading.local()
+
+
+def _open_failed(path: Path, exc: apsw.Error) -> StorageError:
+    """With the advice a server passes on: a robot's client learns that the disk is full, not only that
+    the store failed (the path stays in the message, for the log)."""
+    detail = _describe(exc)
+    return StorageError(f"cannot open the memory store at {path}: {detail}", advice=detail)
 
 
 def _close_quietly(conn: apsw.Connection) -> None:

@@ -24,7 +24,6 @@ from robotmem.config import Config
 from robotmem.embeddings.cache import cached_model_path
 from robotmem.embeddings.onnx_embedder import LoadState
 from robotmem.embeddings.source import locate_model_source
-from robotmem.mcp.boundary import STORAGE_MESSAGE
 from robotmem.mcp.runtime import MemoryRuntime
 
 pytestmark = pytest.mark.anyio
@@ -109,7 +108,8 @@ async def test_an_unreadable_store_gives_storage_errors_without_internals_and_th
     async with stdio_session(robotmem_home, log, ROBOTMEM_EMBEDDINGS="off") as session:
         for tool, arguments in [("learn", {"insight": "lost?"}), ("recall", {"query": "anything"})]:
             error = await call_error(session, tool, arguments)
-            assert error == {"code": "storage_error", "field": None, "message": STORAGE_MESSAGE}
+            assert error == {"code": "storage_error", "field": None, "message": (
+                "the memory store could not complete the request: the file is not a robotmem database; check the path")}
             assert str(robotmem_home) not in error["message"]
         # Argument problems are still reported as such: validation needs no store.
         bad = await call_error(session, "recall", {"query": "x", "n": "many"})
@@ -122,6 +122,53 @@ async def test_an_unreadable_store_gives_storage_errors_without_internals_and_th
     # Opening and each of the two failed calls: one line each, no traceback (an expected failure).
     assert len([line for line in text.splitlines() if "storage failure" in line]) == 3
     assert "Traceback" not in text
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A small tmpfs filled to the last byte by a ballast file (needs root and mount); the ballast is
+    ``folder / "ballast"``, removed to free space. Unmounted at the end whatever happens."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        pytest.skip("a real full disk is a small tmpfs, and mounting one needs root")
+    folder = tmp_path / "full"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        fd = os.open(folder / "ballast", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, bytes(65536))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+async def test_a_server_started_on_a_full_disk_tells_its_client_so_and_serves_once_space_is_freed(
+    robotmem_home: Path, tmp_path: Path, full_tmpfs: Path
+) -> None:
+    """A robot booting with a full card: opening the store fails; the client's error said only that the
+    store failed ("the server log has the details"), though it says what to do for a write that fails."""
+    log = tmp_path / "server.log"
+    database = full_tmpfs / "memory.db"
+    async with stdio_session(robotmem_home, log, ROBOTMEM_EMBEDDINGS="off", ROBOTMEM_DB_PATH=str(database)) as session:
+        error = await call_error(session, "learn", {"insight": "the dock is behind the shelf"})
+        assert error["code"] == "storage_error" and "the disk is full" in error["message"]
+        assert "free space" in error["message"] and str(full_tmpfs) not in error["message"]
+        (full_tmpfs / "ballast").unlink()
+        learned = await call_ok(session, "learn", {"insight": "the dock is behind the shelf"})
+        assert learned["status"] == "created"
+    with Memory(database, embedder=None) as mem:
+        assert [h["content"] for h in mem.recall("dock")["results"]] == ["the dock is behind the shelf"]
 
 
 def test_docs_mcp_md_lists_every_embeddings_status() -> None:

@@ -10,8 +10,10 @@ so losing the write would lose seconds of trajectory. Instead every store operat
   it are tried again after a backoff (``initial_delay_s``, doubling up to ``max_delay_s``).
   Each failed attempt counts in ``stats.write_retries``.
 * Memory stays bounded: beyond ``max_pending_records`` held records the oldest pending
-  record batch is dropped, and an operation still failing after ``max_attempts`` is
-  dropped; both count in ``stats.records_dropped`` and are logged.
+  record batch is dropped, and an operation holding records (a batch, a note) still failing
+  after ``max_attempts`` is dropped; both count in ``stats.records_dropped`` and are logged.
+  A session's start or end holds no records and is kept until it succeeds (or ``close``
+  gives up): the records behind it cannot be written without it.
 * Any other error is not transient, nor is a StorageError the store marks so (a statement
   the database refuses for its content fails again the same way): that operation is dropped
   (counted, logged with the error) and the ones behind it go on.
@@ -160,7 +162,10 @@ class WriteOutbox:
         elif self.stats.write_retries % _LOG_EVERY == 0:
             log.warning("store still failing after %.1f s (%d retries, %d records held): %s",
                         now - self._failing_since, self.stats.write_retries, self._recount(), exc)
-        if operation.attempts >= self.policy.max_attempts:
+        # An operation holding no records (a session's start or end) is never given up for its attempts:
+        # it costs no memory, and the records queued behind it need it (their session's start given up,
+        # every one of them was refused once the store came back).
+        if operation.attempts >= self.policy.max_attempts and operation.records:
             log.error("%s dropped after %d failed attempts: %s", operation.what, operation.attempts, exc)
             self._drop(operation)
             return False

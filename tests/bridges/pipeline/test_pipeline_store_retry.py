@@ -136,6 +136,28 @@ def test_a_write_still_failing_after_the_attempt_limit_is_dropped_and_counted(
     assert stats.write_retries == 2
 
 
+def test_a_session_start_failing_past_the_attempt_limit_is_kept_so_its_episode_is_written_once_the_store_is_back(
+        busy_mem: Memory, clock: ManualClock) -> None:
+    # A store down longer than the attempt limit (a full disk an operator frees minutes later) gave up the
+    # episode's start: every record and note queued behind it was then refused (no such session) once the
+    # store came back, though they fit. A session operation holds no records: it waits for the store instead.
+    lock = WriteLock(busy_mem.path)
+    try:
+        pipeline = _pipeline(busy_mem, clock, TopicEpisodes(), max_attempts=2)
+        drive = feed_docking_episode(pipeline)
+        for second in range(5):  # well past the attempt limit
+            clock.advance(10.0)
+            pipeline.tick(T0 + (29 + second) * S)
+        assert pipeline.stats.records_written == 0
+    finally:
+        lock.release()
+    clock.advance(10.0)
+    pipeline.tick(T0 + 35 * S)
+    assert pipeline.stats.records_rejected == 0
+    assert_docking_episode_written_once(busy_mem, pipeline, drive)
+    pipeline.close()
+
+
 def test_held_records_stay_bounded_by_dropping_the_oldest(busy_mem: Memory, lock: WriteLock, clock: ManualClock) -> None:
     pipeline = _pipeline(busy_mem, clock, max_pending_records=2)
     for msg in straight_drive(T0, seconds=50):

@@ -103,3 +103,32 @@ def test_a_record_the_server_refuses_for_its_content_is_rejected_alone_and_the_e
         assert "refused" in stats.topic("/joint_states").rejected_reason
         assert mem.stats()["memories"] == 2
         assert [s["status"] for s in mem.list_sessions(collection="test")] == ["ended"]
+
+
+def test_a_session_start_failing_past_the_attempt_limit_while_the_server_is_down_is_kept(
+        own_server: tuple[Any, Any]) -> None:
+    # Down longer than the attempt limit: the episode's start was given up, and once the server was
+    # back every record behind it was refused (no such session).
+    import pgserver
+
+    server, pgdata = own_server
+    clock = ManualClock()
+    with Memory(url=server.get_uri(), embedder=None) as mem:
+        pipeline = Pipeline(mem, BridgeConfig(), collection="test", robot_id="bot-1", episode_policy=TopicEpisodes(),
+                            source="ws://robot:9090",
+                            write_retry=RetryPolicy(clock=clock, sleep=clock.advance, max_attempts=2))
+        server.cleanup()
+        drive = feed_docking_episode(pipeline)
+        for second in range(5):  # well past the attempt limit
+            clock.advance(10.0)
+            pipeline.tick(T0 + (29 + second) * S)
+        assert pipeline.stats.records_written == 0
+        back = pgserver.get_server(pgdata, cleanup_mode="stop")
+        try:
+            clock.advance(10.0)
+            pipeline.tick(T0 + 35 * S)
+            assert pipeline.stats.records_rejected == 0
+            assert_docking_episode_written_once(mem, pipeline, drive)
+            pipeline.close()
+        finally:
+            back.cleanup()

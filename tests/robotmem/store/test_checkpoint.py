@@ -161,7 +161,6 @@ def test_a_wal_grown_beside_a_long_reader_is_cut_to_nothing_once_the_reader_is_g
         reader.execute("COMMIT")
         reader.close()
         _until(lambda: wal.stat().st_size == 0, "the WAL file was cut to nothing")
-        assert attempts[-1] is True
         with db.read() as conn:
             assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 10 + 3 * 600
     finally:

@@ -34,7 +34,8 @@ from .search.leaf_columns import LeafColumns
 from .search.recall import RecallEngine
 from .search.request import build_request
 from .store.backend import Store, open_store
-from .store.clockwatch import ClockWatch
+from .store.clockwatch import ClockWatch, set_back, stamps_ahead
+from .store.decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE
 from .store.memories import NewMemory
 from .store.pipeline import Later, PipelinedWrites
 from .store.rows import HIT_COLUMNS, row_to_record
@@ -125,6 +126,7 @@ class Memory:
             self._db.migrate()
             # One index lookup: the newest time the store holds, against which readings are checked.
             self._clock_watch = ClockWatch(self._newest_stamp())
+            self._hold_a_set_back_clock()
             if self._embeddings.available and self._embeddings.model_id and self._embeddings.dim:
                 self._db.prepare_vectors(self._embeddings.model_id, self._embeddings.dim)
         except BaseException:
@@ -172,8 +174,31 @@ class Memory:
         from a clock never set, or far behind the newest time the store holds, is logged once
         (robotmem.store.clockwatch); it is used as it is."""
         reading = validation.clock_reading(self._clock())
+        effective = self._clock_watch.effective(reading)
         self._clock_watch.check(reading)
-        return reading
+        return effective
+
+    def _hold_a_set_back_clock(self) -> None:
+        """At open: a reading more than a day behind the store's newest time that is either unset
+        (before PLAUSIBLE_SINCE: an RTC lost, 1970) or has most of the store stamped ahead of it (a
+        board booted at its firmware date) makes this process continue the store's time until the
+        clock reaches it. Stamped as read, what a firmware-date boot learned before NTP synced
+        looked years old at the sync and was archived, and its episodes lasted years and listed
+        last (docs/consolidation.md, "Clocks"). One count over the store, only when the reading
+        is plausible and that far behind."""
+        newest = self._clock_watch.newest
+        try:
+            reading = validation.clock_reading(self._clock())
+        except ValidationError:
+            return  # the first call refuses it, naming the clock
+        if newest is None or newest < PLAUSIBLE_SINCE or reading >= newest - FUTURE_TOLERANCE_S:
+            return
+        if reading >= PLAUSIBLE_SINCE:
+            with self._db.read() as conn:
+                ahead, total = stamps_ahead(conn, "TRUE", [], reading)
+            if not set_back(ahead, total):
+                return  # stamps a clock ahead wrote, not a clock set back: end_session repairs them
+        self._clock_watch.hold(newest, reading)
 
     def _newest_stamp(self) -> float | None:
         """The newest time on the newest memory (by id: one index lookup), for ClockWatch."""

@@ -23,15 +23,12 @@ from dataclasses import dataclass
 import apsw
 
 from ..store.backend import dialect_of
+from ..store.clockwatch import CLOCK_QUORUM, set_back, stamps_ahead
 from ..store.decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE, effective_confidence_sql
 
 __all__ = ["CLOCK_QUORUM", "DECAYED_EPSILON", "DecayCounts", "decay_pass"]
 
 log = logging.getLogger("robotmem")
-
-#: How many live memories stamped ahead of the clock (and outnumbering the rest) make a
-#: collection judge the clock behind it rather than the stamps ahead of the clock.
-CLOCK_QUORUM = 10
 
 #: A memory counts as "decayed" once it has lost more than this much confidence since
 #: it was last reinforced (one percentage point: about 10 hours at the default half-life).
@@ -94,16 +91,9 @@ def decay_pass(
 
 
 def _clock_behind(conn: apsw.Connection, where: str, params: list[str], now: float) -> bool:
-    """Whether the collection's live memories put the clock behind them: at least CLOCK_QUORUM
-    stamped more than FUTURE_TOLERANCE_S ahead of ``now``, and more of them than the rest."""
-    row = conn.execute(
-        "SELECT coalesce(sum(CASE WHEN m.reinforced_at > ? THEN 1 ELSE 0 END), 0), count(*) FROM memories AS m "
-        f"WHERE {where} AND m.status IN ('active', 'archived')",
-        (now + FUTURE_TOLERANCE_S, *params),
-    ).fetchone()
-    assert row is not None  # an aggregate always returns a row
-    ahead, total = int(row[0]), int(row[1])
-    behind = ahead >= CLOCK_QUORUM and ahead > total - ahead
+    """Whether the collection's live memories put the clock behind them (store.clockwatch.set_back)."""
+    ahead, total = stamps_ahead(conn, where, params, now)
+    behind = set_back(ahead, total)
     if behind:
         log.warning("consolidation: the clock reads %.3f but %d of %d live memories%s are stamped more than %.0f s "
                     "after it: taken for a clock set back (reset at boot), so nothing is archived, restored or "

@@ -6,6 +6,13 @@ holds (a reset to a firmware date, or NTP correcting a clock that ran ahead). Re
 used as they are -- a clock behind the stamps makes memories look younger, never older, and
 reinforcement never moves ``reinforced_at`` back -- but the first such reading of a run of
 them is logged with the numbers, so a fleet's operator sees which robot's clock is off.
+
+One exception: a process that opens the store more than a day behind its newest time, under a
+clock never set or one the store judges set back (most of its live memories stamped more than a
+day ahead of the reading: a board without an RTC battery booted at its firmware date), continues
+the store's time instead, from the newest time it holds, until the clock reaches that time (NTP
+synced). What it stamped at the firmware date was
+archived at the sync: two years behind the rest, it looked two years old.
 """
 
 from __future__ import annotations
@@ -13,10 +20,15 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime, timezone
+from typing import Any
 
 from .decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE
 
-__all__ = ["ClockWatch"]
+__all__ = ["CLOCK_QUORUM", "ClockWatch", "set_back", "stamps_ahead"]
+
+#: How many live memories stamped ahead of the clock (and outnumbering the rest) make the store
+#: judge the clock behind it rather than the stamps ahead of the clock.
+CLOCK_QUORUM = 10
 
 log = logging.getLogger("robotmem")
 
@@ -28,6 +40,24 @@ def _iso(seconds: float) -> str:
         return f"{seconds:.3f}"
 
 
+def stamps_ahead(conn: Any, where: str, params: list[str], now: float) -> tuple[int, int]:
+    """How many live memories matching ``where`` are stamped more than FUTURE_TOLERANCE_S after
+    ``now``, and how many there are."""
+    row = conn.execute(
+        "SELECT coalesce(sum(CASE WHEN m.reinforced_at > ? THEN 1 ELSE 0 END), 0), count(*) FROM memories AS m "
+        f"WHERE {where} AND m.status IN ('active', 'archived')",
+        (now + FUTURE_TOLERANCE_S, *params),
+    ).fetchone()
+    assert row is not None  # an aggregate always returns a row
+    return int(row[0]), int(row[1])
+
+
+def set_back(ahead: int, total: int) -> bool:
+    """The rule: a clock is taken for one set back (not the stamps for ones a clock ahead wrote)
+    when at least CLOCK_QUORUM live memories are ahead of it and they outnumber the rest."""
+    return ahead >= CLOCK_QUORUM and ahead > total - ahead
+
+
 class ClockWatch:
     """Tracks the newest time seen (the store's newest stamp at open, then each reading) and
     warns once per run of readings that are unset (before PLAUSIBLE_SINCE) or more than
@@ -36,11 +66,15 @@ class ClockWatch:
     def __init__(self, store_newest: float | None) -> None:
         self.newest = store_newest
         self.warnings = 0
+        #: while the clock reads behind it: the store's newest time and the reading at open
+        self._held: tuple[float, float] | None = None
         self._warned: str | None = None
         self._lock = threading.Lock()
 
     def check(self, reading: float) -> None:
         with self._lock:
+            if self._held is not None:
+                return  # hold() said why this clock is not used as it reads
             newest = self.newest
             if reading < PLAUSIBLE_SINCE:
                 state = "unset"
@@ -66,3 +100,25 @@ class ClockWatch:
             self._warned = state
             if state != "unset" and (newest is None or reading > newest):
                 self.newest = reading
+
+    def hold(self, floor: float, reading: float) -> None:
+        """Continue from ``floor`` (the store's newest time) instead of ``reading``, a clock the
+        store judged set back: readings advance from ``floor`` at the clock's rate."""
+        with self._lock:
+            self._held = (floor, reading)
+        log.warning("the clock reads %.3f (%s), %.1f days behind the newest time this store holds: taken for a clock "
+                    "never set or set back at boot; times continue from the store's newest, %.3f (%s), until the "
+                    "clock reaches it",
+                    reading, _iso(reading), (floor - reading) / 86_400.0, floor, _iso(floor))
+
+    def effective(self, reading: float) -> float:
+        """The time to use for ``reading``: itself, or while held, the store's time continued."""
+        with self._lock:
+            held = self._held
+            if held is None:
+                return reading
+            floor, start = held
+            if reading >= floor:  # the clock reached the store's time: it was set
+                self._held = None
+                return reading
+            return floor + max(0.0, reading - start)

@@ -172,3 +172,66 @@ def test_an_unset_or_set_back_clock_is_warned_about_once_with_the_numbers(mem: M
     assert "95.000" in messages[0] and "never set" in messages[0]
     assert f"{real - 10 * DAY:.3f}" in messages[1] and "10.0 days behind" in messages[1]
     assert f"{real:.3f}" in messages[1]
+
+
+def test_a_process_started_at_a_firmware_date_continues_the_stores_time_until_ntp(db_path, clock, caplog) -> None:
+    """A board without an RTC battery boots at its firmware date (2024-01-01, years behind the
+    store) and learns before NTP syncs. Stamped as read, those facts looked 2.4 years old at the
+    sync and the next end_session archived them; the episode lasted 2.4 years and listed last."""
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        for i in range(CLOCK_QUORUM + 2):
+            mem.learn(f"shelf {i} holds the spare grippers", CTX)
+        newest = clock.now
+    firmware = 1_704_067_200.0
+    clock.now = firmware
+    with caplog.at_level(logging.WARNING, logger="robotmem"), Memory(db_path, clock=clock, embedder=None) as mem:
+        sid = mem.start_session(context=CTX)["session_id"]
+        fact = mem.learn("the tray must be loaded slowly", CTX, session_id=sid)["memory_id"]
+        assert mem.get(fact)["reinforced_at"] == newest
+        clock.advance(600)
+        mem.end_session(sid)
+        clock.now = newest + 3 * 3600  # NTP sync: the robot was off for 2 hours, worked for one
+        sid = mem.start_session(context=CTX)["session_id"]
+        clock.advance(60)
+        summary = mem.end_session(sid)
+        assert summary["archived"] == 0 and summary["duration_s"] == pytest.approx(60)
+        record = mem.get(fact)
+        assert record["status"] == "active"
+        # It looks as old as the time since the store's newest stamp, never years.
+        assert record["confidence"] == pytest.approx(0.8 * 2 ** (-(3 * 3600 + 60) / (30 * DAY)))
+        assert fact in recalled(mem, "tray loaded slowly")
+        assert [s["session_id"] for s in mem.list_sessions(limit=1)] == [sid]
+    assert any("continue from the store's newest" in r.getMessage() for r in caplog.records)
+
+
+def test_a_process_started_behind_a_few_stamps_uses_its_clock_as_read(db_path, clock) -> None:
+    """Not a set-back clock but stamps ahead (a year-ahead episode, then corrected): the process
+    reads its clock as it is, and end_session brings those stamps to it."""
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        for i in range(CLOCK_QUORUM + 2):
+            mem.learn(f"shelf {i} holds the spare grippers", CTX)
+        clock.advance(YEAR)
+        for i in range(CLOCK_QUORUM):
+            mem.learn(f"bay {i} holds the charger", CTX)
+    clock.advance(-YEAR + 60)
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        fact = mem.learn("the lift door closes after 8 seconds", CTX)["memory_id"]
+        assert mem.get(fact)["reinforced_at"] == clock.now
+
+
+def test_a_process_started_under_a_1970_clock_continues_the_stores_time(db_path, clock) -> None:
+    """An RTC lost at boot, with a store that holds a history: the episode starts and its facts
+    are stamped at the store's time, not 1970 (an episode of 56 years, listed last, outside every
+    time window)."""
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        mem.learn("shelf 1 holds the spare grippers", CTX)
+        newest = clock.now
+    clock.now = BOOT_1970
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        sid = mem.start_session(context=CTX)["session_id"]
+        assert mem.get_session(sid)["started_at"] == newest
+        fact = mem.learn("the tray must be loaded slowly", CTX, session_id=sid)["memory_id"]
+        clock.advance(600)
+        assert mem.get(fact)["occurred_at"] == newest
+        assert mem.end_session(sid)["duration_s"] == pytest.approx(600)
+        assert fact in {h["id"] for h in mem.recall("", since=newest - 1)["results"]}

@@ -239,3 +239,36 @@ def test_on_postgresql_the_second_writer_waits_for_the_first_to_commit(backend, 
     assert (results[first]["reinforced"], results[second]["reinforced"]) == (0, 3)
     live = [s for s in _state(mem, "fleet") if s[1] == "active"]
     assert len(live) == 3 and sum(s[2] for s in live) == 6
+
+
+@pytest.mark.sqlite_only  # counts SQLite's virtual-machine steps
+def test_sessions_left_open_for_good_cost_end_session_nothing(mem, clock):
+    """A process killed mid-episode leaves its session open for months. The look for episodes
+    that ended between the phases read every memory of every session open at planning time: 100
+    such sessions of 1,000 records made it 47 ms at each end_session. Only those that have ended
+    since are read now, so a crashed session's records cost no steps."""
+    from robotmem.consolidation.horizon import Horizon, changed_since
+
+    crashed = mem.start_session()["session_id"]
+    mem.save_perceptions([{"description": f"pose sample {i}", "perception_type": "proprioceptive",
+                           "session_id": crashed, "embed": False} for i in range(2000)])
+    sid = mem.start_session()["session_id"]
+    mem.learn(TEXT, ARM1, session_id=sid)
+
+    def steps(open_sessions: tuple[str, ...]) -> int:
+        counted = [0]
+
+        def tick() -> bool:
+            counted[0] += 1
+            return False  # go on
+
+        with mem.store.read() as conn:
+            last_id = conn.execute("SELECT max(id) FROM memories").fetchone()[0]
+            conn.set_progress_handler(tick, 100)
+            try:
+                assert not changed_since(conn, Horizon(open_sessions, last_id), mem.collection, sid)
+            finally:
+                conn.set_progress_handler(None)
+        return counted[0]
+
+    assert steps((crashed,)) <= steps(()) + 2

@@ -34,7 +34,7 @@ from .search.leaf_columns import LeafColumns
 from .search.recall import RecallEngine
 from .search.request import build_request
 from .store.backend import Store, open_store
-from .store.clockwatch import ClockWatch, set_back, stamps_ahead
+from .store.clockwatch import ClockWatch, stamps_ahead
 from .store.decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE
 from .store.memories import NewMemory
 from .store.pipeline import Later, PipelinedWrites
@@ -180,12 +180,12 @@ class Memory:
 
     def _hold_a_set_back_clock(self) -> None:
         """At open: a reading more than a day behind the store's newest time that is either unset
-        (before PLAUSIBLE_SINCE: an RTC lost, 1970) or has most of the store stamped ahead of it (a
-        board booted at its firmware date) makes this process continue the store's time until the
-        clock reaches it. Stamped as read, what a firmware-date boot learned before NTP synced
-        looked years old at the sync and was archived, and its episodes lasted years and listed
-        last (docs/consolidation.md, "Clocks"). One count over the store, only when the reading
-        is plausible and that far behind."""
+        (before PLAUSIBLE_SINCE: an RTC lost, 1970) or that the store's stamps put behind them
+        (StampsAhead.set_back: a board booted at its firmware date, a fleet robot days behind)
+        makes this process continue the store's time until the clock reaches it. Stamped as read,
+        what a firmware-date boot learned before NTP synced looked years old at the sync and was
+        archived, and its episodes lasted years and listed last (docs/consolidation.md, "Clocks").
+        One aggregate over the store, only when the reading is plausible and that far behind."""
         newest = self._clock_watch.newest
         try:
             reading = validation.clock_reading(self._clock())
@@ -195,8 +195,8 @@ class Memory:
             return
         if reading >= PLAUSIBLE_SINCE:
             with self._db.read() as conn:
-                ahead, total = stamps_ahead(conn, "TRUE", [], reading)
-            if not set_back(ahead, total):
+                ahead = stamps_ahead(conn, "TRUE", [], reading)
+            if not ahead.set_back(reading):
                 return  # stamps a clock ahead wrote, not a clock set back: end_session repairs them
         self._clock_watch.hold(newest, reading)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import apsw
 
 from ..store.backend import dialect_of
-from ..store.clockwatch import CLOCK_QUORUM, set_back, stamps_ahead
+from ..store.clockwatch import CLOCK_QUORUM, stamps_ahead
 from ..store.decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE, effective_confidence_sql
 
 __all__ = ["CLOCK_QUORUM", "DECAYED_EPSILON", "DecayCounts", "decay_pass"]
@@ -91,12 +91,12 @@ def decay_pass(
 
 
 def _clock_behind(conn: apsw.Connection, where: str, params: list[str], now: float) -> bool:
-    """Whether the collection's live memories put the clock behind them (store.clockwatch.set_back)."""
-    ahead, total = stamps_ahead(conn, where, params, now)
-    behind = set_back(ahead, total)
+    """Whether the collection's live memories put the clock behind them (StampsAhead.set_back)."""
+    ahead = stamps_ahead(conn, where, params, now)
+    behind = ahead.set_back(now)
     if behind:
         log.warning("consolidation: the clock reads %.3f but %d of %d live memories%s are stamped more than %.0f s "
-                    "after it: taken for a clock set back (reset at boot), so nothing is archived, restored or "
-                    "restamped until it is set", now, ahead, total, "" if where == "TRUE" else f" of {params[0]!r}",
-                    FUTURE_TOLERANCE_S)
+                    "after it, from %.3f to %.3f: taken for a clock set back (reset at boot, or behind the fleet), "
+                    "so nothing is archived, restored or restamped until it is set", now, ahead.count, ahead.total,
+                    "" if where == "TRUE" else f" of {params[0]!r}", FUTURE_TOLERANCE_S, ahead.first, ahead.last)
     return behind

@@ -8,8 +8,8 @@ reinforcement never moves ``reinforced_at`` back -- but the first such reading o
 them is logged with the numbers, so a fleet's operator sees which robot's clock is off.
 
 One exception: a process that opens the store more than a day behind its newest time, under a
-clock never set or one the store judges set back (most of its live memories stamped more than a
-day ahead of the reading: a board without an RTC battery booted at its firmware date), continues
+clock never set or one the store judges set back (StampsAhead.set_back: a board without an RTC
+battery booted at its firmware date), continues
 the store's time instead, from the newest time it holds, until the clock reaches that time (NTP
 synced). What it stamped at the firmware date was
 archived at the sync: two years behind the rest, it looked two years old.
@@ -19,15 +19,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from .decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE
 
-__all__ = ["CLOCK_QUORUM", "ClockWatch", "set_back", "stamps_ahead"]
+__all__ = ["CLOCK_QUORUM", "ClockWatch", "StampsAhead", "stamps_ahead"]
 
-#: How many live memories stamped ahead of the clock (and outnumbering the rest) make the store
-#: judge the clock behind it rather than the stamps ahead of the clock.
+#: How few live memories stamped ahead of the clock never make the store judge the clock behind
+#: it rather than the stamps ahead of the clock (StampsAhead.set_back).
 CLOCK_QUORUM = 10
 
 log = logging.getLogger("robotmem")
@@ -40,22 +41,43 @@ def _iso(seconds: float) -> str:
         return f"{seconds:.3f}"
 
 
-def stamps_ahead(conn: Any, where: str, params: list[str], now: float) -> tuple[int, int]:
-    """How many live memories matching ``where`` are stamped more than FUTURE_TOLERANCE_S after
-    ``now``, and how many there are."""
+@dataclass(frozen=True)
+class StampsAhead:
+    """The live memories stamped more than FUTURE_TOLERANCE_S after a reading: how many, of how
+    many, and the earliest and latest such stamp (0 when there is none)."""
+
+    count: int
+    total: int
+    first: float
+    last: float
+
+    def set_back(self, now: float) -> bool:
+        """Whether the clock reading ``now`` is taken for one set back rather than these stamps for
+        ones a clock ahead wrote: at least CLOCK_QUORUM of them, and either more of them than the
+        rest, or spread over at least as long as they lie ahead of the clock. A clock that ran
+        ahead for an episode leaves a tight cluster far ahead (a year ahead, minutes apart); a clock
+        reset to a firmware date months into a long history, or a fleet robot days behind the
+        others, has stamps from just ahead of it to the newest. Taken for ahead stamps, those were
+        moved back to the clock and archived once it was right (a robot 2 years in service, reset
+        to a date 182 days back, lost every fact of the last 120 days)."""
+        if self.count < CLOCK_QUORUM:
+            return False
+        return self.count > self.total - self.count or self.last - self.first >= self.first - now
+
+
+def stamps_ahead(conn: Any, where: str, params: list[str], now: float) -> StampsAhead:
+    """The live memories matching ``where`` stamped more than FUTURE_TOLERANCE_S after ``now``
+    (one aggregate over them)."""
+    edge = now + FUTURE_TOLERANCE_S
     row = conn.execute(
-        "SELECT coalesce(sum(CASE WHEN m.reinforced_at > ? THEN 1 ELSE 0 END), 0), count(*) FROM memories AS m "
+        "SELECT coalesce(sum(CASE WHEN m.reinforced_at > ? THEN 1 ELSE 0 END), 0), count(*), "
+        "coalesce(min(CASE WHEN m.reinforced_at > ? THEN m.reinforced_at END), 0), "
+        "coalesce(max(CASE WHEN m.reinforced_at > ? THEN m.reinforced_at END), 0) FROM memories AS m "
         f"WHERE {where} AND m.status IN ('active', 'archived')",
-        (now + FUTURE_TOLERANCE_S, *params),
+        (edge, edge, edge, *params),
     ).fetchone()
     assert row is not None  # an aggregate always returns a row
-    return int(row[0]), int(row[1])
-
-
-def set_back(ahead: int, total: int) -> bool:
-    """The rule: a clock is taken for one set back (not the stamps for ones a clock ahead wrote)
-    when at least CLOCK_QUORUM live memories are ahead of it and they outnumber the rest."""
-    return ahead >= CLOCK_QUORUM and ahead > total - ahead
+    return StampsAhead(int(row[0]), int(row[1]), float(row[2]), float(row[3]))
 
 
 class ClockWatch:

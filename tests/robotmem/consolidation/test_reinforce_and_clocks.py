@@ -235,3 +235,54 @@ def test_a_process_started_under_a_1970_clock_continues_the_stores_time(db_path,
         assert mem.get(fact)["occurred_at"] == newest
         assert mem.end_session(sid)["duration_s"] == pytest.approx(600)
         assert fact in {h["id"] for h in mem.recall("", since=newest - 1)["results"]}
+
+
+def _daily_history(mem: Memory, clock, days: int, facts: int = 1) -> dict[int, float]:
+    """One episode a day with ``facts`` facts: memory id -> the time it was learned."""
+    learned = {}
+    for day in range(days):
+        sid = mem.start_session(context=CTX)["session_id"]
+        for k in range(facts):
+            text = f"day {day}: pallet {day}.{k} went to aisle {day % 17}"
+            learned[mem.learn(text, CTX, session_id=sid)["memory_id"]] = clock.now
+        clock.advance(600)
+        mem.end_session(sid)
+        clock.advance(DAY - 600)
+    return learned
+
+
+def test_a_firmware_date_inside_a_long_history_archives_none_of_it(db_path, clock) -> None:
+    """A robot in service 400 days is re-flashed with an image built 150 days ago and loses its
+    RTC: the store's last 150 days are ahead of the clock, but not most of it. Taken for stamps
+    a clock ahead wrote, they were moved back 150 days and archived at the sync: every fact of
+    the last 120 days (0.8 * 2^-5 is below the floor)."""
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        learned = _daily_history(mem, clock, 400)
+    real = clock.now
+    clock.now = real - 150 * DAY
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        sid = mem.start_session(context=CTX)["session_id"]
+        clock.advance(600)
+        mem.end_session(sid)
+        clock.now = real + 1200  # NTP sync
+        sid = mem.start_session(context=CTX)["session_id"]
+        clock.advance(60)
+        mem.end_session(sid)
+        for memory_id, at in learned.items():
+            expected = 0.8 * 2 ** (-(clock.now - at) / (30 * DAY))
+            record = mem.get(memory_id)
+            assert record["status"] == ("active" if expected >= 0.05 else "archived"), (memory_id, expected)
+            assert record["confidence"] == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_fleet_robot_days_behind_moves_no_other_robots_stamps_back(db_path, clock) -> None:
+    """Robot B's clock runs 5 days behind the fleet's. Its end_session moved every memory the
+    others stamped in those 5 days back to its clock, so they looked 5 days older than they were."""
+    with Memory(db_path, clock=clock, embedder=None) as fleet:
+        learned = _daily_history(fleet, clock, 30, facts=4)
+        with Memory(db_path, clock=lambda: clock.now - 5 * DAY, embedder=None) as robot_b:
+            sid = robot_b.start_session(context=CTX)["session_id"]
+            robot_b.learn("the lift is slow today", CTX, session_id=sid)
+            robot_b.end_session(sid)
+        for memory_id, at in learned.items():
+            assert fleet.get(memory_id)["reinforced_at"] == at

@@ -10,6 +10,10 @@ ends it, the bridge ends its episode (the last chunks and the episode summary; r
 refuses writes into an ended session, so those are stored without a session, keeping
 ``episode.key``, see bridges/pipeline/writer.py).
 
+A control loop killed mid-session leaves its session open for good; when a newer control session
+opens, the follower ends the episode attached to the old one (leaving the session open, as
+always) and attaches to the newer one.
+
 The follower polls ``Memory.list_sessions`` and turns what it sees into ordinary episode
 markers (the JSON form ``/robotmem/episode`` accepts, with the ``session_id`` to attach
 to), put into the inbox like a message, so the pipeline keeps being driven by one thread.
@@ -39,6 +43,10 @@ def is_pipeline_session(session: dict[str, Any]) -> bool:
     return isinstance(source, dict) and ("url" in source or "file" in source)
 
 
+def _started(session: dict[str, Any]) -> float:
+    return float(session.get("started_at") or 0.0)
+
+
 class ControlSessionFollower:
     """Call :meth:`poll` periodically; it emits start/end markers through ``emit_marker``."""
 
@@ -48,6 +56,7 @@ class ControlSessionFollower:
         self.emit_marker = emit_marker
         #: the control session the current episode follows
         self.following: str | None = None
+        self._following_started = 0.0
         self._seen: set[str] = set()
 
     def poll(self) -> None:
@@ -58,17 +67,22 @@ class ControlSessionFollower:
             return
         control = [s for s in sessions if not is_pipeline_session(s)]
         open_ids = {s["session_id"] for s in control}
-        if self.following is not None and self.following not in open_ids:
+        fresh = [s for s in control if s["session_id"] not in self._seen]
+        newest = max(fresh, key=_started, default=None)
+        # A newer control session means the followed one was abandoned: its control loop was killed
+        # and will never end it. Kept, every later control session went without an episode and the
+        # bridge wrote into the dead one for good (a restarted bridge attached to it too).
+        superseded = newest is not None and _started(newest) > self._following_started
+        if self.following is not None and (self.following not in open_ids or superseded):
             self._end(self.following)
-        if self.following is None:
-            fresh = [s for s in control if s["session_id"] not in self._seen]
-            if fresh:
-                self._start(max(fresh, key=lambda s: s.get("started_at") or 0.0))
+        if self.following is None and newest is not None:
+            self._start(newest)
 
     def _start(self, session: dict[str, Any]) -> None:
         sid = str(session["session_id"])
         self._seen.add(sid)
         self.following = sid
+        self._following_started = _started(session)
         context: dict[str, Any] = {"episode": {"control_session_id": sid}}
         task = (session.get("context") or {}).get("task")
         if isinstance(task, dict):

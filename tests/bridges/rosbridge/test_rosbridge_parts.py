@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -215,6 +216,27 @@ def test_exit_summary_lists_totals_and_each_topic() -> None:
 
 
 # ---------------------------------------------------------------- control sessions
+
+
+def test_control_session_follower_leaves_a_session_whose_control_loop_died_for_a_newer_one(
+        robotmem_home: Path) -> None:
+    """A control loop killed mid-session never ends it. The follower kept following it: every
+    later control session went without an episode, and the bridge wrote into the dead one."""
+    now = [1_780_272_000.0]
+    with Memory(robotmem_home / "clocked.db", collection="robot", clock=lambda: now[0], embedder=None) as memory:
+        markers: list[dict] = []
+        follower = ControlSessionFollower(memory, "robot", markers.append)
+        dead = memory.start_session("robot", context={"task": {"name": "inspect"}})["session_id"]
+        follower.poll()
+        now[0] += 86_400  # the next day, a new control loop
+        sid = memory.start_session("robot", context={"task": {"name": "inspect"}})["session_id"]
+        follower.poll()
+        follower.poll()
+        memory.end_session(sid, 0.5)
+        follower.poll()
+        assert [(m["event"], m["session_id"]) for m in markers] == [
+            ("start", dead), ("end", dead), ("start", sid), ("end", sid)]
+        assert memory.get_session(dead)["ended_at"] is None  # the bridge never ends a control session
 
 
 def test_control_session_follower_emits_start_and_end_markers_and_ignores_pipeline_sessions(

@@ -25,7 +25,12 @@ from typing import Any
 
 from .decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE
 
-__all__ = ["CLOCK_QUORUM", "ClockWatch", "StampsAhead", "stamps_ahead"]
+__all__ = ["CLOCK_QUORUM", "STEP_BACK_S", "ClockWatch", "StampsAhead", "stamps_ahead"]
+
+#: A reading at most this far behind the latest time a process used is NTP stepping its clock back
+#: by a little: the process keeps that latest time until the clock passes it again, so its records
+#: keep the order they were written in. A larger step is used as read (a clock ahead, corrected).
+STEP_BACK_S = 900.0
 
 #: How few live memories stamped ahead of the clock never make the store judge the clock behind
 #: it rather than the stamps ahead of the clock (StampsAhead.set_back).
@@ -90,6 +95,8 @@ class ClockWatch:
         self.warnings = 0
         #: while the clock reads behind it: the store's newest time and the reading at open
         self._held: tuple[float, float] | None = None
+        #: the latest time effective() gave
+        self._last: float | None = None
         self._warned: str | None = None
         self._lock = threading.Lock()
 
@@ -134,13 +141,20 @@ class ClockWatch:
                     reading, _iso(reading), (floor - reading) / 86_400.0, floor, _iso(floor))
 
     def effective(self, reading: float) -> float:
-        """The time to use for ``reading``: itself, or while held, the store's time continued."""
+        """The time to use for ``reading``: itself; while held, the store's time continued; and
+        never less than the last time given when the clock stepped back by at most STEP_BACK_S
+        (records written after the step sorted before those written just before it, fell out of
+        a ``since`` window opened before it, and an episode ended then lasted 0 s)."""
         with self._lock:
-            held = self._held
-            if held is None:
-                return reading
-            floor, start = held
-            if reading >= floor:  # the clock reached the store's time: it was set
-                self._held = None
-                return reading
-            return floor + max(0.0, reading - start)
+            out = reading
+            if self._held is not None:
+                floor, start = self._held
+                if reading >= floor:  # the clock reached the store's time: it was set
+                    self._held = None
+                else:
+                    out = floor + max(0.0, reading - start)
+            last = self._last
+            if last is not None and last - STEP_BACK_S <= out < last:
+                out = last
+            self._last = out
+            return out

@@ -286,3 +286,22 @@ def test_a_fleet_robot_days_behind_moves_no_other_robots_stamps_back(db_path, cl
             robot_b.end_session(sid)
         for memory_id, at in learned.items():
             assert fleet.get(memory_id)["reinforced_at"] == at
+
+
+def test_ntp_stepping_the_clock_back_minutes_keeps_records_in_the_order_written(mem: Memory, clock) -> None:
+    """NTP steps the clock back 5 minutes mid-episode: what was written after the step sorted
+    before what was written just before it, and fell out of a window opened before it."""
+    sid = mem.start_session(context=CTX)["session_id"]
+    opened = clock.now
+    before = mem.learn("door A is open", CTX, session_id=sid)["memory_id"]
+    clock.advance(60 - 300)
+    after = mem.learn("door B is open", CTX, session_id=sid)["memory_id"]
+    assert mem.get(after)["occurred_at"] >= mem.get(before)["occurred_at"]
+    assert [m["id"] for m in mem.session_timeline(sid)["memories"]] == [before, after]
+    assert {h["id"] for h in mem.recall("", since=opened)["results"]} == {before, after}
+    clock.advance(120)
+    assert mem.end_session(sid)["duration_s"] == 0.0  # the 5 minutes are not made up: the time waits
+    nxt = mem.start_session(context=CTX)["session_id"]
+    assert mem.get_session(nxt)["started_at"] >= mem.get_session(sid)["started_at"]
+    clock.advance(600)  # past the step: the clock is used as read again
+    assert mem.get_session(mem.start_session()["session_id"])["started_at"] == clock.now

@@ -171,8 +171,9 @@ class Memory:
 
     def now(self) -> float:
         """The clock's reading, checked: every call reads it before it writes anything. A reading
-        from a clock never set, or far behind the newest time the store holds, is logged once
-        (robotmem.store.clockwatch); it is used as it is."""
+        from a clock never set, or far behind the newest time the store holds, is logged once; it
+        is used as it is, except while the store's time is continued (a clock set back at open) or
+        the clock stepped back a little (robotmem.store.clockwatch)."""
         reading = validation.clock_reading(self._clock())
         effective = self._clock_watch.effective(reading)
         self._clock_watch.check(reading)

@@ -67,11 +67,12 @@ def changed_since(conn: Any, horizon: Horizon, collection: str, session_id: str)
     """Whether a fact that the plan's earlier-facts rule would now take, sharing robot.id,
     task.name and task.success with one of the episode's facts, lies beyond ``horizon``: in a
     session that was open then and has ended, or written since (sessionless, or in a session
-    that has ended since). One look-up of the horizon's sessions that have ended since, the memories
-    of those alone (sessions a crashed process left open for months are not read: with 100 of them
-    of 1,000 records each this query read 100,000 rows, 47 ms, at every end_session), and one id
-    range, whatever the store's size: those rows drive the query (``CROSS JOIN`` fixes SQLite's join order, which otherwise scans
-    every fact of the collection and re-derives the keys for each)."""
+    that has ended since). One look-up of the horizon's sessions that have ended since, the
+    memories of those alone (sessions a killed process left open for months are not read: with
+    100 of them of 1,000 records each, reading them cost 47 ms at every end_session), and one id
+    range, whatever the store's size: those rows drive the query (``CROSS JOIN`` fixes SQLite's
+    join order, which otherwise scans every fact of the collection and re-derives the keys for
+    each)."""
     pg = dialect_of(conn) == "postgresql"
     sql = _EARLIER["postgresql" if pg else "sqlite"]
     sessions_in = "SELECT unnest(?::text[])" if pg else "SELECT value FROM json_each(?)"

@@ -7,12 +7,12 @@ used as they are -- a clock behind the stamps makes memories look younger, never
 reinforcement never moves ``reinforced_at`` back -- but the first such reading of a run of
 them is logged with the numbers, so a fleet's operator sees which robot's clock is off.
 
-One exception: a process that opens the store more than a day behind its newest time, under a
+Two exceptions. A process that opens the store more than a day behind its newest time, under a
 clock never set or one the store judges set back (StampsAhead.set_back: a board without an RTC
-battery booted at its firmware date), continues
-the store's time instead, from the newest time it holds, until the clock reaches that time (NTP
-synced). What it stamped at the firmware date was
-archived at the sync: two years behind the rest, it looked two years old.
+battery booted at its firmware date), continues the store's time from the newest time it holds
+until the clock reaches that time (NTP synced): what it stamped at the firmware date was archived
+at the sync, years behind the rest. And a reading at most STEP_BACK_S behind the latest time the
+process used (NTP stepping back a little) waits for the clock to pass that time again.
 """
 
 from __future__ import annotations
@@ -137,14 +137,13 @@ class ClockWatch:
             self._held = (floor, reading)
         log.warning("the clock reads %.3f (%s), %.1f days behind the newest time this store holds: taken for a clock "
                     "never set or set back at boot; times continue from the store's newest, %.3f (%s), until the "
-                    "clock reaches it",
-                    reading, _iso(reading), (floor - reading) / 86_400.0, floor, _iso(floor))
+                    "clock reaches it", reading, _iso(reading), (floor - reading) / 86_400.0, floor, _iso(floor))
 
     def effective(self, reading: float) -> float:
         """The time to use for ``reading``: itself; while held, the store's time continued; and
         never less than the last time given when the clock stepped back by at most STEP_BACK_S
-        (records written after the step sorted before those written just before it, fell out of
-        a ``since`` window opened before it, and an episode ended then lasted 0 s)."""
+        (read as it was, a record written after the step sorted before one written just before it
+        and fell out of a ``since`` window opened before it)."""
         with self._lock:
             out = reading
             if self._held is not None:

@@ -305,3 +305,24 @@ def test_ntp_stepping_the_clock_back_minutes_keeps_records_in_the_order_written(
     assert mem.get_session(nxt)["started_at"] >= mem.get_session(sid)["started_at"]
     clock.advance(600)  # past the step: the clock is used as read again
     assert mem.get_session(mem.start_session()["session_id"])["started_at"] == clock.now
+
+
+def test_a_robot_booting_at_its_firmware_date_every_day_starts_each_episode_after_the_last(db_path, clock) -> None:
+    """No network, no RTC battery: every boot reads the firmware date. Each boot continued from
+    the store's newest memory, not from the last episode's end: every boot's episode started at
+    the time of the last fact, the day's two hours of work lost from the store's time."""
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        for i in range(CLOCK_QUORUM + 2):
+            mem.learn(f"shelf {i} holds the spare grippers", CTX)
+    episodes = []
+    for day in range(3):
+        clock.now = 1_704_067_200.0  # the firmware date, at every boot
+        with Memory(db_path, clock=clock, embedder=None) as mem:
+            sid = mem.start_session(context=CTX)["session_id"]
+            mem.learn(f"shelf {day} was restocked", CTX, session_id=sid)
+            clock.advance(2 * 3600)
+            mem.end_session(sid)
+            episodes.append(mem.get_session(sid))
+    for earlier, later in zip(episodes, episodes[1:]):
+        assert later["started_at"] >= earlier["ended_at"]
+        assert earlier["ended_at"] - earlier["started_at"] == pytest.approx(2 * 3600)

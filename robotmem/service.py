@@ -202,12 +202,12 @@ class Memory:
         self._clock_watch.hold(newest, reading)
 
     def _newest_stamp(self) -> float | None:
-        """The newest time on the newest memory (by id: one index lookup), or on a session up to a
-        day after it, for ClockWatch. The sessions count: an episode's end writes no memory, and a
+        """The newest time on the newest memory (by id: one index lookup), or a session's end up to
+        a day after it, for ClockWatch. The sessions count: an episode's end writes no memory, and a
         robot booting at its firmware date every day continued from its last fact, not from its
         last episode's end, so every boot's episodes started at the same time. Not further ahead:
-        a session a year-ahead clock started is never restamped, and would keep every process of
-        the next year warning and counting."""
+        a session a year-ahead clock ended is never restamped, and would keep every process of the
+        next year warning and counting."""
         with self._db.read() as conn:
             row = conn.execute(
                 "SELECT created_at, updated_at, reinforced_at FROM memories "
@@ -215,9 +215,10 @@ class Memory:
             if row is None:
                 return None
             newest = max(float(v) for v in row)
-            ended = conn.execute(
-                "SELECT max(t) FROM (SELECT started_at AS t FROM sessions UNION ALL SELECT ended_at FROM sessions) "
-                "WHERE t <= ?", (newest + FUTURE_TOLERANCE_S,)).fetchone()
+            # Ends only: (collection, ended_at) is an index, so this reads it and not the sessions'
+            # contexts and summaries.
+            ended = conn.execute("SELECT max(ended_at) FROM sessions WHERE ended_at <= ?",
+                                 (newest + FUTURE_TOLERANCE_S,)).fetchone()
         return newest if ended is None or ended[0] is None else max(newest, float(ended[0]))
 
     def close(self) -> None:

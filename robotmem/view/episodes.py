@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import bisect
+import json
+import math
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .. import validation
+from ..errors import ValidationError, brief
 from ..store.outline import memory_outlines, session_outline, session_times
 from .paths import GAP_HOLDERS, episode_paths, gaps_of, is_pose_chunk
 from .series import episode_series, needs_payload
@@ -151,29 +155,76 @@ def _gaps(session: dict[str, Any], memories: list[dict[str, Any]]) -> list[dict[
     return [gaps[key] for key in sorted(gaps, key=lambda k: (k[0], k[1], k[2] or ""))]
 
 
-def _order(time: float | None, kind: str | None, memory_id: int | None) -> tuple[float, int, int]:
-    """A timeline line's place: by time; at one instant markers (_KIND_ORDER) around the rest, a
-    gap (no id) before the records, the records by id."""
-    return time or 0, _KIND_ORDER.get(kind or "", 1), memory_id or 0
+#: A timeline line's place: time; at one instant the start marker, then gaps and records (a gap,
+#: id 0, before the records, the records by id), then the end marker; two gaps of one instant by
+#: their end and topic. Unique per line, so it can say where a page ends (``after``).
+TimelineKey = tuple[float, int, int, float, str]
+
+
+def _order(time: float | None, kind: str | None, memory_id: int | None, gap_end: float = 0.0,
+           gap_topic: Any = None) -> TimelineKey:
+    return time or 0, _KIND_ORDER.get(kind or "", 1), memory_id or 0, gap_end, "" if gap_topic is None else str(gap_topic)
+
+
+def timeline_cursor(key: TimelineKey) -> str:
+    """The text a client sends back as ``after`` to get the lines after this one."""
+    return json.dumps(list(key), separators=(",", ":"))
+
+
+_CURSOR_TYPES: tuple[type | tuple[type, ...], ...] = ((int, float), int, int, (int, float), str)
+
+
+def _cursor(text: Any) -> TimelineKey:
+    """``after`` as :func:`timeline_cursor` wrote it; anything else is refused naming the field."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    if not (isinstance(value, list) and len(value) == 5
+            and all(isinstance(v, kind) and not isinstance(v, bool) for v, kind in zip(value, _CURSOR_TYPES))
+            and all(math.isfinite(v) for v in value[:4])):
+        raise ValidationError("after must be a timeline_next value as the server sent it, e.g. "
+                              f"[1790000000.5,1,42,0.0,\"\"]; got {brief(text)}", field="after")
+    return float(value[0]), value[1], value[2], float(value[3]), value[4]
+
+
+def _first_line(keys: list[TimelineKey], page: int | None, after: TimelineKey | None, at: float | str | None) -> int:
+    """Where the lines sent start: page ``page``, just after the line ``after``, at the first line at
+    or after the time ``at`` ("end": the last TIMELINE_PAGE lines)."""
+    if after is not None:
+        return bisect.bisect_right(keys, after)
+    if at == "end":
+        return max(0, len(keys) - TIMELINE_PAGE)
+    if at is not None:
+        return bisect.bisect_left(keys, (float(at),))
+    return (page or 0) * TIMELINE_PAGE
 
 
 def _timeline(mem: Memory, row: dict[str, Any], gaps: list[dict[str, Any]], times: list[tuple[int, float]],
-              page: int) -> dict[str, Any]:
-    """Page ``page`` (from 0) of the timeline, ``TIMELINE_PAGE`` lines a page (past the last, none):
-    the records (``times``: their ids and times), start and end markers and gaps in time order.
-    Only the records of the page are read."""
-    extras = _marker_lines(row) + [_gap_line(g) for g in gaps]
+              page: int | None = 0, after: TimelineKey | None = None, at: float | str | None = None) -> dict[str, Any]:
+    """The ``TIMELINE_PAGE`` lines from :func:`_first_line` on (past the last, none): the records
+    (``times``: their ids and times), start and end markers and gaps in time order. Only the
+    records of the page are read."""
+    extras: list[tuple[TimelineKey, int | dict[str, Any]]] = [
+        (_order(line["time"], line["kind"], None), line) for line in _marker_lines(row)]
+    extras += [(_order(g["start"], "gap", None, g["end"], g.get("topic")), _gap_line(g)) for g in gaps]
     # a record stands as its id until it is on the page; the sort compares the keys only (stable)
-    ordered = sorted([(_order(at, None, mid), mid) for mid, at in times]
-                     + [(_order(line["time"], line["kind"], line["id"]), line) for line in extras], key=itemgetter(0))
-    shown = [item for _, item in ordered[page * TIMELINE_PAGE:(page + 1) * TIMELINE_PAGE]]
+    ids: list[tuple[TimelineKey, int | dict[str, Any]]] = [(_order(at_, None, mid), mid) for mid, at_ in times]
+    ordered = sorted(ids + extras, key=itemgetter(0))
+    keys = [key for key, _ in ordered]
+    first = _first_line(keys, page, after, at)
+    chosen = ordered[first:first + TIMELINE_PAGE]
+    shown = [item for _, item in chosen]
     with mem.store.read() as conn:
         records = memory_outlines(conn, [item for item in shown if isinstance(item, int)], [_TOPIC])
     lines = [item if isinstance(item, dict) else _record_line(records[item])
              for item in shown if isinstance(item, dict) or item in records]
-    more = (page + 1) * TIMELINE_PAGE < len(ordered)
-    return {"timeline": lines, "timeline_page": page, "timeline_page_size": TIMELINE_PAGE,
-            "timeline_total": len(ordered), "timeline_next_page": page + 1 if more else None}
+    more = first + TIMELINE_PAGE < len(ordered)
+    paged = after is None and at is None
+    return {"timeline": lines, "timeline_page": page if paged else None, "timeline_page_size": TIMELINE_PAGE,
+            "timeline_total": len(ordered), "timeline_first": first,
+            "timeline_next_page": (page or 0) + 1 if paged and more else None,
+            "timeline_next": timeline_cursor(chosen[-1][0]) if more and chosen else None}
 
 
 def _episode_row(mem: Memory, session: dict[str, Any]) -> dict[str, Any]:
@@ -201,16 +252,26 @@ def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
     }
 
 
-def episode_timeline(mem: Memory, session_id: str, page: Any) -> dict[str, Any]:
-    """One page of an episode's timeline (``page``: a whole number from 0; a page past the last
-    has no lines), as :func:`episode_detail` gives the first: what the page fetches as the person
-    scrolls. Pages are counted from the episode's start, so what a running bridge writes into a
-    live episode (later in time) joins the end and the pages before keep their lines. Reads the
-    ids and times of the episode's records, the contexts of those that record gaps, and the
-    records of the page."""
-    number = validation.integer(page, "page", low=0, high=validation.INT64_MAX)
+def episode_timeline(mem: Memory, session_id: str, page: Any = None, *, after: Any = None,
+                     at: Any = None) -> dict[str, Any]:
+    """``TIMELINE_PAGE`` lines of an episode's timeline, from one of: ``page`` (a whole number from
+    0; a page past the last has no lines; none of the three: 0), ``after`` (the ``timeline_next``
+    of the lines shown: the lines after the last of them) or ``at`` (epoch seconds or ISO 8601:
+    from the first line at or after that time; ``"end"``: the last lines).
+
+    ``after`` is what the page uses: a record written meanwhile with an earlier time (a late
+    camera frame) moves every later line one place on, so the next ``page`` repeated a line
+    already shown; after a line, nothing shown comes again. Reads the ids and times of the
+    episode's records, the contexts of those that record gaps, and the records of the lines sent."""
+    given = [name for name, value in (("page", page), ("after", after), ("at", at)) if value is not None]
+    if len(given) > 1:
+        raise ValidationError(f"give one of page, after and at, not {' and '.join(given)}", field=given[1])
+    number = None if page is None and given else validation.integer(0 if page is None else page, "page", low=0,
+                                                                    high=validation.INT64_MAX)
+    cursor = None if after is None else _cursor(after)
+    start = None if at is None else "end" if at == "end" else validation.timestamp(at, "at")
     session = mem.get_session(session_id)
     with mem.store.read() as conn:
         times = session_times(conn, session["session_id"])
         holding_gaps = session_outline(conn, session["session_id"], _GAP_PATHS, holding=_GAP_PATHS)
-    return _timeline(mem, _episode_row(mem, session), _gaps(session, holding_gaps), times, number)
+    return _timeline(mem, _episode_row(mem, session), _gaps(session, holding_gaps), times, number, cursor, start)

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Callable, Hashable
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote_to_bytes
 
 from starlette.applications import Starlette
 from starlette.middleware.cors import CORSMiddleware
@@ -17,7 +18,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..errors import NotFoundError, RobotMemError, ValidationError
+from ..errors import NotFoundError, RobotMemError, ValidationError, brief
 from ..payload import replace_non_finite
 from ..mcp.http_guard import HttpGuard, is_loopback_host, origin_key
 from ..view import episode_detail, episode_list, episode_timeline, latest_map
@@ -140,8 +141,31 @@ def _error(exc: RobotMemError) -> JSONResponse:
     return JSONResponse({"error": exc.to_dict()}, status_code=status)
 
 
-def _number(request: Request, name: str) -> float | None:
-    text = request.query_params.get(name)
+def _params(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
+    """The query's parameters, each named in ``allowed``, given once and in UTF-8. Starlette
+    ignores an unknown name (``pgae=3`` opened the first page, ``query=`` recalled nothing),
+    keeps the last of a repeated one (``n=1&n=2``) and turns bytes that are not UTF-8 into U+FFFD
+    (``q=%ff`` recalled "\ufffd"): each is refused here naming the parameter."""
+    found: dict[str, str] = {}
+    for part in request.scope.get("query_string", b"").split(b"&"):
+        if not part:
+            continue
+        raw_name, _, raw_value = part.partition(b"=")
+        name = unquote_to_bytes(raw_name.replace(b"+", b" ")).decode("utf-8", "replace")
+        if name not in allowed:
+            listed = ", ".join(allowed) if allowed else "none"
+            raise ValidationError(f"unknown parameter {brief(name)}; this path takes: {listed}", field=name)
+        if name in found:
+            raise ValidationError(f"{name} is given more than once", field=name)
+        try:
+            found[name] = unquote_to_bytes(raw_value.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValidationError(f"{name} is not UTF-8 text (percent-encode its UTF-8 bytes)", field=name) from exc
+    return found
+
+
+def _number(query: dict[str, str], name: str) -> float | None:
+    text = query.get(name)
     if text in (None, ""):
         return None
     try:
@@ -161,16 +185,16 @@ def _whole(text: str, name: str) -> int:
     return int(text)
 
 
-def _near(request: Request) -> dict[str, Any] | None:
-    text = request.query_params.get("near")
+def _near(query: dict[str, str]) -> dict[str, Any] | None:
+    text = query.get("near")
     if not text:
         return None
     try:
         target = [float(v) for v in text.split(",")]
     except ValueError as exc:
         raise ValidationError("near takes numbers separated by commas, e.g. 1.5,-2", field="near") from exc
-    spatial: dict[str, Any] = {"field": request.query_params.get("field") or "spatial.position", "target": target}
-    max_distance = _number(request, "max_distance")
+    spatial: dict[str, Any] = {"field": query.get("field") or "spatial.position", "target": target}
+    max_distance = _number(query, "max_distance")
     if max_distance is not None:
         spatial["max_distance"] = max_distance
     return spatial
@@ -181,8 +205,18 @@ async def _no_such_path(request: Request, exc: Exception) -> Response:
     return _error(NotFoundError(f"no API path {request.url.path}"))
 
 
+async def _wrong_method(request: Request, exc: Exception) -> Response:
+    """The API only reads: anything but GET (and HEAD) is a JSON 405, as every other API error."""
+    return JSONResponse({"error": {"code": "method_not_allowed", "field": None,
+                                   "message": f"{request.method} is not allowed; the API answers GET only"}},
+                        status_code=405, headers={"Allow": "GET, HEAD"})
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
     return _internal(exc)
+
+
+Handler = Callable[[Request, dict[str, str]], Any]
 
 
 class _Api:
@@ -191,63 +225,72 @@ class _Api:
     def __init__(self, mem: Memory, gate: BuildGate | None = None) -> None:
         self.mem = mem
         self.gate = gate or BuildGate()
+        # Timeline lines have a gate of their own: reading 500 of an episode's lines takes a
+        # fraction of a second where its paths and plots (100,000 pose chunks) took 9 s, and the
+        # lines waited behind those builds.
+        self.timeline_gate = BuildGate()
 
     def routes(self) -> list[Route]:
         return [
-            Route("/episodes", self._guarded(self.episodes)),
+            Route("/episodes", self._guarded(self.episodes, "collection")),
             # before the next route, which takes any text (an id with a slash gets its validation error)
-            Route("/episodes/{session_id}/timeline", self._gated(self.timeline, "timeline")),
-            Route("/episodes/{session_id:path}", self._gated(self.episode, "episode")),
-            Route("/map", self._guarded(self.occupancy)),
+            Route("/episodes/{session_id}/timeline",
+                  self._gated(self.timeline, self.timeline_gate, "timeline", "page", "after", "at")),
+            Route("/episodes/{session_id:path}", self._gated(self.episode, self.gate, "episode")),
+            Route("/map", self._guarded(self.occupancy, "collection")),
             # any text: validation.memory_id refuses "abc" and "-1" with a JSON error naming the field
             Route("/memories/{memory_id}/image", self._guarded(self.image)),
-            Route("/recall", self._guarded(self.recall)),
+            Route("/recall", self._guarded(self.recall, "q", "filter", "near", "field", "max_distance", "since",
+                                           "until", "n", "min_relevance", "collection")),
         ]
 
     @staticmethod
-    def _guarded(handler: Any) -> Any:
+    def _guarded(handler: Handler, *allowed: str) -> Any:
         def endpoint(request: Request) -> Response:
-            return _answered(lambda: _render(handler(request)))
+            return _answered(lambda: _render(handler(request, _params(request, allowed))))
         return endpoint
 
-    def _gated(self, handler: Any, kind: str) -> Any:
-        """An episode page: one build per (kind, episode, page) however many ask at once, at most
+    @staticmethod
+    def _gated(handler: Handler, gate: BuildGate, kind: str, *allowed: str) -> Any:
+        """An episode page: one build per (kind, episode, query) however many ask at once, at most
         MAX_BUILDS over all episodes, beyond that 503 with Retry-After (the page waits and asks again)."""
         def endpoint(request: Request) -> Response:
-            key = (kind, request.path_params["session_id"], request.query_params.get("page"))
-            return _answered(lambda: self.gate.run(key, lambda: _render(handler(request))))
+            def produce() -> bytes:
+                query = _params(request, allowed)
+                key = (kind, request.path_params["session_id"], tuple(sorted(query.items())))
+                return gate.run(key, lambda: _render(handler(request, query)))
+            return _answered(produce)
         return endpoint
 
-    def episodes(self, request: Request) -> Any:
-        return episode_list(self.mem, collection=request.query_params.get("collection") or None)
+    def episodes(self, request: Request, query: dict[str, str]) -> Any:
+        return episode_list(self.mem, collection=query.get("collection") or None)
 
-    def episode(self, request: Request) -> Any:
+    def episode(self, request: Request, query: dict[str, str]) -> Any:
         return episode_detail(self.mem, request.path_params["session_id"])
 
-    def timeline(self, request: Request) -> Any:
-        # no page: the first; episode_timeline refuses "-1", "2.5" and "abc" naming the field
-        page = request.query_params.get("page") or "0"
-        return episode_timeline(self.mem, request.path_params["session_id"], _whole(page, "page"))
+    def timeline(self, request: Request, query: dict[str, str]) -> Any:
+        # none of the three: the first page; episode_timeline refuses "-1", "2.5" and "abc" naming the field
+        page = query.get("page")
+        return episode_timeline(self.mem, request.path_params["session_id"], None if page is None else _whole(page, "page"),
+                                after=query.get("after"), at=query.get("at"))
 
-    def occupancy(self, request: Request) -> Any:
-        return {"map": latest_map(self.mem, collection=request.query_params.get("collection") or None)}
+    def occupancy(self, request: Request, query: dict[str, str]) -> Any:
+        return {"map": latest_map(self.mem, collection=query.get("collection") or None)}
 
-    def image(self, request: Request) -> Any:
+    def image(self, request: Request, query: dict[str, str]) -> Any:
         data = self.mem.get_data(_whole(request.path_params["memory_id"], "memory_id"))
         thumbnail = data.get("thumbnail") if isinstance(data, dict) else None
         if not isinstance(thumbnail, dict):
             raise NotFoundError("this memory has no image thumbnail", field="memory_id")
         return {"shape": data.get("thumbnail_shape"), "base64": thumbnail.get("base64")}
 
-    def recall(self, request: Request) -> Any:
-        query = request.query_params
+    def recall(self, request: Request, query: dict[str, str]) -> Any:
         n = query.get("n")
-        filter_text = query.get("filter") or None
         return self.mem.recall(  # Memory.recall checks n (validation.recall_n)
             query.get("q", ""), collection=query.get("collection") or None, n=_whole(n, "n") if n else 10,
-            context_filter=filter_text, spatial_sort=_near(request),
+            context_filter=query.get("filter") or None, spatial_sort=_near(query),
             since=query.get("since") or None, until=query.get("until") or None,
-            min_relevance=_number(request, "min_relevance"),  # None: the default
+            min_relevance=_number(query, "min_relevance"),  # None: the default
         )
 
 
@@ -293,7 +336,8 @@ def build_app(mem: Memory, *, host: str, token: str | None, allowed_origins: tup
     """
     check_host = is_loopback_host(host)
     api: ASGIApp = HttpGuard(Starlette(routes=_Api(mem, gate).routes(),
-                                       exception_handlers={404: _no_such_path, Exception: _unexpected}),
+                                       exception_handlers={404: _no_such_path, 405: _wrong_method,
+                                                           Exception: _unexpected}),
                              token=token, check_host=check_host, allowed_origins=allowed_origins)
     if allowed_origins:
         api = _cross_origin(api, allowed_origins)

@@ -3,7 +3,7 @@
 
 const readToken = () => new URLSearchParams(location.hash.slice(1)).get("token");
 let token = readToken();
-const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, list: null, timeline: null };
+const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, view: null, list: null, timeline: null, anchor: null, timelineAsk: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
 const $ = (sel) => document.querySelector(sel);
@@ -389,25 +389,34 @@ function clearEpisode(title, error = "") {
   $("#timeline tbody").replaceChildren();
   $("#timeline-note").textContent = "";
   $("#timeline-more").hidden = true;
+  $("#timeline-jump").hidden = true;
   state.timeline = null;
 }
 
 // ---- timeline pages ---------------------------------------------------------------------------
-// The server sends the timeline a page at a time: the first with the episode, the next when the
-// "more" button scrolls into view or is clicked (a long episode's 20,000 lines were too many to
-// read, send and draw at once).
-const timelineRow = (e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : "") },
+// The server sends the timeline 500 lines at a time, read apart from the episode's paths and plots
+// (an episode of 100,000 pose chunks took 9 s to build; its lines take a fraction of that). The next
+// lines load when the "more" button scrolls into view or is clicked, asked for as the lines after the
+// last one shown (after=), not as page N: a record written meanwhile with an earlier time (a late
+// camera frame) moved every later line one place on, and page N then repeated a line already shown.
+// The person may jump to the start, the end or a time (anchor: the query of the first lines).
+const timelineRow = (e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : ""),
+  "data-id": e.id == null ? "" : e.id },
   el("td", { text: fmtTime(e.time) }), el("td", { text: e.kind + (e.status !== "active" ? ` (${e.status})` : "") }),
   el("td", { text: e.topic || "" }), el("td", { class: "content", text: e.content }));
 
-const timelinePage = (id, page) => api(`/episodes/${encodeURIComponent(id)}/timeline?page=${page}`);
+const timelineLines = (id, query) => api(`/episodes/${encodeURIComponent(id)}/timeline${query ? "?" + query : ""}`);
+const after = (body) => "after=" + encodeURIComponent(body.timeline_next);
 
-// The pages after the first that the person had loaded, fetched again when the open episode is
-// redrawn (a record was written into it), so the lines they scrolled to stay on screen.
-async function laterPages(id, first, pages) {
-  const bodies = [first];
-  while (bodies.length < pages && bodies[bodies.length - 1].timeline_next_page != null) {
-    bodies.push(await timelinePage(id, bodies.length));
+// The lines from the anchor on, at least `lines` of them where there are: a redraw (a record was
+// written into the open episode) fetches again as many as the person had loaded.
+async function timelineFrom(id, anchor, lines) {
+  const bodies = [await timelineLines(id, anchor)];
+  let shown = bodies[0].timeline.length;
+  while (shown < lines && bodies[bodies.length - 1].timeline_next != null) {
+    const body = await timelineLines(id, after(bodies[bodies.length - 1]));
+    bodies.push(body);
+    shown += body.timeline.length;
   }
   return bodies;
 }
@@ -415,8 +424,20 @@ async function laterPages(id, first, pages) {
 function showTimelineState() {
   const t = state.timeline;
   $("#timeline-more").hidden = t.next == null;
-  $("#timeline-note").textContent = t.next == null ? ""
-    : `${count(t.shown)} of ${count(t.total)} lines; more load as you scroll (robotmem session show ${t.id} lists them all)`;
+  $("#timeline-jump").hidden = false;
+  const from = t.first ? `, from line ${count(t.first + 1)}` : "";
+  $("#timeline-note").textContent = t.next == null && !t.first ? ""
+    : `${count(t.shown)} of ${count(t.total)} lines${from}${t.next == null ? "" : "; more load as you scroll"} ` +
+      `(robotmem session show ${t.id} lists them all)`;
+}
+
+function renderTimeline(id, anchor, bodies) {
+  const lines = bodies.flatMap((body) => body.timeline.map(timelineRow));
+  const last = bodies[bodies.length - 1];
+  $("#timeline tbody").replaceChildren(...lines);
+  state.timeline = { id, anchor, next: last.timeline_next, total: last.timeline_total, first: bodies[0].timeline_first,
+    shown: lines.length, loading: false };
+  showTimelineState();
 }
 
 async function loadMoreTimeline() {
@@ -424,15 +445,14 @@ async function loadMoreTimeline() {
   if (!t || t.loading || t.next == null) return;
   t.loading = true;
   try {
-    const body = await timelinePage(t.id, t.next);
-    // A redraw of this episode (a poll: a record was written into it) that read its pages before
-    // the click replaced these lines with as many: the page fetched is its next one, so it joins
-    // them rather than the click being lost. Another episode, or more pages, and it is dropped.
+    const body = await timelineLines(t.id, after({ timeline_next: t.next }));
+    // A redraw of this episode (a poll: a record was written into it) that read its lines before
+    // the click ended on the same line: the lines fetched follow it, so they join them rather than
+    // the click being lost. Another episode or another last line, and they are dropped.
     const now = state.timeline;
-    if (now !== t && !(now && now.id === t.id && now.next === t.next && now.pages === t.pages && !now.loading)) return;
+    if (now !== t && !(now && now.id === t.id && now.next === t.next && !now.loading)) return;
     $("#timeline tbody").append(...body.timeline.map(timelineRow));
-    Object.assign(now, { pages: now.pages + 1, next: body.timeline_next_page, total: body.timeline_total,
-      shown: now.shown + body.timeline.length });
+    Object.assign(now, { next: body.timeline_next, total: body.timeline_total, shown: now.shown + body.timeline.length });
     showTimelineState();
   } catch (error) {
     if (state.timeline === t) $("#timeline-note").textContent = "cannot load more lines: " + error.message;
@@ -443,8 +463,39 @@ async function loadMoreTimeline() {
 $("#timeline-more").addEventListener("click", loadMoreTimeline);
 new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) loadMoreTimeline(); }).observe($("#timeline-more"));
 
-// pages: the timeline's first page (in data) and any after it (laterPages)
-function renderEpisode(id, data, pages) {
+// Jumps replace the lines shown with the 500 from the start, from a time, or the last 500. The
+// anchor is kept at once: a redraw that starts before the jump's lines come reads from it too.
+// Only the latest request for a timeline's first lines is drawn (a redraw begun before a jump
+// and answered after it drew the start over the lines jumped to).
+function askTimeline(id, query, lines, still = () => true) {
+  const ask = {};
+  state.timelineAsk = ask;
+  return timelineFrom(id, query, lines).then((bodies) => {
+    if (state.timelineAsk === ask && state.open === id && still()) renderTimeline(id, query, bodies);
+    return bodies;
+  });
+}
+
+async function jumpTimeline(query) {
+  const id = state.open;
+  if (!id) return;
+  state.anchor = { id, query };
+  $("#timeline-note").textContent = "loading…";
+  try {
+    await askTimeline(id, query, 0);
+  } catch (error) {
+    if (state.open === id) $("#timeline-note").textContent = "cannot show these lines: " + error.message;
+  }
+}
+$("#timeline-start").addEventListener("click", () => jumpTimeline(""));
+$("#timeline-end").addEventListener("click", () => jumpTimeline("at=end"));
+$("#timeline-jump").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const at = event.target.at.value.trim();
+  jumpTimeline(at ? "at=" + encodeURIComponent(at) : "");
+});
+
+function renderEpisode(id, data) {
   const row = data.episode;
   const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtUtc(g.end)}${g.topic ? " " + iso(g.topic) : ""} (${iso(g.reason || "gap")})`).join("; ");
   const facts = el("p", { class: "user-text", text:
@@ -457,43 +508,46 @@ function renderEpisode(id, data, pages) {
     chart("laser scan", data.series.scans, "m"),
     data.series.images.length ? thumbnails(data.series.images, data.series.omitted.images) : null,
   ];
-  const lines = pages.flatMap((page) => page.timeline.map(timelineRow));
-  const last = pages[pages.length - 1];
   // everything is built before anything is replaced: a failure above leaves the cleared panel
   $("#episode-title").replaceChildren(el("bdi", { text: row.robot || "" }), " ", el("bdi", { text: row.task || "" }), " — ",
     el("bdi", { text: id }));
   $("#episode-facts").replaceChildren(facts);
   $("#plots").replaceChildren(...plots.filter(Boolean));
-  $("#timeline tbody").replaceChildren(...lines);
-  state.timeline = { id, pages: pages.length, next: last.timeline_next_page, total: last.timeline_total, shown: lines.length, loading: false };
-  showTimelineState();
 }
 
+// The timeline and the rest of the episode are asked for at once and each drawn when it comes;
+// `view` is this call's: a later call (another episode, or a redraw) or a failure drops what is late.
 async function openEpisode(id, { scroll = true } = {}) {
   state.open = id;
+  const view = {};
+  state.view = view;
+  const current = () => state.view === view && state.open === id && !view.failed;
   document.querySelectorAll("#episodes tr").forEach((tr) => tr.classList.toggle("selected", tr.dataset.session === id));
   document.querySelectorAll(".episode-path").forEach((p) => p.classList.toggle("highlight", p.dataset.session === id));
   const panel = $("#episode-panel");
   if (panel.dataset.session !== id) clearEpisode(`${id} (loading…)`);
   panel.hidden = false;
   panel.dataset.session = id;
-  const pagesShown = state.timeline && state.timeline.id === id ? state.timeline.pages : 1;
-  let data, pages;
-  try {
-    data = await detail(id);
-    pages = await laterPages(id, data, pagesShown);
-  } catch (error) {
-    if (state.open === id) clearEpisode(id, "cannot show this episode: " + error.message);
-    return;
-  }
-  if (state.open !== id) return;  // another episode was opened while this one loaded
-  try {
-    renderEpisode(id, data, pages);
-    $("#episode-error").textContent = "";
-  } catch (error) {
+  const fail = (error) => {
+    if (!current()) return;
+    view.failed = true;
     clearEpisode(id, "cannot show this episode: " + error.message);
-  }
+  };
+  if (!state.anchor || state.anchor.id !== id) state.anchor = { id, query: "" };
+  const anchor = state.anchor.query;
+  const t = state.timeline && state.timeline.id === id && state.timeline.anchor === anchor ? state.timeline : null;
+  const lines = askTimeline(id, anchor, t ? t.shown : 0, current).catch(fail);
+  const rest = detail(id).then((data) => {
+    if (!current()) return;
+    try {
+      renderEpisode(id, data);
+      $("#episode-error").textContent = "";
+    } catch (error) {
+      fail(error);
+    }
+  }, fail);
   if (scroll) panel.scrollIntoView({ behavior: "smooth", block: "start" });
+  await Promise.all([lines, rest]);
 }
 
 // ---- recall -----------------------------------------------------------------------------------

@@ -22,8 +22,8 @@ from robotmem.mcp.transports import check_http_binding
 from robotmem.web.app import MAX_BUILDS, BuildGate, build_app
 
 
-async def _call(app: Any, path: str, query: str = "") -> tuple[int, dict[str, str], bytes]:
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+async def _call(app: Any, path: str, query: str = "", method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "scheme": "http",
              "path": path, "raw_path": path.encode(), "root_path": "", "query_string": query.encode(),
              "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80)}
     messages: list[dict[str, Any]] = []
@@ -44,8 +44,8 @@ async def _call(app: Any, path: str, query: str = "") -> tuple[int, dict[str, st
     return start["status"], headers, b"".join(m.get("body", b"") for m in messages[1:])
 
 
-def get(app: Any, path: str, query: str = "") -> tuple[int, dict[str, str], bytes]:
-    return asyncio.run(_call(app, path, query))
+def get(app: Any, path: str, query: str = "", method: str = "GET") -> tuple[int, dict[str, str], bytes]:
+    return asyncio.run(_call(app, path, query, method))
 
 
 @pytest.fixture()
@@ -176,3 +176,43 @@ def test_a_token_of_spaces_is_no_token_for_a_public_bind() -> None:
             check_http_binding("0.0.0.0", blank)
     check_http_binding("0.0.0.0", " s3cret ")
     check_http_binding("127.0.0.1", " ")
+
+
+@pytest.mark.parametrize(("path", "query", "field"), [
+    ("/api/episodes", "limit=-1", "limit"),  # the list takes no limit: not silently the newest 500
+    ("/api/episodes/{sid}/timeline", "pgae=3", "pgae"),  # a typo opened the first page
+    ("/api/recall", "query=doorway", "query"),  # recall's text is q
+    ("/api/map", "zzz=1", "zzz"),
+    ("/api/memories/1/image", "size=9", "size"),
+    ("/api/recall", "q=a&n=1&n=2", "n"),  # the last one won
+    ("/api/episodes/{sid}/timeline", "page=1&page=2", "page"),
+    ("/api/episodes", "collection=a&collection=b", "collection"),
+    ("/api/recall", "q=%ff%fe", "q"),  # recalled "\ufffd\ufffd": 200 with nothing
+    ("/api/recall", "q=door&filter=%7B%22robot.id%22%3A%22%ff%22%7D", "filter"),
+    ("/api/episodes/{sid}/timeline", "at=%ff", "at"),
+])
+def test_an_unknown_repeated_or_non_utf8_parameter_is_a_400_naming_it(mem: Memory, path: str, query: str,
+                                                                      field: str) -> None:
+    sid = mem.start_session()["session_id"]
+    status, headers, body = get(build_app(mem, host="127.0.0.1", token=None), path.format(sid=sid), query)
+    assert status == 400 and headers["content-type"] == "application/json", (query, body)
+    assert json.loads(body)["error"]["field"] == field
+
+
+def test_the_documented_parameters_are_still_taken(mem: Memory) -> None:
+    sid = mem.start_session()["session_id"]
+    mem.learn("the narrow doorway", session_id=sid)
+    app = build_app(mem, host="127.0.0.1", token=None)
+    for path, query in [("/api/episodes", "collection=default"), ("/api/map", "collection=default"),
+                        (f"/api/episodes/{sid}/timeline", "at=end"), (f"/api/episodes/{sid}/timeline", "page=0"),
+                        ("/api/recall", "q=doorway+narrow&filter=&near=1%2C2&field=spatial.position&max_distance=5"
+                                        "&since=2020-01-01&until=&n=3&min_relevance=0&collection=default")]:
+        assert get(app, path, query)[0] == 200, (path, query)
+
+
+def test_anything_but_get_is_a_json_405(mem: Memory) -> None:
+    app = build_app(mem, host="127.0.0.1", token=None)
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        status, headers, body = get(app, "/api/episodes", method=method)
+        assert status == 405 and headers["content-type"] == "application/json", (method, body)
+        assert json.loads(body)["error"]["code"] == "method_not_allowed"

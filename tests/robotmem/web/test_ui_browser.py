@@ -97,8 +97,10 @@ def test_clicking_an_episode_opens_its_timeline_and_plots(browser: Any, ui: UiSe
     assert len([k for k in kinds if k not in ("timeline-start", "timeline-end", "timeline-gap")]) == len(memories)
     assert kinds[0] == "timeline-start" and kinds[-1] == "timeline-end"
     assert any("narrow doorway" in text or "doorway between hall and kitchen" in text for _, text in rows)
+    # the timeline is drawn when its lines come, the plots when the episode's paths and plots do
+    _wait(browser).until(lambda d: {"joint positions", "laser scan", "images"}
+                         <= {p.get_attribute("data-plot") for p in d.find_elements(By.CSS_SELECTOR, ".plot")})
     plots = {p.get_attribute("data-plot"): p for p in browser.find_elements(By.CSS_SELECTOR, ".plot")}
-    assert {"joint positions", "laser scan", "images"} <= set(plots)
     assert plots["joint positions"].find_element(By.TAG_NAME, "svg").get_attribute("data-series") == "2"  # two wheels
     _wait(browser).until(lambda d: len(plots["images"].find_elements(By.TAG_NAME, "canvas")) > 0)
     browser.save_screenshot(str(ARTIFACTS / "episode.png"))

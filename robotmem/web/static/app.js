@@ -35,6 +35,14 @@ async function api(path) {
 // right-to-left override in a task name reversed the session id shown after it.
 const BIDI_CONTROLS = /[\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]/g;
 const iso = (text) => "\u2068" + String(text == null ? "" : text).replace(BIDI_CONTROLS, "") + "\u2069";
+// User text is shown at most CLIP characters long (the whole in the element's tooltip): a robot id
+// of 30,000 characters made the episode's heading and its list row many screens tall.
+const CLIP = 120;
+const clip = (text) => {
+  const s = String(text == null ? "" : text);
+  return s.length > CLIP ? s.slice(0, CLIP - 1).replace(/[\ud800-\udbff]$/, "") + "…" : s;  // no half of a pair
+};
+const userText = (tag, text, attrs = {}) => el(tag, { ...attrs, text: clip(text), ...(String(text == null ? "" : text).length > CLIP ? { title: String(text) } : {}) });
 
 function el(tag, attrs = {}, ...children) {
   const node = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
@@ -107,7 +115,7 @@ function renderEpisodes() {
     });
     return el("tr", { "data-session": row.session_id, class: "episode-row" + (row.session_id === state.open ? " selected" : ""),
       onclick: () => openEpisode(row.session_id) },
-      el("td", {}, box), el("td", { class: "user-text", text: row.robot || "" }), el("td", { class: "user-text", text: row.task || "" }),
+      el("td", {}, box), userText("td", row.robot || "", { class: "user-text" }), userText("td", row.task || "", { class: "user-text" }),
       el("td", { text: fmtTime(row.start) }), el("td", { text: row.duration_s == null ? "" : fmtNum(row.duration_s, 1) + " s" }),
       el("td", { class: "outcome-" + outcomeClass(row), text: outcomeText(row) }),
       el("td", { text: row.path_length_m == null ? (row.path_quality || "") : fmtNum(row.path_length_m, 1) + " m" }),
@@ -172,7 +180,7 @@ async function refreshMap() {
   if (!frames.includes(state.frame)) state.frame = frames[0] || "";
   // rebuilt only when the list changes: rebuilding closes a list the person has open
   if ([...select.options].map((o) => o.value).join("\n") !== frames.join("\n")) {
-    select.replaceChildren(...frames.map((f) => el("option", { value: f, text: f })));
+    select.replaceChildren(...frames.map((f) => el("option", { value: f, text: clip(f) })));
   }
   select.value = state.frame;
   drawMap(paths.filter((p) => (p.frame || NO_FRAME) === state.frame));
@@ -249,13 +257,13 @@ function drawMap(paths) {
     `${outRows.length === 1 ? "an episode has" : outRows.length + " episodes have"} points far outside the others, not drawn (the view fits the rest): `,
     ...outRows.flatMap((row, i) => [i ? ", " : "", el("a", { href: "#", class: "out-of-range", "data-session": row.session_id,
       onclick: (e) => { e.preventDefault(); openEpisode(row.session_id); } },
-      el("bdi", { text: `${row.robot || ""} ${row.task || ""}`.trim() || row.session_id }),
+      userText("bdi", `${row.robot || ""} ${row.task || ""}`.trim() || row.session_id),
       ` (${count(outside.get(row.session_id))} points, ${row.session_id})`)])] : []));
   const points = paths.flatMap((p) => p.segments.flat());
   // Paths recorded without a frame name are drawn over the stored map (said under the map).
   const spec = state.map && (state.map.frame === state.frame || state.frame === NO_FRAME) ? state.map : null;
   $("#frame-note").replaceChildren(...(spec && state.frame === NO_FRAME ? ["paths recorded without a frame are drawn over the stored occupancy map (frame ",
-    el("bdi", { text: spec.frame }), ", ", el("bdi", { text: spec.source }), ")"] : []));
+    userText("bdi", spec.frame), ", ", userText("bdi", spec.source), ")"] : []));
   let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
   const extend = (x, y) => { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); };
   points.forEach(([x, y]) => extend(x, y));
@@ -282,7 +290,7 @@ function drawMap(paths) {
     const segments = episodePaths.flatMap((p) => p.segments).filter((s) => s.length);
     if (!segments.length) continue;  // every point out of range (named under the map)
     const d = segments.map((s) => "M" + s.map(([x, y]) => `${x} ${-y}`).join(" L")).join(" ");
-    const label = `${iso(row.robot || "")} ${iso(row.task || "")} ${fmtUtc(row.start)} (${outcomeText(row) || "no outcome"})`;
+    const label = `${iso(clip(row.robot))} ${iso(clip(row.task))} ${fmtUtc(row.start)} (${outcomeText(row) || "no outcome"})`;
     const group = el("svg:g", { class: "episode", "data-session": id });
     group.append(el("svg:path", { class: `episode-path outcome-${outcomeClass(row)}`, d, "data-session": id,
       "data-outside": outside.get(id) || 0,
@@ -323,7 +331,7 @@ function legendText(s) {
   const notes = [];
   if (s.records > 1) notes.push(`${count(s.records)} records`);
   if (s.decimated) notes.push(`${count(s.t.length)} of ${count(s.samples)} samples, decimated`);
-  return `${s.name}${notes.length ? " (" + notes.join("; ") + ")" : ""} `;
+  return `${clip(s.name)}${notes.length ? " (" + notes.join("; ") + ")" : ""} `;
 }
 
 // omitted: curves the server left out of this chart (it sends at most a few per chart)
@@ -346,7 +354,7 @@ function chart(title, series, yLabel, omitted = 0) {
   svg.append(el("svg:text", { x: width - 50, y: height - 6, "font-size": 10, text: fmtNum(t1 - t0, 1) + " s" }));
   series.forEach((s, i) => {
     const points = s.t.map((t, j) => `${sx(t).toFixed(1)},${sy(s.v[j]).toFixed(1)}`).join(" ");
-    svg.append(el("svg:polyline", { points, fill: "none", stroke: colours[i % colours.length], "stroke-width": 1.5 }, el("svg:title", { text: s.name })));
+    svg.append(el("svg:polyline", { points, fill: "none", stroke: colours[i % colours.length], "stroke-width": 1.5 }, el("svg:title", { text: clip(s.name) })));
   });
   const legend = series.map((s, i) => el("span", { style: `color:${colours[i % colours.length]}`, text: legendText(s) }));
   if (omitted) legend.push(el("span", { class: "note", text: `and ${count(omitted)} more curves, not drawn` }));
@@ -403,7 +411,7 @@ function clearEpisode(title, error = "") {
 const timelineRow = (e) => el("tr", { class: "timeline-" + e.kind + (e.status !== "active" ? " inactive" : ""),
   "data-id": e.id == null ? "" : e.id },
   el("td", { text: fmtTime(e.time) }), el("td", { text: e.kind + (e.status !== "active" ? ` (${e.status})` : "") }),
-  el("td", { text: e.topic || "" }), el("td", { class: "content", text: e.content }));
+  userText("td", e.topic || ""), el("td", { class: "content", text: e.content }));
 
 const timelineLines = (id, query) => api(`/episodes/${encodeURIComponent(id)}/timeline${query ? "?" + query : ""}`);
 const after = (body) => "after=" + encodeURIComponent(body.timeline_next);
@@ -497,7 +505,7 @@ $("#timeline-jump").addEventListener("submit", (event) => {
 
 function renderEpisode(id, data) {
   const row = data.episode;
-  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtUtc(g.end)}${g.topic ? " " + iso(g.topic) : ""} (${iso(g.reason || "gap")})`).join("; ");
+  const gaps = data.gaps.map((g) => `${fmtTime(g.start)} – ${fmtUtc(g.end)}${g.topic ? " " + iso(clip(g.topic)) : ""} (${iso(clip(g.reason || "gap"))})`).join("; ");
   const facts = el("p", { class: "user-text", text:
     `start ${fmtUtc(row.start)}, ${row.duration_s == null ? "open" : fmtNum(row.duration_s, 1) + " s"}, outcome ${outcomeText(row) || "none"}, ` +
     `path ${row.path_length_m == null ? (row.path_quality || "none") : fmtNum(row.path_length_m, 2) + " m (" + row.path_quality + ")"}, ` +
@@ -509,7 +517,7 @@ function renderEpisode(id, data) {
     data.series.images.length ? thumbnails(data.series.images, data.series.omitted.images) : null,
   ];
   // everything is built before anything is replaced: a failure above leaves the cleared panel
-  $("#episode-title").replaceChildren(el("bdi", { text: row.robot || "" }), " ", el("bdi", { text: row.task || "" }), " — ",
+  $("#episode-title").replaceChildren(userText("bdi", row.robot || ""), " ", userText("bdi", row.task || ""), " — ",
     el("bdi", { text: id }));
   $("#episode-facts").replaceChildren(facts);
   $("#plots").replaceChildren(...plots.filter(Boolean));

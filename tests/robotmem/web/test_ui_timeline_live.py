@@ -23,6 +23,7 @@ from robotmem.view.episodes import TIMELINE_PAGE
 WAIT_S = 60  # how long the page may take to show what it fetched (polls back off under load); not a speed target
 T0 = 1_790_000_000.0  # 2026-09-21 14:13:20 UTC
 RECORDS = 2 * TIMELINE_PAGE + 200
+LONG_NAME = "R" * 30_000  # a robot id, a task and a topic written by a buggy bridge
 
 
 def _record(sid: str, at: float, text: str) -> dict[str, Any]:
@@ -37,8 +38,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     with Memory(embedder=None) as mem:
         sid = mem.start_session(context={"robot": {"id": "patrol-bot"}, "episode": {"t_start_ns": int(T0 * 1e9)}})
         mem.save_perceptions([_record(sid["session_id"], T0 + i, f"odom {i}") for i in range(RECORDS)])
+        named = mem.start_session(context={"robot": {"id": LONG_NAME}, "task": {"name": LONG_NAME}})["session_id"]
+        mem.save_perception("pose chunk", "proprioceptive", session_id=named, metadata={"source": {"topic": LONG_NAME}})
     (db,) = home.rglob("*.db")
-    return {"home": str(home), "sid": sid["session_id"], "db": str(db)}
+    return {"home": str(home), "sid": sid["session_id"], "db": str(db), "named": named}
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +69,24 @@ def _shown(browser: Any) -> list[int]:
     """The record ids of the timeline's rows, read in one script (a redraw may replace the rows)."""
     ids = browser.execute_script("return [...document.querySelectorAll('#timeline tbody tr')].map((r) => r.dataset.id)")
     return [int(i) for i in ids if i]
+
+
+def test_a_robot_id_task_and_topic_of_30000_characters_take_a_line_each(browser: Any, ui: UiServer,
+                                                                          live: dict[str, str]) -> None:
+    browser.get(ui.url)
+    row = f"tr[data-session='{live['named']}']"
+    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, row))
+    browser.find_element(By.CSS_SELECTOR, row).click()
+    _wait(browser).until(lambda d: "loading" not in d.find_element(By.ID, "episode-title").text
+                         and d.find_elements(By.CSS_SELECTOR, "#timeline tbody tr.timeline-proprioceptive"))
+    heights = browser.execute_script(f"""
+      const height = (sel) => document.querySelector(sel).getBoundingClientRect().height;
+      return [height("{row}"), height("#episode-title"), height("#timeline tbody tr.timeline-proprioceptive")]""")
+    # each was many screens tall (the whole 30,000 characters wrapped); a line or two is the point
+    assert max(heights) < 100, heights
+    full = browser.execute_script(f"return [...document.querySelectorAll(\"{row} td.user-text\")].map((td) => td.title)")
+    assert full == [LONG_NAME, LONG_NAME]  # the whole text is in the tooltip
+    assert page_errors(browser) == []
 
 
 def _open(browser: Any, ui: UiServer, sid: str) -> None:

@@ -3,7 +3,7 @@
 
 const readToken = () => new URLSearchParams(location.hash.slice(1)).get("token");
 let token = readToken();
-const state = { episodes: [], signature: "", selected: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, view: null, list: null, timeline: null, anchor: null, timelineAsk: null };
+const state = { episodes: [], signature: "", selected: new Set(), autoTicked: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, view: null, list: null, timeline: null, anchor: null, timelineAsk: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
 const $ = (sel) => document.querySelector(sel);
@@ -87,8 +87,16 @@ async function loadEpisodes() {
   $("#status").textContent = "live, updated " + new Date().toISOString().slice(11, 19) + " UTC";
   if (signature === state.signature) return;
   const known = new Set(state.episodes.map((r) => r.session_id));
-  // new episodes among the newest AUTO_TICK are ticked (drawn on the map), the rest only listed
-  rows.slice(0, AUTO_TICK).forEach((r) => { if (!known.has(r.session_id)) state.selected.add(r.session_id); });
+  // New episodes among the newest AUTO_TICK are ticked (drawn on the map), the rest only listed.
+  // One the page ticked is unticked when it is no longer among them (unless the person ticked it
+  // again), and nothing is kept of an episode no longer listed: a page left open while a robot ran
+  // 60 episodes drew 66 paths and kept 66 episodes' answers, and over months it kept every one.
+  const newest = new Set(rows.slice(0, AUTO_TICK).map((r) => r.session_id));
+  newest.forEach((id) => { if (!known.has(id)) { state.selected.add(id); state.autoTicked.add(id); } });
+  state.autoTicked.forEach((id) => { if (!newest.has(id)) { state.autoTicked.delete(id); state.selected.delete(id); } });
+  const listed = new Set(rows.map((r) => r.session_id));
+  state.selected.forEach((id) => { if (!listed.has(id)) state.selected.delete(id); });
+  [...state.details.keys()].forEach((id) => { if (!state.selected.has(id) && id !== state.open) state.details.delete(id); });
   state.episodes = rows;
   state.signature = signature;
   renderEpisodes();
@@ -110,6 +118,7 @@ function renderEpisodes() {
     box.checked = state.selected.has(row.session_id);
     box.addEventListener("click", (event) => {
       event.stopPropagation();
+      state.autoTicked.delete(row.session_id);  // the person's choice stays
       box.checked ? state.selected.add(row.session_id) : state.selected.delete(row.session_id);
       refreshMap();
     });

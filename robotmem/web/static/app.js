@@ -425,17 +425,19 @@ const timelineRow = (e) => el("tr", { class: "timeline-" + e.kind + (e.status !=
 const timelineLines = (id, query) => api(`/episodes/${encodeURIComponent(id)}/timeline${query ? "?" + query : ""}`);
 const after = (body) => "after=" + encodeURIComponent(body.timeline_next);
 
-// The lines from the anchor on, at least `lines` of them where there are: a redraw (a record was
-// written into the open episode) fetches again as many as the person had loaded.
-async function timelineFrom(id, anchor, lines) {
+// The lines from the anchor on, at least wanted() of them where there are: a redraw (a record was
+// written into the open episode) fetches again as many as the person had loaded, counting lines a
+// "more" added while it read (a redraw that counted them when it began drew fewer, and the click's
+// lines were gone). `done` gets them in the same turn as that count, before anything else can add.
+async function timelineFrom(id, anchor, wanted, done) {
   const bodies = [await timelineLines(id, anchor)];
   let shown = bodies[0].timeline.length;
-  while (shown < lines && bodies[bodies.length - 1].timeline_next != null) {
+  while (shown < wanted() && bodies[bodies.length - 1].timeline_next != null) {
     const body = await timelineLines(id, after(bodies[bodies.length - 1]));
     bodies.push(body);
     shown += body.timeline.length;
   }
-  return bodies;
+  done(bodies);
 }
 
 function showTimelineState() {
@@ -461,13 +463,19 @@ async function loadMoreTimeline() {
   const t = state.timeline;
   if (!t || t.loading || t.next == null) return;
   t.loading = true;
+  let again = false;
   try {
     const body = await timelineLines(t.id, after({ timeline_next: t.next }));
-    // A redraw of this episode (a poll: a record was written into it) that read its lines before
-    // the click ended on the same line: the lines fetched follow it, so they join them rather than
-    // the click being lost. Another episode or another last line, and they are dropped.
+    // A redraw of this episode (a poll: a record was written into it) replaced the lines while
+    // these were read. When it ends on the same line, these follow it and join them; when it ends
+    // elsewhere (late records moved its last line), joining them would repeat or skip lines, so
+    // the lines after its own last one are asked for instead: the click is not lost either way.
     const now = state.timeline;
-    if (now !== t && !(now && now.id === t.id && now.next === t.next && !now.loading)) return;
+    const redrawn = now !== t && now && now.id === t.id && now.anchor === t.anchor && !now.loading;
+    if (now !== t && !(redrawn && now.next === t.next)) {
+      again = Boolean(redrawn);
+      return;
+    }
     $("#timeline tbody").append(...body.timeline.map(timelineRow));
     Object.assign(now, { next: body.timeline_next, total: body.timeline_total, shown: now.shown + body.timeline.length });
     showTimelineState();
@@ -475,6 +483,7 @@ async function loadMoreTimeline() {
     if (state.timeline === t) $("#timeline-note").textContent = "cannot load more lines: " + error.message;
   } finally {
     t.loading = false;
+    if (again) loadMoreTimeline();
   }
 }
 $("#timeline-more").addEventListener("click", loadMoreTimeline);
@@ -487,9 +496,12 @@ new IntersectionObserver((seen) => { if (seen.some((e) => e.isIntersecting)) loa
 function askTimeline(id, query, lines, still = () => true) {
   const ask = {};
   state.timelineAsk = ask;
-  return timelineFrom(id, query, lines).then((bodies) => {
+  const wanted = () => {
+    const t = state.timeline;
+    return Math.max(lines, t && t.id === id && t.anchor === query ? t.shown : 0);
+  };
+  return timelineFrom(id, query, wanted, (bodies) => {
     if (state.timelineAsk === ask && state.open === id && still()) renderTimeline(id, query, bodies);
-    return bodies;
   });
 }
 

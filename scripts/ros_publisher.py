@@ -2,7 +2,10 @@
 
 Run by the real-rosbridge tests and scripts/bench_rosbridge_real.py as ``/usr/bin/python3 scripts/ros_publisher.py SPEC``
 with the ROS environment of the real server (bridges/rosbridge/testing/real_server.py).
-SPEC is JSON: {"streams": [{"topic", "kind", "hz"}], "seconds", "wait_for_subscriber", "text"}.
+SPEC is JSON: {"streams": [{"topic", "kind", "hz"}], "seconds", "wait_for_subscriber", "text", "sim_time"}.
+"sim_time": {"start": S, "resets": [s, ...]} stamps with simulated time instead of the wall clock: it
+starts at S and goes back to 0 at each reset (seconds after the start), as Gazebo's "reset world" does;
+the odometry goes back to x = 0 with it. Each stream's line then has "segments": its count per time base.
 kinds: odom (along +x at 1 m/s, frame odom), joints (6 joints, sine), image (8x8 mono8),
 pose_cov (PoseWithCovarianceStamped in map), learn (one std_msgs/String), blip (a type no
 server knows). Prints one JSON line per stream when done: topic, count, first and last stamp.
@@ -95,15 +98,27 @@ def main():
         time.sleep(0.2)
     print(json.dumps({"ready": True}), flush=True)
     start = time.monotonic()
+    sim = spec.get("sim_time")
+    resets = list(sim["resets"]) if sim else []
+    sim_zero, sim_start = 0.0, sim["start"] if sim else 0.0  # wall offset of the last reset, sim time then
+    for s in streams:
+        s["segments"], s["n0"] = [0], 0
     while time.monotonic() - start < spec["seconds"]:
         now = time.monotonic() - start
+        if resets and now >= resets[0]:
+            sim_zero, sim_start = resets.pop(0), 0.0
+            for s in streams:
+                s["segments"].append(0)
+                s["n0"] = s["count"]
         for s in streams:
             if s["kind"] == "learn" and s["count"]:
                 continue
             if now >= s["next"]:
-                stamp = rospy.Time.now()
-                s["pub"].publish(make(s["kind"], s["count"], s["hz"], stamp, spec.get("text")))
+                stamp = rospy.Time.from_sec(sim_start + now - sim_zero) if sim else rospy.Time.now()
+                n = s["count"] - s["n0"]  # odometry starts from x = 0 again after a reset
+                s["pub"].publish(make(s["kind"], n, s["hz"], stamp, spec.get("text")))
                 s["count"] += 1
+                s["segments"][-1] += 1
                 s["first"] = s["first"] if s["first"] is not None else stamp.to_sec()
                 s["last"] = stamp.to_sec()
                 s["next"] += 1.0 / s["hz"]
@@ -112,8 +127,8 @@ def main():
             time.sleep(wait)
     time.sleep(0.3)  # let the last messages leave the socket
     for s in streams:
-        print(json.dumps({"topic": s["topic"], "count": s["count"], "first": s["first"], "last": s["last"]}),
-              flush=True)
+        print(json.dumps({"topic": s["topic"], "count": s["count"], "first": s["first"], "last": s["last"],
+                          "segments": s["segments"]}), flush=True)
 
 
 if __name__ == "__main__":

@@ -191,6 +191,44 @@ class Pipeline:
         if end_ns > start_ns:
             self._record_gap(Gap(start_ns, end_ns, reason))
 
+    def time_reset(self, t_ns: int) -> None:
+        """The message clock went back to ``t_ns`` (Gazebo's "reset world" restarts sim time near 0;
+        a robot's clock stepped back by NTP): what came before is on another time base.
+
+        Messages stamped after the reset would sort before the open episode's start, before the
+        last ended episode's end (so they would open none and be lost), into a held episode's
+        grace window, and behind every sampling slot. So the held episode is finished, the open
+        one ends at its last message and its next part opens at ``t_ns`` (as a split at
+        ``max_episode_s`` does: same marker context, ``task.continues``, the same attached
+        session), and every per-topic rule that compares times starts afresh.
+        """
+        for handler in list(self._handlers.values()):
+            if handler.stamps is not None:
+                self._route_admitted(handler, handler.stamps.release())
+        while self._held is not None:
+            self._finish_held()
+        self.stats.time_resets += 1
+        episode = self._episode
+        for handler in self._handlers.values():
+            handler.stamps = None
+            handler.last_kept_ns = None
+            if handler.gaps is not None:
+                handler.gaps.reset()
+        self._ended_until_ns = None
+        if episode is None or episode.skipping:
+            return
+        self._finish(EndEpisode(episode.last_ns))
+        self._ended_until_ns = None
+        self._start(self._next_part(episode, t_ns))
+
+    def _next_part(self, episode: _Episode, t_ns: int) -> StartEpisode:
+        """The episode that goes on after ``episode`` was split at ``t_ns``: in the same attached
+        session, or in a new own one that names the one before as ``task.continues``."""
+        task = dict(episode.task, continues=episode.context.session_id) if episode.owned else episode.task
+        marker = dict(episode.marker, task=task) if task else episode.marker
+        return StartEpisode(t_ns, marker, session_id=None if episode.owned else episode.context.session_id,
+                            owned=episode.owned)
+
     def episode(self, action: EpisodeAction) -> None:
         """Start or end an episode directly, as a marker would (for callers that know the boundaries).
 
@@ -496,13 +534,9 @@ class Pipeline:
             self._end(EndEpisode(episode.last_motion_ns))
             self._idle = True
         elif self._max_ns and now_ns - episode.start_ns >= self._max_ns:
-            # Split: the next part goes on in the same attached session, or in a new own one.
-            task = dict(episode.task, continues=episode.context.session_id) if episode.owned else episode.task
-            marker = dict(episode.marker, task=task) if task else episode.marker
             # Not held for late messages: the next part opens at once and takes them.
             self._finish(EndEpisode(now_ns))
-            self._start(StartEpisode(now_ns, marker, session_id=None if episode.owned else episode.context.session_id,
-                                     owned=episode.owned))
+            self._start(self._next_part(episode, now_ns))
 
     def _start(self, action: StartEpisode) -> None:
         self._idle = False

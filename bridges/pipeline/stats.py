@@ -71,6 +71,8 @@ class PipelineStats:
     records_after_session_end: int = 0
     #: gaps recorded in episodes (disconnections and topics gone quiet; see gaps.py)
     gaps: int = 0
+    #: times the message clock went back (a simulator's reset, a robot clock stepped back): Pipeline.time_reset
+    time_resets: int = 0
     writes: int = 0
     #: seconds the last / slowest write took
     last_write_s: float = 0.0

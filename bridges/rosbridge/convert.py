@@ -27,11 +27,14 @@ from bridges.pipeline.messages import (
     normalize_msgtype,
     to_plain,
 )
-from bridges.pipeline.stamps import WINDOW, running_offset
+from bridges.pipeline.stamps import OUTLIER_S, WINDOW, running_offset
 
 from .inbox import Received
 
-__all__ = ["BYTE_FIELDS", "MalformedMessage", "MessageClock", "has_stamp", "to_ros_message"]
+__all__ = ["BYTE_FIELDS", "MalformedMessage", "MessageClock", "has_stamp", "raw_stamp_ns", "to_ros_message"]
+
+#: a stamp this far from the clock's offset is a suspect: one bad stamp, or the clock jumping (a reset)
+_JUMP_NS = int(OUTLIER_S * 1e9)
 
 #: ``uint8[]`` fields per normalised type (dotted paths from the message root).
 BYTE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -70,6 +73,15 @@ class MessageClock:
         self.offset_ns = running_offset(self._offsets, self.offset_ns)
         self.synced = True
 
+    def disagrees(self, stamp_ns: int, receive_ns: int) -> bool:
+        """Whether a stamped message received at ``receive_ns`` is off the clock by more than
+        ``stamps.OUTLIER_S``: a bad stamp, or the first sign of the clock jumping."""
+        return abs(receive_ns - stamp_ns - self.offset_ns) > _JUMP_NS
+
+    def moved_from(self, offset_ns: int) -> bool:
+        """Whether the offset has moved more than ``stamps.OUTLIER_S`` away from ``offset_ns``."""
+        return abs(self.offset_ns - offset_ns) > _JUMP_NS
+
     def assume_wall_clock(self) -> None:
         """No stamped message came: the robot's clock is taken to be the wall clock."""
         self.offset_ns = 0
@@ -79,13 +91,20 @@ class MessageClock:
         return wall_ns - self.offset_ns
 
 
+def raw_stamp_ns(item: Received) -> int:
+    """The raw message's header stamp (0: none)."""
+    return header_stamp_ns(item.raw) if isinstance(item.raw, dict) else 0
+
+
 def has_stamp(item: Received) -> bool:
     """Whether the raw message carries a non-zero header stamp."""
-    return isinstance(item.raw, dict) and header_stamp_ns(item.raw) > 0
+    return raw_stamp_ns(item) > 0
 
 
-def to_ros_message(item: Received, clock: MessageClock | None = None) -> RosMessage:
-    """Convert one received rosbridge message; raises :class:`MalformedMessage` on bad input."""
+def to_ros_message(item: Received, clock: MessageClock | None = None, *, observe: bool = True) -> RosMessage:
+    """Convert one received rosbridge message; raises :class:`MalformedMessage` on bad input.
+
+    ``observe=False``: the clock has already seen this message's stamp (the writer held it)."""
     try:
         msgtype = normalize_msgtype(item.msgtype)
     except ValueError as exc:
@@ -100,7 +119,7 @@ def to_ros_message(item: Received, clock: MessageClock | None = None) -> RosMess
     # When it arrived, on the robot's clock as it stood before this message's own stamp moves
     # it: translated afterwards, a frame that arrives late would look on time (late_grace_s).
     arrived_ns = clock.to_message_time(item.receive_ns) if clock is not None and clock.synced else None
-    if clock is not None and stamp_ns > 0:
+    if clock is not None and stamp_ns > 0 and observe:
         clock.observe(stamp_ns, item.receive_ns)
     fallback_ns = clock.to_message_time(item.receive_ns) if clock is not None else item.receive_ns
     return RosMessage(topic=item.topic, msgtype=msgtype, t_ns=message_time_ns(plain, fallback_ns), data=plain,

@@ -9,6 +9,14 @@ Until the first stamped message shows which clock the robot stamps with (sim tim
 starts near zero; wall time does not), messages without a stamp — episode markers,
 learn notes — are held back for up to ``clock_grace_s`` and then released in order, so
 an episode that starts with a marker does not start decades away from its data.
+
+Time can go back while the bridge runs: Gazebo's "reset world" restarts sim time near 0, a
+robot's clock is stepped back by NTP. A stamped message far off the clock (more than
+``stamps.OUTLIER_S``) is held, with everything after it, until the clock has decided: it
+follows a lasting change after a few messages (then the held ones are placed on the new
+clock, not the old one) or the next message agrees with it (one bad stamp: released as it
+was). When a message's time, on the clock, lands more than ``OUTLIER_S`` before the latest
+one's, the pipeline is told (``Pipeline.time_reset``): the episode is split there.
 """
 
 from __future__ import annotations
@@ -22,12 +30,16 @@ from typing import Any, Protocol
 
 from bridges.pipeline.messages import RosMessage
 
-from .convert import MalformedMessage, MessageClock, has_stamp, to_ros_message
+from bridges.pipeline.stamps import OUTLIER_S
+
+from .convert import MalformedMessage, MessageClock, has_stamp, raw_stamp_ns, to_ros_message
 from .inbox import BoundedInbox, Received
 
 __all__ = ["IngestWriter", "PipelineLike", "WriterCounters"]
 
 LOG = logging.getLogger("bridges.rosbridge")
+#: message time going back further than this is a reset of the robot's clock, not jitter
+_RESET_NS = int(OUTLIER_S * 1e9)
 
 
 class PipelineLike(Protocol):
@@ -41,6 +53,8 @@ class PipelineLike(Protocol):
 
     def close(self) -> Any: ...
 
+    def time_reset(self, t_ns: int) -> None: ...
+
 
 @dataclass
 class WriterCounters:
@@ -51,6 +65,8 @@ class WriterCounters:
     malformed: Counter[str] = field(default_factory=Counter)
     #: the pipeline raised (it should not): logged, counted, the bridge goes on
     feed_errors: int = 0
+    #: times the robot's clock went back (see the module docstring)
+    time_resets: int = 0
     #: receive -> fed, seconds: the latest, the worst since the last reset, the worst of the run
     lag_s: float = 0.0
     max_lag_s: float = 0.0
@@ -72,6 +88,12 @@ class IngestWriter:
         self.clock_grace_ns = int(clock_grace_s * 1e9)
         #: unstamped messages waiting for the clock (see the module docstring)
         self._held: list[Received] = []
+        #: a stamp far off the clock and everything after it, until the clock decides (module docstring)
+        self._suspects: list[Received] = []
+        #: the clock's offset when the first suspect came
+        self._offset_before_ns = 0
+        #: the newest arrival time fed to the pipeline, on the robot's clock
+        self._latest_arrival_ns: int | None = None
         #: receive time (wall clock) of the newest message fed to the pipeline
         self._fed_receive_ns: int | None = None
         self.final_stats: Any = None
@@ -124,6 +146,7 @@ class IngestWriter:
                 with self.progress:
                     self.progress.notify_all()
         finally:
+            self._release_suspects()
             self._release_held(assume_wall=True)
             self.final_stats = self._close_pipeline()
             with self.progress:
@@ -131,13 +154,34 @@ class IngestWriter:
 
     def _feed(self, item: Received) -> None:
         if self.clock.synced:
-            self._feed_converted(item, self._convert(item))
+            stamp_ns = raw_stamp_ns(item)
+            if not self._suspects and not (stamp_ns > 0 and self.clock.disagrees(stamp_ns, item.receive_ns)):
+                self._feed_converted(item, self._convert(item))
+                return
+            if not self._suspects:
+                self._offset_before_ns = self.clock.offset_ns
+            self._suspects.append(item)
+            if stamp_ns > 0:
+                self._judge_suspects(stamp_ns, item.receive_ns)
         elif not has_stamp(item):
             self._held.append(item)
         else:
             msg = self._convert(item)  # observes the clock first ...
             self._release_held()  # ... so the held ones land before it, on its clock
             self._feed_converted(item, msg)
+
+    def _judge_suspects(self, stamp_ns: int, receive_ns: int) -> None:
+        """A stamped message while suspects wait: release them once the clock has decided."""
+        agrees = not self.clock.disagrees(stamp_ns, receive_ns)
+        self.clock.observe(stamp_ns, receive_ns)
+        if agrees or self.clock.moved_from(self._offset_before_ns):
+            self._release_suspects()
+
+    def _release_suspects(self) -> None:
+        """Feed the held suspects on the clock as it stands (each stamp already observed)."""
+        suspects, self._suspects = self._suspects, []
+        for item in suspects:
+            self._feed_converted(item, self._convert(item, observe=False))
 
     def _release_held(self, *, assume_wall: bool = False) -> None:
         if assume_wall and not self.clock.synced:
@@ -146,9 +190,9 @@ class IngestWriter:
         for item in held:
             self._feed_converted(item, self._convert(item))
 
-    def _convert(self, item: Received) -> RosMessage | None:
+    def _convert(self, item: Received, *, observe: bool = True) -> RosMessage | None:
         try:
-            return to_ros_message(item, self.clock)
+            return to_ros_message(item, self.clock, observe=observe)
         except MalformedMessage as exc:
             self.counters.malformed[item.topic] += 1
             LOG.warning("malformed message skipped: %s", exc)
@@ -158,6 +202,7 @@ class IngestWriter:
         if msg is None:
             return
         try:
+            self._notice_time_reset(msg)
             self.pipeline.feed(msg)
         except Exception:
             self.counters.feed_errors += 1
@@ -170,7 +215,23 @@ class IngestWriter:
         self.counters.max_lag_s = max(self.counters.max_lag_s, lag)
         self.counters.worst_lag_s = max(self.counters.worst_lag_s, lag)
 
+    def _notice_time_reset(self, msg: RosMessage) -> None:
+        """Tell the pipeline when the robot's clock went back (see the module docstring)."""
+        arrived = msg.arrived_ns
+        if arrived is None:
+            return
+        latest = self._latest_arrival_ns
+        if latest is not None and arrived < latest - _RESET_NS:
+            self.counters.time_resets += 1
+            LOG.warning("the robot's clock went back %.1f s (a simulator reset, a clock stepped back?) at a "
+                        "message on %s: the episode is split there", (latest - arrived) / 1e9, msg.topic)
+            self.pipeline.time_reset(arrived)
+            latest = None
+        self._latest_arrival_ns = arrived if latest is None else max(latest, arrived)
+
     def _tick(self) -> None:
+        if self._suspects and time.monotonic_ns() - self._suspects[0].receive_mono_ns >= self.clock_grace_ns:
+            self._release_suspects()  # no majority came: one odd stamp on a quiet robot
         if self._held and time.monotonic_ns() - self._held[0].receive_mono_ns >= self.clock_grace_ns:
             self._release_held(assume_wall=True)
         if not self.clock.synced:

@@ -143,9 +143,9 @@ class RealRosbridge:
         raise RuntimeError(f"rosbridge_websocket did not listen on {self.port}; see {self.rosb}/logs")
 
     def publisher(self, streams: list[dict[str, Any]], seconds: float, *, wait_for_subscriber: bool = True,
-                  text: str | None = None) -> RosPublisher:
+                  text: str | None = None, sim_time: dict[str, Any] | None = None) -> RosPublisher:
         return RosPublisher(self, {"streams": streams, "seconds": seconds,
-                                   "wait_for_subscriber": wait_for_subscriber, "text": text})
+                                   "wait_for_subscriber": wait_for_subscriber, "text": text, "sim_time": sim_time})
 
 
 class RosPublisher:

@@ -9,12 +9,14 @@ import pytest
 
 from bridges.pipeline.config import BridgeConfig, TopicRule
 from bridges.pipeline.messages import RosMessage
+from bridges.pipeline.pipeline import Pipeline
 from bridges.pipeline.stamps import StampCheck
 from bridges.rosbridge.convert import MalformedMessage, MessageClock, to_ros_message
 from bridges.rosbridge.discovery import plan_subscriptions, wire_type
 from bridges.rosbridge.inbox import BoundedInbox, Received
 from bridges.rosbridge.sessions import ControlSessionFollower
 from bridges.rosbridge.status import BridgeSnapshot, format_status, format_summary
+from bridges.rosbridge.bridge import default_episode_policy
 from bridges.rosbridge.writer import IngestWriter
 from bridges.rosbridge.testing import messages as m
 from robotmem import Memory
@@ -168,6 +170,9 @@ class _TickRecorder:
     def close(self) -> None:
         pass
 
+    def time_reset(self, t_ns: int) -> None:
+        pass
+
 
 def test_a_writer_behind_its_inbox_tells_the_pipeline_only_the_time_of_what_it_has_fed() -> None:
     # Messages received an hour ago still wait: telling the pipeline "now" would close an ended
@@ -254,3 +259,36 @@ def test_control_session_follower_emits_start_and_end_markers_and_ignores_pipeli
     assert markers == [{"event": "start", "session_id": sid,
                         "context": {"episode": {"control_session_id": sid}, "task": {"name": "inspect"}}},
                        {"event": "end", "session_id": sid, "score": 0.25}]
+
+
+def test_a_clock_stepped_back_on_the_bridges_machine_too_splits_the_episode_and_loses_nothing(
+        robotmem_home: Path) -> None:
+    """A robot and the bridge on one machine whose clock NTP steps back 120 s: stamps and receive
+    times go back together (the clock's offset does not move). The data after the step used to go
+    into the open episode, which then began 100 s before its data and lasted 120 s."""
+    start = time.time_ns() - 600 * 10**9
+    inbox = BoundedInbox(5000)
+    arrivals = [start + i * 20_000_000 for i in range(1000)]  # 50 Hz, 20 s
+    arrivals += [t - 120 * 10**9 + 20 * 10**9 for t in arrivals]  # the clock stepped back 120 s: 20 s more
+    for i, t in enumerate(arrivals):
+        inbox.put(received("/odom", "nav_msgs/msg/Odometry", m.odometry(t / 1e9, (i % 1000) / 50, 0.0), t))
+    with Memory(robotmem_home / "memory.db", collection="robot", embedder=None) as memory:
+        pipeline = Pipeline(memory, BridgeConfig(), collection="robot", robot_id=None, source="ws://robot:9090",
+                            episode_policy=default_episode_policy(BridgeConfig()))
+        writer = IngestWriter(inbox, pipeline)
+        writer.start()
+        writer.stop(timeout=60)
+        sessions = sorted(memory.list_sessions(collection="robot"),
+                          key=lambda s: s["context"]["episode"]["t_start_ns"])
+        starts = [s["context"]["episode"]["t_start_ns"] for s in sessions]
+        assert starts == pytest.approx([arrivals[1000], arrivals[0]], abs=1000)  # the stamps' float seconds
+        for session in sessions:
+            chunks = [r for r in memory.session_timeline(session["session_id"])["memories"]
+                      if r["context"]["source"].get("topic") == "/odom"]
+            assert sum(memory.get_data(c["id"])["raw_points"] for c in chunks) == 1000
+            (summary,) = [r for r in memory.session_timeline(session["session_id"])["memories"]
+                          if r["perception_type"] == "procedural"]
+            assert summary["context"]["task"]["duration_s"] == pytest.approx(19.98, abs=1e-6)
+            assert summary["context"]["spatial"]["path_length_m"] == pytest.approx(999 / 50, abs=1e-6)
+        assert pipeline.stats.topics["/odom"].outside_episode == 0
+        assert writer.counters.time_resets == pipeline.stats.time_resets == 1

@@ -219,3 +219,37 @@ def test_topics_only_the_bridge_subscribes_to_are_not_named_as_silent(bridge_in_
     time.sleep(3.0)  # three times the limit, with discovery every second
     bridge.stop()
     assert not [line for line in bridge_in_process.lines if "WARNING" in line], bridge_in_process.lines
+
+
+def test_a_simulator_reset_splits_the_episode_where_sim_time_went_back_and_loses_nothing(
+        real_rosbridge: RealRosbridge, bridge_in_process: Any, memory: Memory) -> None:
+    # Gazebo's "reset world": sim time (the stamps) goes back from 300 s to 0 and the robot to x = 0
+    # while the bridge runs. It used to be one episode from 0 s to 304 s with chunks whose times ran
+    # backwards, and the camera frames after the reset fell behind the sampling slot (dropped).
+    bridge = bridge_in_process()
+    assert bridge.wait_until(lambda s: {"/odom", "/joint_states"} <= set(s.subscribed), 10)
+    publisher = real_rosbridge.publisher([
+        {"topic": "/odom", "kind": "odom", "hz": ODOM_HZ},
+        {"topic": "/joint_states", "kind": "joints", "hz": 100},
+        {"topic": "/camera/image_raw", "kind": "image", "hz": 15},
+    ], seconds=9.0, sim_time={"start": 300.0, "resets": [4.5]})
+    publisher.wait_ready()
+    sent = publisher.result()
+    time.sleep(0.5)
+    snapshot = bridge.stop()
+    assert snapshot.fed["/odom"] == sent["/odom"]["count"]
+    records = _records(memory)
+    # oldest first: the episode before the reset began at sim time 300 s
+    summaries = sorted(_summaries(records), key=lambda r: -r["context"]["episode"]["t_start_ns"])
+    assert len(summaries) == 2
+    for summary, odom_sent in zip(summaries, sent["/odom"]["segments"]):
+        session = summary["session_id"]
+        chunks = [r for r in _topic(records, "/odom") if r["session_id"] == session]
+        assert sum(memory.get_data(c["id"])["raw_points"] for c in chunks) == odom_sent
+        spatial = summary["context"]["spatial"]
+        assert spatial["path_quality"] == "ok"
+        assert spatial["path_length_m"] == pytest.approx((odom_sent - 1) / ODOM_HZ, abs=1e-6)
+        assert summary["context"]["task"]["duration_s"] < 4.6
+    assert summaries[1]["context"]["task"]["continues"] == summaries[0]["session_id"]
+    assert len(_topic(records, "/camera/image_raw")) == snapshot.fed["/camera/image_raw"] >= 7
+

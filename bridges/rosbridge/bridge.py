@@ -246,9 +246,14 @@ class RosBridge:
                 f"type it cannot load?), or the publisher is quiet")
 
     def _published(self, topic: str) -> bool:
-        """Whether a node publishes ``topic`` (rosapi); True when the server cannot tell."""
+        """Whether a node publishes ``topic`` (rosapi); True when the server cannot tell (it has no
+        ``/rosapi/publishers``). A question left unanswered because the connection went (a server
+        restarting) says nothing: asked again on the next pass. Taken as True, it named every
+        topic that only the bridge subscribes to as silent after a restart."""
         publishers = self.connection.topic_publishers(topic)
-        return publishers is None or bool(publishers)
+        if publishers is None:
+            return self.connection.publishers_service is False
+        return bool(publishers)
 
     # ------------------------------------------------------------------ control thread
 

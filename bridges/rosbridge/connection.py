@@ -158,6 +158,8 @@ class RosbridgeConnection:
         self._down_since_ns: int | None = None
         self._failure_watch: _ConnectFailureWatch | None = None
         self._roslibpy_level = logging.NOTSET
+        #: whether the server answers ``/rosapi/publishers`` (None: not asked yet, or no answer either way)
+        self.publishers_service: bool | None = None
         #: connection attempts that failed since the last successful one
         self.failed_attempts = 0
         self.last_failure: str | None = None
@@ -304,9 +306,14 @@ class RosbridgeConnection:
         service = roslibpy.Service(self._ros, "/rosapi/publishers", "rosapi/Publishers")
         try:
             result = service.call(roslibpy.ServiceRequest({"topic": topic}), timeout=self.rosapi_timeout_s)
-        except (ServiceException, RosTimeoutError, RuntimeError) as exc:
+        except ServiceException as exc:
             LOG.info("rosapi publishers unavailable on %s: %s", self.url, exc)
+            self.publishers_service = False
             return None
+        except (RosTimeoutError, RuntimeError) as exc:  # the connection went (a server restart) while asking
+            LOG.info("rosapi publishers not answered on %s: %s", self.url, exc)
+            return None
+        self.publishers_service = True
         publishers = result.get("publishers")
         return [str(p) for p in publishers] if isinstance(publishers, list) else None
 

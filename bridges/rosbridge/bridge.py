@@ -116,6 +116,7 @@ class RosBridge:
         self.listed: dict[str, str] = {}
         self._silence = SilentTopicWatch(options.silent_topic_s)
         self._said_failure: str | None = None
+        self._said_retyped: set[tuple[str, str]] = set()
         self._discover_now = threading.Event()
         self._stopping = threading.Event()
         self._control = threading.Thread(target=self._control_loop, name="robotmem-bridge-control", daemon=True)
@@ -226,15 +227,31 @@ class RosBridge:
         available = self.connection.available_topics()
         self.listed = dict(available or {})
         report = plan_subscriptions(self.config, available)
-        new = [s for s in report.subscriptions
-               if self.connection.subscribe(s.topic, s.wire_type, self._on_message_for(s.topic, s.wire_type),
-                                            throttle_rate_ms=s.throttle_rate_ms, queue_length=s.queue_length)]
+        new = []
+        for s in report.subscriptions:
+            before = self.connection.subscribe(s.topic, s.wire_type, self._on_message_for(s.topic, s.wire_type),
+                                               throttle_rate_ms=s.throttle_rate_ms, queue_length=s.queue_length)
+            if before:
+                self._status_sink(f"bridge: {s.topic} is now {s.wire_type} (was {before}): subscribed again "
+                                  f"with the new type -> {s.converter}")
+            if before is not None:
+                new.append(s)
+        self._warn_retyped(report.type_mismatch)
         if new or not self.discovery_log:
             line = report.describe()
             self.discovery_log.append(line)
             self._status_sink(f"bridge: {line}")
         self._warn_silent()
         self._notify()
+
+    def _warn_retyped(self, mismatched: dict[str, str]) -> None:
+        """Name, once per type, a subscribed topic the server now lists with a type no rule takes."""
+        subscribed = self.connection.subscribed_topics()
+        for topic, server_type in mismatched.items():
+            if topic in subscribed and (topic, server_type) not in self._said_retyped:
+                self._said_retyped.add((topic, server_type))
+                self._status_sink(f"bridge: WARNING {topic} is now listed as {server_type}, subscribed as "
+                                  f"{subscribed[topic]}: no rule takes that type, so nothing of it is stored")
 
     def _warn_silent(self) -> None:
         silent = self._silence.check(self.listed, self.connection.subscribed_topics(), self.inbox.accepted(),

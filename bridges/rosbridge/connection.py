@@ -37,6 +37,7 @@ import roslibpy
 from roslibpy.comm import select_factory
 from roslibpy.core import RosTimeoutError, ServiceException
 
+from bridges.pipeline.messages import normalize_msgtype
 from robotmem.errors import ConfigError
 
 __all__ = ["ConnectionCounters", "RosbridgeConnection", "validate_url"]
@@ -123,6 +124,14 @@ def describe_failure(reason: str) -> str:
     return reason
 
 
+def _same_type(a: str, b: str) -> bool:
+    """``nav_msgs/Odometry`` and ``nav_msgs/msg/Odometry`` are one type (ROS 1 and ROS 2 spelling)."""
+    try:
+        return normalize_msgtype(a) == normalize_msgtype(b)
+    except ValueError:
+        return a == b
+
+
 @dataclass(frozen=True)
 class _Subscription:
     topic: str
@@ -145,6 +154,7 @@ class RosbridgeConnection:
         self._subscribe_lock = threading.Lock()
         self._connected = threading.Condition(self._lock)
         self._subscriptions: dict[str, _Subscription] = {}
+        self._callbacks: dict[str, MessageCallback] = {}
         self._advertised: dict[str, str] = {}
         self._proto: Any = None
         self._ros: roslibpy.Ros | None = None
@@ -235,24 +245,35 @@ class RosbridgeConnection:
     # ------------------------------------------------------------------ topics
 
     def subscribe(self, topic: str, msgtype: str, callback: MessageCallback, *, throttle_rate_ms: int = 0,
-                  queue_length: int = 0) -> bool:
-        """Subscribe (now if connected, and again after every reconnect). False if already subscribed."""
+                  queue_length: int = 0) -> str | None:
+        """Subscribe (now if connected, and again after every reconnect). None if already subscribed
+        with this type; else the type it was subscribed with before ("" for a new subscription).
+
+        A topic republished with another type is subscribed again with it: the server delivers
+        nothing on a subscription of the old type (ROS 1 refuses the publisher's connection)."""
         sub = _Subscription(topic, msgtype, int(throttle_rate_ms), int(queue_length))
         assert self._ros is not None, "open() first"
         # Not under self._lock: roslibpy's emitter lock is held while it calls _on_ready,
         # which takes self._lock; taking them in the other order here could deadlock.
         with self._subscribe_lock:
             with self._lock:
-                if topic in self._subscriptions:
-                    return False
+                old = self._subscriptions.get(topic)
+                old_callback = self._callbacks.get(topic)
+            if old is not None and _same_type(old.msgtype, msgtype):
+                return None
             # The listener goes first: a reconnect may send the subscription any moment.
             self._ros.on(topic, callback)
+            if old_callback is not None:
+                self._ros.off(topic, old_callback)
             with self._lock:
                 self._subscriptions[topic] = sub
+                self._callbacks[topic] = callback
                 proto = self._proto
         if proto is not None:
+            if old is not None:
+                self._send(proto, {"op": "unsubscribe", "id": f"subscribe:{topic}", "topic": topic})
             self._send(proto, self._subscribe_op(sub))
-        return True
+        return "" if old is None else old.msgtype
 
     def subscribed_topics(self) -> dict[str, str]:
         with self._lock:

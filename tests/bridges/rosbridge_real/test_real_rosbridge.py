@@ -272,3 +272,38 @@ def test_a_server_lost_while_asking_who_publishes_does_not_name_unpublished_topi
     time.sleep(2.0)
     bridge.stop()
     assert not [line for line in bridge_in_process.lines if "WARNING" in line], bridge_in_process.lines
+
+
+def test_a_topic_republished_with_another_type_is_subscribed_again_with_it(
+        real_rosbridge: RealRosbridge, bridge_in_process: Any) -> None:
+    # /odom's publisher dies and a node publishes /odom as PoseWithCovarianceStamped: the bridge's
+    # Odometry subscription received nothing of it, and nothing said so.
+    bridge = bridge_in_process()
+    assert bridge.wait_until(lambda s: "/odom" in s.subscribed, 10)
+    first = real_rosbridge.publisher([{"topic": "/odom", "kind": "odom", "hz": ODOM_HZ}], seconds=2.0)
+    first.wait_ready()
+    odometry = first.result()["/odom"]["count"]
+    assert bridge.wait_until(lambda s: s.fed.get("/odom", 0) == odometry, 10)
+    second = real_rosbridge.publisher([{"topic": "/odom", "kind": "pose_cov", "hz": ODOM_HZ}], seconds=4.0,
+                                      wait_for_subscriber=False)
+    second.wait_ready()
+    poses = second.result()["/odom"]["count"]
+    time.sleep(0.5)
+    snapshot = bridge.stop()
+    assert snapshot.fed["/odom"] - odometry >= poses - 2.0 * ODOM_HZ  # discovery every second, then ROS's set-up
+    assert bridge.pipeline.stats.topics["/odom"].msgtype == "geometry_msgs/msg/PoseWithCovarianceStamped"
+    (line,) = [line for line in bridge_in_process.lines if "/odom is now" in line]
+    assert "geometry_msgs/PoseWithCovarianceStamped (was nav_msgs/Odometry)" in line
+
+
+def test_a_topic_republished_with_a_type_no_rule_takes_is_named(
+        real_rosbridge: RealRosbridge, bridge_in_process: Any) -> None:
+    bridge = bridge_in_process()
+    assert bridge.wait_until(lambda s: "/odom" in s.subscribed, 10)
+    publisher = real_rosbridge.publisher([{"topic": "/odom", "kind": "blip", "hz": 10}], seconds=4.0,
+                                         wait_for_subscriber=False)
+    publisher.wait_ready()
+    publisher.result()
+    bridge.stop()
+    warnings = [line for line in bridge_in_process.lines if "WARNING /odom is now listed as" in line]
+    assert len(warnings) == 1 and "robotmem_test/Blip, subscribed as nav_msgs/Odometry" in warnings[0]

@@ -15,8 +15,11 @@ robot's clock is stepped back by NTP. A stamped message far off the clock (more 
 ``stamps.OUTLIER_S``) is held, with everything after it, until the clock has decided: it
 follows a lasting change after a few messages (then the held ones are placed on the new
 clock, not the old one) or the next message agrees with it (one bad stamp: released as it
-was). When a message's time, on the clock, lands more than ``OUTLIER_S`` before the latest
-one's, the pipeline is told (``Pipeline.time_reset``): the episode is split there.
+was). When a stamped message lands, on the clock, more than ``OUTLIER_S`` before the latest
+message, and its stamp that far before its topic's last one, the pipeline is told
+(``Pipeline.time_reset``): the episode is split there. Its own topic must have gone back too:
+topics stamped by clocks a minute apart swing the clock (a median) between them, which puts
+arrival times back by as much while no stream's time goes back.
 """
 
 from __future__ import annotations
@@ -94,6 +97,8 @@ class IngestWriter:
         self._offset_before_ns = 0
         #: the newest arrival time fed to the pipeline, on the robot's clock
         self._latest_arrival_ns: int | None = None
+        #: each topic's newest header stamp since the last reset
+        self._latest_stamp_ns: dict[str, int] = {}
         #: receive time (wall clock) of the newest message fed to the pipeline
         self._fed_receive_ns: int | None = None
         self.final_stats: Any = None
@@ -202,7 +207,7 @@ class IngestWriter:
         if msg is None:
             return
         try:
-            self._notice_time_reset(msg)
+            self._notice_time_reset(msg, raw_stamp_ns(item))
             self.pipeline.feed(msg)
         except Exception:
             self.counters.feed_errors += 1
@@ -215,13 +220,18 @@ class IngestWriter:
         self.counters.max_lag_s = max(self.counters.max_lag_s, lag)
         self.counters.worst_lag_s = max(self.counters.worst_lag_s, lag)
 
-    def _notice_time_reset(self, msg: RosMessage) -> None:
+    def _notice_time_reset(self, msg: RosMessage, stamp_ns: int) -> None:
         """Tell the pipeline when the robot's clock went back (see the module docstring)."""
         arrived = msg.arrived_ns
         if arrived is None:
             return
         latest = self._latest_arrival_ns
-        if latest is not None and arrived < latest - _RESET_NS:
+        topic_latest = self._latest_stamp_ns.get(msg.topic)
+        if stamp_ns > 0:
+            self._latest_stamp_ns[msg.topic] = stamp_ns if topic_latest is None else max(topic_latest, stamp_ns)
+        if (latest is not None and arrived < latest - _RESET_NS
+                and stamp_ns > 0 and topic_latest is not None and stamp_ns < topic_latest - _RESET_NS):
+            self._latest_stamp_ns = {msg.topic: stamp_ns}
             self.counters.time_resets += 1
             LOG.warning("the robot's clock went back %.1f s (a simulator reset, a clock stepped back?) at a "
                         "message on %s: the episode is split there", (latest - arrived) / 1e9, msg.topic)

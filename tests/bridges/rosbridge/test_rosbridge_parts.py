@@ -292,3 +292,25 @@ def test_a_clock_stepped_back_on_the_bridges_machine_too_splits_the_episode_and_
             assert summary["context"]["spatial"]["path_length_m"] == pytest.approx(999 / 50, abs=1e-6)
         assert pipeline.stats.topics["/odom"].outside_episode == 0
         assert writer.counters.time_resets == pipeline.stats.time_resets == 1
+
+
+def test_two_topics_stamped_by_clocks_a_minute_apart_are_not_a_clock_reset(robotmem_home: Path) -> None:
+    """Odometry on the robot's clock, a camera on its own clock 60 s behind, at the same rate: the
+    bridge's clock (the median of the last five offsets) swings between the two, and each swing puts
+    arrival times back by a minute. Neither topic's stamps go back: no clock reset (it found 66).
+    (The swinging clock still moves the idle rule's "now": docs/bridge.md, Limitations.)"""
+    start = time.time_ns() - 600 * 10**9
+    inbox = BoundedInbox(5000)
+    for i in range(400):  # 20 s, both at 20 Hz, in bursts of three as a busy websocket delivers them
+        t = start + (i // 3) * 150_000_000 + (i % 3) * 1_000_000
+        topic, stamp_ns = ("/odom", t) if (i // 3) % 2 else ("/camera/image_raw", t - 60 * 10**9)
+        raw = (m.odometry(stamp_ns / 1e9, i / 100, 0.0) if topic == "/odom"
+               else m.image(stamp_ns / 1e9, 2, 2))
+        inbox.put(received(topic, "sensor_msgs/msg/Image" if topic != "/odom" else "nav_msgs/msg/Odometry", raw, t))
+    with Memory(robotmem_home / "memory.db", collection="robot", embedder=None) as memory:
+        pipeline = Pipeline(memory, BridgeConfig(), collection="robot", robot_id=None, source="ws://robot:9090",
+                            episode_policy=default_episode_policy(BridgeConfig()))
+        writer = IngestWriter(inbox, pipeline)
+        writer.start()
+        writer.stop(timeout=60)
+        assert writer.counters.time_resets == pipeline.stats.time_resets == 0

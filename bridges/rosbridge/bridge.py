@@ -26,7 +26,7 @@ from bridges.pipeline.episodes import EpisodePolicy, TopicEpisodes
 from bridges.pipeline.outbox import RetryPolicy
 from bridges.pipeline.pipeline import Pipeline
 
-from .connection import RosbridgeConnection, describe_failure
+from .connection import RosbridgeConnection, describe_failure, same_type
 from .discovery import plan_subscriptions
 from .inbox import BoundedInbox, Received
 from .recall import REQUEST_TOPIC, RESPONSE_TOPIC, RecallResponder
@@ -236,7 +236,7 @@ class RosBridge:
                                   f"with the new type -> {s.converter}")
             if before is not None:
                 new.append(s)
-        self._warn_retyped(report.type_mismatch)
+        self._warn_retyped()
         if new or not self.discovery_log:
             line = report.describe()
             self.discovery_log.append(line)
@@ -244,11 +244,13 @@ class RosBridge:
         self._warn_silent()
         self._notify()
 
-    def _warn_retyped(self, mismatched: dict[str, str]) -> None:
-        """Name, once per type, a subscribed topic the server now lists with a type no rule takes."""
+    def _warn_retyped(self) -> None:
+        """Name, once per type, a subscribed topic the server now lists with a type no rule takes
+        (one a rule takes was subscribed again with it)."""
         subscribed = self.connection.subscribed_topics()
-        for topic, server_type in mismatched.items():
-            if topic in subscribed and (topic, server_type) not in self._said_retyped:
+        for topic, server_type in self.listed.items():
+            if (server_type and topic in subscribed and not same_type(subscribed[topic], server_type)
+                    and (topic, server_type) not in self._said_retyped):
                 self._said_retyped.add((topic, server_type))
                 self._status_sink(f"bridge: WARNING {topic} is now listed as {server_type}, subscribed as "
                                   f"{subscribed[topic]}: no rule takes that type, so nothing of it is stored")

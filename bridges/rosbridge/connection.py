@@ -40,7 +40,7 @@ from roslibpy.core import RosTimeoutError, ServiceException
 from bridges.pipeline.messages import normalize_msgtype
 from robotmem.errors import ConfigError
 
-__all__ = ["ConnectionCounters", "RosbridgeConnection", "validate_url"]
+__all__ = ["ConnectionCounters", "RosbridgeConnection", "same_type", "validate_url"]
 
 LOG = logging.getLogger("bridges.rosbridge")
 MessageCallback = Callable[[Any], None]
@@ -124,7 +124,7 @@ def describe_failure(reason: str) -> str:
     return reason
 
 
-def _same_type(a: str, b: str) -> bool:
+def same_type(a: str, b: str) -> bool:
     """``nav_msgs/Odometry`` and ``nav_msgs/msg/Odometry`` are one type (ROS 1 and ROS 2 spelling)."""
     try:
         return normalize_msgtype(a) == normalize_msgtype(b)
@@ -259,7 +259,7 @@ class RosbridgeConnection:
             with self._lock:
                 old = self._subscriptions.get(topic)
                 old_callback = self._callbacks.get(topic)
-            if old is not None and _same_type(old.msgtype, msgtype):
+            if old is not None and same_type(old.msgtype, msgtype):
                 return None
             # The listener goes first: a reconnect may send the subscription any moment.
             self._ros.on(topic, callback)

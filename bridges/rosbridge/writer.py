@@ -12,10 +12,10 @@ an episode that starts with a marker does not start decades away from its data.
 
 Time can go back while the bridge runs: Gazebo's "reset world" restarts sim time near 0, a
 robot's clock is stepped back by NTP. A stamped message far off the clock (more than
-``stamps.OUTLIER_S``) is held, with everything after it, until the clock has decided: it
+``convert.CLOCK_JUMP_S``, 1 s) is held, with everything after it, until the clock has decided: it
 follows a lasting change after a few messages (then the held ones are placed on the new
 clock, not the old one) or the next message agrees with it (one bad stamp: released as it
-was). When a stamped message lands, on the clock, more than ``OUTLIER_S`` before the latest
+was). When a stamped message lands, on the clock, more than ``CLOCK_JUMP_S`` before the latest
 message, and its stamp that far before its topic's last one, the pipeline is told
 (``Pipeline.time_reset``): the episode is split there. Its own topic must have gone back too:
 topics stamped by clocks a minute apart swing the clock (a median) between them, which puts
@@ -33,16 +33,14 @@ from typing import Any, Protocol
 
 from bridges.pipeline.messages import RosMessage
 
-from bridges.pipeline.stamps import OUTLIER_S
-
-from .convert import MalformedMessage, MessageClock, has_stamp, raw_stamp_ns, to_ros_message
+from .convert import CLOCK_JUMP_S, MalformedMessage, MessageClock, has_stamp, raw_stamp_ns, to_ros_message
 from .inbox import BoundedInbox, Received
 
 __all__ = ["IngestWriter", "PipelineLike", "WriterCounters"]
 
 LOG = logging.getLogger("bridges.rosbridge")
 #: message time going back further than this is a reset of the robot's clock, not jitter
-_RESET_NS = int(OUTLIER_S * 1e9)
+_RESET_NS = int(CLOCK_JUMP_S * 1e9)
 
 
 class PipelineLike(Protocol):
@@ -249,7 +247,13 @@ class IngestWriter:
         # While messages wait in the inbox, time has come only as far as the newest one fed: a
         # writer behind the websocket must not close an ended episode's late_grace_s window (or
         # find an idle end) before it has seen the messages that arrived in time.
-        now_ns = time.time_ns() if len(self.inbox) == 0 or self._fed_receive_ns is None else self._fed_receive_ns
+        # Held suspects (a frame arriving late, far off the clock) count as waiting messages too.
+        if self._suspects:
+            now_ns = self._suspects[0].receive_ns
+        elif len(self.inbox) == 0 or self._fed_receive_ns is None:
+            now_ns = time.time_ns()
+        else:
+            now_ns = self._fed_receive_ns
         try:
             self.pipeline.tick(self.clock.to_message_time(now_ns))
         except Exception:

@@ -224,33 +224,34 @@ def test_topics_only_the_bridge_subscribes_to_are_not_named_as_silent(bridge_in_
 def test_a_simulator_reset_splits_the_episode_where_sim_time_went_back_and_loses_nothing(
         real_rosbridge: RealRosbridge, bridge_in_process: Any, memory: Memory) -> None:
     # Gazebo's "reset world": sim time (the stamps) goes back from 300 s to 0 and the robot to x = 0
-    # while the bridge runs. It used to be one episode from 0 s to 304 s with chunks whose times ran
-    # backwards, and the camera frames after the reset fell behind the sampling slot (dropped).
+    # while the bridge runs; then again 3 s later, as a training loop does. It used to be one episode
+    # from 0 s to 303 s with chunks whose times ran backwards, and the camera frames after the reset
+    # fell behind the sampling slot (dropped). A 3 s step back went unnoticed at first (10 s limit).
     bridge = bridge_in_process()
     assert bridge.wait_until(lambda s: {"/odom", "/joint_states"} <= set(s.subscribed), 10)
     publisher = real_rosbridge.publisher([
         {"topic": "/odom", "kind": "odom", "hz": ODOM_HZ},
         {"topic": "/joint_states", "kind": "joints", "hz": 100},
         {"topic": "/camera/image_raw", "kind": "image", "hz": 15},
-    ], seconds=9.0, sim_time={"start": 300.0, "resets": [4.5]})
+    ], seconds=9.0, sim_time={"start": 300.0, "resets": [3.0, 6.0]})
     publisher.wait_ready()
     sent = publisher.result()
     time.sleep(0.5)
     snapshot = bridge.stop()
     assert snapshot.fed["/odom"] == sent["/odom"]["count"]
     records = _records(memory)
-    # oldest first: the episode before the reset began at sim time 300 s
-    summaries = sorted(_summaries(records), key=lambda r: -r["context"]["episode"]["t_start_ns"])
-    assert len(summaries) == 2
-    for summary, odom_sent in zip(summaries, sent["/odom"]["segments"]):
-        session = summary["session_id"]
-        chunks = [r for r in _topic(records, "/odom") if r["session_id"] == session]
+    sessions = memory.list_sessions(collection="robot")[::-1]  # oldest first
+    assert len(sessions) == 3 and sessions[0]["context"]["episode"]["t_start_ns"] >= 300 * 10**9
+    for session, odom_sent in zip(sessions, sent["/odom"]["segments"]):
+        chunks = [r for r in _topic(records, "/odom") if r["session_id"] == session["session_id"]]
         assert sum(memory.get_data(c["id"])["raw_points"] for c in chunks) == odom_sent
+        (summary,) = [r for r in _summaries(records) if r["session_id"] == session["session_id"]]
         spatial = summary["context"]["spatial"]
         assert spatial["path_quality"] == "ok"
         assert spatial["path_length_m"] == pytest.approx((odom_sent - 1) / ODOM_HZ, abs=1e-6)
-        assert summary["context"]["task"]["duration_s"] < 4.6
-    assert summaries[1]["context"]["task"]["continues"] == summaries[0]["session_id"]
+        assert summary["context"]["task"]["duration_s"] < 3.1
+    assert [s["context"].get("task", {}).get("continues") for s in sessions] == \
+        [None, sessions[0]["session_id"], sessions[1]["session_id"]]
     assert len(_topic(records, "/camera/image_raw")) == snapshot.fed["/camera/image_raw"] >= 7
 
 

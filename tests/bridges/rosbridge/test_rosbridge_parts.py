@@ -314,3 +314,28 @@ def test_two_topics_stamped_by_clocks_a_minute_apart_are_not_a_clock_reset(robot
         writer.start()
         writer.stop(timeout=60)
         assert writer.counters.time_resets == pipeline.stats.time_resets == 0
+
+
+def test_poses_stamped_seconds_behind_their_arrival_wait_for_the_next_message_and_are_all_stored(
+        robotmem_home: Path) -> None:
+    """amcl stamps a pose with the scan it used: up to seconds behind. Such a pose is more than
+    CLOCK_JUMP_S off the clock, so it waits for the next odometry; it is neither a reset nor lost."""
+    start = time.time_ns() - 600 * 10**9
+    inbox = BoundedInbox(5000)
+    for i in range(1000):  # 20 s of odometry at 50 Hz, an amcl pose 3 s old every 10th
+        t = start + i * 20_000_000
+        inbox.put(received("/odom", "nav_msgs/msg/Odometry", m.odometry(t / 1e9, i / 50, 0.0), t))
+        if i % 10 == 0:
+            inbox.put(received("/amcl_pose", "geometry_msgs/msg/PoseWithCovarianceStamped",
+                               m.pose_with_covariance_stamped(t / 1e9 - 3.0, i / 50 - 3.0, 0.0), t))
+    with Memory(robotmem_home / "memory.db", collection="robot", embedder=None) as memory:
+        pipeline = Pipeline(memory, BridgeConfig(), collection="robot", robot_id=None, source="ws://robot:9090",
+                            episode_policy=default_episode_policy(BridgeConfig()))
+        writer = IngestWriter(inbox, pipeline)
+        writer.start()
+        writer.stop(timeout=60)
+        (session,) = memory.list_sessions(collection="robot")
+        chunks = [r for r in memory.session_timeline(session["session_id"])["memories"]
+                  if r["context"]["source"].get("topic") == "/amcl_pose"]
+        assert sum(memory.get_data(c["id"])["raw_points"] for c in chunks) == 100
+        assert writer.counters.time_resets == 0 and pipeline.stats.topics["/amcl_pose"].stamps_replaced == 0

@@ -206,7 +206,7 @@ class RosBridge:
             held_records=self.pipeline.writer.pending_records, store_dropped=stats.records_dropped,
             last_write_s=stats.last_write_s, max_write_s=stats.max_write_s, recall_answered=self.recall.answered,
             recall_dropped=self.recall.dropped, subscribed=self.connection.subscribed_topics(),
-            failed_attempts=self.connection.failed_attempts, gaps=stats.gaps)
+            failed_attempts=self.connection.failed_attempts, gaps=stats.gaps, clock_resets=counters.time_resets)
 
     def _notify(self) -> None:
         with self._progress:

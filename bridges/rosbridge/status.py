@@ -58,6 +58,8 @@ class BridgeSnapshot:
     failed_attempts: int = 0
     #: gaps recorded in episodes (disconnections, quiet topics)
     gaps: int = 0
+    #: times the robot's clock went back (a simulator reset): each split the episode (writer.py)
+    clock_resets: int = 0
 
     def total(self, name: str) -> int:
         counts: dict[str, int] = getattr(self, name)
@@ -117,7 +119,7 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
          f"worst write {snap.max_write_s * 1000:.0f} ms, "
          f"recall answered {snap.recall_answered}"),
         (f"  store write retries {snap.write_retries}, records held {snap.held_records}, "
-         f"records given up {snap.store_dropped}, gaps recorded {snap.gaps}"),
+         f"records given up {snap.store_dropped}, gaps recorded {snap.gaps}, clock resets {snap.clock_resets}"),
     ]
     for topic in sorted(set(snap.received) | set(snap.malformed) | set(snap.rejected)):
         lines.append(

@@ -238,7 +238,8 @@ def test_a_simulator_reset_splits_the_episode_where_sim_time_went_back_and_loses
     sent = publisher.result()
     time.sleep(0.5)
     snapshot = bridge.stop()
-    assert snapshot.fed["/odom"] == sent["/odom"]["count"]
+    assert snapshot.fed["/odom"] == sent["/odom"]["count"] and snapshot.clock_resets == 2
+    assert "clock resets 2" in bridge.summary()
     records = _records(memory)
     sessions = memory.list_sessions(collection="robot")[::-1]  # oldest first
     assert len(sessions) == 3 and sessions[0]["context"]["episode"]["t_start_ns"] >= 300 * 10**9

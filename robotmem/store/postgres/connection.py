@@ -194,7 +194,11 @@ class PgDatabase:
             # One simple query, the key written in (an integer): a statement with parameters leaves its
             # portal, and the portal's snapshot, open until the next statement, which holds back
             # vacuum's horizon for as long as the claim lasts (seen in pg_stat_activity.backend_xmin).
-            row = _selected_row(raw.execute(f"BEGIN; SELECT pg_try_advisory_xact_lock({int(key)})"))
+            # A server's idle_in_transaction_session_timeout (a DBA's guard against forgotten
+            # transactions) would end the claim while its replay runs: off for this transaction.
+            row = _selected_row(raw.execute(
+                "BEGIN; SET LOCAL idle_in_transaction_session_timeout = 0; "
+                f"SELECT pg_try_advisory_xact_lock({int(key)})"))
             if row is None or not row[0]:
                 holder = raw.execute(
                     "SELECT a.pid, a.client_addr, a.client_hostname FROM pg_locks l JOIN pg_stat_activity a"

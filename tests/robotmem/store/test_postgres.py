@@ -784,3 +784,21 @@ def test_a_claim_holds_back_no_vacuum_horizon(postgres_url: str):
                 rows = admin.execute("SELECT state, backend_xmin FROM pg_stat_activity"
                                      " WHERE application_name = 'robotmem claim'").fetchall()
     assert rows == [("idle in transaction", None)]
+
+
+def test_a_claim_outlasts_the_servers_idle_in_transaction_timeout(postgres_url: str):
+    """A DBA's idle_in_transaction_session_timeout ends forgotten transactions; a claim's transaction
+    is idle on purpose for as long as its replay runs, and ended with the timeout: a second replay
+    of the same recording got in while the first was still writing."""
+    import time
+
+    assert "options=" in postgres_url
+    url = postgres_url.replace("options=", "options=-cidle_in_transaction_session_timeout%3D300%20", 1)
+    with Memory(url=url, embedder=None) as mem, Memory(url=url, embedder=None) as other:
+        with mem.exclusive("replay of bag 5"):
+            time.sleep(1.0)  # past the server's 300 ms
+            with pytest.raises(ConflictError):
+                with other.exclusive("replay of bag 5"):
+                    pass
+        with other.exclusive("replay of bag 5"):
+            pass

@@ -32,21 +32,28 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 import robotmem.store.postgres.connection as pg_connection
 from robotmem import Memory
 
+PGBOUNCER = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None)
+
 
 @contextmanager
-def pgbouncer_in_front(url: str) -> Iterator[str]:
-    """pgbouncer in transaction mode (2 server connections) in front of ``url``; its URL."""
+def pgbouncer_in_front(url: str, pool_size: int = 2) -> Iterator[str]:
+    """Debian's pgbouncer in transaction mode (``pool_size`` server connections) in front of the
+    server ``url`` names; yields pgbouncer's URL without a database name (append one). Started by
+    root, it runs as the owner of the server's socket folder (it refuses root). Also used by
+    tests/robotmem/store/test_pgbouncer.py."""
     server = conninfo_to_dict(url)
-    folder = Path(tempfile.mkdtemp(prefix="bench-pgbouncer-"))
+    folder = Path(tempfile.mkdtemp(prefix="robotmem-pgbouncer-"))
     folder.chmod(0o777)
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     user = str(server.get("user") or "postgres")
+    host = str(server.get("host") or "localhost")
+    password = f" password={server['password']}" if server.get("password") else ""
     (folder / "users.txt").write_text(f'"{user}" ""\n')
     (folder / "pgbouncer.ini").write_text(textwrap.dedent(f"""\
         [databases]
-        * = host={server["host"]} port={server.get("port") or 5432} user={user}
+        * = host={host} port={server.get("port") or 5432} user={user}{password}
         [pgbouncer]
         listen_addr = 127.0.0.1
         listen_port = {port}
@@ -54,15 +61,22 @@ def pgbouncer_in_front(url: str) -> Iterator[str]:
         auth_type = trust
         auth_file = {folder / "users.txt"}
         pool_mode = transaction
-        default_pool_size = 2
+        default_pool_size = {pool_size}
+        max_client_conn = 500
         logfile = {folder / "pgbouncer.log"}
         """))
-    owner = ["-u", Path(str(server["host"])).owner()] if os.geteuid() == 0 else []
-    process = subprocess.Popen([shutil.which("pgbouncer") or "/usr/sbin/pgbouncer", "-q", *owner,
-                                str(folder / "pgbouncer.ini")])
+    owner = (["-u", Path(host).owner() if host.startswith("/") else "nobody"] if os.geteuid() == 0 else [])
+    process = subprocess.Popen([PGBOUNCER or "pgbouncer", "-q", *owner, str(folder / "pgbouncer.ini")],
+                               stderr=subprocess.PIPE)
     try:
-        time.sleep(0.5)
-        yield f"postgresql://{user}@127.0.0.1:{port}/{server.get('dbname') or 'postgres'}"
+        while True:  # until it listens, or it has exited
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if process.poll() is not None:
+                raise RuntimeError(f"pgbouncer exited: {process.stderr.read().decode() if process.stderr else ''}")
+            time.sleep(0.05)
+        yield f"postgresql://{user}@127.0.0.1:{port}/"
     finally:
         process.terminate()
         process.wait()
@@ -118,7 +132,8 @@ def main() -> None:
         with Memory(url=url) as mem:
             for i in range(300):
                 mem.learn(f"grip force {i % 37} N held the bottle on shelf {i}")
-        with pgbouncer_in_front(make_conninfo(url)) as pooled:
+        with pgbouncer_in_front(make_conninfo(url)) as pooled_server:
+            pooled = pooled_server + "postgres"
             ways = {"direct (robotmem: no prepared statements)": (url, False),
                     "direct, psycopg's prepared statements": (url, True),
                     "behind pgbouncer, transaction mode": (pooled, False)}

@@ -14,12 +14,9 @@ The real pgbouncer (Debian's package; CI installs it) runs in front of the tests
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -32,23 +29,8 @@ import pytest
 from robotmem import Memory
 from robotmem.errors import ConflictError
 
-PGBOUNCER = shutil.which("pgbouncer") or ("/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _server_owner(host: str) -> str | None:
-    """The user pgbouncer runs as when started by root (it refuses root): the owner of the server's
-    socket folder, who can reach the socket (pgserver runs PostgreSQL as its own user)."""
-    if os.geteuid() != 0:
-        return None
-    import pwd
-
-    return pwd.getpwuid(os.stat(host).st_uid).pw_name if host.startswith("/") else "nobody"
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from bench_pgbouncer import PGBOUNCER, pgbouncer_in_front  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -59,44 +41,8 @@ def pgbouncer(postgres_server_url: str) -> Iterator[dict[str, Any]]:
         if os.environ.get("CI"):
             pytest.fail(message + "; .ci/run installs it")
         pytest.skip(message)
-    from psycopg.conninfo import conninfo_to_dict
-
-    server = conninfo_to_dict(postgres_server_url)
-    folder = Path(tempfile.mkdtemp(prefix="robotmem-pgbouncer-"))
-    folder.chmod(0o777)
-    port = _free_port()
-    user = str(server.get("user") or "postgres")
-    password = f" password={server['password']}" if server.get("password") else ""
-    (folder / "users.txt").write_text(f'"{user}" ""\n')
-    (folder / "pgbouncer.ini").write_text(textwrap.dedent(f"""\
-        [databases]
-        * = host={server.get("host", "localhost")} port={server.get("port") or 5432} user={user}{password}
-        [pgbouncer]
-        listen_addr = 127.0.0.1
-        listen_port = {port}
-        unix_socket_dir =
-        auth_type = trust
-        auth_file = {folder / "users.txt"}
-        pool_mode = transaction
-        default_pool_size = 2
-        max_client_conn = 500
-        logfile = {folder / "pgbouncer.log"}
-        """))
-    owner = _server_owner(str(server.get("host", "localhost")))
-    process = subprocess.Popen([PGBOUNCER, *(["-u", owner] if owner else []), str(folder / "pgbouncer.ini")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        for _ in range(200):  # until it listens
-            with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-            time.sleep(0.05)
-        yield {"port": port, "user": user, "server_url": postgres_server_url, "log": folder / "pgbouncer.log"}
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        shutil.rmtree(folder, ignore_errors=True)
+    with pgbouncer_in_front(postgres_server_url, pool_size=2) as pooled:
+        yield {"url": pooled, "server_url": postgres_server_url}
 
 
 _databases = iter(range(1, 1_000_000))
@@ -114,7 +60,7 @@ def pooled_url(pgbouncer: dict[str, Any]) -> Iterator[str]:
     direct = _database_url(pgbouncer["server_url"], name)
     with psycopg.connect(direct, autocommit=True) as admin:
         admin.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    yield f"postgresql://{pgbouncer['user']}@127.0.0.1:{pgbouncer['port']}/{name}"
+    yield pgbouncer["url"] + name
     with psycopg.connect(pgbouncer["server_url"], autocommit=True) as admin:
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 

@@ -261,6 +261,16 @@ def test_control_session_follower_emits_start_and_end_markers_and_ignores_pipeli
                        {"event": "end", "session_id": sid, "score": 0.25}]
 
 
+def _write_all(memory: Memory, inbox: BoundedInbox) -> tuple[Pipeline, IngestWriter]:
+    """Run the bridge's writer over everything in ``inbox`` into ``memory``'s collection "robot"."""
+    pipeline = Pipeline(memory, BridgeConfig(), collection="robot", robot_id=None, source="ws://robot:9090",
+                        episode_policy=default_episode_policy(BridgeConfig()))
+    writer = IngestWriter(inbox, pipeline)
+    writer.start()
+    writer.stop(timeout=60)
+    return pipeline, writer
+
+
 def test_a_clock_stepped_back_on_the_bridges_machine_too_splits_the_episode_and_loses_nothing(
         robotmem_home: Path) -> None:
     """A robot and the bridge on one machine whose clock NTP steps back 120 s: stamps and receive
@@ -273,11 +283,7 @@ def test_a_clock_stepped_back_on_the_bridges_machine_too_splits_the_episode_and_
     for i, t in enumerate(arrivals):
         inbox.put(received("/odom", "nav_msgs/msg/Odometry", m.odometry(t / 1e9, (i % 1000) / 50, 0.0), t))
     with Memory(robotmem_home / "memory.db", collection="robot", embedder=None) as memory:
-        pipeline = Pipeline(memory, BridgeConfig(), collection="robot", robot_id=None, source="ws://robot:9090",
-                            episode_policy=default_episode_policy(BridgeConfig()))
-        writer = IngestWriter(inbox, pipeline)
-        writer.start()
-        writer.stop(timeout=60)
+        pipeline, writer = _write_all(memory, inbox)
         sessions = sorted(memory.list_sessions(collection="robot"),
                           key=lambda s: s["context"]["episode"]["t_start_ns"])
         starts = [s["context"]["episode"]["t_start_ns"] for s in sessions]
@@ -308,11 +314,7 @@ def test_two_topics_stamped_by_clocks_a_minute_apart_are_not_a_clock_reset(robot
                else m.image(stamp_ns / 1e9, 2, 2))
         inbox.put(received(topic, "sensor_msgs/msg/Image" if topic != "/odom" else "nav_msgs/msg/Odometry", raw, t))
     with Memory(robotmem_home / "memory.db", collection="robot", embedder=None) as memory:
-        pipeline = Pipeline(memory, BridgeConfig(), collection="robot", robot_id=None, source="ws://robot:9090",
-                            episode_policy=default_episode_policy(BridgeConfig()))
-        writer = IngestWriter(inbox, pipeline)
-        writer.start()
-        writer.stop(timeout=60)
+        pipeline, writer = _write_all(memory, inbox)
         assert writer.counters.time_resets == pipeline.stats.time_resets == 0
 
 
@@ -329,11 +331,7 @@ def test_poses_stamped_seconds_behind_their_arrival_wait_for_the_next_message_an
             inbox.put(received("/amcl_pose", "geometry_msgs/msg/PoseWithCovarianceStamped",
                                m.pose_with_covariance_stamped(t / 1e9 - 3.0, i / 50 - 3.0, 0.0), t))
     with Memory(robotmem_home / "memory.db", collection="robot", embedder=None) as memory:
-        pipeline = Pipeline(memory, BridgeConfig(), collection="robot", robot_id=None, source="ws://robot:9090",
-                            episode_policy=default_episode_policy(BridgeConfig()))
-        writer = IngestWriter(inbox, pipeline)
-        writer.start()
-        writer.stop(timeout=60)
+        pipeline, writer = _write_all(memory, inbox)
         (session,) = memory.list_sessions(collection="robot")
         chunks = [r for r in memory.session_timeline(session["session_id"])["memories"]
                   if r["context"]["source"].get("topic") == "/amcl_pose"]

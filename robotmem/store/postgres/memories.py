@@ -157,7 +157,10 @@ def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: 
                        (collection, model_id)).fetchone()
     if row is not None and row[0] and not rebuild:
         return False
-    conn.execute(f"DROP INDEX IF EXISTS {name}")
+    # Named in the store's schema: unqualified, a store whose index of this name did not exist yet
+    # dropped another store's, further along the search_path (the same pair has the same name there).
+    schema = str(conn.execute("SELECT current_schema()").fetchone()[0])
+    conn.execute(f"DROP INDEX IF EXISTS {_identifier(schema)}.{name}")
     # Memories no longer live before PostgreSQL migration 8 added the column (its triggers keep it since).
     conn.execute("UPDATE embeddings e SET searchable = false FROM memories m WHERE m.id = e.memory_id "
                  "AND e.collection = ? AND e.model_id = ? AND e.searchable AND m.status NOT IN ('active', 'archived')",
@@ -172,6 +175,10 @@ def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: 
                  "ON CONFLICT (collection, model_id) DO UPDATE SET ready = true, live_only = true, dim = excluded.dim",
                  (collection, model_id, dim))
     return True
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def vector_index_pairs(conn: PgConnection, *, everything: bool, stale: bool = False) -> list[tuple[str, str, int]]:

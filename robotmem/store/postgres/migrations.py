@@ -14,6 +14,7 @@ Migrations run under an advisory lock: several servers starting at once migrate 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Final, Union
 
@@ -25,7 +26,7 @@ from ..tokens import memory_search_text
 from .memories import index_points
 from .sql import tsvector_literal
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate_step", "schema_version"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate_step", "schema_version", "store_schema"]
 
 _LOCK_KEY = 0x726D656D  # "rmem": serialises concurrent migrations
 
@@ -337,7 +338,8 @@ _NO_VECTOR = (
 def schema_version(conn: Any) -> int:
     """The store's schema version (0: no robotmem tables yet), read without writing anything, so
     a read replica or a role that may only read can tell that its store is up to date."""
-    if conn.execute("SELECT to_regclass('robotmem_schema')").fetchone()[0] is None:
+    schema = store_schema(conn)
+    if conn.execute("SELECT to_regclass(format('%I.robotmem_schema', ?::text))", (schema,)).fetchone()[0] is None:
         return 0
     row = conn.execute("SELECT max(version) FROM robotmem_schema").fetchone()
     current = int(row[0]) if row and row[0] is not None else 0
@@ -347,6 +349,39 @@ def schema_version(conn: Any) -> int:
             "upgrade robotmem"
         )
     return current
+
+
+def store_schema(conn: Any) -> str:
+    """The schema that holds this store's tables: the first of the search_path that exists, where the
+    migrations create them. Looked up there alone: a store whose schema was still empty found another
+    store's tables further along the path (``search_path = b, public``, as ALTER ROLE sets it, with a
+    store in public) and wrote into that one. A search_path naming first a schema that does not exist
+    (or this role may not use) would put the store in the next one, shared with whatever is there."""
+    current, path = conn.execute("SELECT current_schema(), current_setting('search_path')").fetchone()
+    for name in _search_path_names(str(path)):
+        if name == current:
+            return str(current)
+        if name != "$user":
+            raise StorageError(
+                f"the search_path ({path}) names schema {name!r}, which does not exist in this database or "
+                "this role may not use (USAGE); create it (CREATE SCHEMA ...) or grant USAGE on it, or take it "
+                "out of the search_path")
+    if current is None:
+        raise StorageError(f"no schema of the search_path ({path}) exists in this database; create one "
+                           "(CREATE SCHEMA ...) or set the role's search_path to one that exists")
+    return str(current)
+
+
+def _search_path_names(path: str) -> list[str]:
+    """The schema names of a search_path setting, unquoted (``"$user", public`` -> ``$user``, ``public``)."""
+    names = []
+    for match in re.finditer(r'\s*("(?:[^"]|"")*"|[^,]*?)\s*(?:,|$)', path):
+        token = match.group(1)
+        if token.startswith('"'):
+            names.append(token[1:-1].replace('""', '"'))
+        elif token:
+            names.append(token.lower())
+    return names
 
 
 def migrate_step(conn: Any) -> int:

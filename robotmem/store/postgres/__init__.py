@@ -22,10 +22,15 @@ T = TypeVar("T")
 def _register_vector(conn: PgConnection) -> None:
     from pgvector.psycopg import register_vector
 
+    import psycopg
+
     try:
         register_vector(conn.raw)
-    except Exception:  # the extension is not there yet: migrate() creates it, then we register again
+    except psycopg.ProgrammingError:  # the extension is not there yet: migrate() creates it, then we register again
         pass
+    # Any other failure (the server's statement_timeout cancelling the type lookup, a lost connection)
+    # fails the connection: kept unregistered, every write of a vector on it failed for good with
+    # "cannot adapt type 'ndarray'".
 
 
 class PgStore(PgDatabase):

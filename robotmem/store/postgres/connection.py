@@ -518,5 +518,16 @@ def _describe(exc: psycopg.Error) -> str:
     if _connection_lost(exc):
         return f"the connection to PostgreSQL was lost ({_first_line(exc)})"
     diag = getattr(exc, "diag", None)
-    primary = getattr(diag, "message_primary", None)
-    return primary or _first_line(exc)
+    primary = getattr(diag, "message_primary", None) or _first_line(exc)
+    if exc.sqlstate == "57014" and "statement timeout" in primary:
+        return primary + _STATEMENT_TIMEOUT_HINT
+    return primary
+
+
+#: What to do when the server's statement_timeout, a DBA's guard against runaway queries, cancels
+#: robotmem's own long work (an index build, a migration step, an import batch). The transaction was
+#: rolled back, so nothing of it is stored, and the next try fails the same way unless the limit changes.
+_STATEMENT_TIMEOUT_HINT = (
+    " (the server's statement_timeout; raise it for robotmem's "
+    "role: ALTER ROLE ... SET statement_timeout = '10min', or for one command: "
+    "PGOPTIONS='-c statement_timeout=0' robotmem ...)")

@@ -6,23 +6,27 @@ psycopg 3 and pgvector-python (the ``postgres`` extra) are imported only here.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, TypeVar
 
+import psycopg
+
+from ...errors import StorageError
 from ..sessions import session_overviews
 from . import memories, sessions
 from .connection import PgConnection, PgDatabase
-from .migrations import SCHEMA_VERSION, migrate_step, schema_version
+from .migrations import SCHEMA_VERSION, migrate_step, schema_version, store_schema
 
 __all__ = ["PgStore"]
 
 T = TypeVar("T")
 
+log = logging.getLogger(__name__)
+
 
 def _register_vector(conn: PgConnection) -> None:
     from pgvector.psycopg import register_vector
-
-    import psycopg
 
     try:
         register_vector(conn.raw)
@@ -33,6 +37,17 @@ def _register_vector(conn: PgConnection) -> None:
     # "cannot adapt type 'ndarray'".
 
 
+def _may_not_migrate(found: int, schema: str, exc: StorageError) -> StorageError:
+    """A role that may only read and write rows (no CREATE on the schema, not the tables' owner), as a
+    DBA gives robots, cannot create or upgrade the tables: say so, instead of the bare privilege error."""
+    what = (f"creating the memory store's tables in schema {schema!r}" if found == 0 else
+            f"upgrading the memory store in schema {schema!r} from schema version {found} to {SCHEMA_VERSION}")
+    return StorageError(
+        f"{what} needs a role that may change the schema (CREATE on the schema, and the owner of its tables "
+        f"once they exist), which this role may not ({exc.message}); open it once as such a role, e.g. the "
+        "tables' owner (`robotmem --url ... stats`), then this role can use it", transient=False)
+
+
 class PgStore(PgDatabase):
     def __init__(self, url: str, *, connect_timeout_s: int = 5) -> None:
         super().__init__(url, connect_timeout_s=connect_timeout_s, on_connect=_register_vector)
@@ -41,11 +56,18 @@ class PgStore(PgDatabase):
         """Bring the schema up to date. An up-to-date store is only read (as SQLite's): a read
         replica or a read-only role, where any write transaction fails, can open it."""
         with self.read() as conn:
-            if schema_version(conn) == SCHEMA_VERSION:
+            found = schema_version(conn)
+            if found == SCHEMA_VERSION:
                 return SCHEMA_VERSION
+            schema = store_schema(conn)
         version = 0
         while version < SCHEMA_VERSION:  # a transaction a step (migrations.migrate_step)
-            version = self.run_write(migrate_step)
+            try:
+                version = self.run_write(migrate_step)
+            except StorageError as exc:
+                if isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
+                    raise _may_not_migrate(found, schema, exc) from exc
+                raise
         _register_vector(self.connection())  # the extension may be new: register its type now
         return version
 
@@ -71,6 +93,14 @@ class PgStore(PgDatabase):
         its own transaction; what was built, with its rows and seconds."""
         with self.read() as conn:
             pairs = memories.vector_index_pairs(conn, everything=force, stale=stale)
+            if pairs and not memories.may_build_indexes(conn):
+                message = (f"only the owner of table embeddings ({memories.embeddings_owner(conn)}) may build "
+                           "vector indexes, not this role: run `robotmem reindex` as the owner (recall scans "
+                           "the collections whose index is unbuilt exactly meanwhile)")
+                if force or stale:  # asked for (reindex): say why nothing was built
+                    raise StorageError(message, transient=False)
+                log.warning(message)  # at the end of an import or a copy, whose rows are all stored
+                return []
         built = []
         for collection, model_id, dim in pairs:
             t0 = time.perf_counter()

@@ -36,8 +36,10 @@ __all__ = [
     "ids_by_uid",
     "insert_row",
     "iter_rows",
+    "embeddings_owner",
     "lock_live_contents",
     "lock_memory",
+    "may_build_indexes",
     "mark_forgotten",
     "put_embedding",
     "reinforce",
@@ -139,12 +141,28 @@ def ensure_vector_index(conn: PgConnection, collection: str, model_id: str, dim:
         return
     row = conn.execute("SELECT ready FROM vector_indexes WHERE collection = ? AND model_id = ?", key).fetchone()
     if row is None or not row[0]:
-        if bulk or (batch and row is not None):
+        if bulk or (batch and row is not None) or not may_build_indexes(conn):
             conn.execute("INSERT INTO vector_indexes (collection, model_id, dim, ready) VALUES (?, ?, ?, false) "
                          "ON CONFLICT DO NOTHING", (collection, model_id, dim))
             return
         build_vector_index(conn, collection, model_id, dim)
     conn.indexed.add(key)  # an index only speeds search up: a stale entry costs nothing
+
+
+def may_build_indexes(conn: PgConnection) -> bool:
+    """Whether this role may create the HNSW indexes: only the owner of ``embeddings`` (or a member of
+    its owner role) may. A role granted only SELECT/INSERT/UPDATE/DELETE, as a DBA gives robots, failed
+    every first write into a new collection with "must be owner of table embeddings"; its writes now
+    leave the index unbuilt, as a bulk load does, and recall scans that collection exactly until the
+    owner runs ``robotmem reindex``."""
+    row = conn.execute("SELECT pg_has_role(relowner, 'USAGE') FROM pg_class "
+                       "WHERE oid = 'embeddings'::regclass").fetchone()
+    return bool(row is not None and row[0])
+
+
+def embeddings_owner(conn: PgConnection) -> str:
+    row = conn.execute("SELECT pg_get_userbyid(relowner) FROM pg_class WHERE oid = 'embeddings'::regclass").fetchone()
+    return str(row[0]) if row is not None else "?"
 
 
 def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: int, *,
@@ -159,7 +177,7 @@ def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: 
         return False
     # Named in the store's schema: unqualified, a store whose index of this name did not exist yet
     # dropped another store's, further along the search_path (the same pair has the same name there).
-    schema = str(conn.execute("SELECT current_schema()").fetchone()[0])
+    (schema,) = conn.execute("SELECT current_schema()").fetchone() or ("public",)
     conn.execute(f"DROP INDEX IF EXISTS {_identifier(schema)}.{name}")
     # Memories no longer live before PostgreSQL migration 8 added the column (its triggers keep it since).
     conn.execute("UPDATE embeddings e SET searchable = false FROM memories m WHERE m.id = e.memory_id "

@@ -322,11 +322,26 @@ _DOTTED_KEY = ('strict $.** ? (@.type() == "object").keyvalue()'
                ' ? (@.key like_regex "[.]" && (@.value.type() == "object" || @.value.type() == "array"))')
 
 
+# The status triggers' functions (migration 8) name memories and embeddings unqualified, which
+# PostgreSQL resolves by the search_path of whichever session fires them: a DBA's UPDATE of
+# b.memories.status from a session with the default path flipped `searchable` on public's store's
+# embeddings row of that id (another store's memory left its index), and left b's unchanged. Each
+# function now runs with its own store's schema. No percent sign here (see _V2).
+_V10 = """
+DO $$
+DECLARE s text := quote_ident(current_schema());
+BEGIN
+    EXECUTE 'ALTER FUNCTION ' || s || '.robotmem_status_to_embedding() SET search_path = pg_catalog, ' || s;
+    EXECUTE 'ALTER FUNCTION ' || s || '.robotmem_embedding_searchable() SET search_path = pg_catalog, ' || s;
+END $$;
+"""
+
+
 Step = Union[str, Callable[[Any], None]]
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _V5), (6, _v6),
-                                                   (7, _v7), (8, _V8), (9, _v9))
+                                                   (7, _v7), (8, _V8), (9, _v9), (10, _V10))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

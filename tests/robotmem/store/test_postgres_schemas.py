@@ -106,3 +106,18 @@ def test_a_search_path_naming_a_schema_that_does_not_exist_is_refused_naming_it(
         Memory(url=url_b, embedder=None)
     assert "fleet_c" in info.value.message and "CREATE SCHEMA" in info.value.message
     assert _rows(admin_url, "public") == []
+
+
+def test_a_status_changed_from_a_session_with_another_search_path_marks_its_own_stores_vector(two_roles):
+    """The triggers that keep embeddings.searchable named the tables unqualified, resolved by the
+    search_path of the session that fired them: a DBA's UPDATE of b.memories from a session with the
+    default path marked public's memory of that id unsearchable (it left public's index) and b's not."""
+    admin_url, url_a, url_b = two_roles
+    with Memory(url=url_a, embedder=GivenVectors()) as a:
+        a.learn("the left door sticks")
+    with Memory(url=url_b, embedder=GivenVectors()) as b:
+        b.learn("the conveyor stops at noon")
+    with _admin(admin_url) as admin:
+        admin.execute("UPDATE b.memories SET status = 'forgotten' WHERE id = 1")
+        assert admin.execute("SELECT searchable FROM public.embeddings WHERE memory_id = 1").fetchone() == (True,)
+        assert admin.execute("SELECT searchable FROM b.embeddings WHERE memory_id = 1").fetchone() == (False,)

@@ -416,7 +416,7 @@ class PgDatabase:
         """``statement`` (a BEGIN) on ``conn``, or on a new connection when ``conn`` was lost: the
         connection a transaction runs on, a thread's own or a bulk writer's."""
         try:
-            conn.xid = _transaction_id(conn.raw.execute(statement))
+            _start(conn, statement)
             return conn
         except psycopg.OperationalError:
             # The server dropped this connection (a restart, an idle timeout): nothing ran
@@ -424,7 +424,7 @@ class PgDatabase:
             drop(conn)
         conn = reopen()
         try:
-            conn.xid = _transaction_id(conn.raw.execute(statement))
+            _start(conn, statement)
         except psycopg.OperationalError as exc:
             drop(conn)
             raise StorageError(f"the PostgreSQL server at {self.location} is unreachable: "
@@ -460,6 +460,27 @@ def _failed(verb: str, exc: BaseException) -> StorageError:
     next transaction opens a new connection), not unreachable."""
     detail = _describe(exc) if isinstance(exc, psycopg.Error) else str(exc)
     return StorageError(f"{verb} the memory store failed: {detail}", transient=_transient(exc))
+
+
+def _start(conn: PgConnection, statement: str) -> None:
+    """Run ``statement`` (a BEGIN, and for a write the SELECT of its transaction id). A failure the server
+    reports for the statement, not the connection, ends the transaction the BEGIN opened and is a
+    StorageError: a hot standby refuses a write's transaction id ("cannot execute pg_current_xact_id()
+    during recovery"), which reached the caller as psycopg's own exception and left the transaction
+    open and aborted, so that every later call of the thread joined it and failed."""
+    try:
+        conn.xid = _transaction_id(conn.raw.execute(statement))
+    except psycopg.OperationalError:
+        raise
+    except psycopg.Error as exc:
+        conn.xid = None
+        if conn.in_transaction and not conn.raw.closed:
+            try:
+                conn.raw.execute("ROLLBACK")
+            except psycopg.Error:
+                _close_quietly(conn)  # the next call opens a new connection
+        verb = "writing to" if statement == _BEGIN_WRITE else "reading"
+        raise _failed(verb, exc) from exc
 
 
 def _selected_row(cursor: psycopg.Cursor[Any]) -> Any:
@@ -521,6 +542,9 @@ def _describe(exc: psycopg.Error) -> str:
     primary = getattr(diag, "message_primary", None) or _first_line(exc)
     if exc.sqlstate == "57014" and "statement timeout" in primary:
         return primary + _STATEMENT_TIMEOUT_HINT
+    if exc.sqlstate == "25006":  # read_only_sql_transaction
+        return primary + (" (this server or role only reads: a hot standby, or default_transaction_read_only; "
+                          "write through the primary, as a role that may write)")
     return primary
 
 

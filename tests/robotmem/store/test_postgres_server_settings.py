@@ -74,3 +74,52 @@ def test_a_connection_whose_vector_type_lookup_was_cancelled_is_not_kept(postgre
     mem.close()
     assert outcomes[0].startswith("True: ") and "lock timeout" in outcomes[0], outcomes
     assert outcomes[1] == "created", outcomes
+
+
+def _as_owner_of(path: Path, command: list[str]) -> None:
+    """Run a PostgreSQL tool as the owner of the server's data folder (pgserver runs the server as
+    another user when the tests run as root)."""
+    import os
+    import pwd
+    import shlex
+    import subprocess
+
+    owner = pwd.getpwuid(path.stat().st_uid).pw_name
+    if os.geteuid() == 0 and owner != "root":
+        command = ["su", owner, "-s", "/bin/sh", "-c", shlex.join(command)]
+    subprocess.run(command, check=True, capture_output=True, timeout=120)
+
+
+def test_a_hot_standby_recalls_and_refuses_writes_with_a_storage_error(own_server: tuple[Any, Path]):
+    """A real streaming replica (pg_basebackup -R). Before: recall and stats worked, but every write
+    raised psycopg's own ReadOnlySqlTransaction ("cannot execute pg_current_xact_id() during
+    recovery", from the SELECT of the write's transaction id), not a StorageError, and left the
+    thread's connection in an aborted transaction."""
+    import shutil
+    import tempfile
+
+    import pgserver
+
+    server, pgdata = own_server
+    with Memory(url=server.get_uri(), embedder=None) as primary:
+        first = primary.learn("the left door sticks")["memory_id"]
+    bin_dir = Path(pgserver.__file__).parent / "pginstall" / "bin"
+    parent = Path(tempfile.mkdtemp(prefix="robotmem-standby-"))
+    standby = parent / "data"
+    shutil.chown(parent, user=pgdata.stat().st_uid)
+    _as_owner_of(pgdata, [str(bin_dir / "pg_basebackup"), "-h", str(pgdata), "-U", "postgres", "-D", str(standby),
+                          "-R", "-X", "stream"])
+    _as_owner_of(pgdata, [str(bin_dir / "pg_ctl"), "-D", str(standby), "-l", str(standby / "log"), "-w",
+                          "-o", f"-h '' -k {standby} -p 5433", "start"])  # 5432's lock file came with the copy
+    try:
+        with Memory(url=f"postgresql://postgres@/postgres?host={standby}&port=5433", embedder=None) as replica:
+            assert [h["id"] for h in replica.recall("left door")["results"]] == [first]
+            assert replica.stats()["memories"] == 1
+            for _ in range(2):  # and the connection is not left in an aborted transaction
+                with pytest.raises(StorageError) as info:
+                    replica.learn("the right door sticks")
+                assert "hot standby" in info.value.message and not info.value.transient, info.value.message
+            assert [h["id"] for h in replica.recall("left door")["results"]] == [first]
+    finally:
+        _as_owner_of(pgdata, [str(bin_dir / "pg_ctl"), "-D", str(standby), "-m", "immediate", "stop"])
+        shutil.rmtree(parent, ignore_errors=True)

@@ -39,13 +39,15 @@ def _register_vector(conn: PgConnection) -> None:
 
 def _may_not_migrate(found: int, schema: str, exc: StorageError) -> StorageError:
     """A role that may only read and write rows (no CREATE on the schema, not the tables' owner), as a
-    DBA gives robots, cannot create or upgrade the tables: say so, instead of the bare privilege error."""
+    DBA gives robots, or a read-only role or server, cannot create or upgrade the tables: say so, instead
+    of the bare privilege or read-only error."""
     what = (f"creating the memory store's tables in schema {schema!r}" if found == 0 else
             f"upgrading the memory store in schema {schema!r} from schema version {found} to {SCHEMA_VERSION}")
     return StorageError(
         f"{what} needs a role that may change the schema (CREATE on the schema, and the owner of its tables "
-        f"once they exist), which this role may not ({exc.message}); open it once as such a role, e.g. the "
-        "tables' owner (`robotmem --url ... stats`), then this role can use it", transient=False)
+        f"once they exist) on a server that takes writes (the primary, not a hot standby), and this connection "
+        f"cannot ({exc.message}); open it once so, e.g. as the tables' owner (`robotmem --url ... stats`), then "
+        "this role can use it", transient=False)
 
 
 class PgStore(PgDatabase):
@@ -65,7 +67,7 @@ class PgStore(PgDatabase):
             try:
                 version = self.run_write(migrate_step)
             except StorageError as exc:
-                if isinstance(exc.__cause__, psycopg.errors.InsufficientPrivilege):
+                if isinstance(exc.__cause__, (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction)):
                     raise _may_not_migrate(found, schema, exc) from exc
                 raise
         _register_vector(self.connection())  # the extension may be new: register its type now

@@ -72,5 +72,19 @@ def test_a_role_that_may_only_write_rows_is_told_who_must_upgrade_an_outdated_st
         Memory(url=rows_only, embedder=None)
     message = info.value.message
     assert f"from schema version {SCHEMA_VERSION - 1} to {SCHEMA_VERSION}" in message, message
-    assert "permission denied" in message and "open it once as such a role" in message
+    assert "permission denied" in message and "open it once so" in message
     assert not info.value.transient
+
+
+def test_a_read_only_role_is_told_who_must_upgrade_an_outdated_store(postgres_url: str, rows_only: str):
+    """As a hot standby answers: before, 'cannot execute CREATE TABLE in a read-only transaction'."""
+    from robotmem.store.postgres.migrations import SCHEMA_VERSION
+
+    with _admin(postgres_url) as admin:
+        admin.execute("DELETE FROM robotmem_schema WHERE version = %s", (SCHEMA_VERSION,))
+        admin.execute(f"ALTER ROLE {_ROLE} SET default_transaction_read_only = on")
+    with pytest.raises(StorageError) as info:
+        Memory(url=rows_only, embedder=None)
+    message = info.value.message
+    assert f"from schema version {SCHEMA_VERSION - 1} to {SCHEMA_VERSION}" in message, message
+    assert "read-only transaction" in message and "not a hot standby" in message and not info.value.transient

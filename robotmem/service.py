@@ -36,6 +36,7 @@ from .search.request import build_request
 from .store.backend import Store, open_store
 from .store.clockwatch import ClockWatch, stamps_ahead
 from .store.decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE
+from .store.forks import in_child_after_fork
 from .store.memories import NewMemory
 from .store.pipeline import Later, PipelinedWrites
 from .store.rows import HIT_COLUMNS, row_to_record
@@ -142,6 +143,21 @@ class Memory:
         # store that refuses writes costs a failed write now and then, not one per recall.
         self._access_flush_at = _ACCESS_FLUSH_EVERY
         self._bulk_writers: weakref.WeakSet[BulkWriter] = weakref.WeakSet()
+        in_child_after_fork(self._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child (the store reconnects on its own, robotmem.store.forks): the access counts
+        waiting are the parent's to write (written by both, a recall before the fork counted twice),
+        and its bulk writers are the parent's."""
+        self._access_lock = threading.Lock()
+        self._access = {}
+        self._bulk_writers = weakref.WeakSet()
+
+    def __reduce__(self) -> Any:
+        # Pickled for another process (multiprocessing's spawn or forkserver start method, a
+        # ProcessPoolExecutor's arguments) it failed with "cannot pickle '_thread.lock' object".
+        raise TypeError(f"a robotmem Memory cannot be sent to another process; open one there with "
+                        f"Memory({self.location!r}) (a process forked after it was opened can use it as it is)")
 
     # -- lifecycle -------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..store.connection import Database
 from ..store.counts import collection_size
+from ..store.forks import in_child_after_fork
 from ..store.leaves import epoch_list
 from . import ann_index, rebuild_process, sql
 from .ann_index import AnnIndex, newest_file
@@ -104,6 +105,14 @@ class VectorSearch:
         self._folder_seen: float | None = None
         self._lock = threading.Lock()
         self._prober: ThreadPoolExecutor | None = None
+        in_child_after_fork(self._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child the prober's threads are gone while it counts them idle (a probe submitted
+        there never ran, and recall waited for it for good), and the rebuilds are the parent's children."""
+        self._lock = threading.Lock()
+        self._prober = None
+        self._builds = {}
 
     def mirror(self, collection: str, model_id: str, dim: int, *, facts_only: bool = False) -> VectorIndex:
         """The process's exact mirror of the collection's vectors of one model; ``facts_only``: of its

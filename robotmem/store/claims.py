@@ -28,7 +28,7 @@ try:
 except ImportError:  # Windows: no flock; a claim there always succeeds (see claim_file)
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["Release", "claim_file", "claim_key"]
+__all__ = ["Release", "claim_file", "claim_key", "in_this_process"]
 
 #: lets go of a claim
 Release = Callable[[], None]
@@ -68,7 +68,20 @@ def claim_file(store_path: Path, name: str) -> Release | str:
             continue
         os.ftruncate(fd, 0)
         os.write(fd, f"process {os.getpid()} on {socket.gethostname()}\n".encode())
-        return _releaser(path, fd)
+        return in_this_process(_releaser(path, fd))
+
+
+def in_this_process(release: Release) -> Release:
+    """``release``, which does nothing in a process forked from the holder's: a child leaving the
+    block it was forked in (or exiting through it) let go of the parent's claim while the parent
+    still ran inside it, and a second holder could claim it."""
+    holder = os.getpid()
+
+    def release_here() -> None:
+        if os.getpid() == holder:
+            release()
+
+    return release_here
 
 
 def _releaser(path: Path, fd: int) -> Release:

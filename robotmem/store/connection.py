@@ -34,6 +34,7 @@ import sqlite_vec
 
 from ..errors import ReadOnlyStoreError, StorageError
 from .claims import Release, claim_file
+from .forks import in_child_after_fork, keep_inherited
 from .pipeline import PipelinedWrites, Transactions
 from .term_rank import register_term_rank
 
@@ -86,7 +87,7 @@ class _Checkpointer:
     """
 
     def __init__(self, open_connection: Callable[[], apsw.Connection]) -> None:
-        self._open = open_connection
+        self.opener = open_connection
         self._wake = threading.Event()
         self._lock = threading.Lock()
         # One checkpoint at a time in this process: SQLite refuses a second one at once (busy).
@@ -105,7 +106,7 @@ class _Checkpointer:
 
     def _run(self) -> None:
         try:
-            conn = self._open()
+            conn = self.opener()
         except StorageError:
             log.exception("the checkpoint thread cannot open the store; commits leave the WAL to the next one")
             return
@@ -333,12 +334,30 @@ class Database:
         # Neither the thread nor the hook refers to the Database: an unclosed one can still be
         # collected, and then stops its thread.
         self._checkpointer = _Checkpointer(functools.partial(_open_connection, path, busy_timeout_ms, check_file))
-        weakref.finalize(self, self._checkpointer.stop)
+        self._stop_checkpoints = weakref.finalize(self, self._checkpointer.stop)
         if str(path) != ":memory:":
+            # An in-memory store is the process's own memory: a forked child keeps its copy.
+            in_child_after_fork(self._after_fork)
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise StorageError(f"cannot create the folder for the memory store {path}: {exc.strerror}") from exc
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's connections stay the parent's (SQLite: "do not carry an open
+        connection across a fork"; its locks are the parent process's), and closing one here would
+        drop locks of the child's own connections to the file; the child opens its own on first use,
+        and a checkpoint thread of its own when a commit asks for one."""
+        self._lock = threading.Lock()
+        for conn, finalizer in self._all.values():
+            finalizer.detach()
+            keep_inherited(conn)
+        self._all = {}
+        self._in_call = set()
+        self._local = threading.local()
+        self._stop_checkpoints.detach()  # the parent's thread is not in this process; its locks may be held
+        self._checkpointer = _Checkpointer(self._checkpointer.opener)
+        self._stop_checkpoints = weakref.finalize(self, self._checkpointer.stop)
 
     def claim(self, name: str) -> Release | str:
         """Claim ``name`` among every process using this file (robotmem.store.claims): the release,

@@ -17,6 +17,7 @@ follow, so a writer kept for hours outlives a server restart or an idle timeout.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -56,10 +57,19 @@ class PipelinedWrites:
         # One batch at a time even when several threads share the writer.
         self._lock = threading.RLock()
         self._closed = False
+        # Its connection and commit thread are this process's: a forked child that used the writer
+        # waited for good on a batch no thread ran (docs/reliability.md, "Forked processes").
+        self._pid = os.getpid()
+
+    def _check_process(self) -> None:
+        if os.getpid() != self._pid:
+            raise StorageError(f"this bulk writer belongs to process {self._pid}, which opened it; "
+                               "a forked process opens its own with Memory.bulk_writer()")
 
     @contextmanager
     def batch(self) -> Iterator[tuple[Any, Later]]:
         """(connection, later) inside a new write transaction, once the batch before is stored."""
+        self._check_process()
         with self._lock:
             if self._closed:
                 raise StorageError("this bulk writer is closed")
@@ -92,13 +102,17 @@ class PipelinedWrites:
 
     def wait(self) -> None:
         """Until the batch in flight is stored; its failure is raised here, once."""
+        self._check_process()
         with self._lock:
             pending, self._pending = self._pending, None
             if pending is not None:
                 pending.result()
 
     def close(self) -> None:
-        """Wait for the batch in flight (raising its failure), then close the connection."""
+        """Wait for the batch in flight (raising its failure), then close the connection (in a forked
+        child: nothing, the batch and the connection are the parent's)."""
+        if os.getpid() != self._pid:
+            return
         with self._lock:
             if self._closed:
                 return

@@ -26,7 +26,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ...config import check_postgres_url, redact_url
 from ...errors import StorageError
-from ..claims import Release, claim_key
+from ..claims import Release, claim_key, in_this_process
+from ..forks import in_child_after_fork, keep_inherited
 from ..pipeline import PipelinedWrites, Transactions
 
 __all__ = ["PgConnection", "PgDatabase"]
@@ -155,6 +156,17 @@ class PgDatabase:
         # another thread is waiting on, which failed that call with "the connection to PostgreSQL
         # was lost"; one closed between two statements of a call failed the call half done.
         self._in_call: set[int] = set()
+        in_child_after_fork(self._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's connections are its sockets, one protocol stream each; the
+        child opens its own on first use. Not closed: psycopg's close sends the server a Terminate,
+        which ended the parent's session."""
+        self._lock = threading.Lock()
+        keep_inherited(*self._all)
+        self._all = []
+        self._in_call = set()
+        self._local = threading.local()
 
     def connection(self) -> PgConnection:
         conn: PgConnection | None = getattr(self._local, "conn", None)
@@ -212,7 +224,9 @@ class PgDatabase:
         except psycopg.Error as exc:
             raw.close()
             raise StorageError(f"cannot claim {name!r} in PostgreSQL: {_describe(exc)}") from exc
-        return raw.close  # closing the connection ends its transaction, and the lock with it
+        # Closing the connection ends its transaction, and the lock with it; in a forked child, which
+        # shares the socket, not at all: the claim is the parent's.
+        return in_this_process(raw.close)
 
     def open_connections(self) -> int:
         """Connections currently open (one per thread that used the store, bulk writers' aside)."""

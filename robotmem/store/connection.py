@@ -79,6 +79,16 @@ CHECKPOINT_NOW_AT = 10_000
 IDLE_TRUNCATE_S = 5.0
 
 
+#: Held by a checkpoint thread while it is inside SQLite, and by a thread while it forks. A fork
+#: while the thread held one of SQLite's process-wide mutexes (opening its connection, right after
+#: the commit that started it) left the child's first connection to any store waiting for that mutex
+#: for ever. The threads robotmem starts are its to keep out of a fork; a caller's own threads are
+#: the caller's (docs/reliability.md, "Forked processes").
+_IN_SQLITE = threading.Lock()
+os.register_at_fork(before=_IN_SQLITE.acquire, after_in_parent=_IN_SQLITE.release,
+                    after_in_child=_IN_SQLITE.release)
+
+
 class _Checkpointer:
     """Passive checkpoints on a daemon thread with a connection of its own, started on first request.
 
@@ -106,7 +116,8 @@ class _Checkpointer:
 
     def _run(self) -> None:
         try:
-            conn = self.opener()
+            with _IN_SQLITE:
+                conn = self.opener()
         except StorageError:
             log.exception("the checkpoint thread cannot open the store; commits leave the WAL to the next one")
             return
@@ -120,13 +131,15 @@ class _Checkpointer:
                 self._wake.clear()
                 if self._stopped:
                     return
-                if woke:
-                    self.run_here(conn, "main")
-                    to_cut = True
-                else:
-                    to_cut = not self._truncate(conn)
+                with _IN_SQLITE:
+                    if woke:
+                        self.run_here(conn, "main")
+                        to_cut = True
+                    else:
+                        to_cut = not self._truncate(conn)
         finally:
-            conn.close()
+            with _IN_SQLITE:
+                conn.close()
 
     def _truncate(self, conn: apsw.Connection) -> bool:
         """Copy the whole WAL back and cut its file to nothing; False: a reader or writer is there, try later."""
@@ -313,11 +326,23 @@ def _open_connection(path: Path, busy_timeout_ms: int, check: FileCheck | None =
     return conn
 
 
+#: id() of each connection inside a write transaction (from BEGIN IMMEDIATE to its COMMIT or
+#: ROLLBACK). Read at a fork without calling into SQLite: a connection another thread was using at
+#: that instant may hold SQLite's mutex, which no thread of the child ever releases.
+_WRITING: set[int] = set()
+#: The real paths of the SQLite files a thread of this process's parent was writing when it forked
+#: this process (Database._after_fork). SQLite keeps a file's locks per process: the child holds
+#: a copy of that write lock that nothing in it will release, and each of its writes waited out the
+#: busy timeout and then failed as "busy" (transient, "retry"), for as long as the child lived.
+_WRITTEN_AT_FORK: set[str] = set()
+
+
 class Database:
     """Hands each thread its own connection to one SQLite file."""
 
     def __init__(self, path: Path, *, busy_timeout_ms: int = 10_000, check_file: FileCheck | None = None) -> None:
         self.path = path
+        self._real_path = os.path.realpath(path)
         self._busy_timeout_ms = busy_timeout_ms
         self._check_file = check_file
         self._local = threading.local()
@@ -349,6 +374,8 @@ class Database:
         drop locks of the child's own connections to the file; the child opens its own on first use,
         and a checkpoint thread of its own when a commit asks for one."""
         self._lock = threading.Lock()
+        if any(id(conn) in _WRITING for conn, _finalizer in self._all.values()):
+            _WRITTEN_AT_FORK.add(self._real_path)
         for conn, finalizer in self._all.values():
             finalizer.detach()
             keep_inherited(conn)
@@ -488,6 +515,12 @@ class Database:
                 self._leave(conn)
 
     def _begin(self, conn: apsw.Connection, *, wait: bool = True) -> None:
+        if self._real_path in _WRITTEN_AT_FORK:
+            raise StorageError(
+                "this process was forked while another thread of its parent was writing to the memory "
+                "store: SQLite's lock of that instant was copied into this process and is never released "
+                "here, so it cannot write to the store (it can read). Fork while no thread writes, or use "
+                "multiprocessing's spawn start method", transient=False)
         try:
             if not wait:
                 conn.set_busy_timeout(0)
@@ -500,6 +533,7 @@ class Database:
             detail = _describe(exc, conn)
             raise _kind(exc, conn)(f"the memory store is busy or unwritable: {detail}", advice=detail,
                                    transient=_transient(exc)) from exc
+        _WRITING.add(id(conn))
 
     def pipelined_writes(self) -> PipelinedWrites:
         """Write transactions on a connection of their own that commit on a worker thread (bulk loads)."""
@@ -569,16 +603,20 @@ def _commit(conn: apsw.Connection) -> None:
         conn.execute("COMMIT")
     except apsw.Error as exc:
         raise _write_failed(exc, conn) from exc
+    finally:
+        if not conn.in_transaction:  # a COMMIT that failed may leave the transaction open
+            _WRITING.discard(id(conn))
 
 
 def _rollback(conn: apsw.Connection) -> None:
     """Roll back whatever is open (nothing after a failed COMMIT that SQLite rolled back itself)."""
-    if not conn.in_transaction:
-        return
     try:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
     except apsw.Error:  # pragma: no cover - rollback after a failed statement
         log.exception("rollback failed")
+    finally:
+        _WRITING.discard(id(conn))
 
 
 def _write_failed(exc: BaseException, conn: apsw.Connection | None = None) -> StorageError:

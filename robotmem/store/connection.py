@@ -709,8 +709,10 @@ def _describe(exc: apsw.Error, conn: apsw.Connection | None = None) -> str:
     """What failed and what to do, without SQL text or internals; ``conn``, the connection that failed,
     tells an I/O error's cause."""
     code = getattr(exc, "result", None)
-    if isinstance(code, int) and code & 0xFF == apsw.SQLITE_IOERR and _system_errno(conn) in _IO_CAUSES:
-        return _IO_CAUSES[_system_errno(conn)]
+    if isinstance(code, int) and code & 0xFF == apsw.SQLITE_IOERR:
+        cause = _IO_CAUSES.get(_system_errno(conn))
+        if cause is not None:
+            return cause
     if isinstance(code, int) and code & 0xFF in _WHAT_TO_DO:
         return _WHAT_TO_DO[code & 0xFF]
     # Anything else (an SQL error, a constraint) is a defect or a store from a newer version.

@@ -391,11 +391,7 @@ class PgDatabase:
             _close_quietly(probe)
 
     def _rollback_dedicated(self, conn: PgConnection) -> None:
-        if conn.in_transaction and not conn.raw.closed:
-            try:
-                conn.raw.execute("ROLLBACK")
-            except psycopg.Error:
-                _close_quietly(conn)  # the connection broke with the statement: the next batch opens a new one
+        _rollback_or_close(conn)
 
     def _write_failed(self, exc: BaseException) -> StorageError:
         return _failed("writing to", exc)
@@ -476,6 +472,16 @@ def _failed(verb: str, exc: BaseException) -> StorageError:
     return StorageError(f"{verb} the memory store failed: {detail}", transient=_transient(exc))
 
 
+def _rollback_or_close(conn: PgConnection) -> None:
+    """End whatever transaction is open on ``conn``; a connection that broke with the statement is
+    closed, and the next call (or batch) opens a new one."""
+    if conn.in_transaction and not conn.raw.closed:
+        try:
+            conn.raw.execute("ROLLBACK")
+        except psycopg.Error:
+            _close_quietly(conn)
+
+
 def _start(conn: PgConnection, statement: str) -> None:
     """Run ``statement`` (a BEGIN, and for a write the SELECT of its transaction id). A failure the server
     reports for the statement, not the connection, ends the transaction the BEGIN opened and is a
@@ -488,11 +494,7 @@ def _start(conn: PgConnection, statement: str) -> None:
         raise
     except psycopg.Error as exc:
         conn.xid = None
-        if conn.in_transaction and not conn.raw.closed:
-            try:
-                conn.raw.execute("ROLLBACK")
-            except psycopg.Error:
-                _close_quietly(conn)  # the next call opens a new connection
+        _rollback_or_close(conn)
         verb = "writing to" if statement == _BEGIN_WRITE else "reading"
         raise _failed(verb, exc) from exc
 

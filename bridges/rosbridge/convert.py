@@ -31,15 +31,15 @@ from bridges.pipeline.stamps import WINDOW, running_offset
 
 from .inbox import Received
 
-__all__ = ["BYTE_FIELDS", "CLOCK_JUMP_S", "MalformedMessage", "MessageClock", "has_stamp", "raw_stamp_ns",
-           "to_ros_message"]
+__all__ = ["BYTE_FIELDS", "CLOCK_JUMP_NS", "CLOCK_JUMP_S", "MalformedMessage", "MessageClock", "has_stamp",
+           "raw_stamp_ns", "to_ros_message"]
 
 #: a stamp this far off the clock is a suspect (one bad stamp, or the clock jumping: a reset), and time
 #: going back this far is a reset. Small: a training loop resets Gazebo every few seconds, and each
 #: reset missed let every buffer grow and the camera fall behind its sampling slot. The transport's
 #: jitter is milliseconds; stamps that lag more (amcl's, up to 5 s) only wait for the next message.
 CLOCK_JUMP_S = 1.0
-_JUMP_NS = int(CLOCK_JUMP_S * 1e9)
+CLOCK_JUMP_NS = int(CLOCK_JUMP_S * 1e9)
 
 #: ``uint8[]`` fields per normalised type (dotted paths from the message root).
 BYTE_FIELDS: dict[str, tuple[str, ...]] = {
@@ -81,11 +81,11 @@ class MessageClock:
     def disagrees(self, stamp_ns: int, receive_ns: int) -> bool:
         """Whether a stamped message received at ``receive_ns`` is off the clock by more than
         ``CLOCK_JUMP_S``: a bad stamp, or the first sign of the clock jumping."""
-        return abs(receive_ns - stamp_ns - self.offset_ns) > _JUMP_NS
+        return abs(receive_ns - stamp_ns - self.offset_ns) > CLOCK_JUMP_NS
 
     def moved_from(self, offset_ns: int) -> bool:
         """Whether the offset has moved more than ``CLOCK_JUMP_S`` away from ``offset_ns``."""
-        return abs(self.offset_ns - offset_ns) > _JUMP_NS
+        return abs(self.offset_ns - offset_ns) > CLOCK_JUMP_NS
 
     def assume_wall_clock(self) -> None:
         """No stamped message came: the robot's clock is taken to be the wall clock."""

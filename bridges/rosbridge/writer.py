@@ -33,14 +33,12 @@ from typing import Any, Protocol
 
 from bridges.pipeline.messages import RosMessage
 
-from .convert import CLOCK_JUMP_S, MalformedMessage, MessageClock, has_stamp, raw_stamp_ns, to_ros_message
+from .convert import CLOCK_JUMP_NS, MalformedMessage, MessageClock, has_stamp, raw_stamp_ns, to_ros_message
 from .inbox import BoundedInbox, Received
 
 __all__ = ["IngestWriter", "PipelineLike", "WriterCounters"]
 
 LOG = logging.getLogger("bridges.rosbridge")
-#: message time going back further than this is a reset of the robot's clock, not jitter
-_RESET_NS = int(CLOCK_JUMP_S * 1e9)
 
 
 class PipelineLike(Protocol):
@@ -227,8 +225,8 @@ class IngestWriter:
         topic_latest = self._latest_stamp_ns.get(msg.topic)
         if stamp_ns > 0:
             self._latest_stamp_ns[msg.topic] = stamp_ns if topic_latest is None else max(topic_latest, stamp_ns)
-        if (latest is not None and arrived < latest - _RESET_NS
-                and stamp_ns > 0 and topic_latest is not None and stamp_ns < topic_latest - _RESET_NS):
+        if (latest is not None and arrived < latest - CLOCK_JUMP_NS
+                and stamp_ns > 0 and topic_latest is not None and stamp_ns < topic_latest - CLOCK_JUMP_NS):
             self._latest_stamp_ns = {msg.topic: stamp_ns}
             self.counters.time_resets += 1
             LOG.warning("the robot's clock went back %.1f s (a simulator reset, a clock stepped back?) at a "

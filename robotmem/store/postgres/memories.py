@@ -19,6 +19,7 @@ from ..pipeline import Later
 from ..points import extract_points
 from ..rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS, new_uid
 from .connection import PgConnection
+from .locks import INDEX_BUILDING, lock_index_build
 from .sql import HITS_SELECT, effective_confidence_sql, sql_literal, tsvector_literal
 
 __all__ = [
@@ -53,7 +54,6 @@ _LIVE_FACT = "type = 'fact' AND status IN ('active', 'archived')"
 #: Vectors of one (collection, model) in one batch from which a write counts as a bulk load.
 BULK_ROWS: Final = 500
 _BUILD_MEMORY = "512MB"
-_INDEX_LOCK = 0x726D7678
 
 
 _INSERT = (
@@ -169,7 +169,7 @@ def build_vector_index(conn: PgConnection, collection: str, model_id: str, dim: 
                        rebuild: bool = False) -> bool:
     """Create the pair's index over the vectors already there (``rebuild``: drop it first); False when
     another writer had built it. Holds a lock per pair, so concurrent writers build it once."""
-    conn.execute("SELECT pg_advisory_xact_lock(?::int4, hashtext(?))", (_INDEX_LOCK, f"{collection}\n{model_id}"))
+    lock_index_build(conn, collection, model_id)
     name = index_name(collection, model_id)
     row = conn.execute("SELECT ready AND live_only FROM vector_indexes WHERE collection = ? AND model_id = ?",
                        (collection, model_id)).fetchone()
@@ -213,11 +213,9 @@ def vector_index_states(conn: PgConnection, collection: str | None) -> list[dict
     scans exactly), and whether a writer is building it now (it holds the pair's advisory lock)."""
     where, params = (" WHERE v.collection = ?", (collection,)) if collection is not None else ("", ())
     rows = conn.execute(
-        "SELECT v.collection, v.model_id, v.ready, v.live_only, EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' "
-        "AND l.objsubid = 2 AND l.classid = ?::int4::oid "
-        "AND l.objid = hashtext(v.collection || E'\\n' || v.model_id)::oid), "
+        f"SELECT v.collection, v.model_id, v.ready, v.live_only, {INDEX_BUILDING}, "
         "(SELECT count(*) FROM embeddings e WHERE e.collection = v.collection AND e.model_id = v.model_id) "
-        f"FROM vector_indexes v{where} ORDER BY 1, 2", (_INDEX_LOCK, *params))
+        f"FROM vector_indexes v{where} ORDER BY 1, 2", params)
     return [{"collection": str(c), "model_id": str(m), "kind": "hnsw", "vectors": int(n), "built": bool(ready),
              "stale": not (ready and live_only), "building": bool(busy)} for c, m, ready, live_only, busy, n in rows]
 

@@ -23,12 +23,11 @@ from ...errors import StorageError
 from ..points import extract_points
 from ..rehash import refreshed_hashes
 from ..tokens import memory_search_text
+from .locks import lock_migrations
 from .memories import index_points
 from .sql import tsvector_literal
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate_step", "schema_version", "store_schema"]
-
-_LOCK_KEY = 0x726D656D  # "rmem": serialises concurrent migrations
 
 _V1 = """
 CREATE TABLE sessions (
@@ -408,7 +407,8 @@ def migrate_step(conn: Any) -> int:
     asked for a table lock, while an older robotmem of the fleet, writing meanwhile, waited for
     one of those rows holding its own lock on the table: PostgreSQL aborted the migration as a
     deadlock, and every retry redid the whole slow rehash."""
-    conn.execute("SELECT pg_advisory_xact_lock(?)", (_LOCK_KEY,))
+    # Creating the extension is the database's business, not the store's: every store waits for it.
+    lock_migrations(conn, database_wide=not _has_vector(conn))
     _ensure_vector(conn)
     conn.execute("CREATE TABLE IF NOT EXISTS robotmem_schema (version integer NOT NULL)")
     current = schema_version(conn)  # again under the lock: another process may have migrated meanwhile
@@ -423,8 +423,12 @@ def migrate_step(conn: Any) -> int:
     return SCHEMA_VERSION
 
 
+def _has_vector(conn: Any) -> bool:
+    return conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is not None
+
+
 def _ensure_vector(conn: Any) -> None:
-    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+    if _has_vector(conn):
         return
     if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
         raise StorageError(_NO_VECTOR)

@@ -5,18 +5,26 @@ lives in public). Each store keeps to its own schema."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+import threading
+from contextlib import ExitStack
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from robotmem import Memory, StorageError
+from robotmem.store.postgres import PgStore
+from robotmem.store.postgres.locks import lock_index_build, lock_migrations
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "search"))
 from given_vectors import GivenVectors  # noqa: E402
 
 _DB = "robotmem_schemas"
+#: The database-wide advisory keys robotmem took before 2026-12-06 (a migration; an index build), as
+#: an older robotmem of a fleet upgrading host by host still takes them.
+_OLDER_MIGRATION = 0x726D656D
+_OLDER_INDEX = 0x726D7678
 
 
 def _admin(url: str):  # type: ignore[no-untyped-def]
@@ -121,3 +129,88 @@ def test_a_status_changed_from_a_session_with_another_search_path_marks_its_own_
         admin.execute("UPDATE b.memories SET status = 'forgotten' WHERE id = 1")
         assert admin.execute("SELECT searchable FROM public.embeddings WHERE memory_id = 1").fetchone() == (True,)
         assert admin.execute("SELECT searchable FROM b.embeddings WHERE memory_id = 1").fetchone() == (False,)
+
+
+def _waited(admin_url: str, work: Callable[[], object], release: Callable[[], None]) -> bool:
+    """Whether ``work`` (in a thread) waited for an advisory lock before it finished; then ``release``
+    the lock it may wait for, and see it finish."""
+    done, failed = threading.Event(), []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised in the test's thread
+            failed.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    with _admin(admin_url) as admin:
+        waited = False
+        while not waited and not done.wait(0.05):
+            waited = bool(admin.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                        "AND NOT granted").fetchone()[0])
+    release()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return waited
+
+
+def _open_and_learn(url: str, text: str) -> None:
+    with Memory(url=url, embedder=GivenVectors()) as mem:
+        mem.learn(text)
+
+
+def test_a_store_migrating_does_not_hold_up_another_schemas_store(two_roles):
+    """Migrations took one lock for the whole database: a slow migration of one store (a rehash of a
+    large store takes minutes) held every other store of the database at its opening meanwhile."""
+    admin_url, url_a, url_b = two_roles
+    with PgStore(url_a) as a, ExitStack() as migrating:
+        lock_migrations(migrating.enter_context(a.write()))
+        assert not _waited(admin_url, lambda: _open_and_learn(url_b, "the conveyor stops at noon"), migrating.close)
+    assert _rows(admin_url, "b") == ["the conveyor stops at noon"]
+
+
+def test_an_older_robotmem_migrating_any_store_still_holds_up_a_new_one(two_roles):
+    """While a fleet upgrades host by host, an older robotmem migrates under the database-wide key:
+    a new one waits for it, as it did before, so two versions never run one migration at once."""
+    admin_url, url_a, url_b = two_roles
+    older = _admin(admin_url)
+    older.execute("BEGIN")
+    older.execute("SELECT pg_advisory_xact_lock(%s)", (_OLDER_MIGRATION,))
+    assert _waited(admin_url, lambda: _open_and_learn(url_b, "the conveyor stops at noon"), older.close)
+    assert _rows(admin_url, "b") == ["the conveyor stops at noon"]
+
+
+def test_a_store_building_an_index_does_not_hold_up_another_schemas_first_write_of_that_pair(two_roles):
+    """Index builds took a lock per (collection, model) for the whole database: store_b's first write
+    into a collection waited while store_a built its index of the same pair (minutes on a large
+    store), and store_b's stats called its own index "building"."""
+    admin_url, url_a, url_b = two_roles
+    with Memory(url=url_a, embedder=GivenVectors()) as a:
+        a.learn("the left door sticks")
+        with PgStore(url_a) as store, ExitStack() as building:
+            lock_index_build(building.enter_context(store.write()), "default", GivenVectors.model_id)
+            assert [i["building"] for i in a.stats()["vector_indexes"]] == [True]
+
+            def first_write_of_b() -> None:
+                with Memory(url=url_b, embedder=GivenVectors()) as b:
+                    b.learn("the conveyor stops at noon")
+                    assert [i["building"] for i in b.stats()["vector_indexes"]] == [False]
+
+            assert not _waited(admin_url, first_write_of_b, building.close)
+        assert [i["building"] for i in a.stats()["vector_indexes"]] == [False]
+    assert [name for schema, name in _hnsw(admin_url) if schema == "b"]
+
+
+def test_an_older_robotmem_building_the_pairs_index_still_holds_up_a_new_one(two_roles):
+    admin_url, url_a, url_b = two_roles
+    with Memory(url=url_b, embedder=GivenVectors()) as b:  # b's tables, so only the index build is left
+        b.learn("the conveyor stops at noon", collection="arm")
+    older = _admin(admin_url)
+    older.execute("BEGIN")
+    older.execute("SELECT pg_advisory_xact_lock(%s::int4, hashtext(%s))", (_OLDER_INDEX, f"default\n{GivenVectors.model_id}"))
+    assert _waited(admin_url, lambda: _open_and_learn(url_b, "the belt slips"), older.close)
+    assert _rows(admin_url, "b") == ["the conveyor stops at noon", "the belt slips"]

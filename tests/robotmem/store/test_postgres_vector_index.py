@@ -15,7 +15,8 @@ from robotmem import Memory
 from robotmem.store.postgres import PgStore
 from robotmem.store.postgres.connection import PgConnection
 from robotmem.cli.commands import render_stats
-from robotmem.store.postgres.memories import _INDEX_LOCK, BULK_ROWS, index_name
+from robotmem.store.postgres.locks import lock_index_build
+from robotmem.store.postgres.memories import BULK_ROWS, index_name
 from robotmem.store.postgres.migrations import MIGRATIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "search"))
@@ -67,7 +68,10 @@ def test_stats_says_whether_each_hnsw_index_is_built_or_being_built(postgres_url
         assert mem.stats()["vector_indexes"] == [unbuilt]
         assert "HNSW left unbuilt by a bulk load" in "\n".join(render_stats(mem.stats()))
         with PgStore(postgres_url) as other, other.write() as conn:  # a writer building it holds the pair's lock
-            conn.execute("SELECT pg_advisory_xact_lock(?::int4, hashtext(?))", (_INDEX_LOCK, f"arm\n{MODEL}"))
+            lock_index_build(conn, "arm", MODEL)
+            assert mem.stats()["vector_indexes"] == [{**unbuilt, "building": True}]
+        with PgStore(postgres_url) as other, other.write() as conn:  # as a robotmem before 2026-12-06 built it
+            conn.execute("SELECT pg_advisory_xact_lock(?::int4, hashtext(?))", (0x726D7678, f"arm\n{MODEL}"))
             assert mem.stats()["vector_indexes"] == [{**unbuilt, "building": True}]
         mem.rebuild_vector_indexes()
         assert mem.stats()["vector_indexes"] == [{**unbuilt, "built": True, "stale": False}]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,48 @@ def password_role(postgres_server_url: str) -> tuple[str, str, str]:
             hba.write_text(lines + hba.read_text())
             admin.execute("SELECT pg_reload_conf()")
     return user, password, database
+
+
+class SmallDisk:
+    """A real disk that fills up: a tmpfs of a few MB. ``fill`` writes a ballast file until the disk
+    refuses another byte; ``free`` removes it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.ballast = folder / "ballast"
+
+    def fill(self) -> None:
+        fd = os.open(self.ballast, os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, bytes(65536))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        self.ballast.unlink()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Callable[[str], SmallDisk]]:
+    """Mounts a tmpfs of the given size (``"4m"``) in a folder of its own; skips where that cannot be
+    done (it needs root and ``mount``). Unmounted at the end whatever happens."""
+    mounted: list[Path] = []
+
+    def mount(size: str) -> SmallDisk:
+        if os.geteuid() != 0:
+            pytest.skip("a real full disk is a small tmpfs, and mounting one needs root")
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(folder)
+        return SmallDisk(folder)
+
+    yield mount
+    for folder in reversed(mounted):
+        subprocess.run(["umount", str(folder)], check=True)

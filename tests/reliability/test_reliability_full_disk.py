@@ -12,8 +12,6 @@ succeeds on the same ``Memory``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,24 +38,17 @@ class Disk:
 
 
 class Tmpfs(Disk):
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.ballast = folder / "ballast"
+    def __init__(self, small: Any) -> None:
+        self.small = small
+        self.folder = small.folder
 
     def fill(self, mem: Memory, extra: list[apsw.Connection]) -> None:
         # An empty WAL: a WAL file kept from earlier commits has room a write could reuse.
         mem._db.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        fd = os.open(self.ballast, os.O_WRONLY | os.O_CREAT)
-        try:
-            while True:
-                os.write(fd, bytes(65536))
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        self.small.fill()
 
     def free(self) -> None:
-        self.ballast.unlink()
+        self.small.free()
 
 
 class PageQuota(Disk):
@@ -78,26 +69,10 @@ class PageQuota(Disk):
             conn.execute(f"PRAGMA max_page_count = {NO_QUOTA}").fetchall()
 
 
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "small"
-    folder.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("a real full disk is a small tmpfs, and mounting one needs root")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
-
-
 @pytest.fixture(params=["tmpfs", "page_quota"])
 def disk(request: pytest.FixtureRequest, tmp_path: Path) -> Disk:
     if request.param == "tmpfs":
-        return Tmpfs(request.getfixturevalue("tmpfs"))
+        return Tmpfs(request.getfixturevalue("small_disk")("16m"))
     return PageQuota(tmp_path)
 
 

@@ -125,32 +125,11 @@ async def test_an_unreadable_store_gives_storage_errors_without_internals_and_th
 
 
 @pytest.fixture
-def full_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A small tmpfs filled to the last byte by a ballast file (needs root and mount); the ballast is
-    ``folder / "ballast"``, removed to free space. Unmounted at the end whatever happens."""
-    import os
-    import subprocess
-
-    if os.geteuid() != 0:
-        pytest.skip("a real full disk is a small tmpfs, and mounting one needs root")
-    folder = tmp_path / "full"
-    folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        fd = os.open(folder / "ballast", os.O_WRONLY | os.O_CREAT)
-        try:
-            while True:
-                os.write(fd, bytes(65536))
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
+def full_tmpfs(small_disk: Any) -> Path:
+    """A small real disk filled to the last byte; ``folder / "ballast"`` removed frees it."""
+    disk = small_disk("4m")
+    disk.fill()
+    return Path(disk.folder)
 
 
 async def test_a_server_started_on_a_full_disk_tells_its_client_so_and_serves_once_space_is_freed(

@@ -256,7 +256,10 @@ class RosBridge:
                                   f"{subscribed[topic]}: no rule takes that type, so nothing of it is stored")
 
     def _warn_silent(self) -> None:
-        silent = self._silence.check(self.listed, self.connection.subscribed_topics(), self.inbox.accepted(),
+        received = self.inbox.accepted()
+        if self.options.recall:  # requests bypass the inbox
+            received[self.options.recall_request_topic] = self.recall.received
+        silent = self._silence.check(self.listed, self.connection.subscribed_topics(), received,
                                      time.monotonic(), self._published)
         for topic, msgtype in silent:
             self._status_sink(

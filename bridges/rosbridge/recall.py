@@ -109,6 +109,8 @@ class RecallResponder:
         self._cond = threading.Condition()
         self._stopping = False
         self._thread = threading.Thread(target=self._work, name="robotmem-recall", daemon=True)
+        #: requests that arrived, answered or dropped (the silent-topic watch reads it)
+        self.received = 0
         self.answered = 0
         self.dropped = 0
         self.unsent = 0
@@ -119,6 +121,7 @@ class RecallResponder:
     def on_message(self, msg: Any) -> None:
         """Subscriber callback (roslibpy's thread): queue the request, never block."""
         with self._cond:
+            self.received += 1
             if self._stopping or len(self._pending) >= self._capacity:
                 self.dropped += 1
                 return

@@ -3,14 +3,16 @@
 The real rosbridge server sends no error when it refuses a subscription (a message type
 it cannot load, for one): the topic is listed by rosapi, our subscription looks fine, and
 nothing ever arrives. A topic that rosapi lists, that we subscribed to, and that has
-delivered nothing for ``after_s`` seconds (counted from when both became true, again
-after every reconnect) is named once, so the user can look at the server.
+delivered nothing for ``after_s`` seconds (counted again after every reconnect) is named
+once, so the user can look at the server.
 
 rosapi's topic list also holds topics that only have subscribers (``/rosapi/topics`` is
 the master's publishers and subscribers together), among them every topic the bridge
 subscribed to on spec: such a topic is silent because nobody publishes it, which is no
 news. So a silent topic is named only when a node publishes it (``published``: rosapi's
-``/rosapi/publishers``); one without publishers is asked about again later.
+``/rosapi/publishers``), and its clock starts when a publisher is first seen: counted from the
+subscription, a node that started publishing seconds later was named before its first message
+could arrive. One without publishers is asked about again later.
 """
 
 from __future__ import annotations
@@ -40,8 +42,11 @@ class SilentTopicWatch:
             if topic not in listed or received.get(topic, 0) > 0:
                 self._since.pop(topic, None)
                 continue
+            if topic in self._warned or not published(topic):
+                self._since.pop(topic, None)
+                continue
             since = self._since.setdefault(topic, now)
-            if now - since >= self.after_s and topic not in self._warned and published(topic):
+            if now - since >= self.after_s:
                 self._warned.add(topic)
                 silent.append((topic, msgtype))
         return silent

@@ -41,5 +41,8 @@ class CommandParser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("conflict_handler", "resolve")
+        # No prefixes of long options: `recall --n 3` (the API's ``n``) was taken for `--near 3`
+        # and answered with an error about spatial_sort.target the user never gave.
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         _add_common_options(self)

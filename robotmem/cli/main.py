@@ -47,7 +47,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _command_name(argv: Sequence[str]) -> str | None:
     """The first word that is neither an option nor the value of a common option."""
-    takes_value = {"--home", "--db", "--collection"}
+    takes_value = {"--home", "--db", "--url", "--collection"}
     skip = False
     for word in argv:
         if skip:

@@ -164,7 +164,9 @@ def test_an_embedded_store_loads_no_postgresql_driver(tmp_path: Path):
 
 def test_a_built_in_command_skips_looking_for_plugins_but_help_lists_them():
     script = ("import sys\nfrom robotmem.cli.main import build_parser\n"
-              "build_parser(['--db', 'x.db', 'stats', '--json'])\nprint('importlib.metadata' in sys.modules)\n"
+              "build_parser(['--db', 'x.db', 'stats', '--json'])\n"
+              "build_parser(['--url', 'postgresql://robotmem@db.lab/robotmem', 'stats'])\n"
+              "print('importlib.metadata' in sys.modules)\n"
               "print('replay' in build_parser(['--help']).format_help())")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -55,3 +55,13 @@ def test_a_missing_command_is_a_usage_error_on_stderr(capsys, argv: list[str]) -
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "usage: robotmem" in captured.err  # stdout stays for results (`| jq`)
+
+
+@pytest.mark.parametrize("argv", [["recall", "cup", "--n", "3"], ["stats", "--co", "lab"]], ids=["n", "co"])
+def test_a_prefix_of_an_option_is_a_usage_error_naming_it(capsys, robotmem_home: Path, argv: list[str]) -> None:
+    # `--n 3` was taken for `--near 3` and refused as "spatial_sort.target must be [x, y] ...".
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    captured = capsys.readouterr()
+    assert exited.value.code == 2
+    assert captured.out == "" and f"unrecognized arguments: {argv[-2]} {argv[-1]}" in captured.err

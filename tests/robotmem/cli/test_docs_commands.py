@@ -16,18 +16,29 @@ The convention (also on the team notice board):
 
 Links: every ``[text](target)`` that is not a URL must name an existing file, and a
 ``#fragment`` must match a heading of that file (GitHub's slug rules).
+
+Options: every ``robotmem ...`` command in a shell fence (runnable or not) or an inline code
+span names only options its command has, and every ``Memory`` method written as
+``name(arg, ...)`` in the docs names only parameters that method has: the commands that
+cannot run here (a live robot, a PostgreSQL server) drift too.
 """
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from robotmem import Memory
+from robotmem.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCUMENTS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
@@ -178,3 +189,93 @@ def test_the_slug_rules_match_github():
     assert github_slug("MCP server") == "mcp-server"
     assert github_slug("`robotmem ui`") == "robotmem-ui"
     assert github_slug("Choosing `min_relevance`") == "choosing-min_relevance"
+
+
+_SHELL_STOP = {"|", "||", "&&", ";", ">", ">>", "2>", "&", "<", "robotmem"}
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def unknown_options(parser: argparse.ArgumentParser, words: list[str]) -> list[str]:
+    """``robotmem COMMAND --option`` for each option of ``words`` (what follows ``robotmem``) that
+    the command it is given to does not have (prefixes count as unknown: the CLI refuses them)."""
+    command, path, unknown, i = parser, ["robotmem"], [], 0
+    while i < len(words) and words[i] not in _SHELL_STOP:
+        word = words[i]
+        if re.match(r"^--?[A-Za-z]", word):
+            action = command._option_string_actions.get(word.split("=", 1)[0])
+            if action is None:
+                unknown.append(f"{' '.join(path)} {word.split('=', 1)[0]}")
+                i += 1
+            elif "=" in word or action.nargs == 0:
+                i += 1
+            elif action.nargs is None or isinstance(action.nargs, int):
+                i += 1 + (1 if action.nargs is None else action.nargs)
+            else:  # "+", "*": values up to the next option
+                i += 1
+                while i < len(words) and not words[i].startswith("-") and words[i] not in _SHELL_STOP:
+                    i += 1
+            continue
+        children = _command_parsers(command)
+        if word in children:
+            command = children[word]
+            path.append(word)
+        i += 1
+    return unknown
+
+
+def robotmem_commands(document: Path) -> list[tuple[int, list[str]]]:
+    """(line, words after ``robotmem``) of every command in a shell fence or an inline code span."""
+    lines: list[tuple[int, str]] = []
+    for block in fenced_blocks(document):
+        if block.tag in RUNNABLE_TAGS:
+            joined = block.body.replace("\\\n", " ")
+            lines += [(block.line + 1 + n, line) for n, line in enumerate(joined.splitlines())]
+    prose = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), document.read_text(encoding="utf-8"),
+                   flags=re.DOTALL)
+    lines += [(n, span) for n, line in enumerate(prose.splitlines(), 1) for span in re.findall(r"`([^`\n]+)`", line)]
+    commands = []
+    for number, line in lines:
+        for match in re.finditer(r"(?<![\w/.-])robotmem((?:[ \t]+\S+)+)", line):
+            try:
+                words = shlex.split(match.group(1), comments=True)
+            except ValueError:
+                words = match.group(1).split()
+            commands.append((number, words))
+    return commands
+
+
+def test_every_robotmem_option_the_docs_name_exists():
+    parser = build_parser()
+    unknown = [f"{_doc_id(d)}:{line}: {problem}" for d in DOCUMENTS for line, words in robotmem_commands(d)
+               for problem in unknown_options(parser, words)]
+    assert unknown == []
+
+
+def test_the_option_check_reads_commands_values_and_prefixes():
+    parser = build_parser()
+    assert unknown_options(parser, shlex.split("--json recall 'a b' --near spatial.position 1 2 --filtr {}")) == [
+        "robotmem recall --filtr"]
+    assert unknown_options(parser, shlex.split("session list --limit 3 | head")) == []
+    assert unknown_options(parser, ["recall", "cup", "--n", "3"]) == ["robotmem recall --n"]
+    assert unknown_options(parser, ["bridge", "--url", "ws://h:9090", "--robot-id", "r1"]) == []
+
+
+def test_every_memory_method_the_docs_call_names_its_own_parameters():
+    wrong = []
+    for document in DOCUMENTS:
+        text = document.read_text(encoding="utf-8")
+        for match in re.finditer(r"`(?:mem\.)?(\w+)\(([^`]*)\)`", text):
+            method = getattr(Memory, match.group(1), None)
+            if not inspect.isfunction(method):
+                continue
+            parameters = set(inspect.signature(method).parameters) - {"self"}
+            named = {part.split("=", 1)[0].strip() for part in match.group(2).split(",")}
+            named = {name for name in named if re.fullmatch(r"[a-z_]\w*", name)}
+            wrong += [f"{_doc_id(document)}: {match.group(1)}({name})" for name in sorted(named - parameters)]
+    assert wrong == []

@@ -190,3 +190,16 @@ def test_robotmem_url_that_is_not_postgresql_is_a_config_error(monkeypatch: pyte
     with pytest.raises(ConfigError, match="must be a PostgreSQL URL") as info:
         Config.load()
     assert info.value.field == "url" and "SuperPW9" not in info.value.message
+
+
+def test_the_configuration_table_in_the_docs_lists_every_key():
+    # embedding_model was documented only in embeddings.md; a reader of the table never found it
+    import dataclasses
+    import re
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "data-model.md").read_text(encoding="utf-8")
+    table = doc.split("\n## Configuration\n", 1)[1]
+    listed = set(re.findall(r"`(\w+)`", "\n".join(line.split("|")[1] for line in table.splitlines()
+                                                   if line.startswith("| `"))))
+    keys = {field.name for field in dataclasses.fields(Config)} - {"home"}  # home is ROBOTMEM_HOME itself
+    assert keys - listed == set() and listed - keys == set()

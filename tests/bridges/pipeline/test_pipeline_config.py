@@ -130,3 +130,15 @@ def test_every_perception_type_robotmem_knows_is_accepted(tmp_path: Path) -> Non
         path.write_text(f'[[topics]]\ntopic = "/odom"\nconverter = "pose_trajectory"\nperception_type = "{kind}"\n')
         (rule,) = load_bridge_config(path).rules_for("/odom", "nav_msgs/msg/Odometry")
         assert rule.perception_type == kind
+
+
+@pytest.mark.parametrize("document", ["bridge.md", "replay.md"])
+def test_the_bridge_toml_examples_in_the_docs_load(document: str, tmp_path: Path) -> None:
+    import re
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / document).read_text(encoding="utf-8")
+    examples = re.findall(r"```toml\n(.*?)```", text, re.DOTALL)
+    assert examples
+    for number, example in enumerate(examples):
+        (tmp_path / f"{number}.toml").write_text(example, encoding="utf-8")
+        load_bridge_config(tmp_path / f"{number}.toml")

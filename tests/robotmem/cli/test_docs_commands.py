@@ -14,8 +14,8 @@ The convention (also on the team notice board):
 - Output or sketches go in ```text (or an untagged fence), which never runs.
 - Keep runnable commands quick (seconds): this test runs them all.
 
-Links: every ``[text](target)`` that is not a URL must name an existing file, and a
-``#fragment`` must match a heading of that file (GitHub's slug rules).
+Links: every ``[text](target)`` and ``![image](target)`` that is not a URL must name an
+existing file, and a ``#fragment`` must match a heading of that file (GitHub's slug rules).
 
 Options: every ``robotmem ...`` command in a shell fence (runnable or not) or an inline code
 span names only options its command has, and every ``Memory`` method written as
@@ -47,7 +47,7 @@ _FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)(.*)$")
 _NOT_RUNNABLE = re.compile(r"<!--\s*not runnable:(.*?)-->", re.IGNORECASE)
 _PIP_INSTALL = re.compile(r"^\s*(python3? -m )?pip3? install\b")
 _GUARD = "ROBOTMEM_RUNNING_DOCS"  # a block that starts pytest must not run these commands again
-_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 
 
 @dataclass

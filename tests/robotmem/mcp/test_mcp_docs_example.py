@@ -167,3 +167,14 @@ def test_the_http_client_script_in_mcp_md_runs_as_written(robotmem_home: Path, h
     script = http.replace("http://127.0.0.1:8765/mcp", server.url)  # port 0: the port the OS gave
     printed = run_script(script, ROBOTMEM_HOME=str(robotmem_home), ROBOTMEM_TOKEN="doc-token")
     check_printed(printed)
+
+
+async def test_each_tool_heading_in_mcp_md_names_the_servers_parameters(robotmem_home: Path, tmp_path: Path) -> None:
+    """``### recall(query, collection?, ...)``: the tool's parameters in order, ``?`` for optional."""
+    text = DOC.read_text(encoding="utf-8").split("\n## Tools\n", 1)[1]
+    headings = {m.group(1): m.group(2).split(", ") for m in re.finditer(r"^### (\w+)\((.*)\)$", text, re.MULTILINE)}
+    async with stdio_session(robotmem_home, tmp_path / "server.log", ROBOTMEM_EMBEDDINGS="off") as session:
+        tools = (await session.list_tools()).tools
+    served = {tool.name: ([name if name in tool.input_schema.get("required", []) else f"{name}?"
+                           for name in tool.input_schema.get("properties", {})]) for tool in tools}
+    assert headings == served

@@ -10,7 +10,8 @@ from .cli import add_arguments, run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bridges.rosbridge", description="robotmem bridge")
+    parser = argparse.ArgumentParser(prog="python -m bridges.rosbridge", description="robotmem bridge",
+                                     allow_abbrev=False)
     # The root options of the robotmem CLI.
     parser.add_argument("--home", type=Path, default=None, help="ROBOTMEM_HOME")
     parser.add_argument("--db", type=Path, default=None, help="SQLite file")

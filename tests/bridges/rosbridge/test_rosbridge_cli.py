@@ -44,3 +44,16 @@ def test_bridge_command_reads_bridge_toml_from_the_home_folder_without_config(
     assert main(["bridge"]) == 2  # the home config was read (and refused) before connecting
     assert "topics[0].perception_type" in capsys.readouterr().err
     assert not (robotmem_home / "memory.db").exists()
+
+
+@pytest.mark.parametrize("command", ["robotmem", "python -m bridges.rosbridge"])
+def test_a_prefix_of_a_bridge_option_is_refused_not_taken_for_the_option(
+        command: str, robotmem_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `--dry` ran as `--dry-run`, `--rec 5` as `--reconnect-max 5`: both spellings now exit 2 naming it
+    from bridges.rosbridge.__main__ import main as module_main
+
+    with pytest.raises(SystemExit) as exited:
+        # --url http: taken as --dry-run, the command ends at once on the url instead of connecting
+        words = ["--dry", "--url", "http://127.0.0.1:9"]
+        main(["bridge", *words]) if command == "robotmem" else module_main(words)
+    assert exited.value.code == 2 and "unrecognized arguments: --dry" in capsys.readouterr().err

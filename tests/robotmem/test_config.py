@@ -203,3 +203,25 @@ def test_the_configuration_table_in_the_docs_lists_every_key():
                                                    if line.startswith("| `"))))
     keys = {field.name for field in dataclasses.fields(Config)} - {"home"}  # home is ROBOTMEM_HOME itself
     assert keys - listed == set() and listed - keys == set()
+
+
+def test_the_defaults_the_docs_tables_give_are_configs_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Rows ``| `key` | default | ...`` of data-model.md's and consolidation.md's tables, for the
+    defaults that are plain numbers or words (paths are checked elsewhere)."""
+    import os
+    import re
+
+    for name in [n for n in os.environ if n.startswith("ROBOTMEM_")]:
+        monkeypatch.delenv(name)
+    config = Config.load(home=str(tmp_path))
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    checked = 0
+    for document in ("data-model.md", "consolidation.md"):
+        for key, shown in re.findall(r"^\| `(\w+)` \| `?([\w.+-]+)`? \|", (docs / document).read_text(encoding="utf-8"),
+                                     re.MULTILINE):
+            if not hasattr(config, key) or shown == "none":
+                continue
+            value = getattr(config, key)
+            assert (float(shown) == value) if isinstance(value, (int, float)) else (shown == value), (document, key)
+            checked += 1
+    assert checked >= 14

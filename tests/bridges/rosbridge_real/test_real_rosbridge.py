@@ -286,13 +286,16 @@ def test_a_topic_republished_with_another_type_is_subscribed_again_with_it(
     first.wait_ready()
     odometry = first.result()["/odom"]["count"]
     assert bridge.wait_until(lambda s: s.fed.get("/odom", 0) == odometry, 10)
-    second = real_rosbridge.publisher([{"topic": "/odom", "kind": "pose_cov", "hz": ODOM_HZ}], seconds=4.0,
+    second = real_rosbridge.publisher([{"topic": "/odom", "kind": "pose_cov", "hz": ODOM_HZ}], seconds=8.0,
                                       wait_for_subscriber=False)
     second.wait_ready()
     poses = second.result()["/odom"]["count"]
     time.sleep(0.5)
     snapshot = bridge.stop()
-    assert snapshot.fed["/odom"] - odometry >= poses - 2.0 * ODOM_HZ  # discovery every second, then ROS's set-up
+    # What is lost is what came before the new subscription: discovery runs every second, then ROS
+    # sets the subscription up, about 1.5 s in all (238 of 250 in 4 s); on a loaded machine (a whole
+    # suite beside other runs) 2 s of it were seen lost once, so 4 s is allowed of the 8 s published.
+    assert snapshot.fed["/odom"] - odometry >= poses - 4.0 * ODOM_HZ
     assert bridge.pipeline.stats.topics["/odom"].msgtype == "geometry_msgs/msg/PoseWithCovarianceStamped"
     (line,) = [line for line in bridge_in_process.lines if "/odom is now" in line]
     assert "geometry_msgs/PoseWithCovarianceStamped (was nav_msgs/Odometry)" in line

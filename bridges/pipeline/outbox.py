@@ -9,8 +9,9 @@ so losing the write would lose seconds of trajectory. Instead every store operat
   disk, the connection) stays at the head; it and everything behind
   it are tried again after a backoff (``initial_delay_s``, doubling up to ``max_delay_s``).
   Each failed attempt counts in ``stats.write_retries``.
-* Memory stays bounded: beyond ``max_pending_records`` held records the oldest pending
-  record batch is dropped, and an operation holding records (a batch, a note) still failing
+* Memory stays bounded: beyond ``max_pending_records`` held records, or ``max_pending_bytes``
+  of them (sizes.approx_bytes: a thumbnail is 9 KB, a compressed frame kept as it is can be
+  megabytes, so a count alone bounds nothing), the oldest pending record batch is dropped, and an operation holding records (a batch, a note) still failing
   after ``max_attempts`` is dropped; both count in ``stats.records_dropped`` and are logged.
   A session's start or end holds no records and is kept until it succeeds (or ``close``
   gives up): the records behind it cannot be written without it.
@@ -33,6 +34,7 @@ from typing import Any
 
 from robotmem.errors import RobotMemError, StorageError
 
+from .sizes import approx_bytes
 from .stats import PipelineStats
 
 __all__ = ["RetryPolicy", "StoreOperation", "WriteOutbox"]
@@ -51,6 +53,9 @@ class RetryPolicy:
     max_attempts: int = 30
     #: records held for retry; beyond this the oldest pending batch is dropped
     max_pending_records: int = 2000
+    #: ... and their bytes (approximate): thumbnails and chunks are KBs, but a kept compressed frame
+    #: or a large JSON perception is not; 64 MB holds minutes of a robot's records
+    max_pending_bytes: int = 64 * 2**20
     #: how long close() keeps retrying what is still pending
     close_timeout_s: float = 30.0
     clock: Callable[[], float] = field(default=time.monotonic, compare=False)
@@ -59,8 +64,8 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if not (0 < self.initial_delay_s <= self.max_delay_s):
             raise ValueError("need 0 < initial_delay_s <= max_delay_s")
-        if self.max_attempts < 1 or self.max_pending_records < 1:
-            raise ValueError("max_attempts and max_pending_records must be at least 1")
+        if self.max_attempts < 1 or self.max_pending_records < 1 or self.max_pending_bytes < 1:
+            raise ValueError("max_attempts, max_pending_records and max_pending_bytes must be at least 1")
 
 
 @dataclass
@@ -73,6 +78,13 @@ class StoreOperation:
     #: write that got part of the way removes what it wrote, so a retry writes the rest
     records: list[tuple[str, Any]] = field(default_factory=list)
     attempts: int = 0
+    #: (how many records, their bytes) when last sized: sized again only when a partial write took some
+    _sized: tuple[int, int] = field(default=(0, 0), init=False, repr=False)
+
+    def nbytes(self) -> int:
+        if self._sized[0] != len(self.records):
+            self._sized = (len(self.records), sum(approx_bytes(record) for _, record in self.records))
+        return self._sized[1]
 
 
 class WriteOutbox:
@@ -82,8 +94,10 @@ class WriteOutbox:
         self.policy = policy
         self.stats = stats
         self._ops: deque[StoreOperation] = deque()
-        #: records held, recounted by the owning thread after each change (others read it for display)
+        #: records held and their bytes, recounted by the owning thread after each change (others read
+        #: them for display)
         self.held_records = 0
+        self.held_bytes = 0
         self._delay = policy.initial_delay_s
         self._next_try = 0.0
         self._failing_since: float | None = None
@@ -94,6 +108,7 @@ class WriteOutbox:
 
     def _recount(self) -> int:
         self.held_records = sum(len(op.records) for op in self._ops)
+        self.held_bytes = sum(op.nbytes() for op in self._ops)
         return self.held_records
 
     def __len__(self) -> int:
@@ -189,9 +204,11 @@ class WriteOutbox:
 
     def _bound_memory(self) -> None:
         held = self._recount()
-        while held > self.policy.max_pending_records:
+        held_bytes = self.held_bytes
+        while held > self.policy.max_pending_records or held_bytes > self.policy.max_pending_bytes:
             oldest = next(op for op in self._ops if op.records)
-            log.error("store unavailable and %d records held: dropping the oldest batch (%s, %d records)",
-                      held, oldest.what, len(oldest.records))
+            log.error("store unavailable and %d records (%.1f MB) held: dropping the oldest batch (%s, %d records)",
+                      held, held_bytes / 2**20, oldest.what, len(oldest.records))
             held -= len(oldest.records)
+            held_bytes -= oldest.nbytes()
             self._drop(oldest)

@@ -102,6 +102,11 @@ class RecordWriter:
         """Records waiting for the store to take them again (see outbox.py)."""
         return self.outbox.pending_records if self.outbox is not None else 0
 
+    @property
+    def pending_bytes(self) -> int:
+        """Their approximate bytes (sizes.approx_bytes)."""
+        return self.outbox.held_bytes if self.outbox is not None else 0
+
     def retry_due(self) -> None:
         """Try held writes again when their backoff has passed."""
         if self.outbox is not None:

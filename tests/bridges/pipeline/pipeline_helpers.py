@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from bridges.pipeline import RosMessage
+from bridges.pipeline import BridgeConfig, FileEpisodes, Pipeline, RetryPolicy, RosMessage
 from robotmem import Memory
 
 S = 1_000_000_000
@@ -133,3 +133,37 @@ def assert_docking_episode_written_once(mem: Memory, pipeline: Any, drive: list[
     assert sum(mem.get_data(c["id"])["raw_points"] for c in chunks) == len(drive)  # every pose, once
     assert [m["content"] for m in records(mem, session) if m["type"] == "fact"] == ["The dock is behind the pillar"]
     assert summary_of(mem, session)["task"]["name"] == "dock"
+
+
+def _kept_frame(t_ns: int, size: int) -> RosMessage:
+    """A CompressedImage kept as it is (compressed_image_max_bytes): its record holds ``size`` bytes."""
+    data = {"header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": "cam"}, "format": "jpeg", "data": bytes(size)}
+    return RosMessage("/cam/compressed", "sensor_msgs/msg/CompressedImage", t_ns, data)
+
+
+FRAME_BYTES = 500_000
+FRAMES_SENT = 45
+HELD_BOUND = 12_000_000
+
+
+def feed_kept_frames_while_the_store_fails(mem: Memory) -> Pipeline:
+    """45 frames of 500 KB kept as records, one a second (a batch of ten every 10 s chunk, 5 MB),
+    into a store that refuses writes; checks the held bytes stayed under the bound."""
+    clock = ManualClock()
+    pipeline = Pipeline(mem, BridgeConfig(compressed_image_max_bytes=FRAME_BYTES), collection="test",
+                        robot_id="bot-1", episode_policy=FileEpisodes(), source="ws://robot:9090",
+                        write_retry=RetryPolicy(clock=clock, sleep=clock.advance, max_pending_bytes=HELD_BOUND))
+    for i in range(FRAMES_SENT):
+        pipeline.feed(_kept_frame(T0 + i * S, FRAME_BYTES))
+        clock.advance(1.0)
+    assert pipeline.stats.records_dropped > 0
+    assert FRAME_BYTES * pipeline.writer.pending_records <= pipeline.writer.pending_bytes <= HELD_BOUND
+    assert pipeline.stats.topics["/cam/compressed"].store_dropped == pipeline.stats.records_dropped
+    return pipeline
+
+
+def assert_kept_frames_stored_or_counted(mem: Memory, pipeline: Pipeline) -> None:
+    (session,) = pipeline.stats.session_ids
+    stored = by_topic(mem, session, "/cam/compressed")
+    assert len(stored) + pipeline.stats.records_dropped == FRAMES_SENT
+    assert all(mem.get_data(r["id"])["bytes"] == FRAME_BYTES for r in stored)

@@ -12,8 +12,10 @@ from pipeline_helpers import (
     ManualClock,
     S,
     assert_docking_episode_written_once,
+    assert_kept_frames_stored_or_counted,
     by_topic,
     feed_docking_episode,
+    feed_kept_frames_while_the_store_fails,
     records,
     straight_drive,
 )
@@ -217,3 +219,11 @@ def test_a_store_error_that_is_not_transient_drops_that_operation_only_and_the_n
     outbox.submit(StoreOperation("writing 1 record", lambda: ran.append("held"), [("/odom", 5)]))
     assert ran == ["next"] and len(outbox) == 2 and outbox.pending_records == 2
     assert (stats.records_dropped, stats.write_retries) == (2, 1)
+
+
+def test_held_records_stay_bounded_in_bytes_by_dropping_the_oldest(busy_mem: Memory, lock: WriteLock) -> None:
+    # 2,000 records were the only bound: 2,000 kept frames of 500 KB are 1 GB held for a locked store.
+    pipeline = feed_kept_frames_while_the_store_fails(busy_mem)
+    lock.release()
+    pipeline.close()
+    assert_kept_frames_stored_or_counted(busy_mem, pipeline)

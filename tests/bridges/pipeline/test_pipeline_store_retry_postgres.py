@@ -10,7 +10,9 @@ from pipeline_helpers import (
     ManualClock,
     S,
     assert_docking_episode_written_once,
+    assert_kept_frames_stored_or_counted,
     feed_docking_episode,
+    feed_kept_frames_while_the_store_fails,
     joints,
     straight_drive,
 )
@@ -43,6 +45,21 @@ def test_records_written_while_the_server_is_down_are_held_and_written_once_it_i
             pipeline.tick(T0 + 28 * S)
             assert_docking_episode_written_once(mem, pipeline, drive)
             pipeline.close()
+        finally:
+            back.cleanup()
+
+
+def test_records_held_while_the_server_is_down_stay_bounded_in_bytes(own_server: tuple[Any, Any]) -> None:
+    import pgserver
+
+    server, pgdata = own_server
+    with Memory(url=server.get_uri(), embedder=None) as mem:
+        server.cleanup()
+        pipeline = feed_kept_frames_while_the_store_fails(mem)
+        back = pgserver.get_server(pgdata, cleanup_mode="stop")
+        try:
+            pipeline.close()
+            assert_kept_frames_stored_or_counted(mem, pipeline)
         finally:
             back.cleanup()
 

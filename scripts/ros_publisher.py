@@ -6,7 +6,8 @@ SPEC is JSON: {"streams": [{"topic", "kind", "hz"}], "seconds", "wait_for_subscr
 "sim_time": {"start": S, "resets": [s, ...]} stamps with simulated time instead of the wall clock: it
 starts at S and goes back to 0 at each reset (seconds after the start), as Gazebo's "reset world" does;
 the odometry goes back to x = 0 with it. Each stream's line then has "segments": its count per time base.
-kinds: odom (along +x at 1 m/s, frame odom), joints (6 joints, sine), image (8x8 mono8),
+kinds: odom (along +x at 1 m/s, frame odom), joints (6 joints, sine), image (8x8 mono8), big_image
+(mono8, 2048 px wide, the stream's "bytes" of pixels, default 4 MB: a camera's frame in size),
 pose_cov (PoseWithCovarianceStamped in map), learn (one std_msgs/String), blip (a type no
 server knows). Prints one JSON line per stream when done: topic, count, first and last stamp.
 """
@@ -50,11 +51,15 @@ class Blip(genpy.Message):
         return self
 
 
-TYPES = {"odom": Odometry, "joints": JointState, "image": Image, "pose_cov": PoseWithCovarianceStamped,
+TYPES = {"odom": Odometry, "joints": JointState, "image": Image, "big_image": Image, "pose_cov": PoseWithCovarianceStamped,
          "learn": String, "blip": Blip}
 
 
-def make(kind, n, hz, stamp, text):
+#: big_image pixels, made once per size (making 4 MB per frame would limit the rate)
+_PIXELS = {}
+
+
+def make(kind, n, hz, stamp, text, size=4 << 20):
     t = n / hz
     if kind == "odom":
         msg = Odometry()
@@ -77,6 +82,15 @@ def make(kind, n, hz, stamp, text):
         msg.header.stamp, msg.header.frame_id = stamp, "camera"
         msg.height, msg.width, msg.encoding, msg.step = 8, 8, "mono8", 8
         msg.data = bytes((n + i) % 256 for i in range(64))
+    elif kind == "big_image":
+        width = 2048
+        height = max(1, size // width)
+        if size not in _PIXELS:
+            _PIXELS[size] = bytes(range(256)) * (width * height // 256) + bytes(width * height % 256)
+        msg = Image()
+        msg.header.stamp, msg.header.frame_id = stamp, "camera"
+        msg.height, msg.width, msg.encoding, msg.step = height, width, "mono8", width
+        msg.data = _PIXELS[size]
     elif kind == "blip":
         msg = Blip(data=f"blip {n}")
     else:
@@ -116,7 +130,7 @@ def main():
             if now >= s["next"]:
                 stamp = rospy.Time.from_sec(sim_start + now - sim_zero) if sim else rospy.Time.now()
                 n = s["count"] - s["n0"]  # odometry starts from x = 0 again after a reset
-                s["pub"].publish(make(s["kind"], n, s["hz"], stamp, spec.get("text")))
+                s["pub"].publish(make(s["kind"], n, s["hz"], stamp, spec.get("text"), s.get("bytes", 4 << 20)))
                 s["count"] += 1
                 s["segments"][-1] += 1
                 s["first"] = s["first"] if s["first"] is not None else stamp.to_sec()

@@ -25,6 +25,7 @@ from bridges.pipeline.config import BridgeConfig
 from bridges.pipeline.episodes import EpisodePolicy, TopicEpisodes
 from bridges.pipeline.outbox import RetryPolicy
 from bridges.pipeline.pipeline import Pipeline
+from bridges.pipeline.sizes import approx_bytes
 
 from .connection import RosbridgeConnection, describe_failure, same_type
 from .discovery import plan_subscriptions
@@ -53,6 +54,9 @@ class BridgeOptions:
     robot_id: str | None = None
     #: messages held between roslibpy and the writer; beyond this they are dropped (counted)
     queue_capacity: int = 20_000
+    #: ... and their bytes (bridges/pipeline/sizes.py), the bound that matters for camera frames and
+    #: point clouds: 256 MB is ~48 frames of 4 MB, and leaves a 4 GB board room for the robot's own stack
+    queue_max_bytes: int = 256 * 2**20
     batch_size: int = 500
     status_interval_s: float = 5.0
     #: how often rosapi is asked for new topics (also after every reconnect); without rosapi, every 10 s
@@ -95,8 +99,9 @@ class RosBridge:
         self.connection = RosbridgeConnection(options.url, reconnect_initial_s=options.reconnect_initial_s,
                                               reconnect_max_s=options.reconnect_max_s,
                                               rosapi_timeout_s=options.rosapi_timeout_s)
-        self.inbox = BoundedInbox(options.queue_capacity)
+        self.inbox = BoundedInbox(options.queue_capacity, options.queue_max_bytes)
         policy = episode_policy or default_episode_policy(config)
+        self._marker_topic = policy.marker_topic
         self.pipeline = Pipeline(memory, config, collection=options.collection, robot_id=options.robot_id,
                                  episode_policy=policy, source=options.url, dry_run=options.dry_run,
                                  write_retry=options.write_retry)
@@ -198,12 +203,14 @@ class RosBridge:
             late={topic: t.late for topic, t in list(stats.topics.items()) if t.late},
             outside_episode={topic: t.outside_episode for topic, t in list(stats.topics.items()) if t.outside_episode},
             server_status=conn.server_status, feed_errors=counters.feed_errors, queue=len(self.inbox),
-            queue_peak=self.inbox.peak, queue_capacity=self.inbox.capacity, lag_s=counters.lag_s,
+            queue_peak=self.inbox.peak, queue_capacity=self.inbox.capacity, queue_bytes=self.inbox.held_bytes,
+            queue_peak_bytes=self.inbox.peak_bytes, queue_max_bytes=self.inbox.max_bytes or 0, lag_s=counters.lag_s,
             max_lag_s=counters.max_lag_s, worst_lag_s=counters.worst_lag_s,
             records_written=stats.records_written, facts_learned=stats.facts_learned,
             episodes_started=stats.episodes_started, episodes_ended=stats.episodes_ended,
             episodes_attached=stats.episodes_attached, write_retries=stats.write_retries,
-            held_records=self.pipeline.writer.pending_records, store_dropped=stats.records_dropped,
+            held_records=self.pipeline.writer.pending_records, held_bytes=self.pipeline.writer.pending_bytes,
+            store_dropped=stats.records_dropped,
             last_write_s=stats.last_write_s, max_write_s=stats.max_write_s, recall_answered=self.recall.answered,
             recall_dropped=self.recall.dropped, subscribed=self.connection.subscribed_topics(),
             failed_attempts=self.connection.failed_attempts, gaps=stats.gaps, clock_resets=counters.time_resets)
@@ -215,9 +222,12 @@ class RosBridge:
     # ------------------------------------------------------------------ subscriptions
 
     def _on_message_for(self, topic: str, wire_type: str) -> Callable[[Any], None]:
+        marker = topic == self._marker_topic
+
         def on_message(msg: Any) -> None:
-            # roslibpy's thread: stamp and hand over, nothing else.
-            self.inbox.put(Received(topic, wire_type, msg, time.time_ns(), time.monotonic_ns()))
+            # roslibpy's thread: stamp, size (cheap: sizes.py) and hand over, nothing else.
+            self.inbox.put(Received(topic, wire_type, msg, time.time_ns(), time.monotonic_ns(), approx_bytes(msg)),
+                           always=marker)
             with self._progress:
                 self._progress.notify_all()
         return on_message
@@ -336,7 +346,8 @@ class RosBridge:
 
     def _inject(self, topic: str, msg: dict[str, Any]) -> None:
         """A bridge-made message (episode marker), queued like one from the robot."""
-        self.inbox.put(Received(topic, STRING_TYPE, msg, time.time_ns(), time.monotonic_ns()))
+        self.inbox.put(Received(topic, STRING_TYPE, msg, time.time_ns(), time.monotonic_ns(), approx_bytes(msg)),
+                       always=True)
 
     def _discover_safely(self) -> None:
         try:

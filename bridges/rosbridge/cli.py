@@ -55,6 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between status lines (default %(default)s)")
     parser.add_argument("--queue-size", type=int, default=20_000,
                         help="messages buffered before drops are counted (default %(default)s)")
+    parser.add_argument("--queue-mb", type=float, default=256.0, metavar="MB",
+                        help="megabytes of messages buffered before drops are counted (default %(default)g; "
+                             "the bound that matters for camera frames and point clouds)")
+    parser.add_argument("--held-mb", type=float, default=64.0, metavar="MB",
+                        help="megabytes of records held for a busy or unreachable store before the oldest "
+                             "are given up (counted; default %(default)g)")
     parser.add_argument("--reconnect-max", type=float, default=2.0, metavar="SECONDS",
                         help="longest wait between reconnect attempts (default %(default)s; the first comes "
                              "within 0.3 s of losing the server)")
@@ -102,19 +108,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace) -> BridgeOptions:
+    from bridges.pipeline.outbox import RetryPolicy
+
     from .bridge import BridgeOptions
     from .connection import validate_url
 
     validate_url(args.url)
     if args.queue_size < 1:
         raise ConfigError("--queue-size must be at least 1", field="queue_size")
+    for name in ("queue_mb", "held_mb"):
+        if not 1 <= getattr(args, name) * 2**20 < float("inf"):
+            raise ConfigError(f"--{name.replace('_', '-')} must be a number of megabytes, at least 1 byte",
+                              field=name)
     if not args.status_interval > 0:
         raise ConfigError("--status-interval must be positive", field="status_interval")
     if not args.reconnect_max > 0:
         raise ConfigError("--reconnect-max must be positive", field="reconnect_max")
     collection = getattr(args, "collection", None) or Config.load(home=getattr(args, "home", None)).collection
     return BridgeOptions(url=args.url, collection=collection, robot_id=args.robot_id,
-                         queue_capacity=args.queue_size, status_interval_s=args.status_interval,
+                         queue_capacity=args.queue_size, queue_max_bytes=int(args.queue_mb * 2**20),
+                         write_retry=RetryPolicy(max_pending_bytes=int(args.held_mb * 2**20)),
+                         status_interval_s=args.status_interval,
                          reconnect_max_s=args.reconnect_max, recall=not args.no_recall, dry_run=args.dry_run)
 
 

@@ -35,6 +35,10 @@ class BridgeSnapshot:
     queue: int = 0
     queue_peak: int = 0
     queue_capacity: int = 0
+    #: bytes the inbox holds (queued and being fed; approximate, bridges/pipeline/sizes.py), its peak and bound
+    queue_bytes: int = 0
+    queue_peak_bytes: int = 0
+    queue_max_bytes: int = 0
     #: receive -> fed (seconds): latest, worst since the last status line, worst of the run
     lag_s: float = 0.0
     max_lag_s: float = 0.0
@@ -48,6 +52,7 @@ class BridgeSnapshot:
     #: the store refused writes (busy, failing): retries, records held for retry, records given up
     write_retries: int = 0
     held_records: int = 0
+    held_bytes: int = 0
     store_dropped: int = 0
     last_write_s: float = 0.0
     max_write_s: float = 0.0
@@ -83,10 +88,20 @@ def format_status(prev: BridgeSnapshot | None, cur: BridgeSnapshot, interval_s: 
         f"bridge {state} | {', '.join(rates) or 'no messages yet'} | "
         f"drops {cur.total('dropped')} malformed {cur.total('malformed') + cur.bad_frames}"
         f"{_rejected(cur)} | "
-        f"queue {cur.queue}/{cur.queue_capacity} lag {cur.max_lag_s * 1000:.0f} ms | "
+        f"queue {cur.queue}/{cur.queue_capacity}{_queue_mb(cur.queue_bytes, cur.queue_max_bytes)} "
+        f"lag {cur.max_lag_s * 1000:.0f} ms | "
         f"records {cur.records_written} episodes {cur.episodes_started} | write {cur.last_write_s * 1000:.0f} ms"
         + _store_trouble(cur)
     )
+
+
+def _mb(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.0f}"
+
+
+def _queue_mb(held: int, bound: int) -> str:
+    """The inbox's bytes against its bound: which of the two bounds refused a drop shows here."""
+    return f" {_mb(held)}/{_mb(bound)} MB" if bound else ""
 
 
 def _rejected(snap: BridgeSnapshot) -> str:
@@ -100,7 +115,8 @@ def _store_trouble(snap: BridgeSnapshot) -> str:
     """Only when the store has refused writes: retries, records held, records given up."""
     if not (snap.write_retries or snap.held_records or snap.store_dropped):
         return ""
-    return f" | store retries {snap.write_retries} held {snap.held_records} dropped {snap.store_dropped}"
+    return (f" | store retries {snap.write_retries} held {snap.held_records} ({_mb(snap.held_bytes)} MB) "
+            f"dropped {snap.store_dropped}")
 
 
 def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
@@ -115,7 +131,7 @@ def format_summary(snap: BridgeSnapshot, elapsed_s: float) -> str:
          f"episodes {snap.episodes_started} started ({snap.episodes_attached} in control sessions) / "
          f"{snap.episodes_ended} ended"),
         (f"  connects {snap.connects}, disconnects {snap.disconnects}, peak queue {snap.queue_peak}/"
-         f"{snap.queue_capacity}, worst lag {snap.worst_lag_s * 1000:.0f} ms, "
+         f"{snap.queue_capacity}{_queue_mb(snap.queue_peak_bytes, snap.queue_max_bytes)}, worst lag {snap.worst_lag_s * 1000:.0f} ms, "
          f"worst write {snap.max_write_s * 1000:.0f} ms, "
          f"recall answered {snap.recall_answered}"),
         (f"  store write retries {snap.write_retries}, records held {snap.held_records}, "

@@ -141,8 +141,11 @@ class IngestWriter:
             while not (self._stop.is_set() and len(self.inbox) == 0):
                 batch = self.inbox.take(self.batch_size, timeout=self.tick_interval_s)
                 self._record_outages()  # noted before any message of the new connection arrived
-                for item in batch:
-                    self._feed(item)
+                # Popped, not iterated: a message fed is let go at once, not when the batch ends
+                # (a store write stalling mid-batch would otherwise keep every frame of it).
+                batch.reverse()
+                while batch:
+                    self._feed(batch.pop())
                 self._tick()
                 with self.progress:
                     self.progress.notify_all()
@@ -200,6 +203,13 @@ class IngestWriter:
             return None
 
     def _feed_converted(self, item: Received, msg: RosMessage | None) -> None:
+        """Every message taken ends here once (fed, held ones when released, malformed ones as None)."""
+        try:
+            self._feed_one(item, msg)
+        finally:
+            self.inbox.done(item)
+
+    def _feed_one(self, item: Received, msg: RosMessage | None) -> None:
         if msg is None:
             return
         try:

@@ -37,6 +37,25 @@ def test_bridge_command_with_a_zero_queue_exits_2_naming_the_option(
     assert "--queue-size" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option", ["--queue-mb", "--held-mb"])
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_bridge_command_with_a_byte_bound_that_is_not_a_size_exits_2_naming_the_option(
+        robotmem_home: Path, capsys: pytest.CaptureFixture[str], option: str, value: str) -> None:
+    assert main(["--json", "bridge", option, value]) == 2
+    captured = capsys.readouterr()
+    assert option in captured.err and f'"field": "{option[2:].replace("-", "_")}"' in captured.out
+
+
+def test_bridge_command_passes_its_byte_bounds_to_the_inbox_and_the_outbox() -> None:
+    from bridges.rosbridge.cli import _options
+
+    args = build_parser().parse_args(["--collection", "lab", "bridge", "--queue-mb", "48", "--held-mb", "8"])
+    options = _options(args)
+    assert options.queue_max_bytes == 48 * 2**20 and options.write_retry.max_pending_bytes == 8 * 2**20
+    defaults = _options(build_parser().parse_args(["--collection", "lab", "bridge"]))
+    assert defaults.queue_max_bytes == 256 * 2**20 and defaults.write_retry.max_pending_bytes == 64 * 2**20
+
+
 def test_bridge_command_reads_bridge_toml_from_the_home_folder_without_config(
         robotmem_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (robotmem_home / "bridge.toml").write_text(

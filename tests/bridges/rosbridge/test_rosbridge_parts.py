@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from bridges.pipeline.config import BridgeConfig, TopicRule
 from bridges.pipeline.messages import RosMessage
 from bridges.pipeline.pipeline import Pipeline
+from bridges.pipeline.sizes import approx_bytes
 from bridges.pipeline.stamps import StampCheck
 from bridges.rosbridge.convert import MalformedMessage, MessageClock, to_ros_message
 from bridges.rosbridge.discovery import plan_subscriptions, wire_type
@@ -148,6 +151,52 @@ def test_closed_inbox_counts_late_messages_as_dropped_but_keeps_what_it_holds() 
     assert len(inbox.take(10, timeout=0)) == 1 and inbox.dropped() == {"/a": 1}
 
 
+def _frame(t_s: float) -> Received:
+    """A 512x512 mono8 camera frame as roslibpy hands it over (parsed JSON, base64 pixels), sized."""
+    raw = m.image(t_s, 512, 512, encoding="mono8")
+    return Received("/cam", "sensor_msgs/Image", raw, int(t_s * 1e9), time.monotonic_ns(), approx_bytes(raw))
+
+
+def test_a_messages_estimated_size_is_what_parsing_its_json_allocated() -> None:
+    frame = json.dumps(m.image(1.0, 512, 512, encoding="mono8"))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        raw = json.loads(frame)
+        allocated = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert approx_bytes(raw) == pytest.approx(allocated, rel=0.02)
+
+
+def test_inbox_refuses_and_counts_beyond_its_bytes_until_the_writer_is_done_with_what_it_took() -> None:
+    # Only a count bounded the inbox: 20,000 camera frames of 4 MB are 100 GB.
+    one = _frame(1.0).nbytes
+    inbox = BoundedInbox(100, max_bytes=3 * one + one // 2)
+    assert [inbox.put(_frame(t)) for t in (1.0, 2.0, 3.0, 4.0)] == [True, True, True, False]
+    assert inbox.dropped() == {"/cam": 1} and inbox.held_bytes == 3 * one
+    taken = inbox.take(10, timeout=0)
+    assert not inbox.put(_frame(5.0))  # taken but not done: still in memory, still counted
+    inbox.done(taken[0])
+    assert inbox.put(_frame(6.0)) and inbox.peak_bytes == 3 * one
+    # an episode marker is never refused for the bounds: losing it would merge two episodes
+    assert inbox.put(received("/robotmem/episode", "std_msgs/String", {"data": "end"}), always=True)
+    assert inbox.dropped() == {"/cam": 2} and inbox.accepted() == {"/cam": 4, "/robotmem/episode": 1}
+
+
+def test_the_writer_lets_go_of_every_message_it_took() -> None:
+    inbox = BoundedInbox(100, max_bytes=10**9)
+    for t in (1.0, 2.0, 3.0):
+        inbox.put(_frame(t))
+    bad = {"data": "not base64!" * 1000}
+    inbox.put(Received("/cam", "sensor_msgs/Image", bad, 4 * 10**9, time.monotonic_ns(), approx_bytes(bad)))
+    writer = IngestWriter(inbox, _TickRecorder(), batch_size=2, tick_interval_s=0.05)
+    writer.start()
+    writer.stop(timeout=10)
+    assert writer.counters.fed["/cam"] == 3 and writer.counters.malformed["/cam"] == 1  # the bad one too:
+    assert inbox.held_bytes == 0
+
+
 # ---------------------------------------------------------------- writer
 
 
@@ -206,6 +255,11 @@ def test_status_line_shows_per_topic_rates_drops_malformed_queue_and_lag() -> No
     assert "bridge connected" in line
     assert "/joint_states 1000.0/s" in line and "/odom 50.0/s" in line
     assert "drops 7 malformed 3" in line and "queue 12/20000 lag 34 ms" in line
+    # the inbox's bytes against their bound: which bound refused the drops
+    now.queue_bytes, now.queue_max_bytes, now.write_retries, now.held_records, now.held_bytes = \
+        251 << 20, 256 << 20, 3, 40, 5 << 20
+    line = format_status(before, now, 5.0)
+    assert "queue 12/20000 251/256 MB lag 34 ms" in line and "store retries 3 held 40 (5 MB) dropped 0" in line
 
 
 def test_status_line_says_when_the_bridge_is_reconnecting() -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
 from bridges.pipeline import BridgeConfig
@@ -24,6 +25,7 @@ from bridges.pipeline.config import parse_bridge_config
 from bridges.rosbridge.bridge import BridgeOptions, RosBridge
 from bridges.rosbridge.testing.real_server import RealRosbridge
 from robotmem import Memory
+from robotmem.config import Config
 
 ODOM_HZ = 50
 
@@ -312,3 +314,60 @@ def test_a_topic_republished_with_a_type_no_rule_takes_is_named(
     bridge.stop()
     warnings = [line for line in bridge_in_process.lines if "WARNING /odom is now listed as" in line]
     assert len(warnings) == 1 and "robotmem_test/Blip, subscribed as nav_msgs/Odometry" in warnings[0]
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as status:
+        return int(status.read().split("VmRSS:")[1].split()[0]) / 1024
+
+
+def _peak_rss_mb_over(seconds: float) -> float:
+    peak, deadline = _rss_mb(), time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        peak = max(peak, _rss_mb())
+    return peak
+
+
+def test_camera_frames_while_the_store_stalls_hold_at_most_the_inbox_bytes_and_each_is_stored_or_counted(
+        real_rosbridge: RealRosbridge, robotmem_home: Path) -> None:
+    # The inbox was bounded by count only (20,000): 2 MB frames at 5 Hz (2.8 MB of base64 each) grew the
+    # bridge by 14 MB a second for as long as another writer held SQLite's lock, towards 56 GB.
+    bound_mb, stall_s = 16, 10.0
+    config = parse_bridge_config({"chunk_seconds": 1.0,
+                                  "topics": [{"topic": "/camera/image_raw", "msgtype": "sensor_msgs/msg/Image",
+                                              "converter": "image"}]})
+    with Memory(robotmem_home / "stall.db", collection="robot", embedder=None,
+                config=Config.load(busy_timeout_ms=120_000)) as memory:
+        bridge = RosBridge(memory, config, BridgeOptions(url=real_rosbridge.url, collection="robot", recall=False,
+                                                         status_interval_s=60.0, queue_max_bytes=bound_mb << 20))
+        bridge.start()
+        try:
+            assert bridge.wait_until(lambda s: "/camera/image_raw" in s.subscribed, 30)
+            publisher = real_rosbridge.publisher(
+                [{"topic": "/camera/image_raw", "kind": "big_image", "hz": 5, "bytes": 2 << 20}], seconds=stall_s + 10)
+            publisher.wait_ready()
+            assert bridge.wait_until(lambda s: s.records_written > 0, 30)  # the store took frames before the stall
+            before_mb = _rss_mb()
+            lock = apsw.Connection(str(memory.path))  # another writer, as a second process would hold it
+            lock.execute("BEGIN IMMEDIATE")
+            try:
+                peak_mb = _peak_rss_mb_over(stall_s)
+                stalled = bridge.snapshot()
+            finally:
+                lock.execute("COMMIT")
+                lock.close()
+            back_ns = time.time_ns()
+            sent = publisher.result()["/camera/image_raw"]["count"]
+            assert bridge.wait_until(lambda s: s.queue == 0 and s.held_records == 0, 60)
+        finally:
+            snapshot = bridge.stop()
+        frames = _topic(_records(memory), "/camera/image_raw")
+    topic = "/camera/image_raw"
+    # its own accounting kept to the bound, and the process's memory (from /proc) agrees
+    assert peak_mb - before_mb < bound_mb + 40, (before_mb, peak_mb)
+    assert stalled.dropped.get(topic, 0) > 0 and stalled.queue_peak_bytes <= bound_mb << 20
+    # every frame the node published is stored or counted as dropped, and frames flow again after the stall
+    assert len(frames) == snapshot.fed[topic] == snapshot.received[topic]
+    assert len(frames) + snapshot.dropped[topic] == sent
+    assert any(f["occurred_at"] > back_ns / 1e9 for f in frames)

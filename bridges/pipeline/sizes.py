@@ -3,7 +3,7 @@
 Why an estimate and not ``sys.getsizeof`` of everything or a re-serialisation: the live
 bridge sizes each message on roslibpy's thread, which must never fall behind the websocket.
 What makes a message big is a few long fields: an image's or point cloud's base64 ``data``
-string (4 MB of pixels is a 5.3 MB str), a scan's ``ranges`` list, a record's thumbnail
+string (4 MiB of pixels is a 5.6 MB str), a scan's ``ranges`` list, a record's thumbnail
 bytes. Those are measured exactly (a str's or bytes' length; a list of numbers as its length
 times a float's cost, without visiting the numbers); only containers are walked, so the cost
 is proportional to the number of dicts and lists, far below the JSON parse that built them.

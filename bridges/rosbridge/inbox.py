@@ -6,7 +6,7 @@ and one writer thread drains it. The inbox never grows past ``capacity`` message
 ``max_bytes`` (each message's :func:`~bridges.pipeline.sizes.approx_bytes`): when the
 writer falls behind, new messages are refused and counted per topic, so memory stays
 flat and the loss is visible in the status line instead of silent. A count alone did not
-bound memory: 20,000 camera frames of 4 MB (5.3 MB of base64 each) are 100 GB.
+bound memory: 20,000 camera frames of 4 MiB (5.6 MB of base64 each) are 112 GB.
 
 The bytes of a message stay counted after the writer took it, until it says it is
 :meth:`~BoundedInbox.done` with it: a writer stuck in a slow store write holds its whole

@@ -170,7 +170,7 @@ def test_a_messages_estimated_size_is_what_parsing_its_json_allocated() -> None:
 
 
 def test_inbox_refuses_and_counts_beyond_its_bytes_until_the_writer_is_done_with_what_it_took() -> None:
-    # Only a count bounded the inbox: 20,000 camera frames of 4 MB are 100 GB.
+    # Only a count bounded the inbox: 20,000 camera frames of 4 MiB are 112 GB.
     one = _frame(1.0).nbytes
     inbox = BoundedInbox(100, max_bytes=3 * one + one // 2)
     assert [inbox.put(_frame(t)) for t in (1.0, 2.0, 3.0, 4.0)] == [True, True, True, False]
@@ -182,6 +182,20 @@ def test_inbox_refuses_and_counts_beyond_its_bytes_until_the_writer_is_done_with
     # an episode marker is never refused for the bounds: losing it would merge two episodes
     assert inbox.put(received("/robotmem/episode", "std_msgs/String", {"data": "end"}), always=True)
     assert inbox.dropped() == {"/cam": 2} and inbox.accepted() == {"/cam": 4, "/robotmem/episode": 1}
+
+
+def test_a_full_inbox_still_takes_the_robots_episode_markers_and_counts_the_frames_it_refused() -> None:
+    from bridges.rosbridge.bridge import BridgeOptions, RosBridge
+
+    bridge = RosBridge(None, BridgeConfig(), BridgeOptions(queue_max_bytes=_frame(1.0).nbytes, dry_run=True))
+    camera = bridge._on_message_for("/cam", "sensor_msgs/Image")
+    markers = bridge._on_message_for("/robotmem/episode", "std_msgs/String")
+    for t in (1.0, 2.0):
+        camera(m.image(t, 512, 512, encoding="mono8"))
+    markers({"data": "end"})
+    snapshot = bridge.snapshot()
+    assert snapshot.received == {"/cam": 1, "/robotmem/episode": 1} and snapshot.dropped == {"/cam": 1}
+    assert snapshot.queue_bytes == snapshot.queue_peak_bytes > _frame(1.0).nbytes
 
 
 def test_the_writer_lets_go_of_every_message_it_took() -> None:

@@ -117,8 +117,10 @@ class WriteOutbox:
     def submit(self, operation: StoreOperation) -> None:
         """Queue an operation and run what is due (at once, unless a retry is waiting)."""
         self._ops.append(operation)
-        self._bound_memory()
+        # Tried before it is bounded: the bound is for what waits on a failing store, and a healthy
+        # store must get a batch larger than it (a chunk of kept frames) rather than see it dropped.
         self.pump()
+        self._bound_memory()
         self._recount()
 
     def pump(self, *, force: bool = False) -> None:

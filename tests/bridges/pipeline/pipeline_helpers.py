@@ -135,7 +135,7 @@ def assert_docking_episode_written_once(mem: Memory, pipeline: Any, drive: list[
     assert summary_of(mem, session)["task"]["name"] == "dock"
 
 
-def _kept_frame(t_ns: int, size: int) -> RosMessage:
+def kept_frame(t_ns: int, size: int) -> RosMessage:
     """A CompressedImage kept as it is (compressed_image_max_bytes): its record holds ``size`` bytes."""
     data = {"header": {"stamp": {"sec": 0, "nanosec": 0}, "frame_id": "cam"}, "format": "jpeg", "data": bytes(size)}
     return RosMessage("/cam/compressed", "sensor_msgs/msg/CompressedImage", t_ns, data)
@@ -154,7 +154,7 @@ def feed_kept_frames_while_the_store_fails(mem: Memory) -> Pipeline:
                         robot_id="bot-1", episode_policy=FileEpisodes(), source="ws://robot:9090",
                         write_retry=RetryPolicy(clock=clock, sleep=clock.advance, max_pending_bytes=HELD_BOUND))
     for i in range(FRAMES_SENT):
-        pipeline.feed(_kept_frame(T0 + i * S, FRAME_BYTES))
+        pipeline.feed(kept_frame(T0 + i * S, FRAME_BYTES))
         clock.advance(1.0)
     assert pipeline.stats.records_dropped > 0
     assert FRAME_BYTES * pipeline.writer.pending_records <= pipeline.writer.pending_bytes <= HELD_BOUND

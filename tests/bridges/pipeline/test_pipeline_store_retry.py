@@ -16,6 +16,7 @@ from pipeline_helpers import (
     by_topic,
     feed_docking_episode,
     feed_kept_frames_while_the_store_fails,
+    kept_frame,
     records,
     straight_drive,
 )
@@ -227,3 +228,17 @@ def test_held_records_stay_bounded_in_bytes_by_dropping_the_oldest(busy_mem: Mem
     lock.release()
     pipeline.close()
     assert_kept_frames_stored_or_counted(busy_mem, pipeline)
+
+
+def test_a_batch_larger_than_the_byte_bound_is_written_when_the_store_takes_it(busy_mem: Memory) -> None:
+    # The bound is for what waits on a failing store: a batch was checked against it before its
+    # first try, so a healthy store never saw a chunk of frames over the bound.
+    clock = ManualClock()
+    pipeline = Pipeline(busy_mem, BridgeConfig(compressed_image_max_bytes=500_000), collection="test",
+                        robot_id="bot-1", episode_policy=FileEpisodes(), source="ws://robot:9090",
+                        write_retry=RetryPolicy(clock=clock, sleep=clock.advance, max_pending_bytes=1_000_000))
+    for i in range(25):  # batches of ten 500 KB frames: 5 MB each
+        pipeline.feed(kept_frame(T0 + i * S, 500_000))
+    pipeline.close()
+    (session,) = pipeline.stats.session_ids
+    assert pipeline.stats.records_dropped == 0 and len(by_topic(busy_mem, session, "/cam/compressed")) == 25

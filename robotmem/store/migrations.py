@@ -1,6 +1,7 @@
 """Numbered, append-only schema migrations tracked in ``PRAGMA user_version``.
 
-Never edit a migration that has shipped: append a new one. Full-text search is kept
+Never change what a shipped migration does: append a new one. How it runs may change (migrations
+5, 8 and 19 now run in pages, robotmem.store.paging), never the store it leaves. Full-text search is kept
 in sync with ``memories`` by triggers, so every write path (including raw SQL
 repairs) updates the index.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Final, Union
+from typing import Any, Final, Union
 
 import apsw
 
@@ -18,11 +19,13 @@ from .connection import scalar
 from .rehash import refreshed_hashes
 from .counts import COUNTS_SCHEMA, PAYLOAD_COUNTS_SCHEMA
 from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG, UNMARKED_INSERT_TRIGGERS
+from . import paging
+from .paging import Paged, Progress, after_page
 from .leaves import DEFER_LEAVES, EPOCH_LEAVES, LEAVES_SCHEMA
 from .points import move_exact_columns_out, reindex_all_points, reindex_changed_points, split_points_by_epoch
 from .tokens import FTS_TOKENIZE, index_tokens, memory_search_text
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "migrate_step"]
 
 _V1 = f"""
 CREATE TABLE sessions (
@@ -138,7 +141,7 @@ CREATE VIRTUAL TABLE spatial_points USING rtree(
 );
 """
 
-Step = Union[str, Callable[[apsw.Connection], None]]
+Step = Union[str, Callable[[apsw.Connection], None], Paged]
 
 
 def _v3(conn: apsw.Connection) -> None:
@@ -161,14 +164,21 @@ CREATE TRIGGER memories_au_fts AFTER UPDATE OF search_text, status ON memories
 END;
 """
 
-def _v5(conn: apsw.Connection) -> None:
+
+def _page_of_rows(conn: apsw.Connection, columns: str, after: int) -> list[tuple[Any, ...]]:
+    return [tuple(r) for r in conn.execute(
+        f"SELECT id, {columns} FROM memories WHERE id > ? ORDER BY id LIMIT ?", (after, paging.PAGE_ROWS))]
+
+
+def _v5(conn: apsw.Connection, after: int) -> int | None:
     """Records may opt out of embedding (``embed``), and plain decimals stay one token."""
-    conn.execute("ALTER TABLE memories ADD COLUMN embed INTEGER NOT NULL DEFAULT 1")
-    rows = conn.execute("SELECT id, content FROM memories").fetchall()
-    conn.executemany(
-        "UPDATE memories SET search_text = ? WHERE id = ?",
-        [(index_tokens(str(content)), memory_id) for memory_id, content in rows],
-    )
+    if not any(row[1] == "embed" for row in conn.execute("PRAGMA table_info(memories)")):
+        conn.execute("ALTER TABLE memories ADD COLUMN embed INTEGER NOT NULL DEFAULT 1")
+    rows = _page_of_rows(conn, "content, search_text", after)
+    conn.executemany("UPDATE memories SET search_text = ? WHERE id = ?",
+                     [(new, memory_id) for memory_id, content, old in rows
+                      if (new := index_tokens(str(content))) != old])
+    return int(rows[-1][0]) if rows else None
 
 
 # The inverted index of context leaves for filters (robotmem.store.leaves), filled for existing rows.
@@ -179,15 +189,16 @@ _V7 = COUNTS_SCHEMA
 
 
 
-def _v8(conn: apsw.Connection) -> None:
+def _v8(conn: apsw.Connection, after: int) -> int | None:
     """Identifiers that live only in a memory's context (part numbers, versions) join its full-text entry."""
-    rows = conn.execute("SELECT id, content, json(context), search_text FROM memories").fetchall()
+    rows = _page_of_rows(conn, "content, json(context), search_text", after)
     changed = []
     for memory_id, content, context, old in rows:
         new = memory_search_text(str(content), json.loads(str(context)) if context else None)
         if new != old:
             changed.append((new, memory_id))
     conn.executemany("UPDATE memories SET search_text = ? WHERE id = ?", changed)
+    return int(rows[-1][0]) if rows else None
 
 
 # Bulk inserts index a batch's leaves in one statement (robotmem.store.deferred).
@@ -257,10 +268,17 @@ _V18 = PAYLOAD_COUNTS_SCHEMA
 # (superseded_by, absorbed) of imported memories as the targets' uids: an import writes in
 # batches, and one stopped between them finishes its links when run again.
 # Safe to run again (tests rewind user_version).
-def _v19(conn: apsw.Connection) -> None:
+def _v19(conn: apsw.Connection, after: int) -> int | None:
     if not any(row[1] == "uid" for row in conn.execute("PRAGMA table_info(memories)")):
         conn.execute("ALTER TABLE memories ADD COLUMN uid TEXT")
+    last = scalar(conn, "SELECT max(id) FROM (SELECT id FROM memories WHERE id > ? ORDER BY id LIMIT ?)",
+                  (after, paging.PAGE_ROWS))
+    if last is not None:
+        conn.execute("UPDATE memories SET uid = '000000000000' || lower(hex(randomblob(10))) "
+                     "WHERE id > ? AND id <= ? AND uid IS NULL", (after, last))
+        return int(last)
     conn.execute(_V19)
+    return None
 
 
 _V19 = """
@@ -295,16 +313,19 @@ _NOT_ASCII = "length(CAST(content AS BLOB)) <> length(content)"
 _v21 = reindex_changed_points
 
 
-#: (version, SQL or a function for steps SQL alone cannot do). Append only.
+#: (version, SQL, a function for steps SQL alone cannot do, or a Paged one). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
-    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _v5), (6, _V6), (7, _V7), (8, _v8), (9, _V9), (10, _V10),
-    (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18), (19, _v19),
-    (20, _v20), (21, _v21))
+    (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, Paged(_v5)), (6, _V6), (7, _V7), (8, Paged(_v8)), (9, _V9),
+    (10, _V10), (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18),
+    (19, Paged(_v19)), (20, _v20), (21, _v21))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 
-def migrate(conn: apsw.Connection) -> int:
-    """Bring the schema to SCHEMA_VERSION inside one write transaction; returns the version."""
+def migrate_step(conn: apsw.Connection, progress: Progress | None = None) -> Progress:
+    """Run the next step, or the next page of a Paged step, inside the caller's write transaction.
+
+    ``progress`` is what the previous call returned: a page continues after its ids only if the
+    store is still at its version (another process may have run the step meanwhile)."""
     current = int(scalar(conn, "PRAGMA user_version"))
     if current > SCHEMA_VERSION:
         from ..errors import StorageError
@@ -313,11 +334,25 @@ def migrate(conn: apsw.Connection) -> int:
             f"the memory store has schema version {current}, newer than this robotmem "
             f"({SCHEMA_VERSION}); upgrade robotmem"
         )
-    for version, step in MIGRATIONS:
-        if version > current:
-            if callable(step):
-                step(conn)
-            else:
-                conn.execute(step)
-            conn.execute(f"PRAGMA user_version={version}")
-    return SCHEMA_VERSION
+    if current == SCHEMA_VERSION:
+        return Progress(current)
+    version, step = MIGRATIONS[current]  # versions run 1, 2, ... without gaps
+    if isinstance(step, Paged):
+        after = step.page(conn, after_page(progress, current))
+        if after is not None:
+            return Progress(current, after)
+    elif callable(step):
+        step(conn)
+    else:
+        conn.execute(step)
+    conn.execute(f"PRAGMA user_version={version}")
+    return Progress(version)
+
+
+def migrate(conn: apsw.Connection, *, to: int = SCHEMA_VERSION) -> int:
+    """Bring the schema to version ``to`` inside the caller's one write transaction; returns it. The
+    store itself (SqliteStore.migrate) commits each step and page on its own."""
+    progress = migrate_step(conn) if int(scalar(conn, "PRAGMA user_version")) < to else Progress(to)
+    while progress != Progress(to):
+        progress = migrate_step(conn, progress)
+    return to

@@ -335,6 +335,6 @@ WHERE p.id >= 0 AND p.id % ? = 0 AND (
 def reindex_all_points(conn: apsw.Connection) -> None:
     """Migration 3's backfill, into its one tree (migration 15 splits it by epoch), for stores
     created before the spatial index existed."""
-    rows = conn.execute("SELECT id, json(context) FROM memories").fetchall()
+    rows = conn.execute("SELECT id, json(context) FROM memories")  # one row at a time: a store can be large
     conn.executemany(f"INSERT INTO spatial_points ({_COLUMNS}) VALUES ({', '.join('?' * 12)})", _point_rows(
         (cast(int, memory_id), load_stored_json(cast(str, context))) for memory_id, context in rows))

@@ -14,7 +14,8 @@ import apsw
 from ..errors import StorageError
 from . import memories, sessions, stats
 from .connection import Database, scalar
-from .migrations import SCHEMA_VERSION, migrate
+from .migrations import SCHEMA_VERSION, migrate_step
+from .paging import Progress
 from .rows import hits_sql
 
 __all__ = ["MIGRATION_WAIT_S", "SqliteStore"]
@@ -64,10 +65,14 @@ class SqliteStore(Database):
             return SCHEMA_VERSION
         deadline = time.monotonic() + MIGRATION_WAIT_S
         warned = False
-        while True:
+        progress: Progress | None = None
+        while progress is None or progress != Progress(SCHEMA_VERSION):
+            # A transaction a step, and a page of a Paged step: what is committed survives a kill,
+            # and the WAL and the lock are held for one page, not the whole upgrade.
             try:
                 with self.write() as conn:
-                    return migrate(conn)
+                    progress = migrate_step(conn, progress)
+                deadline = time.monotonic() + MIGRATION_WAIT_S
             except StorageError as exc:
                 if not isinstance(exc.__cause__, apsw.BusyError) or time.monotonic() > deadline:
                     raise
@@ -75,6 +80,7 @@ class SqliteStore(Database):
                     log.warning("%s: the schema is out of date and another process holds the write lock "
                                 "(migrating it, most likely); waiting up to %.0f s", self.path, MIGRATION_WAIT_S)
                     warned = True
+        return SCHEMA_VERSION
 
     def schema_version(self) -> int:
         return int(scalar(self.connection(), "PRAGMA user_version"))

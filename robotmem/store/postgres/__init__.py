@@ -6,6 +6,7 @@ psycopg 3 and pgvector-python (the ``postgres`` extra) are imported only here.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from ...errors import StorageError
 from ..sessions import session_overviews
 from . import memories, sessions
 from .connection import PgConnection, PgDatabase
+from ..paging import Progress
 from .migrations import SCHEMA_VERSION, migrate_step, schema_version, store_schema
 
 __all__ = ["PgStore"]
@@ -62,16 +64,16 @@ class PgStore(PgDatabase):
             if found == SCHEMA_VERSION:
                 return SCHEMA_VERSION
             schema = store_schema(conn)
-        version = 0
-        while version < SCHEMA_VERSION:  # a transaction a step (migrations.migrate_step)
+        progress: Progress | None = None
+        while progress is None or progress != Progress(SCHEMA_VERSION):  # a transaction a step or page
             try:
-                version = self.run_write(migrate_step)
+                progress = self.run_write(functools.partial(migrate_step, progress=progress))
             except StorageError as exc:
                 if isinstance(exc.__cause__, (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction)):
                     raise _may_not_migrate(found, schema, exc) from exc
                 raise
         _register_vector(self.connection())  # the extension may be new: register its type now
-        return version
+        return SCHEMA_VERSION
 
     def schema_version(self) -> int:
         with self.read() as conn:

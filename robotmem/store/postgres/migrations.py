@@ -20,6 +20,8 @@ from typing import Any, Final, Union
 
 from ...context import holds_hash, load_stored_json
 from ...errors import StorageError
+from .. import paging
+from ..paging import Paged, Progress, after_page
 from ..points import extract_points
 from ..rehash import refreshed_hashes
 from ..tokens import memory_search_text
@@ -142,9 +144,10 @@ DROP TABLE vector_models;
 
 
 
-def _v3(conn: Any) -> None:
+def _v3(conn: Any, after: int) -> int | None:
     """Identifiers that live only in a memory's context join its full text (as SQLite's migration 8)."""
-    rows = conn.execute("SELECT id, content, context::text, search_text FROM memories").fetchall()
+    rows = conn.execute("SELECT id, content, context::text, search_text FROM memories WHERE id > ? ORDER BY id LIMIT ?",
+                        (after, paging.PAGE_ROWS)).fetchall()
     changed = []
     for memory_id, content, context, old in rows:
         new = memory_search_text(str(content), json.loads(context) if context else None)
@@ -152,6 +155,7 @@ def _v3(conn: Any) -> None:
             changed.append((new, tsvector_literal(new), memory_id))
     if changed:
         conn.executemany("UPDATE memories SET search_text = ?, search_tsv = ?::tsvector WHERE id = ?", changed)
+    return int(rows[-1][0]) if rows else None
 
 
 # A memory's identity across stores, and the links an import has still to write (as SQLite's migration 19).
@@ -180,66 +184,60 @@ DROP INDEX IF EXISTS memories_fulltext;
 """
 
 
-def _v6(conn: Any) -> None:
+def _v6(conn: Any, after: int) -> int | None:
     """An ``episode.outcome`` end_session wrote as an integer (0 or 1: robotmem wrote the score as a
     float8, which jsonb spells "0") becomes the float it was ("0.0"), as SQLite holds it. A memory
     whose caller gave that integer itself (its hash is of the context with it) keeps it, as SQLite
     keeps it (end_session leaves an equal outcome alone). In pages of ids, so a large store is not
     read at once."""
-    after = 0
-    while True:
-        rows = conn.execute(
-            "SELECT m.id, m.content, m.context::text, m.content_hash FROM memories m "
-            "JOIN sessions s ON s.id = m.session_id "
-            "WHERE m.id > ? AND s.outcome_score IN (0, 1) "
-            "AND jsonb_typeof(m.context #> '{episode,outcome}') = 'number' "
-            "AND m.context #>> '{episode,outcome}' IN ('0', '1') "
-            "AND (m.context #>> '{episode,outcome}')::float8 = s.outcome_score ORDER BY m.id LIMIT ?",
-            (after, _PAGE),
-        ).fetchall()
-        if not rows:
-            return
-        after = int(rows[-1][0])
-        changed = []
-        for memory_id, content, context_text, digest in rows:
-            context = load_stored_json(context_text)
-            if not holds_hash(digest, str(content), context):
-                changed.append((json.dumps(float(context["episode"]["outcome"])), memory_id))
-        if changed:
-            conn.executemany("UPDATE memories SET context = jsonb_set(context, '{episode,outcome}', ?::jsonb) "
-                             "WHERE id = ?", changed)
+    rows = conn.execute(
+        "SELECT m.id, m.content, m.context::text, m.content_hash FROM memories m "
+        "JOIN sessions s ON s.id = m.session_id "
+        "WHERE m.id > ? AND s.outcome_score IN (0, 1) "
+        "AND jsonb_typeof(m.context #> '{episode,outcome}') = 'number' "
+        "AND m.context #>> '{episode,outcome}' IN ('0', '1') "
+        "AND (m.context #>> '{episode,outcome}')::float8 = s.outcome_score ORDER BY m.id LIMIT ?",
+        (after, paging.PAGE_ROWS),
+    ).fetchall()
+    if not rows:
+        return None
+    changed = []
+    for memory_id, content, context_text, digest in rows:
+        context = load_stored_json(context_text)
+        if not holds_hash(digest, str(content), context):
+            changed.append((json.dumps(float(context["episode"]["outcome"])), memory_id))
+    if changed:
+        conn.executemany("UPDATE memories SET context = jsonb_set(context, '{episode,outcome}', ?::jsonb) "
+                         "WHERE id = ?", changed)
+    return int(rows[-1][0])
 
 
-def _v7(conn: Any) -> None:
+def _v7(conn: Any, after: int) -> int | None:
     """Hashes taken by an earlier rule become today's (context.py ``content_hash``): of texts that
     NFKC folded into another number (``10⁶`` as ``106``), of contexts given ``-0.0`` (jsonb keeps
     ``0.0``, the hash was of ``-0.0``), so a lookup by a text's hash finds that text only and a
     later learn with 0.0 is the same fact. Only texts that are not ASCII (more UTF-8 bytes than
     characters) or contexts with a zero float can have such a hash; in pages of ids."""
-    after = 0
-    while True:
-        rows = conn.execute(
-            "SELECT id, content, context::text, session_id, content_hash FROM memories "
-            "WHERE id > ? AND (octet_length(content) <> char_length(content) OR context::text ~ ?) "
-            "ORDER BY id LIMIT ?",
-            (after, r"(^|[^0-9.])0\.0([^0-9]|$)", _PAGE),  # a zero float, not 10.0 or 0.05
-        ).fetchall()
-        if not rows:
-            return
-        after = int(rows[-1][0])
-        changed = refreshed_hashes((memory_id, str(content), load_stored_json(context), session_id is not None, digest)
-                                   for memory_id, content, context, session_id, digest in rows)
-        if changed:
-            # A store that already made the second live copy of a -0.0 fact (learned again with 0.0)
-            # keeps the copy's hash on the first: the unique index allows one live fact per hash.
-            conn.executemany(
-                "UPDATE memories m SET content_hash = ? WHERE id = ? AND NOT EXISTS (SELECT 1 FROM memories o "
-                "WHERE o.collection = m.collection AND o.content_hash = ? AND o.id <> m.id "
-                "AND o.type = 'fact' AND o.status IN ('active', 'archived'))",
-                [(digest, memory_id, digest) for digest, memory_id in changed])
+    rows = conn.execute(
+        "SELECT id, content, context::text, session_id, content_hash FROM memories "
+        "WHERE id > ? AND (octet_length(content) <> char_length(content) OR context::text ~ ?) "
+        "ORDER BY id LIMIT ?",
+        (after, r"(^|[^0-9.])0\.0([^0-9]|$)", paging.PAGE_ROWS),  # a zero float, not 10.0 or 0.05
+    ).fetchall()
+    if not rows:
+        return None
+    changed = refreshed_hashes((memory_id, str(content), load_stored_json(context), session_id is not None, digest)
+                               for memory_id, content, context, session_id, digest in rows)
+    if changed:
+        # A store that already made the second live copy of a -0.0 fact (learned again with 0.0)
+        # keeps the copy's hash on the first: the unique index allows one live fact per hash.
+        conn.executemany(
+            "UPDATE memories m SET content_hash = ? WHERE id = ? AND NOT EXISTS (SELECT 1 FROM memories o "
+            "WHERE o.collection = m.collection AND o.content_hash = ? AND o.id <> m.id "
+            "AND o.type = 'fact' AND o.status IN ('active', 'archived'))",
+            [(digest, memory_id, digest) for digest, memory_id in changed])
+    return int(rows[-1][0])
 
-
-_PAGE = 5000
 
 # A pair's HNSW index held the vectors of superseded and forgotten memories too: recall skips them
 # after the graph walk, so in a store where consolidation superseded half the memories a walk of
@@ -282,35 +280,33 @@ ALTER TABLE vector_indexes ADD COLUMN IF NOT EXISTS live_only boolean NOT NULL D
 
 
 
-def _v9(conn: Any) -> None:
+def _v9(conn: Any, after: int) -> int | None:
     """The points of memories indexed by the rules before (as SQLite's migration 21): every point,
     not the first 64; none under a key holding a dot; those inside an ``{x, y}`` object. Only a
     memory with a point indexed can have changed, and only one with 64 points indexed or a
     container under a key holding a dot or inside an object with numeric x and y (jsonpath finds
     those in the server); its points are rewritten only where they differ from those indexed. In
     pages of ids."""
-    after = 0
-    while True:
-        rows = conn.execute(
-            "SELECT m.id, m.context::text FROM memories m WHERE m.id > ? "
-            "AND EXISTS (SELECT 1 FROM spatial_points r WHERE r.memory_id = m.id) "
-            "AND (jsonb_path_exists(m.context, ?::jsonpath) OR jsonb_path_exists(m.context, ?::jsonpath) "
-            "     OR (SELECT count(*) FROM spatial_points r WHERE r.memory_id = m.id) >= 64) "
-            "ORDER BY m.id LIMIT ?",
-            (after, _POINT_IN_POINT, _DOTTED_KEY, _PAGE),
-        ).fetchall()
-        if not rows:
-            return
-        after = int(rows[-1][0])
-        indexed: dict[int, list[tuple[str, tuple[float, float, float]]]] = {}
-        for memory_id, field, x, y, z in conn.execute(
-                "SELECT memory_id, field, xy[0], xy[1], z FROM spatial_points WHERE memory_id = ANY(?)",
-                ([int(r[0]) for r in rows],)).fetchall():
-            indexed.setdefault(int(memory_id), []).append((str(field), (float(x), float(y), float(z))))
-        for memory_id, text in rows:
-            context = load_stored_json(text)
-            if sorted(indexed.get(int(memory_id), [])) != sorted(extract_points(context)):
-                index_points(conn, int(memory_id), context)
+    rows = conn.execute(
+        "SELECT m.id, m.context::text FROM memories m WHERE m.id > ? "
+        "AND EXISTS (SELECT 1 FROM spatial_points r WHERE r.memory_id = m.id) "
+        "AND (jsonb_path_exists(m.context, ?::jsonpath) OR jsonb_path_exists(m.context, ?::jsonpath) "
+        "     OR (SELECT count(*) FROM spatial_points r WHERE r.memory_id = m.id) >= 64) "
+        "ORDER BY m.id LIMIT ?",
+        (after, _POINT_IN_POINT, _DOTTED_KEY, paging.PAGE_ROWS),
+    ).fetchall()
+    if not rows:
+        return None
+    indexed: dict[int, list[tuple[str, tuple[float, float, float]]]] = {}
+    for memory_id, field, x, y, z in conn.execute(
+            "SELECT memory_id, field, xy[0], xy[1], z FROM spatial_points WHERE memory_id = ANY(?)",
+            ([int(r[0]) for r in rows],)).fetchall():
+        indexed.setdefault(int(memory_id), []).append((str(field), (float(x), float(y), float(z))))
+    for memory_id, text in rows:
+        context = load_stored_json(text)
+        if sorted(indexed.get(int(memory_id), [])) != sorted(extract_points(context)):
+            index_points(conn, int(memory_id), context)
+    return int(rows[-1][0])
 
 
 #: An object with numeric x and y (a point) holding an object or array (where a point may be).
@@ -336,11 +332,11 @@ END $$;
 """
 
 
-Step = Union[str, Callable[[Any], None]]
+Step = Union[str, Callable[[Any], None], Paged]
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
-MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, _V5), (6, _v6),
-                                                   (7, _v7), (8, _V8), (9, _v9), (10, _V10))
+MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, Paged(_v3)), (4, _V4), (5, _V5), (6, Paged(_v6)),
+                                                   (7, Paged(_v7)), (8, _V8), (9, Paged(_v9)), (10, _V10))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (
@@ -398,29 +394,35 @@ def _search_path_names(path: str) -> list[str]:
     return names
 
 
-def migrate_step(conn: Any) -> int:
-    """Run the next migration the store lacks (inside the caller's write transaction); returns the
-    schema version after it (SCHEMA_VERSION when nothing was left).
+def migrate_step(conn: Any, progress: Progress | None = None) -> Progress:
+    """Run the next migration the store lacks, or the next page of a Paged one (inside the caller's
+    write transaction); returns where the store stands after it (``progress`` is what the previous
+    call returned).
 
     One step a transaction, not all of them in one: a step's locks then end with it. In one
     transaction the row locks a rehash took (``_v7``) were still held when the next step's DDL
     asked for a table lock, while an older robotmem of the fleet, writing meanwhile, waited for
     one of those rows holding its own lock on the table: PostgreSQL aborted the migration as a
-    deadlock, and every retry redid the whole slow rehash."""
+    deadlock, and every retry redid the whole slow rehash. A step that rewrites rows commits a page
+    of them at a time (robotmem.store.paging)."""
     # Creating the extension is the database's business, not the store's: every store waits for it.
     lock_migrations(conn, database_wide=not _has_vector(conn))
     _ensure_vector(conn)
     conn.execute("CREATE TABLE IF NOT EXISTS robotmem_schema (version integer NOT NULL)")
     current = schema_version(conn)  # again under the lock: another process may have migrated meanwhile
-    for version, step in MIGRATIONS:
-        if version > current:
-            if callable(step):
-                step(conn)
-            else:
-                conn.execute(step)
-            conn.execute("INSERT INTO robotmem_schema (version) VALUES (?)", (version,))
-            return version
-    return SCHEMA_VERSION
+    if current == SCHEMA_VERSION:
+        return Progress(current)
+    version, step = MIGRATIONS[current]  # versions run 1, 2, ... without gaps
+    if isinstance(step, Paged):
+        after = step.page(conn, after_page(progress, current))
+        if after is not None:
+            return Progress(current, after)
+    elif callable(step):
+        step(conn)
+    else:
+        conn.execute(step)
+    conn.execute("INSERT INTO robotmem_schema (version) VALUES (?)", (version,))
+    return Progress(version)
 
 
 def _has_vector(conn: Any) -> bool:

@@ -111,15 +111,11 @@ def test_updates_and_deletes_keep_the_leaves_in_step(conn):
 
 def test_the_migration_fills_the_leaves_of_existing_memories(tmp_path):
     from robotmem import Memory
-    from robotmem.store.migrations import MIGRATIONS, migrate
+    from robotmem.store.migrations import migrate
 
     path = tmp_path / "old.db"
     conn = apsw.Connection(str(path))
-    for version, step in MIGRATIONS:
-        if version >= 6:
-            break
-        step(conn) if callable(step) else conn.execute(step)
-        conn.execute(f"PRAGMA user_version={version}")
+    migrate(conn, to=5)
     conn.execute(
         "INSERT INTO memories (collection, type, content, search_text, context, content_hash, confidence, "
         "reinforced_at, first_seen, last_seen, created_at, occurred_at, updated_at) "

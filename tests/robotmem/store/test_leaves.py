@@ -16,11 +16,7 @@ EPOCH = 1 << EPOCH_BITS
 
 def _store_at(path: Path, version: int) -> apsw.Connection:
     conn = apsw.Connection(str(path))
-    for number, step in MIGRATIONS:
-        if number > version:
-            break
-        step(conn) if callable(step) else conn.execute(step)
-        conn.execute(f"PRAGMA user_version={number}")
+    migrate(conn, to=version)
     return conn
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import apsw
 
 from robotmem import Memory
-from robotmem.store.migrations import MIGRATIONS, migrate
+from robotmem.store.migrations import migrate
 from robotmem.store.points import EPOCH_BITS, memory_of_point
 
 EPOCH = 1 << EPOCH_BITS
@@ -78,11 +78,7 @@ def test_migration_15_moves_every_point_into_its_epoch_tree(tmp_path: Path) -> N
 
 
 def _migrated_to(conn: apsw.Connection, version: int) -> None:
-    for number, step in MIGRATIONS:
-        if number > version:
-            break
-        step(conn) if callable(step) else conn.execute(step)
-        conn.execute(f"PRAGMA user_version={number}")
+    migrate(conn, to=version)
 
 
 # Migration 15 as shipped: each epoch tree with the point's memory, field and exact coordinates

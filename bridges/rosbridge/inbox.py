@@ -81,7 +81,10 @@ class BoundedInbox:
     def _fits(self, item: Received) -> bool:
         if len(self._items) >= self.capacity:
             return False
-        return self.max_bytes is None or self._bytes + item.nbytes <= self.max_bytes
+        # A message larger than the bound on its own is taken when nothing else is held: refused,
+        # every message of that topic would be lost for good (a 300 MB point cloud under 256 MB),
+        # and memory is still bounded, by the larger of the bound and one message.
+        return self.max_bytes is None or self._bytes == 0 or self._bytes + item.nbytes <= self.max_bytes
 
     def done(self, item: Received) -> None:
         """The writer has finished with a taken ``item``: its bytes no longer count."""

@@ -184,6 +184,17 @@ def test_inbox_refuses_and_counts_beyond_its_bytes_until_the_writer_is_done_with
     assert inbox.dropped() == {"/cam": 2} and inbox.accepted() == {"/cam": 4, "/robotmem/episode": 1}
 
 
+def test_a_message_larger_than_the_byte_bound_is_taken_when_nothing_else_is_held() -> None:
+    # Refused, every frame of a topic whose messages each exceed the bound was lost for good.
+    one = _frame(1.0).nbytes
+    inbox = BoundedInbox(100, max_bytes=one // 2)
+    assert [inbox.put(_frame(t)) for t in (1.0, 2.0)] == [True, False]
+    (taken,) = inbox.take(10, timeout=0)
+    assert not inbox.put(_frame(3.0))  # the first is still being written
+    inbox.done(taken)
+    assert inbox.put(_frame(4.0)) and inbox.peak_bytes == one and inbox.dropped() == {"/cam": 2}
+
+
 def test_a_full_inbox_still_takes_the_robots_episode_markers_and_counts_the_frames_it_refused() -> None:
     from bridges.rosbridge.bridge import BridgeOptions, RosBridge
 

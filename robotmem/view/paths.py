@@ -20,7 +20,10 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["GAP_HOLDERS", "MAX_PATH_POINTS", "Point", "episode_paths", "gaps_of", "is_pose_chunk", "split_segments", "thin_segments"]
+import numpy as np
+
+__all__ = ["GAP_HOLDERS", "MAX_PATH_POINTS", "Point", "decimate_path", "episode_paths", "gaps_of", "is_pose_chunk",
+           "split_segments", "thin_segments"]
 
 #: (t in epoch seconds, x, y)
 Point = tuple[float, float, float]
@@ -42,25 +45,58 @@ def _number(value: Any) -> float:
         return math.nan
 
 
-def _chunk_points(data: dict[str, Any]) -> tuple[dict[int, list[Point]], dict[int, list[float]]]:
-    """Points of one chunk per track, times in epoch seconds, and per track the times of the
-    points left out: a point with a NaN or infinite (or missing) x or y is no place to draw, and
-    the path breaks there (a line across it would claim the robot went straight). A point whose
-    time is not finite is left out too (with no break: it has no place in time)."""
-    t0 = _number(data.get("t0_ns", 0)) / 1e9
-    ts, xs, ys = data.get("t") or [], data.get("x") or [], data.get("y") or []
-    tracks = data.get("track") or [0] * len(ts)
-    by_track: dict[int, list[Point]] = {}
-    breaks: dict[int, list[float]] = {}
-    for t, x, y, track in zip(ts, xs, ys, tracks):
-        at, px, py = t0 + _number(t), _number(x), _number(y)
-        if not math.isfinite(at):
+def _floats(values: Any) -> np.ndarray:
+    """A payload's list or array as floats; an entry that is no number is NaN (as _number reads it)."""
+    if values is None:
+        return np.empty(0)
+    try:
+        return np.asarray(values, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        return np.array([_number(v) for v in values], dtype=float)
+
+
+#: One chunk's samples: times in epoch seconds, x, y and track, of equal length.
+_Chunk = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _chunk_samples(data: dict[str, Any]) -> _Chunk:
+    """A chunk's samples as arrays (the shortest of ``t``, ``x``, ``y`` and a given ``track``
+    sets the count); a sample with no number is NaN, and :func:`_track_points` leaves it out."""
+    ts, xs, ys = _floats(data.get("t")), _floats(data.get("x")), _floats(data.get("y"))
+    raw_tracks = data.get("track")
+    tracks = _floats(raw_tracks) if raw_tracks is not None and len(raw_tracks) > 0 else np.zeros(len(ts))
+    n = min(len(ts), len(xs), len(ys), len(tracks))
+    return _number(data.get("t0_ns", 0)) / 1e9 + ts[:n], xs[:n], ys[:n], tracks[:n]
+
+
+def _track_points(chunks: list[_Chunk]) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per track, the points of one topic's chunks: times, x, y, whether each is its chunk's first,
+    and the times of the points left out. The chunks are ordered by their first point's time; a
+    point with a NaN or infinite (or missing) x or y is no place to draw, and the path breaks there
+    (a line across it would claim the robot went straight); a point whose time (or track) is not
+    finite is left out with no break (it has no place in time). All chunks at once: 100,000 chunks
+    read point by point took 4.6 s of a page, and chunk by chunk in numpy 4.2 s."""
+    at, xs, ys, tracks = (np.concatenate([chunk[k] for chunk in chunks]) for k in range(4))
+    chunk_of = np.repeat(np.arange(len(chunks)), [len(chunk[0]) for chunk in chunks])
+    timed = np.isfinite(at) & np.isfinite(tracks)
+    placed = timed & np.isfinite(xs) & np.isfinite(ys)
+    whole = np.where(timed, tracks, 0).astype(np.int64)
+    found = {}
+    for track in np.unique(whole[timed]).tolist():
+        mine = timed & (whole == track)
+        kept = np.flatnonzero(mine & placed)
+        if not len(kept):
             continue
-        if math.isfinite(px) and math.isfinite(py):
-            by_track.setdefault(int(track), []).append((at, px, py))
-        else:
-            breaks.setdefault(int(track), []).append(at)
-    return by_track, breaks
+        owner = chunk_of[kept]
+        first = np.concatenate(([True], owner[1:] != owner[:-1]))  # a chunk's points are contiguous
+        rank = np.empty(len(chunks))
+        rank[owner[first]] = np.argsort(np.argsort(at[kept][first], kind="stable"), kind="stable")
+        order = kept[np.argsort(rank[owner], kind="stable")]
+        ordered_owner = chunk_of[order]
+        found[int(track)] = (at[order], xs[order], ys[order],
+                             np.concatenate(([True], ordered_owner[1:] != ordered_owner[:-1])),
+                             at[mine & ~placed])
+    return found
 
 
 #: The sections of a context that may hold its recorded ``gaps`` ("": the context itself).
@@ -84,39 +120,53 @@ def _spans(gaps: list[dict[str, Any]], topic: str) -> list[tuple[float, float]]:
     return [(g["start"], g["end"]) for g in gaps if g.get("topic") in (None, topic)]
 
 
-def _crosses_gap(a: float, b: float, gaps: Sequence[tuple[float, float]]) -> bool:
-    return any(start < b and end > a for start, end in gaps)
+#: Time spans (start, end) a path must not be drawn across: a list of pairs or an array of them.
+Spans = Sequence[tuple[float, float]] | np.ndarray
+
+
+def _crossings(before: np.ndarray, after: np.ndarray, gaps: Spans) -> np.ndarray:
+    """Per pair of points (``before[i]``, ``after[i]`` their times): whether a gap (start, end)
+    lies between them, i.e. ``start < after and end > before``: among the gaps starting before
+    ``after``, the latest end."""
+    if not len(gaps):
+        return np.zeros(len(after), dtype=bool)
+    spans = np.asarray(gaps, dtype=float).reshape(-1, 2)
+    order = np.argsort(spans[:, 0], kind="stable")
+    starts, latest_end = spans[order, 0], np.maximum.accumulate(spans[order, 1])
+    started = np.searchsorted(starts, after, side="left")  # gaps with start < after
+    return (started > 0) & (latest_end[np.maximum(started - 1, 0)] > before)
+
+
+def _segment_starts(t: np.ndarray, chunk_first: np.ndarray, gaps: Spans,
+                    max_gap_s: float) -> np.ndarray:
+    """Indices where a segment starts, 0 first: a gap between a point and the one before, or a
+    chunk's first point further than ``max_gap_s`` from the last of the chunk before. Inside a
+    chunk the points are a simplified line: a long interval there is no missing data."""
+    if not len(t):
+        return np.zeros(0, dtype=np.int64)
+    before, after = t[:-1], t[1:]
+    cut = _crossings(before, after, gaps) | (chunk_first[1:] & (after - before > max_gap_s))
+    return np.concatenate(([0], np.flatnonzero(cut) + 1))
 
 
 def split_segments(
     chunks: Iterable[list[Point]], gaps: Sequence[tuple[float, float]] = (), max_gap_s: float = MAX_GAP_S
 ) -> list[list[Point]]:
     """Chunks (each a time-ordered point list) → segments with no jump across missing data."""
-    segments: list[list[Point]] = []
-    current: list[Point] = []
-    for chunk in chunks:
-        for index, point in enumerate(chunk):
-            if current:
-                previous = current[-1]
-                between_chunks = index == 0
-                if _crosses_gap(previous[0], point[0], gaps) or (
-                        between_chunks and point[0] - previous[0] > max_gap_s):
-                    segments.append(current)
-                    current = []
-            current.append(point)
-    if current:
-        segments.append(current)
-    return segments
+    chunks = list(chunks)
+    points = [point for chunk in chunks for point in chunk]
+    firsts = np.array([index == 0 for chunk in chunks for index in range(len(chunk))], dtype=bool)
+    starts = _segment_starts(np.array([p[0] for p in points], dtype=float), firsts, gaps, max_gap_s)
+    return [points[a:b] for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(points)])]
 
 
 def episode_paths(session: dict[str, Any], memories: list[dict[str, Any]],
                   payloads: dict[int, Any]) -> list[dict[str, Any]]:
     """One entry per (pose topic, track) of an episode: its session and records (as
     ``Memory.session_timeline`` returns them) and their payloads by memory id (as
-    ``Memory.get_data_many`` returns them; a chunk absent from it is skipped)."""
+    ``Memory.get_data_many`` returns them, lists or numpy arrays; a chunk absent from it is skipped)."""
     episode_gaps = gaps_of(session.get("context") or {})
-    chunks_by_key: dict[tuple[str, str, int], list[tuple[float, list[Point]]]] = {}
-    breaks_by_key: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
+    chunks_by_key: dict[tuple[str, str], list[_Chunk]] = {}
     gaps_by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for memory in memories:
         if memory.get("status") != "active" or not is_pose_chunk(memory):
@@ -128,42 +178,59 @@ def episode_paths(session: dict[str, Any], memories: list[dict[str, Any]],
         if not isinstance(data, dict):
             continue
         gaps_by_key.setdefault((topic, frame), []).extend(gaps_of(context))
-        points_by_track, breaks = _chunk_points(data)
-        for track, points in points_by_track.items():
-            if points:
-                chunks_by_key.setdefault((topic, frame, track), []).append((points[0][0], points))
-        for track, times in breaks.items():  # a span of no length at the left-out point splits there
-            breaks_by_key.setdefault((topic, frame, track), []).extend((at, at) for at in times)
-    paths = []
-    for (topic, frame, track), chunks in sorted(chunks_by_key.items()):
-        ordered = [points for _, points in sorted(chunks, key=lambda item: item[0])]
-        spans = _spans(episode_gaps + gaps_by_key.get((topic, frame), []), topic) + breaks_by_key.get((topic, frame, track), [])
-        segments = split_segments(ordered, spans)
-        stored = sum(len(segment) for segment in segments)
-        drawn = thin_segments(segments)
-        paths.append({"topic": topic, "frame": frame, "track": track,
-                      "segments": [[[x, y] for _, x, y in segment] for segment in drawn],
-                      "times": [[t for t, _, _ in segment] for segment in drawn],
-                      "points": stored, "decimated": sum(len(segment) for segment in drawn) < stored})
-    return paths
+        chunks_by_key.setdefault((topic, frame), []).append(_chunk_samples(data))
+    drawn_paths = []
+    for (topic, frame), chunks in chunks_by_key.items():
+        gaps = np.asarray(_spans(episode_gaps + gaps_by_key[(topic, frame)], topic), dtype=float).reshape(-1, 2)
+        for track, (t, x, y, chunk_first, left_out) in _track_points(chunks).items():
+            # a span of no length at a left-out point splits there
+            spans = np.concatenate([gaps, np.column_stack([left_out, left_out])])
+            drawn = decimate_path(x, y, _segment_starts(t, chunk_first, spans, MAX_GAP_S))
+            drawn_paths.append({"topic": topic, "frame": frame, "track": track,
+                                "segments": [np.column_stack([x[kept], y[kept]]).tolist() for kept in drawn],
+                                "times": [t[kept].tolist() for kept in drawn],
+                                "points": len(t), "decimated": sum(len(kept) for kept in drawn) < len(t)})
+    return sorted(drawn_paths, key=lambda path: (path["topic"], path["frame"], path["track"]))
+
+
+def decimate_path(x: np.ndarray, y: np.ndarray, starts: np.ndarray,
+                  max_points: int = MAX_PATH_POINTS) -> list[np.ndarray]:
+    """The indices of the points drawn, per segment (``starts``: where each begins), at most
+    ``max_points`` over all. A map is a few hundred pixels wide; a day-long odometry trail sent
+    whole is megabytes of JSON.
+
+    Each segment keeps its first and last point (it still starts and ends where the data does).
+    The points, in time order, are cut into ``(max_points - 2 * segments) // 4`` stretches of
+    equal count (``numpy.linspace(0, points, stretches + 1)``, rounded down), and each stretch
+    keeps its points of lowest and highest x and of lowest and highest y: a spike the robot's
+    pose took (a jump in localisation, a collision) stays on the map, where every k-th point
+    hid it. A path broken into more pieces than a quarter of the budget (a gap every few points)
+    keeps every j-th piece, as its two ends: segments are never joined, which would draw a line
+    across missing data."""
+    total = len(x)
+    ends = np.append(starts[1:], total).astype(np.int64)
+    bounds = list(zip(starts.tolist(), ends.tolist()))
+    if total <= max_points:
+        return [np.arange(a, b) for a, b in bounds]
+    if 4 * len(bounds) > max_points:
+        every = math.ceil(4 * len(bounds) / max_points)
+        return [np.arange(a, b) if b - a <= 2 else np.array([a, b - 1]) for a, b in bounds[::every]]
+    keep = np.zeros(total, dtype=bool)
+    keep[starts] = keep[ends - 1] = True
+    edges = np.linspace(0, total, (max_points - 2 * len(bounds)) // 4 + 1).astype(np.int64).tolist()
+    for low, high in zip(edges[:-1], edges[1:]):
+        if high > low:
+            for values in (x[low:high], y[low:high]):
+                keep[low + int(np.argmin(values))] = keep[low + int(np.argmax(values))] = True
+    return [a + np.flatnonzero(keep[a:b]) for a, b in bounds]
 
 
 def thin_segments(segments: list[list[Point]], max_points: int = MAX_PATH_POINTS) -> list[list[Point]]:
-    """At most ``max_points`` points over all segments. A map is a few hundred pixels wide; a
-    day-long odometry trail sent whole is megabytes of JSON.
-
-    Each segment keeps its first and last point (it still starts and ends where the data does)
-    and every k-th point between, k chosen so the ends fit too. A path broken into more pieces
-    than a quarter of the budget (a gap every few points) keeps every j-th piece, as its two
-    ends: segments are never joined, which would draw a line across missing data."""
-    total = sum(len(segment) for segment in segments)
-    if total <= max_points:
-        return segments
-    if 4 * len(segments) > max_points:
-        every = math.ceil(4 * len(segments) / max_points)
-        return [segment if len(segment) <= 2 else [segment[0], segment[-1]] for segment in segments[::every]]
-    step = math.ceil(total / (max_points - 2 * len(segments)))
-    return [segment if len(segment) <= 2 else segment[:-1:step] + [segment[-1]] for segment in segments]
+    """Point lists thinned as :func:`decimate_path` thins a path's segments."""
+    points = [point for segment in segments for point in segment]
+    starts = np.cumsum([0] + [len(segment) for segment in segments[:-1]])
+    x, y = (np.array([p[k] for p in points], dtype=float) for k in (1, 2))
+    return [[points[i] for i in kept.tolist()] for kept in decimate_path(x, y, starts, max_points)]
 
 
 def _frame_of(spatial: dict[str, Any]) -> str:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import apsw
+import msgpack
+import numpy as np
 import pytest
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
@@ -168,3 +172,61 @@ def test_a_point_that_is_not_finite_is_left_out_and_breaks_the_path_there() -> N
         (path,) = episode_detail(mem, sid)["paths"]
     # x=nan at 0.2 and y=inf at 0.4 break the path; the point with no finite time (x=6) is only left out
     assert path["segments"] == [[[0.0, 0.0], [1.0, 0.0]], [[3.0, 0.0]], [[5.0, 0.0]]]
+
+
+def _raw_points(db: Path, session_id: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The episode's poses read from the SQLite file with apsw and msgpack, not through robotmem:
+    a payload's arrays are msgpack ext 1, a [dtype, shape] header then the raw bytes."""
+    def ext(code: int, data: bytes) -> Any:
+        unpacker = msgpack.Unpacker(raw=False)
+        unpacker.feed(data)
+        dtype, shape = unpacker.unpack()
+        return np.frombuffer(data[unpacker.tell():], dtype=np.dtype(dtype)).reshape(shape)
+
+    connection = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+    chunks = [msgpack.unpackb(blob, ext_hook=ext, raw=False) for (blob,) in connection.execute(
+        "SELECT p.data FROM payloads p JOIN memories m ON m.id = p.memory_id WHERE m.session_id = ? "
+        "ORDER BY m.occurred_at", (session_id,))]
+    connection.close()
+    return (np.concatenate([c["t0_ns"] / 1e9 + np.asarray(c["t"]) for c in chunks]),
+            np.concatenate([c["x"] for c in chunks]), np.concatenate([c["y"] for c in chunks]))
+
+
+def test_a_decimated_path_keeps_each_stretchs_extremes_and_its_ends(tmp_path: Path) -> None:
+    # 30,000 poses in one segment with spikes (a localisation jump, a bump) a robot really took:
+    # every k-th point kept, as the path was thinned before, drew none of them.
+    rng = np.random.default_rng(3)
+    db = tmp_path / "memory.db"
+    with Memory(db, embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        for c in range(300):
+            x = c * 0.5 + np.cumsum(rng.normal(0.0, 0.01, 100))
+            y = np.sin(np.arange(c * 100, c * 100 + 100) / 700.0) + rng.normal(0.0, 0.005, 100)
+            if c % 37 == 5:
+                y[int(rng.integers(1, 99))] += 25.0 if c % 2 else -25.0
+            if c % 53 == 7:
+                x[int(rng.integers(1, 99))] -= 40.0
+            mem.save_perceptions([{"description": f"pose chunk {c}", "perception_type": "proprioceptive",
+                                   "session_id": sid, "embed": False, "occurred_at": 1000.0 + c,
+                                   "data": {"t0_ns": (1000 + c) * 10**9, "t": [0.01 * i for i in range(100)],
+                                            "x": x.tolist(), "y": y.tolist()},
+                                   "metadata": {"source": {"topic": "/odom"},
+                                                "spatial": {"start_position": [x[0], y[0]],
+                                                            "end_position": [x[-1], y[-1]], "frame": "map"}}}])
+        (path,) = episode_detail(mem, sid)["paths"]
+    t, x, y = _raw_points(db, sid)
+    (times,), (drawn,) = path["times"], path["segments"]
+    assert path["points"] == len(t) == 30_000 and path["decimated"] and len(drawn) <= MAX_PATH_POINTS
+    at = {float(a): (float(b), float(c)) for a, b, c in zip(t, x, y)}
+    assert all(at[time] == tuple(point) for time, point in zip(times, drawn))  # raw poses, none made up
+    assert times == sorted(times) and times[0] == t[0] and times[-1] == t[-1]
+    stretches = (MAX_PATH_POINTS - 2) // 4
+    edges = np.linspace(0, len(t), stretches + 1).astype(int)
+    kept_t = np.array(times)
+    kept = np.array(drawn)
+    for low, high in zip(edges[:-1], edges[1:]):
+        inside = (kept_t >= t[low]) & (kept_t <= t[high - 1])
+        for axis, values in ((0, x), (1, y)):
+            assert kept[inside, axis].min() == values[low:high].min()
+            assert kept[inside, axis].max() == values[low:high].max()
+    assert kept[:, 1].max() > 20 and kept[:, 1].min() < -20 and kept[:, 0].min() < -30  # the spikes are drawn

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import threading
 import time
 import uuid
@@ -25,7 +26,7 @@ from .context import (
     parse_context_json,
 )
 from .embeddings.base import Embedder
-from .errors import ConflictError, NotFoundError, ReadOnlyStoreError, ValidationError
+from .errors import ConflictError, NotFoundError, ReadOnlyStoreError, ValidationError, brief
 from .models import CLAIM_NAME_MAX_CHARS, DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
 from .search.embedding_state import EmbeddingState, resolve_embedder
@@ -83,6 +84,16 @@ def _refuse_retired(row: dict[str, Any]) -> dict[str, Any]:
 
 def _is_protected(context: dict[str, Any]) -> bool:
     return context.get("protected") is True or context.get("category") in _PROTECTED_CATEGORIES
+
+
+def _session_cursor(after: Any) -> tuple[float, str]:
+    """``after`` of list_sessions: a session's (started_at, id) as a listing gave them."""
+    if isinstance(after, (str, bytes, Mapping)) or not isinstance(after, Sequence) or len(after) != 2:
+        raise ValidationError("after must be (started_at, session_id) of a listed session", field="after")
+    started, sid = after
+    if isinstance(started, bool) or not isinstance(started, (int, float)) or not math.isfinite(started):
+        raise ValidationError(f"after's started_at must be a finite number, not {brief(started)}", field="after")
+    return float(started), validation.session_id(sid, "after")
 
 
 class Memory:
@@ -707,18 +718,23 @@ class Memory:
         return session
 
     def list_sessions(
-        self, collection: str | None = None, status: str | None = None, limit: int | None = None
+        self, collection: str | None = None, status: str | None = None, limit: int | None = None,
+        *, after: Sequence[Any] | None = None,
     ) -> list[dict[str, Any]]:
-        """Sessions, newest first. ``limit=None`` (the default) lists every one: a silent cap
-        let callers that never passed a limit (a follower, a replay) miss sessions without
-        knowing; a caller that wants a page (the CLI, the web view) asks for one."""
+        """Sessions, newest first (``started_at``, then the id). ``limit=None`` (the default)
+        lists every one: a silent cap let callers that never passed a limit (a follower, a
+        replay) miss sessions without knowing; a caller that wants a page (the CLI, the web
+        view) asks for one. ``after``: ``(started_at, session_id)`` of the last session of the
+        page before; the sessions after it in that order (the next page), however many started
+        since."""
         if status not in (None, "open", "ended"):
             raise ValidationError("status must be 'open' or 'ended'", field="status")
         coll = None if collection is None else validation.collection(collection, self.collection)
         # The upper bound is SQL's: LIMIT takes a 64-bit integer on both backends.
         count = None if limit is None else validation.integer(limit, "limit", low=1, high=validation.INT64_MAX)
+        cursor = None if after is None else _session_cursor(after)
         with self._db.read() as conn:
-            return self._db.list_sessions(conn, coll, status, count)
+            return self._db.list_sessions(conn, coll, status, count, cursor)
 
     def session_timeline(self, session_id: str) -> dict[str, Any]:
         session = self.get_session(session_id)

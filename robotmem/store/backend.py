@@ -98,7 +98,8 @@ class Store(Protocol):
     def lock_session(self, conn: Any, session_id: str) -> None:
         """Inside a write: hold the session's row until commit (a second end_session waits, then sees it ended)."""
     def list_sessions(self, conn: Any, collection: str | None, status: str | None,
-                      limit: int | None) -> list[dict[str, Any]]: ...
+                      limit: int | None, after: tuple[float, str] | None = None) -> list[dict[str, Any]]:
+        """Newest first (started_at DESC, id); ``after``: the (started_at, id) a page ended on."""
     def close_session(self, conn: Any, session_id: str, now: float, score: float | None,
                       summary: dict[str, Any]) -> None: ...
     def session_counts(self, conn: Any, session_id: str) -> tuple[int, int]: ...

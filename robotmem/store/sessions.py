@@ -65,10 +65,20 @@ def get_session(conn: apsw.Connection, session_id: str) -> dict[str, Any] | None
     return None if row is None else session_from_row(row)
 
 
-def sessions_where(collection: str | None, status: str | None) -> tuple[str, list[Any]]:
-    """The WHERE clause (``?`` placeholders, both stores) of a session listing."""
+#: Where a page of a session listing ended: its last session's (started_at, id).
+SessionCursor = tuple[float, str]
+
+
+def sessions_where(collection: str | None, status: str | None,
+                   after: SessionCursor | None = None) -> tuple[str, list[Any]]:
+    """The WHERE clause (``?`` placeholders, both stores) of a session listing; ``after``: only
+    the sessions that come after that one in the listing's order (started_at DESC, id), so a
+    page goes on where the one before ended however many sessions started meanwhile."""
     where: list[str] = []
     params: list[Any] = []
+    if after is not None:
+        where.append("(started_at < ? OR (started_at = ? AND id > ?))")
+        params.extend((after[0], after[0], after[1]))
     if collection is not None:
         where.append("collection = ?")
         params.append(collection)
@@ -80,9 +90,10 @@ def sessions_where(collection: str | None, status: str | None) -> tuple[str, lis
 
 
 def list_sessions(
-    conn: apsw.Connection, collection: str | None, status: str | None, limit: int | None
+    conn: apsw.Connection, collection: str | None, status: str | None, limit: int | None,
+    after: SessionCursor | None = None,
 ) -> list[dict[str, Any]]:
-    clause, params = sessions_where(collection, status)
+    clause, params = sessions_where(collection, status, after)
     if limit is not None:  # None: every session
         clause, params = f"{clause} ORDER BY started_at DESC, id LIMIT ?", [*params, limit]
     else:

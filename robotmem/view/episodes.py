@@ -92,11 +92,33 @@ def episode_rows(mem: Memory, collection: str | None = None, limit: int = MAX_RO
     return [episode_row(s) for s in with_overviews(mem, sessions)]
 
 
-def episode_list(mem: Memory, collection: str | None = None) -> dict[str, Any]:
-    """The episode list: the newest MAX_ROWS rows, and whether older episodes are left out."""
-    rows = episode_rows(mem, collection, limit=MAX_ROWS + 1)
-    return {"collection": collection or mem.collection, "episodes": rows[:MAX_ROWS], "more": len(rows) > MAX_ROWS,
-            "max_rows": MAX_ROWS}
+def episodes_cursor(session: dict[str, Any]) -> str:
+    """The text a client sends back as ``after`` for the episodes listed after this session."""
+    return json.dumps([session["started_at"], session["session_id"]], separators=(",", ":"))
+
+
+def _episodes_after(text: Any) -> list[Any]:
+    """``after`` as :func:`episodes_cursor` wrote it (Memory.list_sessions checks its values)."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        value = None
+    if not isinstance(value, list):
+        raise ValidationError("after must be an episodes \"next\" value as the server sent it, e.g. "
+                              f"[1790000000.5,\"ses_1a2b3c4d5e6f\"]; got {brief(text)}", field="after")
+    return value
+
+
+def episode_list(mem: Memory, collection: str | None = None, after: str | None = None) -> dict[str, Any]:
+    """A page of the episode list: MAX_ROWS rows, newest first, from the newest or (``after``: the
+    ``next`` of the page before) after the last row of the page before, which stays where it is
+    however many episodes start meanwhile; ``next`` for the page after (None on the last)."""
+    cursor = None if after is None else _episodes_after(after)
+    sessions = mem.list_sessions(collection=collection or mem.collection, limit=MAX_ROWS + 1, after=cursor)
+    shown = sessions[:MAX_ROWS]
+    more = len(sessions) > MAX_ROWS
+    return {"collection": collection or mem.collection, "episodes": [episode_row(s) for s in with_overviews(mem, shown)],
+            "more": more, "next": episodes_cursor(shown[-1]) if more else None, "after": after, "max_rows": MAX_ROWS}
 
 
 #: Timeline lines per page. The episode page gets the first page and the counts; the page's script

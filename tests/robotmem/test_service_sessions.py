@@ -91,6 +91,38 @@ def test_list_sessions_lists_every_session_unless_given_a_limit(mem: Memory, clo
     assert len(mem.list_sessions(limit=2**63 - 1)) == 105
 
 
+def test_pages_after_a_cursor_join_into_the_whole_listing_and_hold_while_sessions_start(mem: Memory, clock):
+    # Ten sessions of one instant (ties broken by id) among others; the web view pages through a
+    # fleet's thousands of episodes with it, and only saw the newest 500 before.
+    ids = []
+    for i in range(23):
+        ids.append(mem.start_session(collection="fleet" if i % 5 else "other")["session_id"])
+        if not 6 <= i < 16:
+            clock.advance(1)
+    whole = [s["session_id"] for s in mem.list_sessions(collection="fleet")]
+    assert len(whole) == 18
+    pages: list[str] = []
+    after = None
+    while True:
+        page = mem.list_sessions(collection="fleet", limit=4, after=after)
+        if not page:
+            break
+        pages += [s["session_id"] for s in page]
+        after = (page[-1]["started_at"], page[-1]["session_id"])
+        mem.start_session(collection="fleet")  # newer ones start meanwhile: the pages go on where they were
+        clock.advance(1)
+    assert pages == whole
+    assert mem.list_sessions(after=(mem.get_session(ids[0])["started_at"], ids[0])) == []
+
+
+@pytest.mark.parametrize("after", [("x", "ses_1a2b3c4d5e6f"), (float("nan"), "ses_1a2b3c4d5e6f"), (1.0, "no id"),
+                                   (True, "ses_1a2b3c4d5e6f"), "ses_1a2b3c4d5e6f", (1.0,), {"a": 1}])
+def test_list_sessions_refuses_a_cursor_it_did_not_give(mem: Memory, after):
+    with pytest.raises(ValidationError) as err:
+        mem.list_sessions(after=after)
+    assert err.value.field == "after"
+
+
 @pytest.mark.parametrize("limit", [0, -1, 2**63, 2.5, "10", True])
 def test_list_sessions_refuses_a_limit_that_is_not_a_count(mem: Memory, limit):
     with pytest.raises(ValidationError) as err:

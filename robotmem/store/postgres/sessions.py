@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..sessions import _export_form, session_from_row, sessions_where
+from ..sessions import SessionCursor, _export_form, session_from_row, sessions_where
 from .connection import PgConnection
 from .migrations import SCHEMA_VERSION
 
@@ -35,8 +35,8 @@ def get_session(conn: PgConnection, session_id: str) -> dict[str, Any] | None:
 
 
 def list_sessions(conn: PgConnection, collection: str | None, status: str | None,
-                  limit: int | None) -> list[dict[str, Any]]:
-    clause, params = sessions_where(collection, status)
+                  limit: int | None, after: SessionCursor | None = None) -> list[dict[str, Any]]:
+    clause, params = sessions_where(collection, status, after)
     if limit is not None:  # None: every session
         clause, params = f"{clause} ORDER BY started_at DESC, id LIMIT ?", [*params, limit]
     else:

@@ -3,7 +3,7 @@
 
 const readToken = () => new URLSearchParams(location.hash.slice(1)).get("token");
 let token = readToken();
-const state = { episodes: [], signature: "", selected: new Set(), autoTicked: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, view: null, list: null, timeline: null, anchor: null, timelineAsk: null };
+const state = { episodes: [], signature: "", page: { after: null, offset: 0 }, pagesBefore: [], selected: new Set(), autoTicked: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, view: null, list: null, timeline: null, anchor: null, timelineAsk: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
 const $ = (sel) => document.querySelector(sel);
@@ -72,18 +72,23 @@ function outcomeText(row) {
 }
 
 // ---- episodes -------------------------------------------------------------------------------
+// The list comes a page (max_rows) at a time, newest first; "older" asks for the episodes after the
+// last row shown (after=, the page's `next`), so a page stays where it is while new episodes start
+// (only the newest 500 could be reached before). The poll asks for the page shown.
 async function loadEpisodes() {
+  const page = state.page;
   let body;
   try {
-    body = await api("/episodes");
+    body = await api("/episodes" + (page.after == null ? "" : "?after=" + encodeURIComponent(page.after)));
   } catch (error) {
-    $("#status").textContent = "cannot read the store: " + error.message;
+    if (state.page === page) $("#status").textContent = "cannot read the store: " + error.message;
     return;
   }
+  if (state.page !== page) return;  // the person went to another page meanwhile
   const rows = body.episodes;
   state.list = body;
   const openBefore = JSON.stringify(state.episodes.find((r) => r.session_id === state.open));
-  const signature = JSON.stringify([body.collection, body.more, rows.map((r) => [r.session_id, r.status, r.facts, r.perceptions, r.outcome_score])]);
+  const signature = JSON.stringify([body.collection, body.more, page.after, rows.map((r) => [r.session_id, r.status, r.facts, r.perceptions, r.outcome_score])]);
   $("#status").textContent = "live, updated " + new Date().toISOString().slice(11, 19) + " UTC";
   if (signature === state.signature) return;
   const known = new Set(state.episodes.map((r) => r.session_id));
@@ -91,7 +96,7 @@ async function loadEpisodes() {
   // One the page ticked is unticked when it is no longer among them (unless the person ticked it
   // again), and nothing is kept of an episode no longer listed: a page left open while a robot ran
   // 60 episodes drew 66 paths and kept 66 episodes' answers, and over months it kept every one.
-  const newest = new Set(rows.slice(0, AUTO_TICK).map((r) => r.session_id));
+  const newest = new Set(page.after == null ? rows.slice(0, AUTO_TICK).map((r) => r.session_id) : []);
   newest.forEach((id) => { if (!known.has(id)) { state.selected.add(id); state.autoTicked.add(id); } });
   state.autoTicked.forEach((id) => { if (!newest.has(id)) { state.autoTicked.delete(id); state.selected.delete(id); } });
   const listed = new Set(rows.map((r) => r.session_id));
@@ -106,12 +111,35 @@ async function loadEpisodes() {
   if (openNow && JSON.stringify(openNow) !== openBefore) await openEpisode(state.open, { scroll: false });
 }
 
+async function turnPage(next) {
+  state.page = next;
+  state.signature = "";
+  $("#episodes-note").textContent = "loading…";
+  await loadEpisodes();
+}
+function olderPage() {
+  if (!state.list || state.list.next == null) return;
+  state.pagesBefore.push(state.page);
+  turnPage({ after: state.list.next, offset: state.page.offset + state.episodes.length });
+}
+$("#episodes-older").addEventListener("click", olderPage);
+$("#episodes-older-end").addEventListener("click", () => { olderPage(); $("#episodes-panel").scrollIntoView(); });
+$("#episodes-newer").addEventListener("click", () => { if (state.pagesBefore.length) turnPage(state.pagesBefore.pop()); });
+$("#episodes-newest").addEventListener("click", () => { state.pagesBefore = []; turnPage({ after: null, offset: 0 }); });
+
 function renderEpisodes() {
   const list = state.list;
-  $("#episode-count").textContent = `(${state.episodes.length}${list.more ? "+" : ""}) collection ${list.collection}`;
-  $("#episodes-note").textContent = list.more
-    ? `the newest ${list.max_rows} episodes; older ones are not listed (robotmem session list --limit N lists them)`
+  const { offset } = state.page;
+  const paged = list.more || offset > 0;
+  $("#episode-count").textContent = `(${paged ? `${count(offset + 1)}–${count(offset + state.episodes.length)}` : state.episodes.length}`
+    + `${list.more ? " of more" : ""}) collection ${list.collection}`;
+  $("#episodes-note").textContent = paged
+    ? `episodes ${count(offset + 1)} to ${count(offset + state.episodes.length)}, newest first${list.more ? "; older ones on the next pages" : "; the oldest"}`
     : state.episodes.length ? "" : `no episodes in collection ${list.collection} yet`;
+  $("#episodes-pages").hidden = !paged;
+  $("#episodes-pages-end").hidden = list.next == null;
+  $("#episodes-older").disabled = list.next == null;
+  $("#episodes-newer").disabled = $("#episodes-newest").disabled = offset === 0;
   const body = $("#episodes tbody");
   body.replaceChildren(...state.episodes.map((row) => {
     const box = el("input", { type: "checkbox", title: "show on the map" });

@@ -13,8 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
+import robotmem.view.episodes as episodes
 import robotmem.web.app as web_app
 from robotmem import Memory
 from robotmem.errors import ConfigError
@@ -116,11 +118,12 @@ def test_a_failed_build_fails_every_request_sharing_it_and_frees_its_slot(
 
 
 def test_an_unexpected_error_or_a_nan_anywhere_still_answers_json(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(web_app, "episode_list", lambda mem, collection=None: {"a": [float("nan"), 1.5, float("-inf")]})
+    monkeypatch.setattr(web_app, "episode_list",
+                        lambda mem, collection=None, after=None: {"a": [float("nan"), 1.5, float("-inf")]})
     app = build_app(mem, host="127.0.0.1", token=None)
     status, _, body = get(app, "/api/episodes")
     assert status == 200 and json.loads(body) == {"a": [None, 1.5, None]}
-    monkeypatch.setattr(web_app, "episode_list", lambda mem, collection=None: 1 / 0)
+    monkeypatch.setattr(web_app, "episode_list", lambda mem, collection=None, after=None: 1 / 0)
     status, headers, body = get(app, "/api/episodes")
     assert status == 500 and headers["content-type"] == "application/json"
     assert json.loads(body)["error"]["code"] == "internal_error"
@@ -216,3 +219,37 @@ def test_anything_but_get_is_a_json_405(mem: Memory) -> None:
         status, headers, body = get(app, "/api/episodes", method=method)
         assert status == 405 and headers["content-type"] == "application/json", (method, body)
         assert json.loads(body)["error"]["code"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize("after", ["yesterday", "[]", "{}", '[1.5]', '["x","ses_1a2b3c4d5e6f"]', '[1e999,"ses_1a2b3c4d5e6f"]',
+                                   '[1.5,"not an id"]', '[true,"ses_1a2b3c4d5e6f"]', "%ff"])
+def test_an_episodes_cursor_the_server_did_not_send_is_a_400_naming_after(mem: Memory, after: str) -> None:
+    mem.start_session()
+    query = "after=" + (after if after.startswith("%") else urllib.parse.quote(after))
+    status, headers, body = get(build_app(mem, host="127.0.0.1", token=None), "/api/episodes", query)
+    assert status == 400 and headers["content-type"] == "application/json", (after, body)
+    assert json.loads(body)["error"]["field"] == "after"
+
+
+def test_the_episode_list_pages_through_every_episode_by_its_cursor(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(episodes, "MAX_ROWS", 7)
+    ids = [mem.start_session()["session_id"] for _ in range(30)]
+    app = build_app(mem, host="127.0.0.1", token=None)
+    listed: list[str] = []
+    query = ""
+    while True:
+        status, _, body = get(app, "/api/episodes", query)
+        assert status == 200
+        page = json.loads(body)
+        listed += [row["session_id"] for row in page["episodes"]]
+        if page["next"] is None:
+            assert page["more"] is False
+            break
+        assert page["more"] is True and len(page["episodes"]) == 7
+        mem.start_session()  # a robot starts another meanwhile: the next page goes on where this one ended
+        query = "after=" + urllib.parse.quote(page["next"])
+    # every episode once, newest first: the order the store's sessions sort in, read with apsw
+    rows = apsw.Connection(str(Path(os.environ["ROBOTMEM_HOME"]) / "memory.db")).execute(
+        "SELECT id, started_at FROM sessions").fetchall()
+    order = [sid for sid, _ in sorted(rows, key=lambda r: (-r[1], r[0])) if sid in set(ids)]
+    assert listed == order and len(listed) == 30

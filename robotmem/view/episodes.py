@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import bisect
+import contextlib
+import gc
 import json
 import math
+import threading
+from collections.abc import Iterator
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -259,23 +263,49 @@ def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
     gives the others). The records are read narrow (robotmem.store.outline: no content, the
     context values at OUTLINE_PATHS), the payloads of those a plot or a path draws only."""
     session = mem.get_session(session_id)  # checks the id; NotFoundError for an unknown one
-    with mem.store.read() as conn:
-        records = session_outline(conn, session["session_id"], OUTLINE_PATHS)
-    gaps = _gaps(session, records)
-    row = _episode_row(mem, session)
-    # as numpy arrays: turned into lists, 100,000 pose chunks' payloads took 1.8 s more than read
-    plotted = [m["id"] for m in records if needs_payload(m)]
-    # numpy arrays for the paths: 100,000 pose chunks' payloads turned into lists took 1.8 s more
-    payloads = mem.get_data_many(plotted + [m["id"] for m in records if m.get("status") == "active"
-                                            and is_pose_chunk(m)], as_numpy=True)
-    return {
-        "episode": row,
-        "context": session.get("context") or {},
-        **_timeline(mem, row, gaps, [(m["id"], m["occurred_at"]) for m in records], 0),
-        "gaps": gaps,
-        "paths": episode_paths(session, records, payloads),
-        "series": episode_series(records, {i: to_json_safe(payloads[i]) for i in plotted}),
-    }
+    with _collector_paused():
+        with mem.store.read() as conn:
+            records = session_outline(conn, session["session_id"], OUTLINE_PATHS)
+        gaps = _gaps(session, records)
+        row = _episode_row(mem, session)
+        plotted = [m["id"] for m in records if needs_payload(m)]
+        # numpy arrays for the paths: 100,000 pose chunks' payloads turned into lists took 1.8 s more
+        payloads = mem.get_data_many(plotted + [m["id"] for m in records if m.get("status") == "active"
+                                                and is_pose_chunk(m)], as_numpy=True)
+        return {
+            "episode": row,
+            "context": session.get("context") or {},
+            **_timeline(mem, row, gaps, [(m["id"], m["occurred_at"]) for m in records], 0),
+            "gaps": gaps,
+            "paths": episode_paths(session, records, payloads),
+            "series": episode_series(records, {i: to_json_safe(payloads[i]) for i in plotted}),
+        }
+
+
+_collector_lock = threading.Lock()
+#: [builds running with the collector held off, whether it was on when the first began]
+_collector_state: list[Any] = [0, False]
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector held off while a page is built. A page of 100,000
+    records makes a few million objects, none in a cycle, and the collector's passes over the
+    growing heap took about a third of the build (6.1 s against 4.3 s, 8.7 against 5.5).
+    Reference counting still frees them; the collector is on again when the last build ends
+    (if it was on when the first began: an application that turned it off keeps it off)."""
+    with _collector_lock:
+        if _collector_state[0] == 0:
+            _collector_state[1] = gc.isenabled()
+            gc.disable()
+        _collector_state[0] += 1
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_state[0] -= 1
+            if _collector_state[0] == 0 and _collector_state[1]:
+                gc.enable()
 
 
 def episode_timeline(mem: Memory, session_id: str, page: Any = None, *, after: Any = None,

@@ -86,6 +86,14 @@ def _is_protected(context: dict[str, Any]) -> bool:
     return context.get("protected") is True or context.get("category") in _PROTECTED_CATEGORIES
 
 
+def _robot_id(robot: Any) -> str:
+    """``robot`` of list_sessions: matched as written (spaces kept: a context's id is not stripped)."""
+    if not isinstance(robot, str) or not robot or "\x00" in robot:
+        raise ValidationError(f"robot must be a robot id, non-empty text without NUL; got {brief(robot)}",
+                              field="robot")
+    return validation.unicode_text(robot, "robot")
+
+
 def _session_cursor(after: Any) -> tuple[float, str]:
     """``after`` of list_sessions: a session's (started_at, id) as a listing gave them."""
     if isinstance(after, (str, bytes, Mapping)) or not isinstance(after, Sequence) or len(after) != 2:
@@ -719,22 +727,23 @@ class Memory:
 
     def list_sessions(
         self, collection: str | None = None, status: str | None = None, limit: int | None = None,
-        *, after: Sequence[Any] | None = None,
+        *, after: Sequence[Any] | None = None, robot: str | None = None,
     ) -> list[dict[str, Any]]:
         """Sessions, newest first (``started_at``, then the id). ``limit=None`` (the default)
         lists every one: a silent cap let callers that never passed a limit (a follower, a
         replay) miss sessions without knowing; a caller that wants a page (the CLI, the web
         view) asks for one. ``after``: ``(started_at, session_id)`` of the last session of the
         page before; the sessions after it in that order (the next page), however many started
-        since."""
+        since. ``robot``: only the sessions whose context's ``robot.id`` is that text."""
         if status not in (None, "open", "ended"):
             raise ValidationError("status must be 'open' or 'ended'", field="status")
         coll = None if collection is None else validation.collection(collection, self.collection)
         # The upper bound is SQL's: LIMIT takes a 64-bit integer on both backends.
         count = None if limit is None else validation.integer(limit, "limit", low=1, high=validation.INT64_MAX)
         cursor = None if after is None else _session_cursor(after)
+        robot_id = None if robot is None else _robot_id(robot)
         with self._db.read() as conn:
-            return self._db.list_sessions(conn, coll, status, count, cursor)
+            return self._db.list_sessions(conn, coll, status, count, cursor, robot_id)
 
     def session_timeline(self, session_id: str) -> dict[str, Any]:
         session = self.get_session(session_id)

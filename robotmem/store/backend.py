@@ -97,9 +97,10 @@ class Store(Protocol):
     def get_session(self, conn: Any, session_id: str) -> dict[str, Any] | None: ...
     def lock_session(self, conn: Any, session_id: str) -> None:
         """Inside a write: hold the session's row until commit (a second end_session waits, then sees it ended)."""
-    def list_sessions(self, conn: Any, collection: str | None, status: str | None,
-                      limit: int | None, after: tuple[float, str] | None = None) -> list[dict[str, Any]]:
-        """Newest first (started_at DESC, id); ``after``: the (started_at, id) a page ended on."""
+    def list_sessions(self, conn: Any, collection: str | None, status: str | None, limit: int | None,
+                      after: tuple[float, str] | None = None, robot: str | None = None) -> list[dict[str, Any]]:
+        """Newest first (started_at DESC, id); ``after``: the (started_at, id) a page ended on;
+        ``robot``: the context's robot.id."""
     def close_session(self, conn: Any, session_id: str, now: float, score: float | None,
                       summary: dict[str, Any]) -> None: ...
     def session_counts(self, conn: Any, session_id: str) -> tuple[int, int]: ...

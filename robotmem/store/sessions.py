@@ -69,16 +69,26 @@ def get_session(conn: apsw.Connection, session_id: str) -> dict[str, Any] | None
 SessionCursor = tuple[float, str]
 
 
-def sessions_where(collection: str | None, status: str | None,
-                   after: SessionCursor | None = None) -> tuple[str, list[Any]]:
+#: A session's robot id is ? (its context's robot.id, a JSON string: each store writes a number
+#: or a boolean as text its own way), per dialect.
+_ROBOT_SQL = {"sqlite": "(json_type(context, '$.robot.id') = 'text' AND context ->> '$.robot.id' = ?)",
+              "postgresql": "(jsonb_typeof(context #> '{robot,id}') = 'string' AND context #>> '{robot,id}' = ?)"}
+
+
+def sessions_where(collection: str | None, status: str | None, after: SessionCursor | None = None,
+                   robot: str | None = None, dialect: str = "sqlite") -> tuple[str, list[Any]]:
     """The WHERE clause (``?`` placeholders, both stores) of a session listing; ``after``: only
     the sessions that come after that one in the listing's order (started_at DESC, id), so a
-    page goes on where the one before ended however many sessions started meanwhile."""
+    page goes on where the one before ended however many sessions started meanwhile; ``robot``:
+    only those whose context's ``robot.id`` is that text."""
     where: list[str] = []
     params: list[Any] = []
     if after is not None:
         where.append("(started_at < ? OR (started_at = ? AND id > ?))")
         params.extend((after[0], after[0], after[1]))
+    if robot is not None:
+        where.append(_ROBOT_SQL[dialect])
+        params.append(robot)
     if collection is not None:
         where.append("collection = ?")
         params.append(collection)
@@ -91,9 +101,9 @@ def sessions_where(collection: str | None, status: str | None,
 
 def list_sessions(
     conn: apsw.Connection, collection: str | None, status: str | None, limit: int | None,
-    after: SessionCursor | None = None,
+    after: SessionCursor | None = None, robot: str | None = None,
 ) -> list[dict[str, Any]]:
-    clause, params = sessions_where(collection, status, after)
+    clause, params = sessions_where(collection, status, after, robot, "sqlite")
     if limit is not None:  # None: every session
         clause, params = f"{clause} ORDER BY started_at DESC, id LIMIT ?", [*params, limit]
     else:

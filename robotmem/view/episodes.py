@@ -113,15 +113,19 @@ def _episodes_after(text: Any) -> list[Any]:
     return value
 
 
-def episode_list(mem: Memory, collection: str | None = None, after: str | None = None) -> dict[str, Any]:
+def episode_list(mem: Memory, collection: str | None = None, after: str | None = None,
+                 robot: str | None = None) -> dict[str, Any]:
     """A page of the episode list: MAX_ROWS rows, newest first, from the newest or (``after``: the
     ``next`` of the page before) after the last row of the page before, which stays where it is
-    however many episodes start meanwhile; ``next`` for the page after (None on the last)."""
+    however many episodes start meanwhile; ``next`` for the page after (None on the last).
+    ``robot``: only that robot's episodes."""
     cursor = None if after is None else _episodes_after(after)
-    sessions = mem.list_sessions(collection=collection or mem.collection, limit=MAX_ROWS + 1, after=cursor)
+    sessions = mem.list_sessions(collection=collection or mem.collection, limit=MAX_ROWS + 1, after=cursor,
+                                 robot=robot)
     shown = sessions[:MAX_ROWS]
     more = len(sessions) > MAX_ROWS
-    return {"collection": collection or mem.collection, "episodes": [episode_row(s) for s in with_overviews(mem, shown)],
+    return {"collection": collection or mem.collection, "robot": robot,
+            "episodes": [episode_row(s) for s in with_overviews(mem, shown)],
             "more": more, "next": episodes_cursor(shown[-1]) if more else None, "after": after, "max_rows": MAX_ROWS}
 
 

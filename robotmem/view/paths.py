@@ -131,6 +131,7 @@ def _crossings(before: np.ndarray, after: np.ndarray, gaps: Spans) -> np.ndarray
     if not len(gaps):
         return np.zeros(len(after), dtype=bool)
     spans = np.asarray(gaps, dtype=float).reshape(-1, 2)
+    spans = spans[~np.isnan(spans).any(axis=1)]  # a NaN end lies nowhere (and would hide the gaps after it)
     order = np.argsort(spans[:, 0], kind="stable")
     starts, latest_end = spans[order, 0], np.maximum.accumulate(spans[order, 1])
     started = np.searchsorted(starts, after, side="left")  # gaps with start < after

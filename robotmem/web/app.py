@@ -232,7 +232,7 @@ class _Api:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/episodes", self._guarded(self.episodes, "collection", "after")),
+            Route("/episodes", self._guarded(self.episodes, "collection", "after", "robot")),
             # before the next route, which takes any text (an id with a slash gets its validation error)
             Route("/episodes/{session_id}/timeline",
                   self._gated(self.timeline, self.timeline_gate, "timeline", "page", "after", "at")),
@@ -263,7 +263,8 @@ class _Api:
         return endpoint
 
     def episodes(self, request: Request, query: dict[str, str]) -> Any:
-        return episode_list(self.mem, collection=query.get("collection") or None, after=query.get("after") or None)
+        return episode_list(self.mem, collection=query.get("collection") or None, after=query.get("after") or None,
+                            robot=query.get("robot") or None)
 
     def episode(self, request: Request, query: dict[str, str]) -> Any:
         return episode_detail(self.mem, request.path_params["session_id"])

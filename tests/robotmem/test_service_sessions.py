@@ -115,6 +115,32 @@ def test_pages_after_a_cursor_join_into_the_whole_listing_and_hold_while_session
     assert mem.list_sessions(after=(mem.get_session(ids[0])["started_at"], ids[0])) == []
 
 
+def test_list_sessions_keeps_to_one_robot_and_pages_through_its_sessions(mem: Memory, clock):
+    robots = ["arm-1", "arm-2", " arm-1 ", "ARM-1", 7, None, "arm-1"]
+    ids = {}
+    for i in range(21):
+        robot = robots[i % len(robots)]
+        context = {} if robot is None else {"robot": {"id": robot}}
+        ids[mem.start_session(context=context)["session_id"]] = robot
+        clock.advance(1)
+    mem.start_session(context={"robot": {"name": "arm-1"}})  # no id in it
+    mine = [sid for sid, robot in reversed(ids.items()) if robot == "arm-1"]
+    assert [s["session_id"] for s in mem.list_sessions(robot="arm-1")] == mine and len(mine) == 6
+    page = mem.list_sessions(robot="arm-1", limit=4)
+    rest = mem.list_sessions(robot="arm-1", after=(page[-1]["started_at"], page[-1]["session_id"]))
+    assert [s["session_id"] for s in page + rest] == mine
+    assert [s["session_id"] for s in mem.list_sessions(robot=" arm-1 ")] == [
+        sid for sid, robot in reversed(ids.items()) if robot == " arm-1 "]  # as written, not stripped
+    assert mem.list_sessions(robot="arm-9") == [] and mem.list_sessions(robot="7") == []  # a string id only
+
+
+@pytest.mark.parametrize("robot", ["", 7, "a\x00b", "\ud800"])
+def test_list_sessions_refuses_a_robot_that_is_no_robot_id(mem: Memory, robot):
+    with pytest.raises(ValidationError) as err:
+        mem.list_sessions(robot=robot)
+    assert err.value.field == "robot"
+
+
 @pytest.mark.parametrize("after", [("x", "ses_1a2b3c4d5e6f"), (float("nan"), "ses_1a2b3c4d5e6f"), (1.0, "no id"),
                                    (True, "ses_1a2b3c4d5e6f"), "ses_1a2b3c4d5e6f", (1.0,), {"a": 1}])
 def test_list_sessions_refuses_a_cursor_it_did_not_give(mem: Memory, after):

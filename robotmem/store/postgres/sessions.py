@@ -34,9 +34,9 @@ def get_session(conn: PgConnection, session_id: str) -> dict[str, Any] | None:
     return None if row is None else session_from_row(tuple(row))
 
 
-def list_sessions(conn: PgConnection, collection: str | None, status: str | None,
-                  limit: int | None, after: SessionCursor | None = None) -> list[dict[str, Any]]:
-    clause, params = sessions_where(collection, status, after)
+def list_sessions(conn: PgConnection, collection: str | None, status: str | None, limit: int | None,
+                  after: SessionCursor | None = None, robot: str | None = None) -> list[dict[str, Any]]:
+    clause, params = sessions_where(collection, status, after, robot, "postgresql")
     if limit is not None:  # None: every session
         clause, params = f"{clause} ORDER BY started_at DESC, id LIMIT ?", [*params, limit]
     else:

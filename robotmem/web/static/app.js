@@ -3,7 +3,7 @@
 
 const readToken = () => new URLSearchParams(location.hash.slice(1)).get("token");
 let token = readToken();
-const state = { episodes: [], signature: "", page: { after: null, offset: 0 }, pagesBefore: [], selected: new Set(), autoTicked: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, view: null, list: null, timeline: null, anchor: null, timelineAsk: null };
+const state = { episodes: [], signature: "", page: { after: null, offset: 0, robot: "" }, pagesBefore: [], selected: new Set(), autoTicked: new Set(), details: new Map(), loading: new Map(), map: null, frame: "", near: null, open: null, view: null, list: null, timeline: null, anchor: null, timelineAsk: null };
 const SVG = "http://www.w3.org/2000/svg";
 const NO_FRAME = "(no frame)";
 const $ = (sel) => document.querySelector(sel);
@@ -79,7 +79,10 @@ async function loadEpisodes() {
   const page = state.page;
   let body;
   try {
-    body = await api("/episodes" + (page.after == null ? "" : "?after=" + encodeURIComponent(page.after)));
+    const query = new URLSearchParams();
+    if (page.after != null) query.set("after", page.after);
+    if (page.robot) query.set("robot", page.robot);
+    body = await api("/episodes" + (String(query) ? "?" + query : ""));
   } catch (error) {
     if (state.page === page) $("#status").textContent = "cannot read the store: " + error.message;
     return;
@@ -88,7 +91,7 @@ async function loadEpisodes() {
   const rows = body.episodes;
   state.list = body;
   const openBefore = JSON.stringify(state.episodes.find((r) => r.session_id === state.open));
-  const signature = JSON.stringify([body.collection, body.more, page.after, rows.map((r) => [r.session_id, r.status, r.facts, r.perceptions, r.outcome_score])]);
+  const signature = JSON.stringify([body.collection, body.more, page.after, page.robot, rows.map((r) => [r.session_id, r.status, r.facts, r.perceptions, r.outcome_score])]);
   $("#status").textContent = "live, updated " + new Date().toISOString().slice(11, 19) + " UTC";
   if (signature === state.signature) return;
   const known = new Set(state.episodes.map((r) => r.session_id));
@@ -120,22 +123,30 @@ async function turnPage(next) {
 function olderPage() {
   if (!state.list || state.list.next == null) return;
   state.pagesBefore.push(state.page);
-  turnPage({ after: state.list.next, offset: state.page.offset + state.episodes.length });
+  turnPage({ after: state.list.next, offset: state.page.offset + state.episodes.length, robot: state.page.robot });
 }
 $("#episodes-older").addEventListener("click", olderPage);
 $("#episodes-older-end").addEventListener("click", () => { olderPage(); $("#episodes-panel").scrollIntoView(); });
 $("#episodes-newer").addEventListener("click", () => { if (state.pagesBefore.length) turnPage(state.pagesBefore.pop()); });
-$("#episodes-newest").addEventListener("click", () => { state.pagesBefore = []; turnPage({ after: null, offset: 0 }); });
+$("#episodes-newest").addEventListener("click", () => { state.pagesBefore = []; turnPage({ after: null, offset: 0, robot: state.page.robot }); });
+// One robot's episodes (its context's robot.id, as written), paged the same way; empty: every robot's.
+$("#episodes-filter").addEventListener("submit", (event) => {
+  event.preventDefault();
+  state.pagesBefore = [];
+  turnPage({ after: null, offset: 0, robot: event.target.robot.value });
+});
 
 function renderEpisodes() {
   const list = state.list;
   const { offset } = state.page;
   const paged = list.more || offset > 0;
+  const whose = state.page.robot ? `robot ${clip(state.page.robot)}'s ` : "";
   $("#episode-count").textContent = `(${paged ? `${count(offset + 1)}–${count(offset + state.episodes.length)}` : state.episodes.length}`
     + `${list.more ? " of more" : ""}) collection ${list.collection}`;
   $("#episodes-note").textContent = paged
-    ? `episodes ${count(offset + 1)} to ${count(offset + state.episodes.length)}, newest first${list.more ? "; older ones on the next pages" : "; the oldest"}`
-    : state.episodes.length ? "" : `no episodes in collection ${list.collection} yet`;
+    ? `${whose}episodes ${count(offset + 1)} to ${count(offset + state.episodes.length)}, newest first${list.more ? "; older ones on the next pages" : "; the oldest"}`
+    : state.episodes.length ? (whose ? `${whose}episodes` : "")
+    : whose ? `no episodes of robot ${clip(state.page.robot)} in collection ${list.collection}` : `no episodes in collection ${list.collection} yet`;
   $("#episodes-pages").hidden = !paged;
   $("#episodes-pages-end").hidden = list.next == null;
   $("#episodes-older").disabled = list.next == null;

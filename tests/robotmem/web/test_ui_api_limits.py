@@ -119,11 +119,11 @@ def test_a_failed_build_fails_every_request_sharing_it_and_frees_its_slot(
 
 def test_an_unexpected_error_or_a_nan_anywhere_still_answers_json(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(web_app, "episode_list",
-                        lambda mem, collection=None, after=None: {"a": [float("nan"), 1.5, float("-inf")]})
+                        lambda mem, **query: {"a": [float("nan"), 1.5, float("-inf")]})
     app = build_app(mem, host="127.0.0.1", token=None)
     status, _, body = get(app, "/api/episodes")
     assert status == 200 and json.loads(body) == {"a": [None, 1.5, None]}
-    monkeypatch.setattr(web_app, "episode_list", lambda mem, collection=None, after=None: 1 / 0)
+    monkeypatch.setattr(web_app, "episode_list", lambda mem, **query: 1 / 0)
     status, headers, body = get(app, "/api/episodes")
     assert status == 500 and headers["content-type"] == "application/json"
     assert json.loads(body)["error"]["code"] == "internal_error"
@@ -253,3 +253,16 @@ def test_the_episode_list_pages_through_every_episode_by_its_cursor(mem: Memory,
         "SELECT id, started_at FROM sessions").fetchall()
     order = [sid for sid, _ in sorted(rows, key=lambda r: (-r[1], r[0])) if sid in set(ids)]
     assert listed == order and len(listed) == 30
+
+
+def test_the_episode_list_of_one_robot(mem: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(episodes, "MAX_ROWS", 3)
+    ids = [mem.start_session(context={"robot": {"id": f"r{i % 2}"}})["session_id"] for i in range(9)]
+    app = build_app(mem, host="127.0.0.1", token=None)
+    page = json.loads(get(app, "/api/episodes", "robot=r1")[2])
+    rest = json.loads(get(app, "/api/episodes", "robot=r1&after=" + urllib.parse.quote(page["next"]))[2])
+    assert page["robot"] == "r1" and rest["next"] is None
+    assert {row["robot"] for row in page["episodes"] + rest["episodes"]} == {"r1"}
+    assert sorted(row["session_id"] for row in page["episodes"] + rest["episodes"]) == sorted(ids[1::2])
+    status, _, body = get(app, "/api/episodes", "robot=a%00b")
+    assert status == 400 and json.loads(body)["error"]["field"] == "robot"

@@ -4,6 +4,7 @@ page stays where it is while the robots start new episodes."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,4 +93,28 @@ def test_every_episode_is_reached_page_by_page_and_the_oldest_opens(browser: Any
     browser.find_element(By.ID, "episodes-newest").click()
     wait.until(lambda d: _listed(d)[:3] == new[::-1])
     assert _listed(browser) == _store_order(home)[:MAX_ROWS]
+    assert page_errors(browser) == []
+
+
+def test_one_robots_episodes_are_listed_and_paged_on_their_own(browser: Any, ui: UiServer, home: Path) -> None:
+    wait = WebDriverWait(browser, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
+    connection = apsw.Connection(str(home / "memory.db"), flags=apsw.SQLITE_OPEN_READONLY)
+    robots = {sid: (json.loads(context).get("robot") or {}).get("id")
+              for sid, context in connection.execute("SELECT id, json(context) FROM sessions")}
+    connection.close()
+    mine = [sid for sid in _store_order(home) if robots[sid] == "bot-3"]
+    browser.get(ui.url)
+    wait.until(lambda d: len(_listed(d)) == MAX_ROWS)
+    field = browser.find_element(By.CSS_SELECTOR, "#episodes-filter input[name=robot]")
+    field.send_keys("bot-3")
+    field.submit()
+    wait.until(lambda d: _listed(d) == mine)
+    assert "robot bot-3's episodes" in browser.find_element(By.ID, "episodes-note").text
+    field.clear()
+    field.send_keys("nobody")
+    field.submit()
+    wait.until(lambda d: _listed(d) == [] and "no episodes of robot nobody" in d.find_element(By.ID, "episodes-note").text)
+    field.clear()
+    field.submit()
+    wait.until(lambda d: _listed(d) == _store_order(home)[:MAX_ROWS])
     assert page_errors(browser) == []

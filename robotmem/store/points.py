@@ -36,7 +36,7 @@ import apsw
 
 from ..context import load_stored_json
 
-__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "MAX_POINTS", "exact_points", "extract_points", "index_new_points", "index_points",
+__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MIN_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "MAX_POINTS", "exact_points", "extract_points", "index_new_points", "index_points",
            "memory_of_point", "move_exact_columns_out", "points_of", "reindex_all_points", "reindex_changed_points",
            "split_points_by_epoch"]
 
@@ -47,6 +47,12 @@ MAX_DEPTH = 4
 #: them) and refuses every later write into that index page, and both stores' distances
 #: overflow beyond it.
 MAX_COORDINATE = 1e15
+#: Coordinates of smaller magnitude are indexed as 0 (the context keeps them as given): the
+#: GiST index of PostgreSQL multiplies differences of coordinates, and a product too small for a
+#: double is an underflow error there, so once it held points at 1e-300 (tiny boxes) every later
+#: write of a point into that part of the index failed; at 1e-100 m the squares of differences
+#: (ulp 1e-116) stay far above the smallest double.
+MIN_COORDINATE = 1e-100
 #: The largest ``spatial_sort.max_distance``: more than two points within MAX_COORDINATE can be apart.
 MAX_DISTANCE = 4e15
 #: Tree row ids of a memory's first points are ``memory_id * _MAX_POINTS + k``, one rowid range.
@@ -92,7 +98,16 @@ def _number(value: Any) -> bool:
             and -MAX_COORDINATE <= value <= MAX_COORDINATE)
 
 
+def _coordinate(value: float) -> float:
+    return 0.0 if abs(value) < MIN_COORDINATE else float(value)
+
+
 def _as_point(value: Any) -> tuple[float, float, float] | None:
+    point = _exact_point(value)
+    return None if point is None else (_coordinate(point[0]), _coordinate(point[1]), _coordinate(point[2]))
+
+
+def _exact_point(value: Any) -> tuple[float, float, float] | None:
     if isinstance(value, list):
         if len(value) not in (2, 3) or not all(map(_number, value)):
             return None

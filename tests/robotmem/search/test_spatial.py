@@ -354,3 +354,18 @@ def test_a_store_indexed_by_the_old_rules_migrates_to_the_answers_of_a_fresh_one
         assert _spatial_answers(mem) == fresh
     with Memory(db_path, embedder=None) as mem:  # and again: nothing left to change
         assert _spatial_answers(mem) == fresh
+
+
+def test_points_of_tiny_coordinates_do_not_break_later_writes(mem: Memory):
+    # PostgreSQL's GiST multiplied differences of 1e-300 into an underflow error: once its pages
+    # held such boxes, 29 of 32 later writes of a point failed (StorageError)
+    rng = random.Random(1)
+    tiny = (0.0, 1e-300, 2e-300, 5e-324)
+    ids = mem.save_perceptions([{"description": f"tiny point {i}", "metadata": {
+        "spatial": {"p": [rng.choice(tiny), rng.choice(tiny)]}}} for i in range(600)])
+    later = [mem.learn(f"a later note {i}", {"spatial": {"p": [rng.choice(tiny), 1e-300]}})["memory_id"]
+             for i in range(20)]
+    hits = mem.recall("", n=100, spatial_sort={"field": "spatial.p", "target": [0, 0], "max_distance": 1e-90})
+    assert hits["count"] == 100 and {h["distance"] for h in hits["results"]} == {0.0}
+    assert len(ids) == 600 and len(later) == 20
+    assert mem.get(later[-1])["context"]["spatial"]["p"][1] == 1e-300  # the context keeps what was given

@@ -9,7 +9,7 @@ from typing import Any
 from .. import validation
 from ..errors import ValidationError
 from ..models import DEFAULT_MIN_RELEVANCE
-from ..store.points import MAX_COORDINATE, MAX_DISTANCE
+from ..store.points import MAX_COORDINATE, MAX_DISTANCE, index_coordinate
 from .filters import CompiledFilter, compile_for, json_path
 
 __all__ = ["RecallRequest", "SpatialSort", "parse_spatial_sort"]
@@ -100,7 +100,9 @@ def parse_spatial_sort(value: Any) -> SpatialSort | None:
     return SpatialSort(
         field=field,
         json_path=path,
-        target=tuple(float(v) for v in target),
+        # as the points are indexed: a target at 1e-200 whose distance to the origin was shown as 0 (the
+        # square underflows) dropped that point under max_distance 0
+        target=tuple(index_coordinate(v) for v in target),
         max_distance=None if max_distance is None else float(max_distance),
         frame=frame,
         frame_path=json_path(f"{parent}.frame" if parent else "frame", "spatial_sort.field"),

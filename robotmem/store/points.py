@@ -36,7 +36,7 @@ import apsw
 
 from ..context import load_stored_json
 
-__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MIN_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "MAX_POINTS", "exact_points", "extract_points", "index_new_points", "index_points",
+__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MIN_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "MAX_POINTS", "exact_points", "extract_points", "index_coordinate", "index_new_points", "index_points",
            "memory_of_point", "move_exact_columns_out", "points_of", "reindex_all_points", "reindex_changed_points",
            "split_points_by_epoch"]
 
@@ -98,13 +98,15 @@ def _number(value: Any) -> bool:
             and -MAX_COORDINATE <= value <= MAX_COORDINATE)
 
 
-def _coordinate(value: float) -> float:
+def index_coordinate(value: float) -> float:
+    """A coordinate as the index holds it (and a spatial_sort target is compared): 0 below MIN_COORDINATE."""
     return 0.0 if abs(value) < MIN_COORDINATE else float(value)
 
 
 def _as_point(value: Any) -> tuple[float, float, float] | None:
     point = _exact_point(value)
-    return None if point is None else (_coordinate(point[0]), _coordinate(point[1]), _coordinate(point[2]))
+    return None if point is None else (index_coordinate(point[0]), index_coordinate(point[1]),
+                                       index_coordinate(point[2]))
 
 
 def _exact_point(value: Any) -> tuple[float, float, float] | None:

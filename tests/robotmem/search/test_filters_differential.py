@@ -61,7 +61,8 @@ CONTEXTS = st.dictionaries(st.sampled_from((*KEYS, "a.b")), st.one_of(_leaf(), _
 
 GRID = st.integers(min_value=-3, max_value=3).map(float)
 # Coordinates that are no number (true, "1") or beyond the 1e15 bound make no point.
-COORDS = st.one_of(GRID, GRID, GRID, st.sampled_from((0.1, 0.2, 0.3, 1e15, -1e15, 1e15 - 1, 2e15, 1e-300, True, "1")))
+COORDS = st.one_of(GRID, GRID, GRID, st.sampled_from(
+    (0.1, 0.2, 0.3, 1e15, -1e15, 1e15 - 1, 2e15, 1e-300, -1e-200, 5e-324, 1e-100, 1e-90, True, "1")))
 POINTS = st.one_of(
     st.lists(COORDS, min_size=2, max_size=3),
     st.fixed_dictionaries({"x": GRID, "y": GRID}),
@@ -207,26 +208,32 @@ def _refused_key(spec: dict[str, Any]) -> str | None:
     return None
 
 
+def _coordinate(value: float) -> float:
+    """A coordinate under 1e-100 in magnitude counts as 0, in a point and a target alike."""
+    return 0.0 if abs(value) < 1e-100 else float(value)
+
+
 def _point(value: Any) -> tuple[float, float, float | None] | None:
     """A point as docs/data-model.md#context defines one; z None when it has none."""
     def coordinate(v: Any) -> bool:
         return _number(v) and abs(v) <= 1e15
 
     if isinstance(value, list) and len(value) in (2, 3) and all(coordinate(v) for v in value):
-        return (float(value[0]), float(value[1]), float(value[2]) if len(value) == 3 else None)
+        return (_coordinate(value[0]), _coordinate(value[1]), _coordinate(value[2]) if len(value) == 3 else None)
     if isinstance(value, dict) and coordinate(value.get("x")) and coordinate(value.get("y")):
         z = value.get("z")
         if _number(z) and not coordinate(z):
             return None  # a z beyond the bound: no point; a z that is no number sits at 0
-        return (float(value["x"]), float(value["y"]), float(z) if _number(z) else 0.0)
+        return (_coordinate(value["x"]), _coordinate(value["y"]), _coordinate(z) if _number(z) else 0.0)
     return None
 
 
 def _distance(point: tuple[float, float, float | None], target: list[float]) -> float:
     """2-D points against a 3-D target sit at z = 0; a 3-D point against a 2-D target: x and y alone."""
-    if len(target) == 2:
-        return math.dist(point[:2], target)
-    return math.dist((point[0], point[1], point[2] or 0.0), target)
+    at = [_coordinate(t) for t in target]
+    if len(at) == 2:
+        return math.dist(point[:2], at)
+    return math.dist((point[0], point[1], point[2] or 0.0), at)
 
 
 # ---- generated requests -------------------------------------------------------------------
@@ -273,11 +280,11 @@ class Request:
 def _requests(draw: st.DrawFn) -> Request:
     spatial = None
     if draw(st.booleans()):
-        target = st.one_of(GRID, GRID, st.sampled_from((0.1, 0.2, 1e15, -1e15)))
+        target = st.one_of(GRID, GRID, st.sampled_from((0.1, 0.2, 1e15, -1e15, 1e-200, 1e-90)))
         spatial = {"field": "spatial.pos", "target": draw(st.lists(target, min_size=2, max_size=3))}
         if draw(st.booleans()):
             # "edge": the distance of a stored point, so that one lies exactly on the bound
-            spatial["max_distance"] = draw(st.sampled_from((0.0, 1.0, 2.0, 5.0, 0.1, 0.3, 1e15, 4e15, "edge")))
+            spatial["max_distance"] = draw(st.sampled_from((0.0, 1.0, 2.0, 5.0, 0.1, 0.3, 1e15, 4e15, 1e-300, "edge")))
         frame = draw(st.sampled_from((_MISSING, "map", "odom")))
         if frame is not _MISSING:
             spatial["frame"] = frame

@@ -369,3 +369,13 @@ def test_points_of_tiny_coordinates_do_not_break_later_writes(mem: Memory):
     assert hits["count"] == 100 and {h["distance"] for h in hits["results"]} == {0.0}
     assert len(ids) == 600 and len(later) == 20
     assert mem.get(later[-1])["context"]["spatial"]["p"][1] == 1e-300  # the context keeps what was given
+
+
+def test_a_target_is_compared_as_points_are_indexed(mem: Memory):
+    # a target at 1e-200 put the origin at a shown distance of 0 (its square underflows) but
+    # max_distance 0 dropped it; tiny coordinates count as 0 for targets as for points
+    origin = mem.learn("at the origin", {"spatial": {"p": [0.0, 0.0, 0.0]}})["memory_id"]
+    near = mem.learn("a hair off the origin", {"spatial": {"p": [1e-200, 0.0, 1e-300]}})["memory_id"]
+    for target in ([0.0, 0.0, 1e-200], [1e-200, 1e-200], [0.0, 0.0]):
+        hits = mem.recall("", spatial_sort={"field": "spatial.p", "target": target, "max_distance": 0.0})["results"]
+        assert [(h["id"], h["distance"]) for h in hits] == [(near, 0.0), (origin, 0.0)]

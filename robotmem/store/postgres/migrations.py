@@ -22,7 +22,7 @@ from ...context import holds_hash, load_stored_json
 from ...errors import StorageError
 from .. import paging
 from ..paging import Paged, Progress, after_page
-from ..points import extract_points
+from ..points import MIN_COORDINATE, extract_points
 from ..rehash import refreshed_hashes
 from ..tokens import memory_search_text
 from .locks import lock_migrations
@@ -332,11 +332,36 @@ END $$;
 """
 
 
+#: A coordinate indexed by a version before MIN_COORDINATE: nonzero and under it in magnitude.
+_TINY = "({c} <> 0 AND abs({c}) < {m!r})"
+
+
+def _v11(conn: Any) -> None:
+    """Points indexed with a coordinate under MIN_COORDINATE get it as 0, as ``extract_points`` now
+    gives it: their boxes in the GiST made later inserts into it fail (an underflow error), and an
+    internal box never shrinks, so the index is built anew, only in a store that holds such a point.
+    The rows are written anew too (TRUNCATE, then the flattened copy): CREATE INDEX takes in the
+    versions an UPDATE leaves behind, and with them the tiny boxes (measured: every insert failed)."""
+    tiny = " OR ".join(_TINY.format(c=c, m=MIN_COORDINATE) for c in ("xy[0]", "xy[1]", "z"))
+    if conn.execute(f"SELECT 1 FROM spatial_points WHERE {tiny} LIMIT 1").fetchone() is None:
+        return
+    flat = "CASE WHEN abs({c}) < {m!r} THEN 0 ELSE {c} END"
+    x, y, z = (flat.format(c=c, m=MIN_COORDINATE) for c in ("xy[0]", "xy[1]", "z"))
+    conn.execute("DROP INDEX spatial_points_xy")
+    conn.execute("CREATE TEMPORARY TABLE robotmem_flat_points ON COMMIT DROP AS "
+                 f"SELECT memory_id, field, point({x}, {y}) AS xy, {z} AS z FROM spatial_points")
+    conn.execute("TRUNCATE spatial_points")
+    conn.execute("INSERT INTO spatial_points (memory_id, field, xy, z) SELECT memory_id, field, xy, z "
+                 "FROM robotmem_flat_points")
+    conn.execute("DROP TABLE robotmem_flat_points")
+    conn.execute("CREATE INDEX spatial_points_xy ON spatial_points USING gist (xy)")
+
 Step = Union[str, Callable[[Any], None], Paged]
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, Paged(_v3)), (4, _V4), (5, _V5), (6, Paged(_v6)),
-                                                   (7, Paged(_v7)), (8, _V8), (9, Paged(_v9)), (10, _V10))
+                                                   (7, Paged(_v7)), (8, _V8), (9, Paged(_v9)), (10, _V10),
+                                                   (11, _v11))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

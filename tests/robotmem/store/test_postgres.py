@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -417,6 +418,32 @@ def test_migration_4_gives_existing_memories_a_provisional_uid_each(postgres_url
     assert all(len(u) == 32 and int(u, 16) >= 0 and u == u.lower() for u in uids)
     # The rows older than the column: provisional (a time of 0 ms); the one saved since: time-led.
     assert all(u.startswith("000000000000") for u in uids[:-1]) and not uids[-1].startswith("000000000000")
+
+
+def test_migration_11_sets_tiny_coordinates_to_0_and_later_point_writes_succeed(postgres_url: str):
+    rng = random.Random(1)
+    tiny = (0.0, 1e-300, 2e-300, 5e-324)
+    with Memory(postgres_url, embedder=None) as mem:
+        ids = mem.save_perceptions([{"description": f"tiny point {i}", "metadata": {
+            "spatial": {"p": [rng.choice(tiny), rng.choice(tiny)]}}} for i in range(600)])
+    with _admin(postgres_url) as admin:
+        # As robotmem before migration 11 indexed them: the coordinates as given.
+        admin.execute("DROP INDEX spatial_points_xy")
+        admin.execute("UPDATE spatial_points s SET xy = point((m.context->'spatial'->'p'->>0)::float8, "
+                      "(m.context->'spatial'->'p'->>1)::float8) FROM memories m WHERE m.id = s.memory_id")
+        admin.execute("CREATE INDEX spatial_points_xy ON spatial_points USING gist (xy)")
+        assert admin.execute("SELECT count(*) FROM spatial_points WHERE xy[0] <> 0 AND abs(xy[0]) < 1e-200"
+                             ).fetchone()[0] > 100
+        admin.execute("DELETE FROM robotmem_schema WHERE version >= 11")
+    with Memory(postgres_url, embedder=None) as mem:  # migrates
+        for i in range(20):
+            mem.learn(f"a later note {i}", {"spatial": {"p": [rng.choice(tiny), 1e-300]}})
+        hits = mem.recall("", n=100, spatial_sort={"field": "spatial.p", "target": [0, 0], "max_distance": 0.0})
+        assert hits["count"] == 100
+        assert {x for i in ids for x in mem.get(i)["context"]["spatial"]["p"]} == set(tiny)  # contexts as given
+    with _admin(postgres_url) as admin:
+        assert admin.execute("SELECT count(*) FROM spatial_points WHERE (xy[0] <> 0 AND abs(xy[0]) < 1e-100) "
+                             "OR (xy[1] <> 0 AND abs(xy[1]) < 1e-100)").fetchone()[0] == 0
 
 
 def test_migration_5_indexes_the_full_text_of_live_memories_only(postgres_url: str):

@@ -18,10 +18,12 @@ import base64
 import hashlib
 import json
 import logging
+import shutil
+import tempfile
 import time
 from collections import deque
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +48,13 @@ _FORMATS = (_FORMAT, _FORMAT_WITHOUT_END)
 _DEFAULTS = {"embed": 1, "uid": None}
 _REQUIRED_SESSION = ("id", "collection", "context", "started_at", "ended_at", "outcome_score", "summary")
 _REQUIRED_MEMORY = tuple(c for c in MEMORY_COLUMNS if c not in _DEFAULTS)
+#: The fields of a memory record that the checks across the whole file read (uids, sessions, times,
+#: the old rule's key). Import reads the file twice: the first pass keeps these of every line, the
+#: second reads each line whole again for the batch that writes it (the vector, the payload, the
+#: context: most of an export's bytes). Keeping every record whole took 7 KB a memory, 850 MB to
+#: import 100,000 (docs/benchmarks.md).
+_ACROSS_FILE = frozenset({"kind", "line", "id", "uid", "type", "collection", "created_at", "occurred_at",
+                          "content_hash", "content", "times_adjusted", "session_id", "known_uid", "paired_from"})
 
 
 def _b64(blob: bytes | None) -> str | None:
@@ -104,56 +113,69 @@ class _Part:
     end_line: int | None = None
 
 
-def _read_lines(source: Path | IO[str], limits: ImportLimits, *,
+@contextmanager
+def _readable_twice(source: Path | IO[str]) -> Iterator[IO[str]]:
+    """The file, or a copy of the stream in a temporary file (standard input cannot be read twice).
+
+    surrogateescape: bytes that are not UTF-8 are read (as lone surrogates) instead of raising in
+    the middle of the loop, so _utf8 reports their line like any other bad line. The copy keeps
+    every character as it came (surrogatepass both ways). A stream the caller gave is read, not closed."""
+    if isinstance(source, Path):
+        with opened_text(source, "r", errors="surrogateescape") as src:
+            yield src
+        return
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogatepass") as copy:
+        shutil.copyfileobj(source, copy)
+        copy.seek(0)
+        yield copy
+
+
+def _read_lines(src: IO[str], name: str, limits: ImportLimits, *,
                 allow_incomplete: bool = False) -> list[dict[str, Any]]:
-    """Every record of the file, checked; any bad line refuses the whole import, naming it. So does a
-    file cut short (_incomplete, _end_disagrees), unless ``allow_incomplete``."""
-    name = _source_name(source)
+    """Every record of the file, checked, memories with only their _ACROSS_FILE fields; any bad line
+    refuses the whole import, naming it. So does a file cut short (_incomplete, _end_disagrees),
+    unless ``allow_incomplete``."""
     records: list[dict[str, Any]] = []
     problems: list[str] = []
     first_line_of_uid: dict[str, int] = {}
     parts: list[_Part] = []
     mismatched: list[str] = []
     number = 0
-    # surrogateescape: bytes that are not UTF-8 are read (as lone surrogates) instead of raising
-    # in the middle of the loop, so _utf8 reports their line like any other bad line.
-    # A stream the caller gave (standard input) is read, not closed.
-    with opened_text(source, "r", errors="surrogateescape") if isinstance(source, Path) else nullcontext(source) as src:
-        for number, line in enumerate(src, 1):
-            if not line.strip():
+    for number, line in enumerate(src, 1):
+        if not line.strip():
+            continue
+        try:
+            record = _check_line(_utf8(line), limits)
+        except ValidationError as exc:
+            problems.append(f"line {number}: {exc.message}")
+            continue
+        kind = record["kind"]
+        if kind == "header":
+            if parts and record.get("format") not in _FORMATS:  # the first: "not a ... file" below
+                problems.append(f"line {number}: a header of format {record.get('format')!r}, not one of "
+                                f"{', '.join(_FORMATS)}")
+            parts.append(_Part(number, str(record.get("format"))))
+        elif not parts:
+            pass  # not an export: refused below
+        elif parts[-1].end_line is not None:
+            problems.append(f"line {number}: a {kind} record after the end record of line {parts[-1].end_line}")
+            continue
+        elif kind == "end":  # not a record to import
+            parts[-1].end_line = number
+            mismatched.extend(_end_disagrees(parts[-1], record, number))
+            continue
+        else:
+            parts[-1].sessions += kind == "session"
+            parts[-1].memories += kind == "memory"
+        if kind != "header":
+            record["line"] = number
+        if kind == "memory" and record["uid"] is not None:
+            # Two lines with one uid are one memory told twice: keeping either would drop the other.
+            first = first_line_of_uid.setdefault(record["uid"], number)
+            if first != number:
+                problems.append(f"line {number}: uid {record['uid']} is also the uid of line {first}")
                 continue
-            try:
-                record = _check_line(_utf8(line), limits)
-            except ValidationError as exc:
-                problems.append(f"line {number}: {exc.message}")
-                continue
-            kind = record["kind"]
-            if kind == "header":
-                if parts and record.get("format") not in _FORMATS:  # the first: "not a ... file" below
-                    problems.append(f"line {number}: a header of format {record.get('format')!r}, not one of "
-                                    f"{', '.join(_FORMATS)}")
-                parts.append(_Part(number, str(record.get("format"))))
-            elif not parts:
-                pass  # not an export: refused below
-            elif parts[-1].end_line is not None:
-                problems.append(f"line {number}: a {kind} record after the end record of line {parts[-1].end_line}")
-                continue
-            elif kind == "end":  # not a record to import
-                parts[-1].end_line = number
-                mismatched.extend(_end_disagrees(parts[-1], record, number))
-                continue
-            else:
-                parts[-1].sessions += kind == "session"
-                parts[-1].memories += kind == "memory"
-            if kind != "header":
-                record["line"] = number
-            if kind == "memory" and record["uid"] is not None:
-                # Two lines with one uid are one memory told twice: keeping either would drop the other.
-                first = first_line_of_uid.setdefault(record["uid"], number)
-                if first != number:
-                    problems.append(f"line {number}: uid {record['uid']} is also the uid of line {first}")
-                    continue
-            records.append(record)
+        records.append(_across_file(record) if kind == "memory" else record)
     _refuse_bad_lines(name, problems)
     if not records or records[0]["kind"] != "header" or records[0].get("format") not in _FORMATS:
         raise ValidationError(f"{name} is not a robotmem export ({' or '.join(_FORMATS)})", field="path")
@@ -167,6 +189,10 @@ def _read_lines(source: Path | IO[str], limits: ImportLimits, *,
         log.warning("%s: written by an earlier robotmem (%s, without the end record that newer exports "
                     "write last): whether it is complete cannot be checked", name, _FORMAT_WITHOUT_END)
     return records
+
+
+def _across_file(record: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key in _ACROSS_FILE}
 
 
 def _end_disagrees(part: _Part, end: dict[str, Any], number: int) -> list[str]:
@@ -342,8 +368,13 @@ def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, 
     with its end record, counting the sessions and memories it holds; one that does not (cut short)
     is refused before anything is written, unless ``allow_incomplete``."""
     limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
-    records = _read_lines(source, limits, allow_incomplete=allow_incomplete)
-    path = _source_name(source)
+    with _readable_twice(source) as src:
+        return _import_lines(db, src, _source_name(source), embeddings, limits, allow_incomplete)
+
+
+def _import_lines(db: Store, src: IO[str], path: str, embeddings: EmbeddingState, limits: ImportLimits,
+                  allow_incomplete: bool) -> dict[str, int]:
+    records = _read_lines(src, path, limits, allow_incomplete=allow_incomplete)
     sessions = [r for r in records if r["kind"] == "session"]
     memories = [r for r in records if r["kind"] == "memory"]
     adjusted = [(r.get("line"), field, how) for r in records if r["kind"] in ("session", "memory")
@@ -369,9 +400,11 @@ def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, 
         for s in sessions:
             counts["sessions"] += int(db.insert_session_row(conn, s))
     batch = max(1, IMPORT_BATCH)
+    src.seek(0)
+    lines = enumerate(src, 1)
     for start in range(0, len(memories), batch):
+        chunk = _whole_records(lines, memories[start : start + batch], path, limits)
         began = time.monotonic()
-        chunk = memories[start : start + batch]
         with db.write() as conn:
             renamed_before = set(run.renamed)
             to_embed = _import_batch(db, conn, chunk, run, counts)
@@ -381,6 +414,7 @@ def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, 
             _write_links(db, conn, run, None if every else
                          {r["known_uid"] for r in chunk} | (run.renamed.keys() - renamed_before))
         held = time.monotonic() - began
+        del chunk
         counts["embedded"] += _embed_missing(db, embeddings, to_embed)
         if db.kind == "sqlite" and start + batch < len(memories):
             # PostgreSQL locks rows, not the database: its writers never wait for a batch.
@@ -389,6 +423,24 @@ def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, 
             _after_batch(min(start + batch, len(memories)))
     db.build_vector_indexes()
     return counts
+
+
+def _whole_records(lines: Iterator[tuple[int, str]], chunk: list[dict[str, Any]], path: str,
+                   limits: ImportLimits) -> list[dict[str, Any]]:
+    """The chunk's records whole: each line read again (the file is read on from where the previous
+    chunk stopped: records are in file order), with what the run added to it (known_uid, a paired uid)."""
+    whole = []
+    for r in chunk:
+        number, line = next(((n, text) for n, text in lines if n >= r["line"]), (None, ""))
+        try:
+            again = _check_line(_utf8(line), limits) if number == r["line"] else {}
+        except ValidationError:
+            again = {}
+        if again.get("id") != r["id"] or again.get("content_hash") != r["content_hash"]:
+            raise ValidationError(f"{path}: line {r['line']} changed while it was being imported; the batches "
+                                  "before it are stored, importing the file again stores the rest", field="path")
+        whole.append({**again, **r})
+    return whole
 
 
 def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
@@ -574,8 +626,13 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
     if r["uid"] is not None:
         found = run.provisional.get(key)
         if found is None:
-            found = run.provisional[key] = deque((int(i), str(u)) for i, u in conn.execute(_SAME_RECORD_SQL, key)
-                                                 if is_provisional(u) and u not in run.file_uids)
+            found = deque((int(i), str(u)) for i, u in conn.execute(_SAME_RECORD_SQL, key)
+                          if is_provisional(u) and u not in run.file_uids)
+            # Kept only when it found rows: nearly every record's look-up finds none, and an empty
+            # deque a record kept 0.8 KB per line of the file for the whole import. A later record
+            # of the key looks it up again, and finds the rows this run inserted since, in id order.
+            if found:
+                run.provisional[key] = found
         while found:
             row_id, provisional = found.popleft()
             if is_provisional(r["uid"]):

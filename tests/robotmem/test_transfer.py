@@ -1126,3 +1126,35 @@ def test_import_leaves_a_memory_updated_while_it_embedded_to_that_update(tmp_pat
                 (blob,) = conn.execute("SELECT vector FROM embeddings WHERE memory_id = ?", (hit["id"],)).fetchone()
             new = TextVectors().embed(["the charger is in room 12"])[0]
             assert np.allclose(np.frombuffer(as_vector_bytes(blob) or b"", dtype=np.float32), new / np.linalg.norm(new))
+
+
+@pytest.mark.parametrize("as_stream", [False, True], ids=["path", "stream"])
+def test_import_holds_one_batch_of_payloads_not_the_file(tmp_path: Path, mem: Memory, clock, monkeypatch, as_stream):
+    """An import held every record of the file, payloads and vectors included, until its last batch was
+    written: 850 MB to import 100,000 memories (7 KB each), more than a small board has for 1,000,000.
+    Measured against this file's own payload bytes with tracemalloc: the import may hold a few batches
+    of them, not the file's."""
+    import tracemalloc
+
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 10)
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        for start in range(0, 600, 50):
+            robot.save_perceptions([{"description": f"scan {i} of the left shelf", "perception_type": "visual",
+                                     "data": {"ranges": [float(i) + j / 7 for j in range(3000)]}}
+                                    for i in range(start, start + 50)])
+        robot.export(tmp_path / "e.jsonl")
+    with (tmp_path / "e.jsonl").open(encoding="utf-8") as lines:
+        payload_bytes = sum(len(json.loads(line).get("payload") or "") * 3 // 4 for line in lines)
+    tracemalloc.start()
+    try:
+        if as_stream:
+            with (tmp_path / "e.jsonl").open(encoding="utf-8") as stream:
+                counts = mem.import_(stream)
+        else:
+            counts = mem.import_(tmp_path / "e.jsonl")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert counts["memories"] == 600
+    assert len(mem.get_data(_all_ids(mem)[-1])["ranges"]) == 3000
+    assert peak < 0.25 * payload_bytes, f"importing {payload_bytes / 1e6:.1f} MB of payloads peaked at {peak / 1e6:.1f} MB"

@@ -847,8 +847,26 @@ class Memory:
 
         allow = _flag(allow_incomplete, "allow_incomplete")
         source = path if _is_stream(path, "read") else validation.file_path(path, "path")
-        return import_jsonl(self._db, source, self._embeddings, self.now(), self.config.max_payload_bytes,
-                            allow_incomplete=allow)
+        counts = import_jsonl(self._db, source, self._embeddings, self.now(), self.config.max_payload_bytes,
+                              allow_incomplete=allow)
+        self._write_stale_snapshots()
+        return counts
+
+    def _write_stale_snapshots(self) -> None:
+        """After a bulk load into an embedded store: the vector snapshot of each collection whose
+        snapshot is missing or stale, as PostgreSQL's import builds its HNSW indexes at its end.
+        Otherwise the first recall of every process loaded an exact mirror of the whole collection
+        until a snapshot was published (1.9 GB of a server's memory at 1,000,000 memories)."""
+        from .search.ann_index import rebuild_stale
+
+        model_id, dim = self._embeddings.model_id, self._embeddings.dim
+        if not isinstance(self._db, SqliteStore) or model_id is None or dim is None:
+            return
+        with self._db.read() as conn:
+            states = self._snapshot_states(conn, None)
+        for state in states:
+            if state["model_id"] == model_id and state["stale"] and not state["building"]:
+                rebuild_stale(self._db, state["collection"], model_id, dim, state["snapshot_seq"] or 0)
 
     def reindex(self, *, everything: bool = False, replace_other_models: bool = False, batch_size: int = 64,
                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

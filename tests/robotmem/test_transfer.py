@@ -1158,3 +1158,26 @@ def test_import_holds_one_batch_of_payloads_not_the_file(tmp_path: Path, mem: Me
     assert counts["memories"] == 600
     assert len(mem.get_data(_all_ids(mem)[-1])["ranges"]) == 3000
     assert peak < 0.25 * payload_bytes, f"importing {payload_bytes / 1e6:.1f} MB of payloads peaked at {peak / 1e6:.1f} MB"
+
+
+@pytest.mark.sqlite_only
+def test_an_import_writes_the_missing_vector_snapshot_and_leaves_a_fresh_one(tmp_path: Path, monkeypatch):
+    """An import of a large collection left it without its vector snapshot, so the first recall of every
+    process (a server started next) loaded an exact mirror of the whole collection: 1.9 GB at
+    1,000,000 memories. The import writes the snapshot, as PostgreSQL's builds its HNSW index at its
+    end; a small import into a store whose snapshot is fresh does not write it again."""
+    from robotmem.search import ann_index
+
+    monkeypatch.setattr(ann_index, "MIN_ROWS", 60)
+    with Memory(tmp_path / "robot.db", embedder=TextVectors()) as robot:
+        robot.save_perceptions([{"description": f"contact {i} on the left finger pad"} for i in range(80)])
+        robot.export(tmp_path / "e.jsonl")
+        robot.save_perceptions([{"description": f"contact {i} on the right finger pad"} for i in range(80, 83)])
+        robot.export(tmp_path / "more.jsonl")
+    with Memory(tmp_path / "memory.db", embedder=TextVectors()) as mem:
+        mem.import_(tmp_path / "e.jsonl")
+        [state] = mem.stats()["vector_indexes"]
+        assert state["built"] and state["changes_since"] == 0 and not state["stale"]
+        assert mem.import_(tmp_path / "more.jsonl")["memories"] == 3
+        [later] = mem.stats()["vector_indexes"]
+        assert later["snapshot_seq"] == state["snapshot_seq"] and later["changes_since"] == 3

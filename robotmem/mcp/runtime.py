@@ -11,6 +11,7 @@ event loop and the other requests it is serving.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -33,12 +34,31 @@ log = logging.getLogger("robotmem.mcp")
 
 T = TypeVar("T")
 
+#: What tool calls import on their first use (``Memory`` imports them late, so that a short CLI
+#: command does not pay for them). Imported in a server's warm-up instead: an import holds the GIL,
+#: and the first ``end_session`` importing consolidation (scipy) held it for 140-180 ms, a stall
+#: of every ``recall`` the server was answering at that moment (docs/benchmarks.md).
+LATE_IMPORTS = (
+    "robotmem.consolidation",  # end_session
+    "robotmem.search.outcomes",  # outcome_stats
+    "robotmem.search.outcome_request",
+    "faiss",  # recall, once a vector snapshot is published
+)
+
 
 def open_memory(config: Config) -> Memory:
     """The ``Memory`` the server works on (imported late: the core may load heavy modules)."""
     from .. import Memory
 
     return Memory(path=config.store_location, collection=config.collection, embedder="auto", config=config)
+
+
+def _import_late() -> None:
+    for name in LATE_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:  # the tool that needs it reports it when called
+            log.warning("cannot import %s ahead of its first use: %s", name, exc)
 
 
 class _Opened:
@@ -49,6 +69,8 @@ class _Opened:
         self.reopening = anyio.Lock()
         self.memory: Memory | None = None
         self.error: BaseException | None = None
+        #: set when the warm-up is over (model loaded or given up, late imports done)
+        self.warm = anyio.Event()
 
 
 class MemoryRuntime:
@@ -132,7 +154,20 @@ class MemoryRuntime:
         # The ONNX embedder reports unloaded/loading/ready/failed; others load on first use.
         return str(getattr(embedder, "state", "unknown"))
 
+    async def warmed(self) -> None:
+        """Wait until the warm-up is over (the model loaded or given up, LATE_IMPORTS imported)."""
+        opened = self._opened
+        if opened is None:
+            raise RuntimeError("the memory runtime is not running (lifespan not entered)")
+        await opened.warm.wait()
+
     async def _open_and_warm(self, opened: _Opened) -> None:
+        try:
+            await self._open(opened)
+        finally:
+            opened.warm.set()
+
+    async def _open(self, opened: _Opened) -> None:
         try:
             try:
                 memory = opened.memory = await anyio.to_thread.run_sync(open_memory, self.config)
@@ -151,6 +186,8 @@ class MemoryRuntime:
             load = self._start_loading(memory)
         finally:
             opened.done.set()
+        # While the model loads on its own thread, before a control loop is likely to be recalling.
+        await anyio.to_thread.run_sync(_import_late, abandon_on_cancel=True)
         if load is not None:
             await self._warm_up(memory, load)
 

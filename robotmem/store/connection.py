@@ -104,6 +104,7 @@ class _Checkpointer:
         self._running = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._here = threading.local()  # .never: commits on this thread leave every checkpoint to the thread
 
     def request(self) -> None:
         with self._lock:
@@ -152,9 +153,23 @@ class _Checkpointer:
                 log.warning("cutting the WAL back failed: %s", exc)
         return True
 
+    @contextmanager
+    def left_to_the_thread(self) -> Iterator[None]:
+        """Commits in the block never checkpoint on the committing thread, however long the WAL.
+
+        For bookkeeping written on a reader's time (recall's access counts): past CHECKPOINT_NOW_AT
+        such a commit copied the WAL back on the recall's thread, after waiting for the checkpoint
+        this thread was running, and a control loop's recall waited for both (docs/benchmarks.md).
+        The writers that grow the WAL still checkpoint on their own time."""
+        self._here.never = True
+        try:
+            yield
+        finally:
+            self._here.never = False
+
     def after_commit(self, conn: apsw.Connection, name: str, frames: int) -> int:
         """SQLite's WAL hook: runs after each commit with the frames the WAL holds."""
-        if frames >= CHECKPOINT_NOW_AT:
+        if frames >= CHECKPOINT_NOW_AT and not getattr(self._here, "never", False):
             self.run_here(conn, name)
         if frames >= CHECKPOINT_AT:
             self.request()  # past CHECKPOINT_NOW_AT too: the thread cuts the WAL back once commits stop
@@ -488,7 +503,8 @@ class Database:
         """One atomic write transaction; nested calls join the outer one.
 
         ``wait=False`` gives up at once when another writer holds the lock (for
-        bookkeeping that can be written later).
+        bookkeeping that can be written later), and its commit never runs a checkpoint on the
+        caller's thread (it waits for nothing).
         """
         conn = self.connection()
         outermost = self._enter(conn)
@@ -509,7 +525,11 @@ class Database:
                     log.error("write failed: %s", exc)
                     raise failure from exc
                 raise
-            _commit(conn)
+            if wait:
+                _commit(conn)
+            else:
+                with self._checkpointer.left_to_the_thread():
+                    _commit(conn)
         finally:
             if outermost:
                 self._leave(conn)

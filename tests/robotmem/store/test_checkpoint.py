@@ -165,3 +165,44 @@ def test_a_wal_grown_beside_a_long_reader_is_cut_to_nothing_once_the_reader_is_g
             assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 10 + 3 * 600
     finally:
         db.close()
+
+
+def test_bookkeeping_written_on_a_readers_time_never_waits_for_a_checkpoint(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """recall's access counts (``write(wait=False)``) commit on the recall's thread. Past CHECKPOINT_NOW_AT
+    frames such a commit ran a checkpoint there, after the one the checkpoint thread was running: a
+    control loop's recall waited for both. The writers that grew the WAL checkpoint on their own time."""
+    monkeypatch.setattr(connection._Checkpointer, "request", lambda self: None)  # only this test checkpoints
+    path = tmp_path / "k.db"
+    db = Database(path)
+    pin = apsw.Connection(str(path))
+    try:
+        _write_pages(db, 10, 0)
+        pin.execute("BEGIN")  # an old snapshot (a rebuild, an export): the WAL cannot start again
+        pin.execute("SELECT count(*) FROM t").fetchall()
+        for i in range(CHECKPOINT_NOW_AT // 2_000 + 1):
+            _write_pages(db, 2_000, i + 1)
+        running = db._checkpointer._running  # held by a checkpoint in progress on the checkpoint thread
+        committed = threading.Event()
+
+        def bookkeeping() -> None:
+            with db.write(wait=False) as conn:
+                conn.execute("INSERT INTO t VALUES (-1, x'00')")
+            committed.set()
+
+        with running:
+            writer = threading.Thread(target=bookkeeping)
+            writer.start()
+            finished = committed.wait(30)  # a hang guard: with the lock held, a waiting commit never ends
+        writer.join()
+        assert finished, "a wait=False commit waited for the checkpoint in progress"
+        # A commit that waits may checkpoint: the WAL stays bounded (the test above).
+        with running:
+            blocked = threading.Thread(target=_write_pages, args=(db, 1, -2))
+            blocked.start()
+            blocked.join(0.5)
+            assert blocked.is_alive()  # it waits for the checkpoint in progress: this test measures what it says
+        blocked.join()
+    finally:
+        pin.close()
+        db.close()

@@ -9,8 +9,7 @@ repairs) updates the index.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, Final, Union
+from typing import Any, Final
 
 import apsw
 
@@ -20,7 +19,7 @@ from .rehash import refreshed_hashes
 from .counts import COUNTS_SCHEMA, PAYLOAD_COUNTS_SCHEMA
 from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG, UNMARKED_INSERT_TRIGGERS
 from . import paging
-from .paging import Paged, Progress, after_page
+from .paging import Paged, Progress, Step, run_next_step
 from .leaves import DEFER_LEAVES, EPOCH_LEAVES, LEAVES_SCHEMA
 from .points import move_exact_columns_out, reindex_all_points, reindex_changed_points, split_points_by_epoch
 from .tokens import FTS_TOKENIZE, index_tokens, memory_search_text
@@ -140,8 +139,6 @@ CREATE VIRTUAL TABLE spatial_points USING rtree(
     +memory_id INTEGER, +field TEXT, +px REAL, +py REAL, +pz REAL
 );
 """
-
-Step = Union[str, Callable[[apsw.Connection], None], Paged]
 
 
 def _v3(conn: apsw.Connection) -> None:
@@ -336,17 +333,10 @@ def migrate_step(conn: apsw.Connection, progress: Progress | None = None) -> Pro
         )
     if current == SCHEMA_VERSION:
         return Progress(current)
-    version, step = MIGRATIONS[current]  # versions run 1, 2, ... without gaps
-    if isinstance(step, Paged):
-        after = step.page(conn, after_page(progress, current))
-        if after is not None:
-            return Progress(current, after)
-    elif callable(step):
-        step(conn)
-    else:
-        conn.execute(step)
-    conn.execute(f"PRAGMA user_version={version}")
-    return Progress(version)
+    done = run_next_step(conn, MIGRATIONS, current, progress)
+    if done.version != current:
+        conn.execute(f"PRAGMA user_version={done.version}")
+    return done
 
 
 def migrate(conn: apsw.Connection, *, to: int = SCHEMA_VERSION) -> int:

@@ -7,10 +7,10 @@ the write lock held for 102 s; a process killed at 100 s started over from nothi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Union
 
-__all__ = ["PAGE_ROWS", "Paged", "Progress", "after_page"]
+__all__ = ["PAGE_ROWS", "Paged", "Progress", "Step", "after_page", "run_next_step"]
 
 #: Rows a page of a Paged step reads (a module attribute: tests make it small).
 PAGE_ROWS = 5000
@@ -39,3 +39,24 @@ def after_page(progress: Progress | None, current: int) -> int:
     """Where the next page of the step after ``current`` starts: after the ids this process has
     handled, if the store is still at the version it handled them at."""
     return progress.after if progress is not None and progress.version == current else 0
+
+
+#: A migration step: SQL, a function for what SQL alone cannot do, or a Paged one.
+Step = Union[str, Callable[[Any], None], Paged]
+
+
+def run_next_step(conn: Any, migrations: Sequence[tuple[int, Step]], current: int,
+                  progress: Progress | None) -> Progress:
+    """Run the step after version ``current`` (versions run 1, 2, ... without gaps), or its next
+    page if it is Paged. Progress(current, after) while pages of it are left; Progress(its version)
+    once it is done, which the caller records in the same transaction."""
+    version, step = migrations[current]
+    if isinstance(step, Paged):
+        after = step.page(conn, after_page(progress, current))
+        if after is not None:
+            return Progress(current, after)
+    elif callable(step):
+        step(conn)
+    else:
+        conn.execute(step)
+    return Progress(version)

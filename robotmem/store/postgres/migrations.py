@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from typing import Any, Final, Union
+from typing import Any, Final
 
 from ...context import holds_hash, load_stored_json
 from ...errors import StorageError
 from .. import paging
-from ..paging import Paged, Progress, after_page
+from ..paging import Paged, Progress, Step, run_next_step
 from ..points import MIN_COORDINATE, extract_points
 from ..rehash import refreshed_hashes
 from ..tokens import memory_search_text
@@ -356,8 +355,6 @@ def _v11(conn: Any) -> None:
     conn.execute("DROP TABLE robotmem_flat_points")
     conn.execute("CREATE INDEX spatial_points_xy ON spatial_points USING gist (xy)")
 
-Step = Union[str, Callable[[Any], None], Paged]
-
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, Paged(_v3)), (4, _V4), (5, _V5), (6, Paged(_v6)),
                                                    (7, Paged(_v7)), (8, _V8), (9, Paged(_v9)), (10, _V10),
@@ -437,17 +434,10 @@ def migrate_step(conn: Any, progress: Progress | None = None) -> Progress:
     current = schema_version(conn)  # again under the lock: another process may have migrated meanwhile
     if current == SCHEMA_VERSION:
         return Progress(current)
-    version, step = MIGRATIONS[current]  # versions run 1, 2, ... without gaps
-    if isinstance(step, Paged):
-        after = step.page(conn, after_page(progress, current))
-        if after is not None:
-            return Progress(current, after)
-    elif callable(step):
-        step(conn)
-    else:
-        conn.execute(step)
-    conn.execute("INSERT INTO robotmem_schema (version) VALUES (?)", (version,))
-    return Progress(version)
+    done = run_next_step(conn, MIGRATIONS, current, progress)
+    if done.version != current:
+        conn.execute("INSERT INTO robotmem_schema (version) VALUES (?)", (done.version,))
+    return done
 
 
 def _has_vector(conn: Any) -> bool:

@@ -11,8 +11,10 @@ so losing the write would lose seconds of trajectory. Instead every store operat
   Each failed attempt counts in ``stats.write_retries``.
 * Memory stays bounded: beyond ``max_pending_records`` held records, or ``max_pending_bytes``
   of them (sizes.approx_bytes: a thumbnail is 9 KB, a compressed frame kept as it is can be
-  megabytes, so a count alone bounds nothing), the oldest pending record batch is dropped, and an operation holding records (a batch, a note) still failing
-  after ``max_attempts`` is dropped; both count in ``stats.records_dropped`` and are logged.
+  megabytes, so a count alone bounds nothing), the oldest pending record batch is dropped
+  (never the newest: memory is bounded by the larger of the bound and one batch), and an
+  operation holding records (a batch, a note) still failing after ``max_attempts`` is dropped;
+  both count in ``stats.records_dropped`` and are logged.
   A session's start or end holds no records and is kept until it succeeds (or ``close``
   gives up): the records behind it cannot be written without it.
 * Any other error is not transient, nor is a StorageError the store marks so (a statement
@@ -207,7 +209,11 @@ class WriteOutbox:
     def _bound_memory(self) -> None:
         held = self._recount()
         held_bytes = self.held_bytes
-        while held > self.policy.max_pending_records or held_bytes > self.policy.max_pending_bytes:
+        # The newest batch is kept even when it alone is over a bound (a chunk of kept frames over
+        # --held-mb): dropped at its first failure, every such chunk was lost to a store busy for a
+        # moment. Memory stays bounded by the larger of the bound and one batch.
+        while (held > self.policy.max_pending_records or held_bytes > self.policy.max_pending_bytes) and \
+                sum(1 for op in self._ops if op.records) > 1:
             oldest = next(op for op in self._ops if op.records)
             log.error("store unavailable and %d records (%.1f MB) held: dropping the oldest batch (%s, %d records)",
                       held, held_bytes / 2**20, oldest.what, len(oldest.records))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import apsw
@@ -220,6 +220,33 @@ def test_a_store_error_that_is_not_transient_drops_that_operation_only_and_the_n
     outbox.submit(StoreOperation("writing 1 record", lambda: ran.append("held"), [("/odom", 5)]))
     assert ran == ["next"] and len(outbox) == 2 and outbox.pending_records == 2
     assert (stats.records_dropped, stats.write_retries) == (2, 1)
+
+
+def test_a_batch_larger_than_the_held_bytes_waits_for_the_store_until_a_newer_one_comes(clock: ManualClock) -> None:
+    # Dropped at its first failure, every batch over --held-mb (a chunk of kept frames) was lost to
+    # a store busy for a moment; the newest batch is held, the older ones still give way to it.
+    from bridges.pipeline.outbox import StoreOperation, WriteOutbox
+    from bridges.pipeline.stats import PipelineStats
+
+    stats = PipelineStats()
+    outbox = WriteOutbox(RetryPolicy(clock=clock, sleep=clock.advance, max_pending_bytes=1000), stats)
+    store_busy, written = [True], []
+
+    def write(name: str) -> Callable[[], None]:
+        def run() -> None:
+            if store_busy[0]:
+                raise StorageError("the memory store is busy or unwritable")
+            written.append(name)
+        return run
+
+    big = [("/cam", "x" * 5000)]
+    outbox.submit(StoreOperation("writing 1 record", write("first"), big))
+    assert len(outbox) == 1 and stats.records_dropped == 0
+    outbox.submit(StoreOperation("writing 1 record", write("second"), big))
+    assert len(outbox) == 1 and stats.records_dropped == 1  # the older gave way
+    store_busy[0] = False
+    outbox.pump(force=True)
+    assert written == ["second"] and len(outbox) == 0
 
 
 def test_held_records_stay_bounded_in_bytes_by_dropping_the_oldest(busy_mem: Memory, lock: WriteLock) -> None:

@@ -166,6 +166,7 @@ class MemoryRuntime:
             await self._open(opened)
         finally:
             opened.warm.set()
+            log.info("warm-up over: every tool's modules imported, the embedding model loaded or given up")
 
     async def _open(self, opened: _Opened) -> None:
         try:

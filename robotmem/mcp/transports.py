@@ -45,6 +45,9 @@ def configure_logging(level: int = logging.INFO) -> None:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True
     )
+    # faiss's loader tells at INFO of every CPU build it could not load ("Could not load library
+    # with AVX512 support") before the one it does: at every start, since the warm-up imports it.
+    logging.getLogger("faiss.loader").setLevel(max(level, logging.WARNING))
 
 
 async def _cancel_on_termination(scope: anyio.CancelScope) -> None:

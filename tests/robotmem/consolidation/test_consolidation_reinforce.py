@@ -105,3 +105,19 @@ def test_two_groups_repeating_the_same_earlier_fact_both_reinforce_it(mem: Memor
     record = mem.get(earlier)
     assert record["evidence_count"] == 3 and record["absorbed"] == [a, b]
     assert mem.get(a)["superseded_by"] == earlier and mem.get(b)["superseded_by"] == earlier
+
+
+def test_an_archived_fact_learned_again_is_active_at_once(mem: Memory, episode: Episode, clock):
+    # docs/consolidation.md step 3: a duplicate learn reactivates an archived fact itself; the
+    # differential oracle first read the archive pass as the only way back and disagreed.
+    sid, (fact,) = episode(mem, [("the charger sits behind the lab door", DOCK)])
+    mem.end_session(sid)
+    clock.advance(200 * DAY)
+    mem.end_session(mem.start_session()["session_id"])
+    assert mem.get(fact)["status"] == "archived"
+    again = mem.learn("the charger sits behind the lab door", DOCK)
+    assert again["memory_id"] == fact and again["status"] == "duplicate"
+    record = mem.get(fact)
+    assert record["status"] == "active" and record["confidence"] == pytest.approx(0.9, abs=1e-6)
+    found = mem.recall("charger lab door", min_confidence=0.3, min_relevance=0)
+    assert fact in [hit["id"] for hit in found["results"]]

@@ -21,7 +21,6 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -75,7 +74,7 @@ class Spec:
 
 def vector_of(text: str) -> np.ndarray:
     """Topic axis plus a variant axis chosen by the text's hash: cosines are products of COSINES."""
-    topic = next(i for i, words in enumerate(TOPICS) if text.split()[0] == words[0])
+    topic = next(i for i, words in enumerate(TOPICS) if text.removeprefix("seen: ").split()[0] == words[0])
     variant = hashlib.sha1(text.encode()).digest()[0] % len(COSINES)
     v = np.zeros(DIM, dtype=np.float64)
     v[4 * topic] = COSINES[variant]
@@ -151,6 +150,13 @@ def context_rule(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return _leaves_agree(pa, pb)
 
 
+def attach_outcome(ctx: dict[str, Any], score: float) -> None:
+    """Step 1: ``episode.outcome``, unless ``episode`` holds something that is no object."""
+    episode = ctx.setdefault("episode", {})
+    if isinstance(episode, dict):
+        episode["outcome"] = float(score)
+
+
 def protected(ctx: dict[str, Any]) -> bool:
     return ctx.get("category") in ("constraint", "safety") or ctx.get("protected") is True
 
@@ -164,6 +170,7 @@ class Fact:
     given: dict[str, Any]  # the context as the caller gave it (what the hash is of)
     context: dict[str, Any]  # as stored: with episode.outcome once its session ended with a score
     learned: float
+    kind: str = "fact"
     c0: float = INITIAL
     reinforced_at: float = 0.0
     status: str = "active"
@@ -192,7 +199,7 @@ class Oracle:
 
     def live_copy(self, collection: str, text: str, ctx: dict[str, Any]) -> Fact | None:
         key = Fact(0, collection, None, text, ctx, ctx, 0.0).key()
-        return next((f for f in self.facts.values() if f.live and f.key() == key), None)
+        return next((f for f in self.facts.values() if f.kind == "fact" and f.live and f.key() == key), None)
 
     def reinforce(self, target: Fact, absorbed: list[Fact], now: float) -> None:
         c_new = max(f.confidence(now) for f in absorbed)
@@ -211,8 +218,8 @@ class Oracle:
         mine = [f for f in self.facts.values() if f.session == sid]
         if score is not None:
             for f in mine:
-                f.context.setdefault("episode", {})["outcome"] = float(score)
-        order = sorted((f for f in mine if f.status == "active" and not protected(f.context)),
+                attach_outcome(f.context, score)
+        order = sorted((f for f in mine if f.kind == "fact" and f.status == "active" and not protected(f.context)),
                        key=lambda f: (f.learned, f.id))
         groups: list[list[Fact]] = []
         for f in order:
@@ -222,7 +229,7 @@ class Oracle:
             else:
                 groups.append([f])
         earlier = sorted((f for f in self.facts.values()
-                          if f.collection == collection and f.live and not protected(f.context)
+                          if f.collection == collection and f.kind == "fact" and f.live and not protected(f.context)
                           and (f.session is None or f.session in self.ended) and f.session != sid),
                          key=lambda f: (f.learned, f.id))
         into: dict[int, list[Fact]] = {}
@@ -250,7 +257,8 @@ class Oracle:
         decayed = sum(1 for f in self.facts.values() if f.collection == collection and f.status == "active"
                       and not protected(f.context) and f.c0 - f.confidence(now) > 0.01)
         self.ended[sid] = score
-        return {"memories": sum(1 for f in mine if f.status != "forgotten"), "perceptions": 0,
+        kept = [f.kind for f in mine if f.status != "forgotten"]
+        return {"memories": kept.count("fact"), "perceptions": kept.count("perception"),
                 "merged": merged, "reinforced": len(into), "decayed": decayed, "archived": archived}
 
 
@@ -276,6 +284,9 @@ def contexts(draw: st.DrawFn) -> dict[str, Any]:
         ctx["trial"] = trial
     if draw(st.integers(0, 12)) == 0:
         ctx["category"] = "constraint"
+    if draw(st.integers(0, 12)) == 0:
+        # Not {"outcome": ...} of the caller's own: see the note at the end of this module.
+        ctx["episode"] = draw(st.sampled_from(("warmup", {"trial": 4})))
     return ctx
 
 
@@ -300,8 +311,9 @@ def episodes(draw: st.DrawFn) -> list[Any]:
         "advance": st.tuples(st.just("advance"), st.sampled_from((10.0, 5 * DAY, 200 * DAY))),
         "update": st.tuples(st.just("update"), st.integers(0, 30), spec, st.one_of(st.none(), ctx)),
         "forget": st.tuples(st.just("forget"), st.integers(0, 30)),
+        "perceive": st.tuples(st.just("perceive"), spec, ctx, WHERE),
     }
-    weighted = ("learn",) * 10 + ("end", "end", "advance", "advance", "update", "forget")
+    weighted = ("learn",) * 10 + ("perceive",) * 2 + ("end", "end", "advance", "advance", "update", "forget")
     return [draw(kinds[kind]) for kind in draw(st.lists(st.sampled_from(weighted), min_size=6, max_size=24))]
 
 
@@ -336,8 +348,8 @@ def _check(mem: Memory, oracle: Oracle, now: float, where: str) -> None:
             f"{where}: memory {f.id} confidence {got['confidence']}, expected {f.confidence(now)}")
 
 
-def _pick(oracle: Oracle, collection: str, index: int) -> Fact | None:
-    live = [f for f in oracle.facts.values() if f.live and f.collection == collection]
+def _pick(oracle: Oracle, collection: str, index: int, kinds: tuple[str, ...] = ("fact",)) -> Fact | None:
+    live = [f for f in oracle.facts.values() if f.live and f.collection == collection and f.kind in kinds]
     return live[index % len(live)] if live else None
 
 
@@ -372,6 +384,17 @@ def test_end_session_does_exactly_what_the_docs_say(store: tuple[Memory, Clock],
                 mid = result["memory_id"]
                 oracle.facts[mid] = Fact(mid, coll, sid, text, json.loads(json.dumps(ctx)),
                                          json.loads(json.dumps(ctx)), clock.now, reinforced_at=clock.now)
+        elif op[0] == "perceive":
+            _, spec, ctx, where = op
+            sid = sessions.get(where)
+            if sid in oracle.ended:
+                sid, where = None, "none"
+            coll = other if where == "other" else collection
+            text = "seen: " + spec.text()  # the same words: a perception is still never merged
+            mid = mem.save_perception(text, metadata=json.loads(json.dumps(ctx)), collection=coll,
+                                      session_id=sid)["memory_id"]
+            oracle.facts[mid] = Fact(mid, coll, sid, text, json.loads(json.dumps(ctx)), json.loads(json.dumps(ctx)),
+                                     clock.now, kind="perception", reinforced_at=clock.now)
         elif op[0] == "end":
             sid = sessions[op[1]]
             if sid in oracle.ended:
@@ -396,12 +419,13 @@ def test_end_session_does_exactly_what_the_docs_say(store: tuple[Memory, Clock],
                 continue
             mem.update(target.id, text, None if ctx is None else json.loads(json.dumps(ctx)))
             target.text, target.given = text, new_given
-            target.context = json.loads(json.dumps(new_given))
-            session_score = oracle.ended.get(target.session) if target.session else None
-            if session_score is not None and "outcome" not in target.context.get("episode", {}):
-                target.context.setdefault("episode", {})["outcome"] = float(session_score)
+            if ctx is not None:  # without one the stored context stays, episode.outcome and all
+                target.context = json.loads(json.dumps(new_given))
+                session_score = oracle.ended.get(target.session) if target.session else None
+                if session_score is not None:
+                    attach_outcome(target.context, session_score)
         elif op[0] == "forget":
-            target = _pick(oracle, collection, op[1])
+            target = _pick(oracle, collection, op[1], ("fact", "perception"))
             if target is not None:
                 mem.forget(target.id, "differential test")
                 target.status = "forgotten"
@@ -419,3 +443,9 @@ def test_end_session_does_exactly_what_the_docs_say(store: tuple[Memory, Clock],
     again = mem.end_session(sessions["E"], outcome_score=None if score else 0.5)
     assert again == {**summary, "status": "already_ended"}
     _check(mem, oracle, clock.now, "after ending E again")
+
+
+# Not generated: a context whose caller gives ``episode.outcome`` itself. end_session overwrites it
+# with the score, and an ``update`` without a context then hashes the stored context without that
+# score, so a later ``learn`` of the new text with the caller's original context is a second live
+# copy, not the duplicate docs/data-model.md#context promises (both stores). Open.

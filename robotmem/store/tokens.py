@@ -180,10 +180,24 @@ _DIGIT_RE = re.compile(r"\d")
 
 def _identifier_leaves(context: dict[str, Any]) -> list[str]:
     """Short strings with a digit anywhere in a context (part numbers, serials, versions, model names),
-    depth first, at most IDENTIFIER_MAX_LEAVES."""
+    depth first, at most IDENTIFIER_MAX_LEAVES.
+
+    A context holding more: the first of them with every object's keys sorted. The keys' order is
+    not the context's: PostgreSQL's jsonb reads them back shortest first, so a memory exported from
+    there and imported (which recomputes this) was found by other part numbers than before the move."""
     found: list[str] = []
-    _collect_identifiers(context.values(), found)
+    if not _collect_identifiers(context.values(), found):
+        found.clear()
+        _collect_identifiers(_sorted_keys(context).values(), found)
     return found
+
+
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sorted_keys(item) for item in value]
+    return value
 
 
 def _collect_identifiers(values: Iterable[Any], found: list[str]) -> bool:

@@ -69,7 +69,8 @@ def _array(dtype: str, values: list[float], two_d: bool) -> np.ndarray:
     array = np.array(values, dtype=np.float64)
     if dtype not in ("float32", "float64", ">f8", "float16", "complex64"):
         array = np.nan_to_num(array, nan=0.0, posinf=0.0, neginf=0.0).clip(-100, 100)
-    array = array.astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # 1e6 as float16 is inf: meant
+        array = array.astype(dtype)
     return array.reshape(2, -1).T if two_d and array.size % 2 == 0 else array  # .T: not C-contiguous
 
 

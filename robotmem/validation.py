@@ -163,7 +163,9 @@ def unit_interval(value: Any, field: str) -> float:
     # Compared before float(): an int beyond float's range (10**400) overflowed there. NaN fails it.
     if not 0 <= value <= 1:
         raise ValidationError(f"{field} must be between 0 and 1, got {brief(value)}", field=field)
-    return float(value)
+    # + 0.0: -0.0 is 0.0. PostgreSQL kept the sign of an outcome of -0.0 and SQLite does not, so
+    # a session moved from one to the other arrived with another outcome_score.
+    return float(value) + 0.0
 
 
 def optional_score(value: Any, field: str = "outcome_score") -> float | None:

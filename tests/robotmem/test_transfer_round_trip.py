@@ -90,7 +90,8 @@ perception = st.tuples(st.just("perception"), words, contexts, times, payloads, 
 later = st.tuples(st.sampled_from(["update", "forget", "repeat"]), st.integers(0, 100), words)
 stores = st.fixed_dictionaries({
     "sessions": st.lists(st.tuples(st.sampled_from(["default", "lab-b", "lab.c:2"]), contexts,
-                                   st.one_of(st.none(), st.just("open"), st.floats(0, 1))), min_size=1, max_size=3),
+                                   st.one_of(st.none(), st.sampled_from(["open", -0.0, 5e-324]), st.floats(0, 1))),
+                         min_size=1, max_size=3),
     "writes": st.lists(st.tuples(st.one_of(fact, perception), st.integers(-1, 3)), min_size=1, max_size=10),
     "later": st.lists(later, max_size=4),
 })
@@ -495,3 +496,10 @@ def test_a_memory_imported_from_either_store_is_found_by_the_same_part_numbers(m
     with Memory(tmp_path / "copy.db", embedder=None) as copy:
         copy.import_(tmp_path / "e.jsonl")
     assert _parts_found(tmp_path / "copy.db") == found
+
+
+def test_an_outcome_of_negative_zero_is_stored_as_zero_in_either_store(mem: Memory, db_path):
+    sid = mem.start_session()["session_id"]
+    mem.end_session(sid, -0.0)
+    (session,) = _rows(db_path)["sessions"].values()
+    assert session["outcome_score"] == 0.0 and math.copysign(1, session["outcome_score"]) == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Union
 
-__all__ = ["PAGE_ROWS", "Paged", "Progress", "Step", "after_page", "run_next_step"]
+__all__ = ["PAGE_ROWS", "Paged", "Progress", "Step", "run_next_step"]
 
 #: Rows a page of a Paged step reads (a module attribute: tests make it small).
 PAGE_ROWS = 5000
@@ -35,7 +35,7 @@ class Progress(NamedTuple):
     after: int = 0
 
 
-def after_page(progress: Progress | None, current: int) -> int:
+def _after_page(progress: Progress | None, current: int) -> int:
     """Where the next page of the step after ``current`` starts: after the ids this process has
     handled, if the store is still at the version it handled them at."""
     return progress.after if progress is not None and progress.version == current else 0
@@ -52,7 +52,7 @@ def run_next_step(conn: Any, migrations: Sequence[tuple[int, Step]], current: in
     once it is done, which the caller records in the same transaction."""
     version, step = migrations[current]
     if isinstance(step, Paged):
-        after = step.page(conn, after_page(progress, current))
+        after = step.page(conn, _after_page(progress, current))
         if after is not None:
             return Progress(current, after)
     elif callable(step):

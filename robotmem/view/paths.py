@@ -17,16 +17,14 @@ must not be shown as "the robot went here". So a segment ends:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["GAP_HOLDERS", "MAX_PATH_POINTS", "Point", "decimate_path", "episode_paths", "gaps_of", "is_pose_chunk",
-           "split_segments", "thin_segments"]
+__all__ = ["GAP_HOLDERS", "MAX_PATH_POINTS", "decimate_path", "episode_paths", "gaps_of", "is_pose_chunk",
+           "segment_starts"]
 
-#: (t in epoch seconds, x, y)
-Point = tuple[float, float, float]
 MAX_GAP_S = 2.0
 #: Points of one drawn path (a topic and track of an episode), over all its segments.
 MAX_PATH_POINTS = 2000
@@ -138,7 +136,7 @@ def _crossings(before: np.ndarray, after: np.ndarray, gaps: Spans) -> np.ndarray
     return (started > 0) & (latest_end[np.maximum(started - 1, 0)] > before)
 
 
-def _segment_starts(t: np.ndarray, chunk_first: np.ndarray, gaps: Spans,
+def segment_starts(t: np.ndarray, chunk_first: np.ndarray, gaps: Spans,
                     max_gap_s: float) -> np.ndarray:
     """Indices where a segment starts, 0 first: a gap between a point and the one before, or a
     chunk's first point further than ``max_gap_s`` from the last of the chunk before. Inside a
@@ -148,17 +146,6 @@ def _segment_starts(t: np.ndarray, chunk_first: np.ndarray, gaps: Spans,
     before, after = t[:-1], t[1:]
     cut = _crossings(before, after, gaps) | (chunk_first[1:] & (after - before > max_gap_s))
     return np.concatenate(([0], np.flatnonzero(cut) + 1))
-
-
-def split_segments(
-    chunks: Iterable[list[Point]], gaps: Sequence[tuple[float, float]] = (), max_gap_s: float = MAX_GAP_S
-) -> list[list[Point]]:
-    """Chunks (each a time-ordered point list) → segments with no jump across missing data."""
-    chunks = list(chunks)
-    points = [point for chunk in chunks for point in chunk]
-    firsts = np.array([index == 0 for chunk in chunks for index in range(len(chunk))], dtype=bool)
-    starts = _segment_starts(np.array([p[0] for p in points], dtype=float), firsts, gaps, max_gap_s)
-    return [points[a:b] for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(points)])]
 
 
 def episode_paths(session: dict[str, Any], memories: list[dict[str, Any]],
@@ -186,7 +173,7 @@ def episode_paths(session: dict[str, Any], memories: list[dict[str, Any]],
         for track, (t, x, y, chunk_first, left_out) in _track_points(chunks).items():
             # a span of no length at a left-out point splits there
             spans = np.concatenate([gaps, np.column_stack([left_out, left_out])])
-            drawn = decimate_path(x, y, _segment_starts(t, chunk_first, spans, MAX_GAP_S))
+            drawn = decimate_path(x, y, segment_starts(t, chunk_first, spans, MAX_GAP_S))
             drawn_paths.append({"topic": topic, "frame": frame, "track": track,
                                 "segments": [np.column_stack([x[kept], y[kept]]).tolist() for kept in drawn],
                                 "times": [t[kept].tolist() for kept in drawn],
@@ -224,14 +211,6 @@ def decimate_path(x: np.ndarray, y: np.ndarray, starts: np.ndarray,
             for values in (x[low:high], y[low:high]):
                 keep[low + int(np.argmin(values))] = keep[low + int(np.argmax(values))] = True
     return [a + np.flatnonzero(keep[a:b]) for a, b in bounds]
-
-
-def thin_segments(segments: list[list[Point]], max_points: int = MAX_PATH_POINTS) -> list[list[Point]]:
-    """Point lists thinned as :func:`decimate_path` thins a path's segments."""
-    points = [point for segment in segments for point in segment]
-    starts = np.cumsum([0] + [len(segment) for segment in segments[:-1]])
-    x, y = (np.array([p[k] for p in points], dtype=float) for k in (1, 2))
-    return [[points[i] for i in kept.tolist()] for kept in decimate_path(x, y, starts, max_points)]
 
 
 def _frame_of(spatial: dict[str, Any]) -> str:

@@ -14,9 +14,28 @@ from mcap_ros2.decoder import DecoderFactory
 
 from robotmem import Memory
 from robotmem.view import episode_detail
-from robotmem.view.paths import MAX_PATH_POINTS, split_segments, thin_segments
+from robotmem.view.paths import MAX_GAP_S, MAX_PATH_POINTS, decimate_path, segment_starts
 
 REPO = Path(__file__).resolve().parents[3]
+#: (t in epoch seconds, x, y)
+Point = tuple[float, float, float]
+
+
+def split_segments(chunks: list[list[Point]], gaps: list[tuple[float, float]] | None = None,
+                   max_gap_s: float = MAX_GAP_S) -> list[list[Point]]:
+    """Chunks (each a time-ordered point list) cut where episode_paths cuts a path (segment_starts)."""
+    points = [point for chunk in chunks for point in chunk]
+    firsts = np.array([index == 0 for chunk in chunks for index in range(len(chunk))], dtype=bool)
+    starts = segment_starts(np.array([p[0] for p in points], dtype=float), firsts, gaps or [], max_gap_s)
+    return [points[a:b] for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(points)])]
+
+
+def thin_segments(segments: list[list[Point]], max_points: int = MAX_PATH_POINTS) -> list[list[Point]]:
+    """Point lists thinned as episode_paths thins a path's segments (decimate_path)."""
+    points = [point for segment in segments for point in segment]
+    starts = np.cumsum([0] + [len(segment) for segment in segments[:-1]])
+    x, y = (np.array([p[k] for p in points], dtype=float) for k in (1, 2))
+    return [[points[i] for i in kept.tolist()] for kept in decimate_path(x, y, starts, max_points)]
 
 
 def test_a_recorded_gap_between_two_points_ends_the_segment() -> None:

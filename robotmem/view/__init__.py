@@ -5,10 +5,10 @@ narrow, on ``Memory.store``: robotmem.store.outline), so the web view (`robotmem
 matplotlib pictures (`session show --plot`) draw the same data.
 """
 
-from .episodes import episode_detail, episode_list, episode_rows, episode_span, episode_timeline, with_overviews
+from .episodes import episode_detail, episode_list, episode_span, episode_timeline, with_overviews
 from .occupancy import latest_map, load_ros_map, store_map
 from .paths import episode_paths
 from .plot import plot_episode
 
-__all__ = ["episode_detail", "episode_list", "episode_paths", "episode_rows", "episode_span", "episode_timeline",
+__all__ = ["episode_detail", "episode_list", "episode_paths", "episode_span", "episode_timeline",
            "latest_map", "load_ros_map", "plot_episode", "store_map", "with_overviews"]

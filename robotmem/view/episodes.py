@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..service import Memory
 
 __all__ = ["MAX_ROWS", "OUTLINE_PATHS", "TIMELINE_PAGE", "episode_detail", "episode_list", "episode_row",
-           "episode_rows", "episode_span", "episode_timeline", "with_overviews"]
+           "episode_span", "episode_timeline", "with_overviews"]
 
 #: A list of every episode a long-lived robot ever ran is not what a person reads first.
 MAX_ROWS = 500
@@ -88,12 +88,6 @@ def episode_row(session: dict[str, Any]) -> dict[str, Any]:
         "facts": session["facts"],
         "perceptions": session["perceptions"],
     }
-
-
-def episode_rows(mem: Memory, collection: str | None = None, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
-    """Newest first; ``collection``: None for the Memory's own (recall and the map read it too)."""
-    sessions = mem.list_sessions(collection=collection or mem.collection, limit=limit)
-    return [episode_row(s) for s in with_overviews(mem, sessions)]
 
 
 def episodes_cursor(session: dict[str, Any]) -> str:

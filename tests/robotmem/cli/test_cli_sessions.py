@@ -2,7 +2,7 @@
 
 nav_demo.mcap was recorded from 2025-01-01T00:00:00Z (datasets/README.md); replaying it
 today must not make its episodes start today and last as long as storing them took. The
-list, the timeline and the web view's rows (robotmem.view.episode_rows) must agree, on
+list, the timeline and the web view's rows (robotmem.view.episode_list) must agree, on
 either backend.
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 from robotmem import Memory
 from robotmem.cli.main import main
-from robotmem.view import episode_rows
+from robotmem.view import episode_list
 
 REPO = Path(__file__).resolve().parents[3]
 #: the two marker-delimited errands of nav_demo.mcap: (start, duration) in recorded time
@@ -40,7 +40,7 @@ def test_session_list_and_show_give_a_replayed_episode_its_recorded_start_and_du
     listed = json.loads(run(capsys, "--db", store, "--json", "session", "list"))
     assert sorted((s["start"], s["duration_s"]) for s in listed) == RECORDED
     with Memory(store, embedder=None) as mem:
-        web = {row["session_id"]: (row["start"], row["duration_s"]) for row in episode_rows(mem)}
+        web = {row["session_id"]: (row["start"], row["duration_s"]) for row in episode_list(mem)["episodes"]}
     assert {s["session_id"]: (s["start"], s["duration_s"]) for s in listed} == web
 
     table = run(capsys, "--db", store, "session", "list")
@@ -61,7 +61,7 @@ def test_session_list_counts_what_the_web_view_counts_after_a_forget_and_while_o
         mem.forget(ids[0], "wrong door")  # after end_session took its snapshot of the counts
         still_open = mem.start_session(context={"robot": {"id": "open"}})["session_id"]
         mem.learn("the shelf wobbles", session_id=still_open)
-        web = {row["session_id"]: (row["facts"], row["perceptions"]) for row in episode_rows(mem)}
+        web = {row["session_id"]: (row["facts"], row["perceptions"]) for row in episode_list(mem)["episodes"]}
     listed = json.loads(run(capsys, "--json", "session", "list"))
     assert {s["session_id"]: (s["facts"], s["perceptions"]) for s in listed} == web == {ended: (2, 0),
                                                                                          still_open: (1, 0)}

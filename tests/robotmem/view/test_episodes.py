@@ -14,7 +14,7 @@ import pytest
 from robotmem import Memory
 from robotmem.errors import ValidationError
 from robotmem.store.outline import memory_outlines
-from robotmem.view import episode_detail, episode_paths, episode_rows, episode_timeline, episodes
+from robotmem.view import episode_detail, episode_list, episode_paths, episode_timeline, episodes
 from robotmem.view.episodes import TIMELINE_PAGE
 from robotmem.view.series import episode_series
 
@@ -62,7 +62,7 @@ def _rows_and_cost(mem: Memory) -> tuple[list[dict[str, Any]], dict[str, int]]:
 
     store.read = counted_read  # type: ignore[method-assign]
     try:
-        return episode_rows(mem), counter
+        return episode_list(mem)["episodes"], counter
     finally:
         del store.read
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -195,6 +196,15 @@ class HttpServer:
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1].split("/")[0])
+
+
+def wait_for_warm_up(server: HttpServer) -> None:
+    """Until the server logs that its warm-up is over. Tool calls are let in while it still imports
+    the later tools' modules (scipy, faiss): tens of MB a memory figure taken meanwhile would count."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not any("warm-up over" in line for line in list(server.log)):
+        assert time.monotonic() < deadline, "the server's warm-up did not end"
+        time.sleep(0.05)
 
 
 def _pump_lines(stream: Any, lines: queue.Queue[str | None], log: list[str]) -> None:

@@ -24,6 +24,7 @@ from mcp_client_helpers import (
     server_env,
     start_session_with_memories,
     stop_http_server,
+    wait_for_warm_up,
 )
 
 TOKEN = "test-token-5f0c2a"
@@ -226,6 +227,7 @@ async def test_clients_that_vanish_without_delete_leave_nothing_behind(http_serv
         assert status == 200 and b'"serverInfo"' in body
         return headers
 
+    wait_for_warm_up(server)
     # Warm-up: the first requests grow the heap and the allocator's arenas once.
     for _ in range(200):
         initialize_and_vanish()

@@ -24,12 +24,16 @@ __all__ = ["MergeCounts", "apply_absorptions", "attach_outcome", "fact_basis", "
 
 
 def attach_outcome(conn: apsw.Connection, session_id: str, score: float, now: float) -> int:
-    """Write ``episode.outcome`` into the context of every memory of the session.
+    """Write ``episode.outcome`` into the context of every memory of the session that has none.
 
-    A context whose ``episode`` key holds something other than an object is left alone
-    (its owner chose that key). Memories that already carry the score are not touched,
-    so running this again changes nothing. The content hash is kept: it identifies what
-    the caller wrote, so a later ``learn`` of the same text and context is still a duplicate
+    A context whose ``episode`` key holds something other than an object is left alone (its
+    owner chose that key), and so is one that holds ``episode.outcome`` already: the caller's
+    own value (of any type, null too), or the score this wrote before, so running this again
+    changes nothing. Overwriting a caller's value destroyed it, and ``update`` without a context
+    could no longer tell the context the caller gave, so a later ``learn`` of the new text with
+    that context was a second live copy. ``update`` with a context keeps the same rule
+    (service ``_with_session_outcome``). The content hash is kept: it identifies what the
+    caller wrote, so a later ``learn`` of the same text and context is still a duplicate
     (import checks an exported hash against the context without this, import_checks.py).
     """
     if dialect_of(conn) == "postgresql":
@@ -41,15 +45,15 @@ def attach_outcome(conn: apsw.Connection, session_id: str, score: float, now: fl
             "UPDATE memories SET context = jsonb_set(context, '{episode}', coalesce(context -> 'episode', '{}') "
             "|| jsonb_build_object('outcome', ?::jsonb)), updated_at = ? "
             "WHERE session_id = ? AND coalesce(jsonb_typeof(context -> 'episode'), 'object') = 'object' "
-            "AND (context #> '{episode,outcome}') IS DISTINCT FROM ?::jsonb",
-            (outcome, now, session_id, outcome),
+            "AND context #> '{episode,outcome}' IS NULL",
+            (outcome, now, session_id),
         )
     else:
         conn.execute(
             "UPDATE memories SET context = jsonb_set(context, '$.episode.outcome', ?), updated_at = ? "
             "WHERE session_id = ? AND coalesce(json_type(context, '$.episode'), 'object') = 'object' "
-            "AND json_extract(context, '$.episode.outcome') IS NOT ?",
-            (score, now, session_id, score),
+            "AND json_type(context, '$.episode.outcome') IS NULL",
+            (score, now, session_id),
         )
     return int(conn.changes())
 

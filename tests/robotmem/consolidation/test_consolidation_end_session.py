@@ -123,6 +123,34 @@ def test_an_episode_key_that_is_not_an_object_is_left_alone(mem: Memory, episode
     assert mem.get(mid)["context"]["episode"] == "run-12"
 
 
+def test_an_outcome_the_caller_gave_is_kept_and_the_memory_is_still_its_fact(mem: Memory, episode: Episode):
+    # end_session wrote its score over the caller's 0.25: the value was lost, and an update
+    # without a context then hashed the context without any outcome, so a learn of the new text
+    # with the caller's context made a second live copy.
+    given = {"robot": {"id": "arm-1"}, "episode": {"outcome": 0.25}}
+    sid, (mine, none, text, other) = episode(mem, [
+        ("gripper pad holds the ceramic mug", given),
+        ("gripper pad holds the glass", {"episode": {"outcome": None}}),
+        ("gripper pad holds the bowl", {"episode": {"outcome": "partial"}}),
+        ("gripper pad holds the tray", {"episode": {"trial": 4}}),
+    ])
+    mem.end_session(sid, outcome_score=1.0)
+    assert mem.get_session(sid)["outcome_score"] == 1.0
+    assert [mem.get(m)["context"]["episode"] for m in (mine, none, text, other)] == [
+        {"outcome": 0.25}, {"outcome": None}, {"outcome": "partial"}, {"trial": 4, "outcome": 1.0}]
+    hits = mem.recall("gripper pad", n=10, context_filter={"episode.outcome": 0.25})["results"]
+    assert [h["id"] for h in hits] == [mine]
+    mem.update(mine, "gripper pad holds the ceramic mug handle")
+    assert mem.get(mine)["context"] == given
+    assert mem.learn("gripper pad holds the ceramic mug handle", given) == {"memory_id": mine, "status": "duplicate"}
+    # Offline consolidation writes the score again only where no outcome is: not over a value
+    # an update's new context gave.
+    mem.update(other, "gripper pad holds the tray edge", {"episode": {"outcome": 0.6}})
+    mem.consolidate()
+    assert [mem.get(m)["context"]["episode"] for m in (mine, none, text, other)] == [
+        {"outcome": 0.25}, {"outcome": None}, {"outcome": "partial"}, {"outcome": 0.6}]
+
+
 def test_ending_twice_returns_the_first_summary_and_changes_nothing(mem: Memory, episode: Episode, clock, db_path):
     sid, _ = episode(mem, [("the scale reads 2 g high", None), ("The scale reads 2 g high.", None)])
     first = mem.end_session(sid, outcome_score=0.6)

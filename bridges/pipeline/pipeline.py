@@ -672,6 +672,10 @@ def _storable(value: Any) -> Any:
     return value
 
 
+#: the sections of a note's context the bridge writes a key into (_on_learn), and that key
+_NOTE_SECTIONS = {"source": "topic", "robot": "id", "episode": "key"}
+
+
 def _parse_learn(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Plain text, or JSON ``{"insight": ..., "context": {...}}``."""
     text = data["data"]
@@ -685,6 +689,12 @@ def _parse_learn(data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         context = obj.get("context") or {}
         if not isinstance(context, dict):
             raise ValueError("learn: 'context' must be a JSON object")
+        for section in _NOTE_SECTIONS:
+            if section in context and not isinstance(context[section], dict):
+                # _on_learn adds its keys inside: a string there raised AttributeError out of
+                # feed, which stopped a replay of the recording (every time) and lost the note live.
+                raise ValueError(f"learn: context '{section}' must be a JSON object (the bridge adds "
+                                 f"{section}.{_NOTE_SECTIONS[section]} to it)")
         return obj["insight"].strip(), dict(context)
     return stripped, {}
 

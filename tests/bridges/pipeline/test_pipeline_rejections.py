@@ -73,3 +73,22 @@ def test_a_message_with_a_frame_id_robotmem_refuses_is_refused_alone_and_the_sum
         assert mem.session_overviews([session_id])[session_id]["summary"] is not None
         stored = [r for r in records(mem, session_id) if r["context"].get("source", {}).get("topic") == "/odom"]
         assert len(stored) == 2  # the chunks before and after the refused message
+
+
+@pytest.mark.parametrize("section", ["source", "episode", "robot"])
+def test_a_note_whose_context_holds_a_section_the_bridge_writes_into_as_no_object_is_malformed(
+        make_pipeline: Callable[..., Pipeline], mem: Memory, section: str, caplog: pytest.LogCaptureFixture) -> None:
+    # The bridge adds source.topic, episode.key and robot.id to a note: a string there raised
+    # AttributeError out of feed (a replay of the recording stopped there, every time).
+    pipeline = make_pipeline()
+    for msg in straight_drive(T0, 2.0):
+        pipeline.feed(msg)
+    with caplog.at_level(logging.WARNING, logger="bridges.pipeline"):
+        pipeline.feed(learn(T0 + S, json.dumps({"insight": "door was open", "context": {section: "mine"}})))
+    pipeline.feed(learn(T0 + S + 1, "a fine short note"))
+    stats = pipeline.close()
+    notes = stats.topics["/robotmem/learn"]
+    assert (notes.malformed, notes.records) == (1, 1)
+    assert any(f"context '{section}' must be a JSON object" in r.getMessage() for r in caplog.records)
+    (session_id,) = stats.session_ids
+    assert [r["content"] for r in records(mem, session_id) if r["type"] == "fact"] == ["a fine short note"]

@@ -29,9 +29,11 @@ from .embeddings.base import Embedder
 from .errors import ConflictError, NotFoundError, ReadOnlyStoreError, ValidationError, brief
 from .models import CLAIM_NAME_MAX_CHARS, DESCRIPTION_MAX_CHARS
 from .payload import decode_payload, encode_payload, summarize_payload, to_json_safe
+from .search.ann_index import index_folder
 from .search.embedding_state import EmbeddingState, resolve_embedder
 from .search.engines import recall_engine_for
 from .search.leaf_columns import LeafColumns
+from .search.log_pruning import Pruner, prune_change_log
 from .search.recall import RecallEngine
 from .search.request import build_request
 from .store.backend import Store, open_store
@@ -152,6 +154,9 @@ class Memory:
         except BaseException:
             self._db.close()
             raise
+        if isinstance(self._db, SqliteStore):
+            # change_log would grow by every write for as long as the store lives (docs/data-model.md).
+            self._db.after_checkpoints(Pruner(index_folder(self._db.path)))
         self._half_life_s = self.config.half_life_days * _DAY
         self._engine = recall_engine_for(self._db, half_life_s=self._half_life_s)
         # Leaf columns outcome_stats counts from, kept current by change_log (SQLite's answer only).
@@ -897,6 +902,7 @@ class Memory:
             return []
         reports = rebuild_indexes(self._db, model_id, dim, force=force,
                                   min_rows=MIN_ROWS if min_rows is None else min_rows)
+        prune_change_log(self._db)  # the new snapshots hold none of the rows before them
         return [{"collection": r.collection, "rows": r.rows, "seconds": round(r.seconds, 3)} for r in reports]
 
     # -- internals -------------------------------------------------------------------

@@ -44,13 +44,14 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import apsw
 import numpy as np
 
+from ..store.change_log import newest_seq, pruned_through
 from ..store.connection import Database, scalar
 from .eligibility import Eligibility, rows_for
 from .vector_index import VectorIndex, cosines
 
 __all__ = [
     "MIN_FETCH", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "AnnIndex", "BuildReport", "build_index", "index_folder",
-    "build_lock", "building", "is_stale", "newest_file", "open_snapshot", "pending_changes", "rebuild_indexes",
+    "build_lock", "building", "is_stale", "newest_file", "open_snapshot", "outrun", "pending_changes", "rebuild_indexes",
     "rebuild_stale", "snapshot_states", "take_build_lock",
 ]
 
@@ -139,7 +140,7 @@ def snapshot_states(conn: apsw.Connection, folder: Path | None, collection: str 
         found = newest_file(folder, coll, model_id)
         if found is None and rows < MIN_ROWS:
             continue  # small: scanned exactly, no snapshot wanted
-        changes = None if found is None else pending_changes(conn, coll, found[1])
+        changes = None if found is None or outrun(conn, coll, found[1]) else pending_changes(conn, coll, found[1])
         states.append({"collection": coll, "model_id": model_id, "kind": "snapshot", "vectors": rows,
                        "built": found is not None, "snapshot_seq": None if found is None else found[1],
                        "changes_since": changes,
@@ -177,7 +178,7 @@ def build_index(
 ) -> BuildReport:
     """Write a new snapshot of the searchable vectors of (collection, model); call inside one read transaction."""
     started = time.perf_counter()
-    seq = int(scalar(conn, "SELECT coalesce(max(seq), 0) FROM change_log"))
+    seq = newest_seq(conn)
     rows = int(scalar(conn, "SELECT count(*) FROM embeddings WHERE collection = ? AND model_id = ?",
                       (collection, model_id)))
     if rows < min_rows:
@@ -413,6 +414,12 @@ def pending_changes(conn: apsw.Connection, collection: str, seq: int) -> int:
     return int(scalar(conn, "SELECT count(*) FROM change_log WHERE seq > ? AND collection = ?", (seq, collection)))
 
 
+def outrun(conn: apsw.Connection, collection: str, seq: int) -> bool:
+    """Whether changes to the collection after a snapshot taken at ``seq`` were pruned from change_log
+    (robotmem.store.change_log): its overlay cannot be made exact, so it is as good as missing."""
+    return pruned_through(conn, collection) > seq
+
+
 def take_build_lock(folder: Path, collection: str, model_id: str) -> IO[str] | None:
     """The exclusive lock of (collection, model)'s builder, open, or None when a process holds it
     (the kernel releases it when the last descriptor of the open file closes, a dead builder's too)."""
@@ -468,7 +475,8 @@ def rebuild_indexes(
             continue
         with db.read() as conn:
             existing = newest_file(folder, str(collection), model_id)
-            if existing is not None and not force and pending_changes(conn, str(collection), existing[1]) == 0:
+            if (existing is not None and not force and not outrun(conn, str(collection), existing[1])
+                    and pending_changes(conn, str(collection), existing[1]) == 0):
                 continue
             reports.append(build_index(conn, folder, str(collection), model_id, dim, threads=threads,
                                        min_rows=min_rows))

@@ -11,7 +11,8 @@ memories) plus the distinct values; at most ``MAX_COLUMNS`` columns are kept.
 It stays exact as the vector mirror (robotmem.search.vector_index) does: before every use it
 replays ``change_log`` (status, context, collection changes and deletes, logged by triggers)
 and reads the memories above the newest id it saw (new ones), so writes of other processes
-are seen by the next request. A request whose read snapshot is older than a column is not
+are seen by the next request; a column that fell behind the rows pruned from the log
+(robotmem.store.change_log) loads afresh. A request whose read snapshot is older than a column is not
 answered from it (the caller falls back to the leaf index).
 """
 
@@ -25,6 +26,7 @@ from typing import Any
 import apsw
 import numpy as np
 
+from ..store.change_log import pruned_through
 from ..store.connection import one_row
 from ..store.leaves import leaves_at_path_sql
 
@@ -61,7 +63,8 @@ class LeafColumn:
             return
         changed = one_row(conn, "SELECT count(*), group_concat(memory_id) FROM change_log WHERE seq > ? "
                           "AND collection = ?", [self.last_seq, self.collection])
-        if int(changed[0]) > _RELOAD_CHANGES or max_id - self.max_id > _RELOAD_CHANGES:
+        if (int(changed[0]) > _RELOAD_CHANGES or max_id - self.max_id > _RELOAD_CHANGES
+                or pruned_through(conn, self.collection) > self.last_seq):
             self._load(conn, seq, max_id)
             return
         ids = np.unique(np.fromstring(changed[1] or "", dtype=np.int64, sep=","))

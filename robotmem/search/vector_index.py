@@ -4,7 +4,9 @@ SQLite holds the truth (``embeddings``); this mirror exists because a brute-forc
 matrix product over 100,000 x 384 float32 rows takes about 8 ms in numpy while a
 sqlite-vec full scan takes about 50 ms. It stays exact and current by replaying
 ``change_log`` (filled by triggers) before every search, so writes from other
-processes and threads are seen on the next recall.
+processes and threads are seen on the next recall. A mirror that fell behind the rows
+pruned from it (robotmem.store.change_log) loads afresh; an overlay, which cannot,
+raises :class:`ChangesPruned` for its snapshot to be given up.
 
 Per row it also keeps what recall's cheap filters need (status, confidence, times),
 so the common case (no context filter) never touches SQL on the vector side.
@@ -20,11 +22,12 @@ from typing import Any, cast
 import apsw
 import numpy as np
 
+from ..store.change_log import newest_seq, pruned_through
 from ..store.connection import scalar
 from ..store.decay import NUMPY_OPS
 from .eligibility import Eligibility, eligible
 
-__all__ = ["Eligibility", "VectorIndex", "cosines"]
+__all__ = ["ChangesPruned", "Eligibility", "VectorIndex", "cosines"]
 
 _GROW = 1.5
 _FETCH_CHUNK = 5000
@@ -42,6 +45,10 @@ def cosines(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     about that many rows here (MIN_ROWS, STALE_ROWS) before the index takes over.
     """
     return cast(np.ndarray, np.einsum("ij,j->i", matrix, query))
+
+
+class ChangesPruned(Exception):
+    """Rows an overlay needed were pruned from ``change_log``: its snapshot cannot be kept exact."""
 
 
 class VectorIndex:
@@ -67,6 +74,7 @@ class VectorIndex:
         self._protected = np.zeros(0, dtype=bool)
         self._row_of: dict[int, int] = {}
         self._order: np.ndarray | None = None  # argsort of ids, rebuilt after rows are added
+        self._overlay = False  # only the rows changed after a snapshot: it cannot load afresh
         #: change_log entries applied since the mirror started (an index snapshot's overlay: its staleness)
         self.changes_seen = 0
 
@@ -75,6 +83,7 @@ class VectorIndex:
         """A mirror of only the rows changed after ``seq`` (the overlay of a persisted index snapshot)."""
         index = cls(collection, model_id, dim)
         index._last_seq = seq
+        index._overlay = True
         return index
 
     def covers(self, memory_ids: np.ndarray) -> np.ndarray:
@@ -100,6 +109,11 @@ class VectorIndex:
                 "SELECT seq, memory_id FROM change_log WHERE seq > ? AND collection = ?",
                 (self._last_seq, self.collection),
             ).fetchall()
+            if pruned_through(conn, self.collection) > self._last_seq:
+                if self._overlay:
+                    raise ChangesPruned(f"changes of {self.collection!r} after {self._last_seq} were pruned")
+                self._full_load(conn)
+                return
             if not rows:
                 return
             self.changes_seen += len(rows)
@@ -110,7 +124,7 @@ class VectorIndex:
         """Every row, read a chunk at a time into arrays sized once: the rows read whole as Python
         tuples, and their vectors joined into one bytes object, took twice the float32 matrix again
         on top of it (a million rows: 4.7 GB at the peak for a 1.5 GB mirror, docs/benchmarks.md)."""
-        self._last_seq = int(scalar(conn, "SELECT coalesce(max(seq), 0) FROM change_log"))
+        self._last_seq = newest_seq(conn)
         self._size = 0
         self._row_of = {}
         where = " WHERE e.collection = ? AND e.model_id = ?" + self._kind

@@ -35,7 +35,7 @@ from .eligibility import Eligibility
 from .filter_index import smallest
 from .fulltext import eligible_subset
 from .request import RecallRequest
-from .vector_index import VectorIndex
+from .vector_index import ChangesPruned, VectorIndex
 
 __all__ = ["EarlyProbe", "LEAF_CANDIDATE_CAP", "SELECTIVE_SHARE", "VectorSearch", "filter_source"]
 
@@ -102,6 +102,9 @@ class VectorSearch:
         self._mirrors: dict[tuple[str, str], VectorIndex] = {}
         self._fact_mirrors: dict[tuple[str, str], VectorIndex] = {}
         self._anns: dict[tuple[str, str], AnnIndex] = {}
+        #: Snapshots older than the change_log rows pruned since (robotmem.store.change_log): their
+        #: overlay cannot be made exact, so recall scans exactly until a newer one is published.
+        self._outrun: set[Path] = set()
         self._folder_seen: float | None = None
         self._lock = threading.Lock()
         self._prober: ThreadPoolExecutor | None = None
@@ -139,6 +142,8 @@ class VectorSearch:
                 return current
             self._folder_seen = stamp
             found = newest_file(self._folder, collection, model_id)
+            if found is not None and found[0] in self._outrun:
+                return None
             if found is None or (current is not None and current.path == found[0]):
                 return current
             try:
@@ -213,9 +218,8 @@ class VectorSearch:
         if chosen is not None:
             filtered.append(chosen)
             return self._sql_hits(conn, chosen, model_id, query, k) if len(chosen) else []
-        ann = self.ann(req.collection, model_id, dim)
+        ann = self._synced_ann(conn, req.collection, model_id, dim)
         if ann is not None:
-            ann.sync(conn)
             if ann.stale:
                 self._rebuild_soon(req.collection, model_id, dim, ann.seq)
             first = early.keys if early is not None and early.ann is ann and early.k == k else None
@@ -243,6 +247,26 @@ class VectorSearch:
             return self._sql_hits(conn, candidates, model_id, query, k)
         mirror.sync(conn)
         return mirror.search(query, k, rules, candidates=candidates, min_similarity=self._min_similarity)
+
+    def _synced_ann(self, conn: apsw.Connection, collection: str, model_id: str, dim: int) -> AnnIndex | None:
+        """The collection's snapshot with its overlay caught up, or None: none, or one the pruning
+        of change_log outran (a build that began before a prune and published after it, or a
+        process idle since an older snapshot was replaced), whose replacement is then started."""
+        ann = self.ann(collection, model_id, dim)
+        if ann is None:
+            return None
+        try:
+            ann.sync(conn)
+        except ChangesPruned:
+            log.info("vector index %s is older than the changes kept since; recall scans exactly until "
+                     "a new one is written", ann.path.name)
+            with self._lock:
+                self._outrun.add(ann.path)
+                if self._anns.get((collection, model_id)) is ann:
+                    del self._anns[(collection, model_id)]
+            self._rebuild_soon(collection, model_id, dim, ann.seq)
+            return None
+        return ann
 
     def _shortlist(
         self, conn: apsw.Connection, req: RecallRequest, now: float, query: np.ndarray, model_id: str, k: int,

@@ -96,8 +96,11 @@ class _Checkpointer:
     recovery see the same data whether it runs here, in a commit or never.
     """
 
-    def __init__(self, open_connection: Callable[[], apsw.Connection]) -> None:
+    def __init__(self, open_connection: Callable[[], apsw.Connection],
+                 work: Callable[[apsw.Connection], None] | None = None) -> None:
         self.opener = open_connection
+        #: Upkeep run on this thread after each checkpoint it was asked for (Database.after_checkpoints).
+        self.work = work
         self._wake = threading.Event()
         self._lock = threading.Lock()
         # One checkpoint at a time in this process: SQLite refuses a second one at once (busy).
@@ -135,12 +138,23 @@ class _Checkpointer:
                 with _IN_SQLITE:
                     if woke:
                         self.run_here(conn, "main")
+                        self._upkeep(conn)
                         to_cut = True
                     else:
                         to_cut = not self._truncate(conn)
         finally:
             with _IN_SQLITE:
                 conn.close()
+
+    def _upkeep(self, conn: apsw.Connection) -> None:
+        if self.work is None:
+            return
+        try:
+            self.work(conn)
+        except apsw.BusyError:
+            pass  # a writer holds the lock: this thread never waits for it, the next wake tries again
+        except Exception:  # upkeep only: the store works without it until the next wake
+            log.exception("upkeep after a checkpoint failed")
 
     def _truncate(self, conn: apsw.Connection) -> bool:
         """Copy the whole WAL back and cut its file to nothing; False: a reader or writer is there, try later."""
@@ -398,8 +412,14 @@ class Database:
         self._in_call = set()
         self._local = threading.local()
         self._stop_checkpoints.detach()  # the parent's thread is not in this process; its locks may be held
-        self._checkpointer = _Checkpointer(self._checkpointer.opener)
+        self._checkpointer = _Checkpointer(self._checkpointer.opener, self._checkpointer.work)
         self._stop_checkpoints = weakref.finalize(self, self._checkpointer.stop)
+
+    def after_checkpoints(self, work: Callable[[apsw.Connection], None]) -> None:
+        """Run ``work`` on the checkpoint thread, with its connection, after each checkpoint that
+        commits asked for: off every caller's time, while writes go on. Its connection never waits
+        for a lock (busy timeout 0): ``work`` that writes is skipped while another writer is busy."""
+        self._checkpointer.work = work
 
     def claim(self, name: str) -> Release | str:
         """Claim ``name`` among every process using this file (robotmem.store.claims): the release,

@@ -16,6 +16,7 @@ import apsw
 from ..context import load_stored_json
 from .connection import scalar
 from .rehash import refreshed_hashes
+from .change_log import FLOOR_SCHEMA
 from .counts import COUNTS_SCHEMA, PAYLOAD_COUNTS_SCHEMA
 from .deferred import DEFER_FULL_TEXT, DEFER_INSERT_COUNTS_AND_LOG, UNMARKED_INSERT_TRIGGERS
 from . import paging
@@ -309,12 +310,16 @@ _NOT_ASCII = "length(CAST(content AS BLOB)) <> length(content)"
 # a filter reads as another path. Only memories whose index can differ are read.
 _v21 = reindex_changed_points
 
+# change_log is pruned behind its readers (robotmem.store.change_log); the highest sequence number
+# pruned per collection tells a reader that saw less to load afresh.
+_V22 = FLOOR_SCHEMA
+
 
 #: (version, SQL, a function for steps SQL alone cannot do, or a Paged one). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, Paged(_v5)), (6, _V6), (7, _V7), (8, Paged(_v8)), (9, _V9),
     (10, _V10), (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18),
-    (19, Paged(_v19)), (20, _v20), (21, _v21))
+    (19, Paged(_v19)), (20, _v20), (21, _v21), (22, _V22))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

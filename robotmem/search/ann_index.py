@@ -140,11 +140,13 @@ def snapshot_states(conn: apsw.Connection, folder: Path | None, collection: str 
         found = newest_file(folder, coll, model_id)
         if found is None and rows < MIN_ROWS:
             continue  # small: scanned exactly, no snapshot wanted
-        changes = None if found is None or outrun(conn, coll, found[1]) else pending_changes(conn, coll, found[1])
+        changes = None if found is None else pending_changes(conn, coll, found[1])
         states.append({"collection": coll, "model_id": model_id, "kind": "snapshot", "vectors": rows,
                        "built": found is not None, "snapshot_seq": None if found is None else found[1],
                        "changes_since": changes,
-                       "stale": changes is None or is_stale(changes, rows),
+                       # Outrun: the changes after it were pruned, so its overlay cannot be made exact.
+                       "stale": found is None or changes is None or is_stale(changes, rows)
+                                or outrun(conn, coll, found[1]),
                        "building": building(folder, coll, model_id)})
     return states
 

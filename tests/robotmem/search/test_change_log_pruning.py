@@ -206,3 +206,22 @@ def test_a_long_running_writer_keeps_its_change_log_bounded(tmp_path: Path, monk
         floor = mem._db.connection().execute("SELECT seq FROM change_log_floor").fetchall()
     # Pruned by the writer's own checkpoint thread: nothing here asked for it.
     assert written == 10_100 and rows < written // 3 and floor
+
+
+def test_a_collection_whose_snapshot_is_being_built_keeps_its_rows(tmp_path: Path, small_log):
+    # A build reads its sequence number when it starts and publishes it only at the end: while it
+    # runs (its lock held), the collection's rows stay, or its overlay would start behind the floor.
+    path = tmp_path / "memory.db"
+    with Memory(path, embedder=GivenVectors()) as mem:
+        _fill(mem, 200)
+        mem.save_perceptions([{"description": f"c{i % 40} elsewhere {i}", "collection": "other"} for i in range(200)])
+        folder = ann_index.index_folder(path)
+        lock = ann_index.take_build_lock(folder, "default", GivenVectors.model_id)
+        assert lock is not None
+        with lock:
+            assert prune_change_log(mem.store) > 0
+            kept = dict(mem._db.connection().execute(
+                "SELECT collection, count(*) FROM change_log GROUP BY collection").fetchall())
+        assert kept == {"default": 200, "other": 20}
+        assert prune_change_log(mem.store) > 0  # the build over (no snapshot came of it): pruned too
+        assert _log_rows(mem) == 20

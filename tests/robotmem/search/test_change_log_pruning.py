@@ -197,7 +197,7 @@ def test_a_long_running_writer_keeps_its_change_log_bounded(tmp_path: Path, monk
     path = tmp_path / "memory.db"
     written = 0
     with Memory(path, embedder=GivenVectors()) as mem:
-        for batch in range(100):
+        for batch in range(200):
             ids = _fill(mem, 100, start=batch * 100)
             mem.forget(ids[0], "test")
             written += 101
@@ -205,7 +205,9 @@ def test_a_long_running_writer_keeps_its_change_log_bounded(tmp_path: Path, monk
         rows = _log_rows(mem)
         floor = mem._db.connection().execute("SELECT seq FROM change_log_floor").fetchall()
     # Pruned by the writer's own checkpoint thread: nothing here asked for it.
-    assert written == 10_100 and rows < written // 3 and floor
+    # Kept: 500 rows, up to 500 more until the next prune, and what came after the last wake of the
+    # checkpoint thread (it wakes every 1,000 WAL pages, about 1,000-2,000 rows here).
+    assert written == 20_200 and rows < written // 5 and floor
 
 
 def test_a_collection_whose_snapshot_is_being_built_keeps_its_rows(tmp_path: Path, small_log):

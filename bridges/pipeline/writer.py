@@ -16,7 +16,7 @@ topic and kept in the topic's stats) and everything else goes on.
 
 Sessions someone else owns (see ``attach_session``) can end under our feet: robotmem then
 refuses writes into them. What the pipeline still had buffered for such a session is
-written without a session, keeping ``episode.key`` (the session id) and marked
+written without a session, keeping ``episode.key`` (the session id, or a note's own key) and marked
 ``episode.after_session_end``, so nothing received is lost and
 ``recall(context_filter={"episode.key": ...})`` still finds it.
 """
@@ -216,7 +216,11 @@ class RecordWriter:
         if not (isinstance(session_id, str) and self._attached.get(session_id)):
             return record
         detached = dict(record, session_id=None, metadata=copy.deepcopy(record.get("metadata") or {}))
-        detached["metadata"].setdefault("episode", {}).update({"key": session_id, "after_session_end": True})
+        episode = detached["metadata"].setdefault("episode", {})
+        # A note's own episode.key is kept, as inside a normal episode (pipeline._on_learn); the
+        # pipeline gave every other record the session id as its key already.
+        episode.setdefault("key", session_id)
+        episode["after_session_end"] = True
         return detached
 
     def _write_one_by_one(self, batch: list[tuple[str, Record]], first_error: RobotMemError) -> None:

@@ -75,6 +75,31 @@ def test_when_the_owner_ends_the_session_mid_episode_the_rest_is_stored_with_its
     assert points == 12 * 20  # every pose received is stored once
 
 
+def test_a_notes_own_episode_key_is_kept_after_the_owner_ended_the_session(
+        mem: Memory, make_pipeline: MakePipeline) -> None:
+    """Inside an episode a note's own ``episode.key`` is kept (the pipeline only adds one it lacks);
+    a note held back until after the owner ended the session had it replaced by the session id."""
+    control = mem.start_session("test")["session_id"]
+    pipeline = make_pipeline(policy=TopicEpisodes())
+    pipeline.feed(_attach_marker(T0, control))
+    pipeline.feed(learn(T0 + S, '{"insight": "Shelf B restocked", "context": {"episode": {"key": "restock-7"}}}'))
+    mem.end_session(control)
+    pipeline.feed(learn(T0 + 2 * S, '{"insight": "Shelf C restocked", "context": {"episode": {"key": "restock-8"}}}'))
+    pipeline.feed(learn(T0 + 3 * S, "Shelf D was empty"))
+    pipeline.close()
+
+    notes = {r["content"]: r for r in mem.recall(collection="test", query="", n=10, min_confidence=0.0,
+                                                  context_filter={"source.topic": "/robotmem/learn"})["results"]}
+    kept = notes["Shelf B restocked"]
+    assert kept["session_id"] == control and kept["context"]["episode"]["key"] == "restock-7"
+    late = notes["Shelf C restocked"]
+    assert late["session_id"] is None and late["context"]["episode"]["key"] == "restock-8"
+    assert late["context"]["episode"]["after_session_end"] is True
+    plain = notes["Shelf D was empty"]
+    assert plain["session_id"] is None and plain["context"]["episode"]["key"] == control
+    assert plain["context"]["episode"]["after_session_end"] is True
+
+
 @pytest.mark.parametrize("state", ["missing", "ended", "other collection"])
 def test_attaching_to_a_session_that_cannot_take_records_gives_the_episode_its_own(
         mem: Memory, make_pipeline: MakePipeline, state: str, caplog: pytest.LogCaptureFixture) -> None:

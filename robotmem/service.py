@@ -265,7 +265,7 @@ class Memory:
         failure: BaseException | None = None
         for writer in list(self._bulk_writers):
             try:
-                writer.close()  # its last batch is stored before the connections go
+                writer._close()  # its last batch is stored before the connections go
             except BaseException as exc:  # the others still close; the first failure is raised below
                 failure = failure or exc
         try:
@@ -854,24 +854,35 @@ class Memory:
         source = path if _is_stream(path, "read") else validation.file_path(path, "path")
         counts = import_jsonl(self._db, source, self._embeddings, self.now(), self.config.max_payload_bytes,
                               allow_incomplete=allow)
-        self._write_stale_snapshots()
+        self.write_stale_vector_indexes()
         return counts
 
-    def _write_stale_snapshots(self) -> None:
-        """After a bulk load into an embedded store: the vector snapshot of each collection whose
-        snapshot is missing or stale, as PostgreSQL's import builds its HNSW indexes at its end.
-        Otherwise the first recall of every process loaded an exact mirror of the whole collection
-        until a snapshot was published (1.9 GB of a server's memory at 1,000,000 memories)."""
+    def write_stale_vector_indexes(self) -> list[dict[str, Any]]:
+        """What a bulk load ends with (``import_``, ``robotmem replay``, a bulk writer's ``close``):
+        on an embedded store the vector snapshot of each collection of the active model whose
+        snapshot is missing (20,000+ vectors) or stale, unless another process is building it; on
+        PostgreSQL the HNSW indexes a bulk load left unbuilt. Otherwise the first recall of every
+        process loaded an exact mirror of the whole collection until a snapshot was published
+        (1.9 GB of a server's memory at 1,000,000 memories). A fresh snapshot is left alone (a
+        snapshot is stale past the changes a recalling process rebuilds it at:
+        search.ann_index.is_stale). What was written: ``[{collection, model_id, rows, seconds}]``."""
         from .search.ann_index import rebuild_stale
 
+        if not isinstance(self._db, SqliteStore):
+            return self._db.build_vector_indexes()
         model_id, dim = self._embeddings.model_id, self._embeddings.dim
-        if not isinstance(self._db, SqliteStore) or model_id is None or dim is None:
-            return
+        if model_id is None or dim is None:
+            return []
         with self._db.read() as conn:
             states = self._snapshot_states(conn, None)
+        written = []
         for state in states:
             if state["model_id"] == model_id and state["stale"] and not state["building"]:
-                rebuild_stale(self._db, state["collection"], model_id, dim, state["snapshot_seq"] or 0)
+                report = rebuild_stale(self._db, state["collection"], model_id, dim, state["snapshot_seq"] or 0)
+                if report is not None:
+                    written.append({"collection": report.collection, "model_id": report.model_id,
+                                    "rows": report.rows, "seconds": round(report.seconds, 3)})
+        return written
 
     def reindex(self, *, everything: bool = False, replace_other_models: bool = False, batch_size: int = 64,
                 progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -1056,24 +1067,37 @@ class BulkWriter:
     during COMMIT whose outcome the server cannot tell afterwards raises a StorageError that is
     not ``transient`` and says so, since retrying might store the batch twice (docs/fleet.md).
     A batch after a lost connection runs on a new one. Other threads see a batch once it is committed.
-    Closing the Memory closes its writers first.
+    ``close()`` (leaving the block without an exception) ends a load that stored anything as an
+    import ends: ``Memory.write_stale_vector_indexes``. Closing the Memory closes its writers
+    first, storing their last batches without that.
     """
 
     def __init__(self, memory: Memory, writes: PipelinedWrites) -> None:
         self._memory = memory
         self._writes = writes
+        self._loaded = False
 
     def save_perceptions(self, records: Sequence[dict[str, Any]]) -> list[int]:
         memory = self._memory
         rows = memory._perception_rows(memory._prepare_perceptions(records))
         with self._writes.batch() as (conn, later):
-            return memory._insert_perceptions(conn, rows, later)
+            ids = memory._insert_perceptions(conn, rows, later)
+        self._loaded = self._loaded or bool(ids)
+        return ids
 
     def flush(self) -> None:
         """Until every batch handed over is stored (raising a failed batch's StorageError)."""
         self._writes.wait()
 
     def close(self) -> None:
+        """Store the last batch; then, after a load, write the vector indexes it left missing or stale,
+        so that the next process's first recall does not load an exact mirror of the collection."""
+        loaded = self._loaded and self in self._memory._bulk_writers  # not closed already (by Memory.close)
+        self._close()
+        if loaded:
+            self._memory.write_stale_vector_indexes()
+
+    def _close(self) -> None:
         try:
             self._writes.close()
         finally:
@@ -1082,5 +1106,8 @@ class BulkWriter:
     def __enter__(self) -> BulkWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # a load that failed or was stopped: its batches handed over are stored, nothing more
+            self._close()

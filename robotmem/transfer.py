@@ -421,8 +421,7 @@ def _import_lines(db: Store, src: IO[str], path: str, embeddings: EmbeddingState
             time.sleep(min(held, IMPORT_PAUSE_MAX_S))
         if _after_batch is not None:
             _after_batch(min(start + batch, len(memories)))
-    db.build_vector_indexes()
-    return counts
+    return counts  # the vector indexes are Memory.write_stale_vector_indexes's, as after every bulk load
 
 
 def _whole_records(lines: Iterator[tuple[int, str]], chunk: list[dict[str, Any]], path: str,
@@ -485,7 +484,7 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
             vectors.append((new_id, r["collection"], model_id, vector))
         elif r["status"] in ("active", "archived") and r["embed"]:
             to_embed.append((new_id, r["collection"], r["content"]))
-    # A bulk load: PostgreSQL builds each collection's vector index once, at the end, not row by row.
+    # A bulk load: PostgreSQL builds each collection's vector index once, at the end (Memory.import_), not row by row.
     db.put_embeddings(conn, vectors, bulk=True)
     if links:
         conn.executemany("INSERT INTO import_links (memory_id, superseded_by, absorbed) VALUES (?, ?, ?)", links)

@@ -301,6 +301,8 @@ def replay_paths(
     (a robotmem StorageError, for example) raises, or, with ``on_error``, is reported there
     and skipped so the others are still replayed (a nightly job). A record or note robotmem
     refuses is not a failure of the recording: it is counted as ``rejected`` (writer.py).
+    At the end, as an import ends, the vector indexes the replay left missing or stale are
+    written (``Memory.write_stale_vector_indexes``).
     """
     results: list[RecordingResult] = []
     recordings = find_recordings(paths)
@@ -319,4 +321,11 @@ def replay_paths(
             if on_error is None:
                 raise
             on_error(recording, exc)
+    if memory is not None and not options.dry_run:
+        try:
+            # As an import ends: without it the next process's first recall on a collection that
+            # grew past the index threshold loaded an exact float32 mirror of it (1.5 KB a vector).
+            memory.write_stale_vector_indexes()
+        except KeyboardInterrupt as exc:  # every recording is stored: the next run only writes the index
+            raise ReplayInterrupted(results) from exc
     return results

@@ -176,3 +176,38 @@ def test_a_word_past_postgresqls_lexeme_limit_in_a_batch_is_stored_with_the_batc
     everything = mem.recall("", collection="bulk", context_filter={"x": {"$exists": False}}, n=10, min_confidence=0)
     assert sorted(_contents(everything)) == sorted(["bulk frame A", word, "bulk frame C"])
     assert _contents(mem.recall(word, collection="bulk", min_relevance=0)) == [word]
+
+
+def test_a_bulk_writers_load_ends_with_the_vector_index_written_as_an_import_does(
+        db_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk writer's load into a new collection left it without its vector index: on SQLite no
+    snapshot (the next process's first recall loaded an exact mirror of the whole collection, 1.5 KB a
+    vector), on PostgreSQL an HNSW index left unbuilt by a batch of BULK_ROWS or more (recall scanned
+    exactly until some single write built it). Closing the writer now ends the load as an import does;
+    a load stopped by an exception, or a writer Memory.close closes, writes no index."""
+    from test_service_sessions import TextVectors
+
+    from robotmem.search import ann_index
+    from robotmem.store.postgres.memories import BULK_ROWS
+
+    monkeypatch.setattr(ann_index, "MIN_ROWS", 60)  # SQLite's snapshot threshold, 20,000 otherwise
+    n = BULK_ROWS + 10
+
+    def built(mem: Memory, collection: str) -> list[bool]:
+        return [s["built"] and not s["stale"] for s in mem.stats(collection)["vector_indexes"]]
+
+    with Memory(db_path, embedder=TextVectors()) as mem:
+        with mem.bulk_writer() as writer:
+            writer.save_perceptions(_records("loaded", 0, n))
+        assert built(mem, "loaded") == [True]
+
+        with pytest.raises(RuntimeError), mem.bulk_writer() as writer:
+            writer.save_perceptions(_records("stopped", 0, n))
+            raise RuntimeError("the load stopped")
+        assert mem.stats("stopped")["memories"] == n and built(mem, "stopped") == [False]
+
+        left_open = mem.bulk_writer()
+        left_open.save_perceptions(_records("left_open", 0, n))
+    with Memory(db_path, embedder=TextVectors()) as mem:
+        assert mem.stats("left_open")["memories"] == n and built(mem, "left_open") == [False]
+        left_open.close()  # after its Memory closed: nothing more to do

@@ -50,8 +50,22 @@ def cmd_migrate(args: argparse.Namespace) -> Any:
         target = open_store(args.migrate_to)
         try:
             target.migrate()
-            return copy_store(source, target, batch=args.migrate_batch, progress=progress_bar("migrate", not args.no_progress))
+            copied = copy_store(source, target, batch=args.migrate_batch,
+                                progress=progress_bar("migrate", not args.no_progress))
         finally:
             target.close()
     finally:
         source.close()
+    if not is_postgres_url(args.migrate_to):  # PostgreSQL's indexes are built by copy_store already
+        copied["vector_indexes"] = _write_snapshots(args.migrate_to, config)
+    return copied
+
+
+def _write_snapshots(path: str, config: Any) -> list[dict[str, Any]]:
+    """A copy into an embedded store ends as an import into it does: the vector snapshots of its
+    large collections are written (the active model's), or the next process's first recall loaded
+    an exact float32 mirror of each (1.5 KB a vector)."""
+    from ..service import Memory
+
+    with Memory(path, config=config) as memory:
+        return memory.write_stale_vector_indexes()

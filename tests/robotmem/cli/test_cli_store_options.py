@@ -88,6 +88,24 @@ def test_db_wins_over_robotmem_url_as_the_source_of_migrate(capsys, tmp_path: Pa
         assert copy.stats()["facts"] == 1 and copy.get(1)["content"] == "the only memory of the small store"
 
 
+def test_migrate_into_a_file_writes_the_vector_snapshot_of_a_large_collection(
+        capsys, tmp_path: Path, robotmem_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy into an embedded store ends as an import into it does: it left a large collection without
+    its vector snapshot, so the next process's first recall loaded an exact mirror of the collection."""
+    from robotmem.search import ann_index
+
+    monkeypatch.setattr(ann_index, "MIN_ROWS", 60)  # 20,000 otherwise
+    source = tmp_path / "robot.db"
+    with Memory(source) as mem:
+        mem.save_perceptions([{"description": f"bin {i} holds {i % 9 + 1} brackets"} for i in range(80)])
+    target = tmp_path / "copy.db"
+    code, out, err = run(capsys, "--db", str(source), "--json", "migrate", "--to", str(target), "--no-progress")
+    assert code == 0, err
+    assert [(w["collection"], w["rows"]) for w in json.loads(out)["vector_indexes"]] == [("default", 80)]
+    with Memory(target) as copy:
+        assert [(s["built"], s["stale"]) for s in copy.stats()["vector_indexes"]] == [(True, False)]
+
+
 def test_serve_builds_its_config_as_every_command_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import robotmem.mcp.transports as transports
 

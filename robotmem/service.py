@@ -379,10 +379,12 @@ class Memory:
         """
         return self._write_perceptions(self._prepare_perceptions(records))
 
-    def bulk_writer(self) -> BulkWriter:
+    def bulk_writer(self, *, write_indexes: bool = True) -> BulkWriter:
         """``save_perceptions`` for long loads (replays, imports): each batch commits on a worker
-        thread while the caller prepares the next one. See :class:`BulkWriter`."""
-        writer = BulkWriter(self, self._db.pipelined_writes())
+        thread while the caller prepares the next one. See :class:`BulkWriter`. ``write_indexes``:
+        whether ``close()`` ends a load as an import does (``write_stale_vector_indexes``); false
+        for writes whose closing must stay quick (a benchmark of the write path, a control loop)."""
+        writer = BulkWriter(self, self._db.pipelined_writes(), write_indexes=_flag(write_indexes, "write_indexes"))
         self._bulk_writers.add(writer)
         return writer
 
@@ -1068,13 +1070,14 @@ class BulkWriter:
     not ``transient`` and says so, since retrying might store the batch twice (docs/fleet.md).
     A batch after a lost connection runs on a new one. Other threads see a batch once it is committed.
     ``close()`` (leaving the block without an exception) ends a load that stored anything as an
-    import ends: ``Memory.write_stale_vector_indexes``. Closing the Memory closes its writers
-    first, storing their last batches without that.
+    import ends: ``Memory.write_stale_vector_indexes`` (unless made with ``write_indexes=False``).
+    Closing the Memory closes its writers first, storing their last batches without that.
     """
 
-    def __init__(self, memory: Memory, writes: PipelinedWrites) -> None:
+    def __init__(self, memory: Memory, writes: PipelinedWrites, *, write_indexes: bool = True) -> None:
         self._memory = memory
         self._writes = writes
+        self._write_indexes = write_indexes
         self._loaded = False
 
     def save_perceptions(self, records: Sequence[dict[str, Any]]) -> list[int]:
@@ -1092,7 +1095,8 @@ class BulkWriter:
     def close(self) -> None:
         """Store the last batch; then, after a load, write the vector indexes it left missing or stale,
         so that the next process's first recall does not load an exact mirror of the collection."""
-        loaded = self._loaded and self in self._memory._bulk_writers  # not closed already (by Memory.close)
+        # Not closed already (by Memory.close, which leaves the indexes to the next load or process).
+        loaded = self._write_indexes and self._loaded and self in self._memory._bulk_writers
         self._close()
         if loaded:
             self._memory.write_stale_vector_indexes()

@@ -139,7 +139,7 @@ def generate(path: Path | str, size: int, centres: np.ndarray) -> float:
     rng = np.random.default_rng(size)
     embedder = BenchVectors()
     elapsed = 0.0
-    with Memory(path, embedder=embedder) as mem, mem.bulk_writer() as writer:
+    with Memory(path, embedder=embedder) as mem, mem.bulk_writer(write_indexes=False) as writer:
         for first in range(0, size, 10_000):
             chunk = [(clustered(rng, centres, 1000), [record(i, size, rng) for i in range(start, start + 1000)])
                      for start in range(first, min(first + 10_000, size), 1000)]
@@ -248,9 +248,10 @@ def timed(fn: Callable[[], object]) -> float:
 def bulk_batches(mem: Memory, embedder: BenchVectors, batches: list[tuple[list[dict[str, Any]], np.ndarray]]
                  ) -> float:
     """Seconds to write the batches through one ``Memory.bulk_writer()``, its closing included
-    (the last batch's commit): each batch commits on the writer's worker while the next is prepared."""
+    (the last batch's commit): each batch commits on the writer's worker while the next is prepared.
+    The vector snapshot is not written at its close (``write_indexes=False``): the figure is the write path's."""
     t = time.perf_counter()
-    with mem.bulk_writer() as writer:
+    with mem.bulk_writer(write_indexes=False) as writer:
         for records, vectors in batches:
             embedder.batch = vectors
             writer.save_perceptions(records)

@@ -184,7 +184,8 @@ def test_a_bulk_writers_load_ends_with_the_vector_index_written_as_an_import_doe
     snapshot (the next process's first recall loaded an exact mirror of the whole collection, 1.5 KB a
     vector), on PostgreSQL an HNSW index left unbuilt by a batch of BULK_ROWS or more (recall scanned
     exactly until some single write built it). Closing the writer now ends the load as an import does;
-    a load stopped by an exception, or a writer Memory.close closes, writes no index."""
+    a load stopped by an exception, a writer made with write_indexes=False, or one Memory.close
+    closes, writes no index."""
     from test_service_sessions import TextVectors
 
     from robotmem.search import ann_index
@@ -205,6 +206,13 @@ def test_a_bulk_writers_load_ends_with_the_vector_index_written_as_an_import_doe
             writer.save_perceptions(_records("stopped", 0, n))
             raise RuntimeError("the load stopped")
         assert mem.stats("stopped")["memories"] == n and built(mem, "stopped") == [False]
+
+        with mem.bulk_writer(write_indexes=False) as writer:  # a write path timed on its own
+            writer.save_perceptions(_records("unindexed", 0, n))
+        assert built(mem, "unindexed") == [False]
+        with pytest.raises(ValidationError) as refused:
+            mem.bulk_writer(write_indexes="no")  # type: ignore[arg-type]
+        assert refused.value.field == "write_indexes"
 
         left_open = mem.bulk_writer()
         left_open.save_perceptions(_records("left_open", 0, n))

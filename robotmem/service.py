@@ -875,15 +875,20 @@ class Memory:
         model_id, dim = self._embeddings.model_id, self._embeddings.dim
         if model_id is None or dim is None:
             return []
-        with self._db.read() as conn:
-            states = self._snapshot_states(conn, None)
-        written = []
-        for state in states:
-            if state["model_id"] == model_id and state["stale"] and not state["building"]:
-                report = rebuild_stale(self._db, state["collection"], model_id, dim, state["snapshot_seq"] or 0)
-                if report is not None:
-                    written.append({"collection": report.collection, "model_id": report.model_id,
-                                    "rows": report.rows, "seconds": round(report.seconds, 3)})
+        written: list[dict[str, Any]] = []
+        try:
+            with self._db.read() as conn:
+                states = self._snapshot_states(conn, None)
+            for state in states:
+                if state["model_id"] == model_id and state["stale"] and not state["building"]:
+                    report = rebuild_stale(self._db, state["collection"], model_id, dim, state["snapshot_seq"] or 0)
+                    if report is not None:
+                        written.append({"collection": report.collection, "model_id": report.model_id,
+                                        "rows": report.rows, "seconds": round(report.seconds, 3)})
+        except (OSError, RuntimeError) as exc:  # faiss raises RuntimeError when it cannot write the file
+            # The load itself is stored and recall stays exact without the file: a load must not fail for it.
+            log.warning("the vector snapshot could not be written (%s); recall loads an exact copy of the "
+                        "collection's vectors until `robotmem reindex` writes it", exc)
         return written
 
     def reindex(self, *, everything: bool = False, replace_other_models: bool = False, batch_size: int = 64,

@@ -1181,3 +1181,24 @@ def test_an_import_writes_the_missing_vector_snapshot_and_leaves_a_fresh_one(tmp
         assert mem.import_(tmp_path / "more.jsonl")["memories"] == 3
         [later] = mem.stats()["vector_indexes"]
         assert later["snapshot_seq"] == state["snapshot_seq"] and later["changes_since"] == 3
+
+
+@pytest.mark.sqlite_only
+def test_an_import_whose_vector_snapshot_cannot_be_written_is_stored_and_says_so(tmp_path: Path, monkeypatch, caplog):
+    """Writing the snapshot at the end of a bulk load failed out of the load (here NotADirectoryError:
+    the store's .vectors folder is a file), after every record was stored: the import, a replay or a
+    bulk writer's close raised as if it had failed. The load returns; a warning says what to run."""
+    from robotmem.search import ann_index
+
+    monkeypatch.setattr(ann_index, "MIN_ROWS", 60)
+    with Memory(tmp_path / "robot.db", embedder=TextVectors()) as robot:
+        robot.save_perceptions([{"description": f"contact {i} on the left finger pad"} for i in range(80)])
+        robot.export(tmp_path / "e.jsonl")
+    (tmp_path / "memory.db.vectors").write_text("not a folder")
+    with Memory(tmp_path / "memory.db", embedder=TextVectors()) as mem, caplog.at_level("WARNING", logger="robotmem"):
+        assert mem.import_(tmp_path / "e.jsonl")["memories"] == 80
+        with mem.bulk_writer() as writer:
+            writer.save_perceptions([{"description": "contact 80 on the right finger pad"}])
+    assert caplog.text.count("the vector snapshot could not be written") == 2
+    assert "robotmem reindex" in caplog.text
+    assert apsw.Connection(str(tmp_path / "memory.db")).execute("SELECT count(*) FROM embeddings").fetchone() == (81,)

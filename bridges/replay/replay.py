@@ -294,6 +294,7 @@ def replay_paths(
     options: ReplayOptions,
     progress_for: Callable[[Path], Progress | None] | None = None,
     on_error: Callable[[Path, Exception], None] | None = None,
+    before_index: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[RecordingResult]:
     """Replay every recording the paths name (files, bag folders, folders of recordings).
 
@@ -302,7 +303,7 @@ def replay_paths(
     and skipped so the others are still replayed (a nightly job). A record or note robotmem
     refuses is not a failure of the recording: it is counted as ``rejected`` (writer.py).
     At the end, as an import ends, the vector indexes the replay left missing or stale are
-    written (``Memory.write_stale_vector_indexes``).
+    written (``Memory.write_stale_vector_indexes``; ``before_index`` is told of each before it is).
     """
     results: list[RecordingResult] = []
     recordings = find_recordings(paths)
@@ -325,7 +326,7 @@ def replay_paths(
         try:
             # As an import ends: without it the next process's first recall on a collection that
             # grew past the index threshold loaded an exact float32 mirror of it (1.5 KB a vector).
-            memory.write_stale_vector_indexes()
+            memory.write_stale_vector_indexes(before_index)
         except KeyboardInterrupt as exc:  # every recording is stored: the next run only writes the index
             raise ReplayInterrupted(results) from exc
     return results

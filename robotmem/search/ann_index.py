@@ -114,7 +114,7 @@ def building(folder: Path, collection: str, model_id: str) -> bool:
     try:
         with open(build_lock(folder, collection, model_id), "rb") as lock:
             fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no lock, or no folder (a file in its place)
         return False
     except BlockingIOError:
         return True

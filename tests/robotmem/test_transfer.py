@@ -1199,6 +1199,10 @@ def test_an_import_whose_vector_snapshot_cannot_be_written_is_stored_and_says_so
         assert mem.import_(tmp_path / "e.jsonl")["memories"] == 80
         with mem.bulk_writer() as writer:
             writer.save_perceptions([{"description": "contact 80 on the right finger pad"}])
+        # and the store still answers: stats says the snapshot is missing, recall ranks exactly
+        [state] = mem.stats()["vector_indexes"]
+        assert not state["built"] and not state["building"]
+        assert mem.recall("contact 7 on the left finger pad", min_relevance=0)["count"] > 0
     assert caplog.text.count("the vector snapshot could not be written") == 2
     assert "robotmem reindex" in caplog.text
     assert apsw.Connection(str(tmp_path / "memory.db")).execute("SELECT count(*) FROM embeddings").fetchone() == (81,)

@@ -93,3 +93,23 @@ def test_a_dry_run_writes_no_snapshot(tmp_path: Path, make_datasets: ModuleType,
         replay_paths(mem, [path], BridgeConfig(), ReplayOptions(dry_run=True))
         [state] = mem.stats()["vector_indexes"]
     assert not state["built"] and not (db.parent / "memory.db.vectors").exists()
+
+
+def test_the_replay_command_names_the_snapshot_it_writes_before_the_pause(
+        tmp_path: Path, make_datasets: ModuleType, monkeypatch: pytest.MonkeyPatch, run_cli) -> None:
+    """The build is the replay's last step (19-36 s per million vectors): without a line first, the
+    command looked hung after its last recording. Under --json nothing but JSON is written."""
+    monkeypatch.setattr(ann_index, "MIN_ROWS", THRESHOLD)
+    path = tmp_path / "restock.mcap"
+    _recording(make_datasets, path)
+    code, out, err = run_cli("--db", str(tmp_path / "memory.db"), "replay", "--no-progress", str(path))
+    assert code == 0
+    collection = ReplayOptions().collection
+    [line] = [line for line in err.splitlines() if "vector snapshot" in line]
+    vectors = _stats(tmp_path / "memory.db")["vector_indexes"][0]["vectors"]  # the notes and the episode's summary
+    assert line == (f"writing the vector snapshot of collection {collection!r} ({vectors:,} vectors; "
+                    "what `robotmem reindex` does) ...")
+    assert path.name in out  # the table follows on stdout
+    code, out, err = run_cli("--db", str(tmp_path / "json.db"), "--json", "replay", str(path))
+    assert code == 0 and "vector snapshot" not in err
+    json.loads(out)

@@ -5,8 +5,8 @@ bookkeeping) and scores its confidence: for an episode of 20,000 records that wa
 the time its web page took to open, although the page draws only a thinned path, a few
 curves and a page of the timeline. Here a page reads each memory's time, kind, status,
 payload summary and the values at the context key paths it names; the content only of the
-memories a timeline page shows; and for a later timeline page, only the ids and times of
-the rest.
+memories a timeline page shows, read from the page's place in the episode's time order by the
+index on (session_id, occurred_at, id), the others only counted there.
 
 The statements run on a connection of ``Store.read()``; a key path is spelt per dialect
 (SQLite's ``-> '$.a.b'`` gives JSON text, PostgreSQL's ``#>`` jsonb, read as text).
@@ -22,7 +22,7 @@ from ..context import load_stored_json
 from ..payload import summary_from_json
 from .backend import dialect_of
 
-__all__ = ["KeyPath", "memory_outlines", "session_outline", "session_times"]
+__all__ = ["KeyPath", "LAST_PLACE", "Place", "session_count", "session_lines", "session_outline"]
 
 _NAME = re.compile(r"[a-z_]+")
 #: The value at a key path of a memory's context, as JSON text (NULL where there is none).
@@ -76,19 +76,42 @@ def _context(paths: Sequence[KeyPath], texts: Sequence[str | None]) -> dict[str,
     return context
 
 
-def session_times(conn: Any, session_id: str) -> list[tuple[int, float]]:
-    """``(id, occurred_at)`` of every memory of the session, in time order as session_outline gives them."""
-    return [(mid, at) for mid, at in conn.execute(
-        "SELECT id, occurred_at FROM memories WHERE session_id = ? ORDER BY occurred_at, id", (session_id,))]
+#: A place in a session's time order: (occurred_at, id). Paging by it reads the index on (session_id,
+#: occurred_at, id) (migrations: SQLite 22, PostgreSQL 12) from that place, not every record before it.
+Place = tuple[float, int]
+#: The id part of a place after every record of its instant (ids are SQL's 64-bit integers).
+LAST_PLACE = 2**63 - 1
+
+#: Records after a place, in time order (ties by id); row values on both stores.
+_AFTER = " AND (m.occurred_at, m.id) > (?, ?)"
 
 
-def memory_outlines(conn: Any, memory_ids: Sequence[int], paths: Sequence[KeyPath]) -> dict[int, dict[str, Any]]:
-    """``{id: narrow record}`` as session_outline gives them, with ``content``, of the memories
-    named (a page of a timeline: a few hundred at most, one placeholder each, well within either
-    database's limit); unknown ids are absent."""
-    if not memory_ids:
-        return {}
-    marks = ", ".join("?" * len(memory_ids))
-    rows = conn.execute(f"SELECT {_COLUMNS}, m.content{''.join(', ' + _value_sql(conn, path) for path in paths)} "
-                        f"{_FROM} WHERE m.id IN ({marks})", tuple(memory_ids))
-    return {row[0]: dict(_record(row[:6] + row[7:], paths), content=row[6]) for row in map(tuple, rows)}
+def session_lines(conn: Any, session_id: str, paths: Sequence[KeyPath], count: int, *, after: Place | None = None,
+                  skip: int = 0, last: bool = False) -> list[dict[str, Any]]:
+    """Up to ``count`` memories of the session in time order (``occurred_at``, then id), as
+    session_outline gives them with their ``content`` too (a timeline page's lines): those after
+    the place ``after``, or (none) from the first, past the first ``skip``; ``last``: the last
+    ``count`` instead."""
+    if skip:
+        # the place of the last record skipped, from the index alone: PostgreSQL's OFFSET computed
+        # every skipped row's columns (the payload summary, the context values)
+        found = conn.execute("SELECT occurred_at, id FROM memories WHERE session_id = ? ORDER BY occurred_at, id "
+                             "LIMIT 1 OFFSET ?", (session_id, skip - 1)).fetchone()
+        if found is None:
+            return []
+        after = float(found[0]), int(found[1])
+    where = _AFTER if after is not None else ""
+    order = "DESC" if last else ""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS}, m.content{''.join(', ' + _value_sql(conn, path) for path in paths)} {_FROM} "
+        f"WHERE m.session_id = ?{where} ORDER BY m.occurred_at {order}, m.id {order} LIMIT ?",
+        (session_id, *(after or ()), count))
+    records = [dict(_record(row[:6] + row[7:], paths), content=row[6]) for row in map(tuple, rows)]
+    return records[::-1] if last else records
+
+
+def session_count(conn: Any, session_id: str, through: Place | None = None) -> int:
+    """How many memories the session holds (``through``: at or before that place in time order)."""
+    where = " AND (occurred_at, id) <= (?, ?)" if through is not None else ""
+    return int(conn.execute(f"SELECT count(*) FROM memories WHERE session_id = ?{where}",
+                            (session_id, *(through or ()))).fetchone()[0])

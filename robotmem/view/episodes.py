@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .. import validation
 from ..errors import ValidationError, brief
 from ..payload import to_json_safe
-from ..store.outline import memory_outlines, session_outline, session_times
+from ..store.outline import LAST_PLACE, Place, session_count, session_lines, session_outline
 from .paths import GAP_HOLDERS, episode_paths, gaps_of, is_pose_chunk
 from .series import episode_series, needs_payload
 
@@ -213,41 +213,75 @@ def _cursor(text: Any) -> TimelineKey:
     return float(value[0]), value[1], value[2], float(value[3]), value[4]
 
 
-def _first_line(keys: list[TimelineKey], page: int | None, after: TimelineKey | None, at: float | str | None) -> int:
-    """Where the lines sent start: page ``page``, just after the line ``after``, at the first line at
-    or after the time ``at`` ("end": the last TIMELINE_PAGE lines)."""
-    if after is not None:
-        return bisect.bisect_right(keys, after)
+#: The line before every line at a time: ``at`` a time is the lines after it.
+_BEFORE_INSTANT = -1
+
+
+def _place(key: TimelineKey) -> Place:
+    """The place in the records' time order (outline.Place) that ends with the line ``key``: a gap,
+    id 0, stands before the records of its instant, the end marker after them."""
+    time, kind, memory_id = key[0], key[1], key[2]
+    if kind <= _BEFORE_INSTANT or kind == _KIND_ORDER["start"]:
+        return time, 0
+    return time, memory_id if kind == 1 else LAST_PLACE
+
+
+Line = tuple[TimelineKey, dict[str, Any]]
+
+
+def _record_lines(records: list[dict[str, Any]]) -> list[Line]:
+    return [(_order(r["occurred_at"], None, r["id"]), _record_line(r)) for r in records]
+
+
+def _lines_at(conn: Any, sid: str, extras: list[Line], page: int | None, after: TimelineKey | None,
+              at: float | str | None) -> tuple[int, list[Line]]:
+    """The place of the first line sent and up to TIMELINE_PAGE lines from it (see _timeline). The
+    records are read from that place on in the index's order, counted there, never all read."""
+    keys = [key for key, _ in extras]
     if at == "end":
-        return max(0, len(keys) - TIMELINE_PAGE)
-    if at is not None:
-        return bisect.bisect_left(keys, (float(at),))
-    return (page or 0) * TIMELINE_PAGE
+        records = session_lines(conn, sid, [_TOPIC], TIMELINE_PAGE, last=True)
+        lines = sorted(_record_lines(records) + extras, key=itemgetter(0))[-TIMELINE_PAGE:]
+        return max(0, session_count(conn, sid) + len(extras) - TIMELINE_PAGE), lines
+    if after is None and at is not None:
+        after = (float(at), _BEFORE_INSTANT, 0, 0.0, "")
+    if after is not None:
+        place = _place(after)
+        first = session_count(conn, sid, place) + bisect.bisect_right(keys, after)
+        records = session_lines(conn, sid, [_TOPIC], TIMELINE_PAGE, after=place)
+        later = extras[bisect.bisect_right(keys, after):]
+    else:
+        first = (page or 0) * TIMELINE_PAGE
+        # the extras before the line at `first`: the first extra with as many lines before it as `first`
+        # (its own place among the extras plus the records before it), found by bisection
+        low, high = 0, len(extras) if first else 0
+        while low < high:
+            middle = (low + high) // 2
+            if middle + session_count(conn, sid, _place(keys[middle])) >= first:
+                high = middle
+            else:
+                low = middle + 1
+        records = session_lines(conn, sid, [_TOPIC], TIMELINE_PAGE, skip=first - low)
+        later = extras[low:]
+    return first, sorted(_record_lines(records) + later, key=itemgetter(0))[:TIMELINE_PAGE]
 
 
-def _timeline(mem: Memory, row: dict[str, Any], gaps: list[dict[str, Any]], times: list[tuple[int, float]],
-              page: int | None = 0, after: TimelineKey | None = None, at: float | str | None = None) -> dict[str, Any]:
-    """The ``TIMELINE_PAGE`` lines from :func:`_first_line` on (past the last, none): the records
-    (``times``: their ids and times), start and end markers and gaps in time order. Only the
-    records of the page are read."""
-    extras: list[tuple[TimelineKey, int | dict[str, Any]]] = [
-        (_order(line["time"], line["kind"], None), line) for line in _marker_lines(row)]
+def _timeline(mem: Memory, row: dict[str, Any], gaps: list[dict[str, Any]], page: int | None = 0,
+              after: TimelineKey | None = None, at: float | str | None = None) -> dict[str, Any]:
+    """The ``TIMELINE_PAGE`` lines from page ``page``, just after the line ``after``, or from the
+    first line at or after the time ``at`` ("end": the last TIMELINE_PAGE lines); past the last,
+    none: the records, start and end markers and gaps in time order. Only the records of the
+    lines sent are read, and the others counted (one read transaction: every figure of one state)."""
+    sid = row["session_id"]
+    extras: list[Line] = [(_order(line["time"], line["kind"], None), line) for line in _marker_lines(row)]
     extras += [(_order(g["start"], "gap", None, g["end"], g.get("topic")), _gap_line(g)) for g in gaps]
-    # a record stands as its id until it is on the page; the sort compares the keys only (stable)
-    ids: list[tuple[TimelineKey, int | dict[str, Any]]] = [(_order(at_, None, mid), mid) for mid, at_ in times]
-    ordered = sorted(ids + extras, key=itemgetter(0))
-    keys = [key for key, _ in ordered]
-    first = _first_line(keys, page, after, at)
-    chosen = ordered[first:first + TIMELINE_PAGE]
-    shown = [item for _, item in chosen]
+    extras.sort(key=itemgetter(0))
     with mem.store.read() as conn:
-        records = memory_outlines(conn, [item for item in shown if isinstance(item, int)], [_TOPIC])
-    lines = [item if isinstance(item, dict) else _record_line(records[item])
-             for item in shown if isinstance(item, dict) or item in records]
-    more = first + TIMELINE_PAGE < len(ordered)
+        first, chosen = _lines_at(conn, sid, extras, page, after, at)
+        total = session_count(conn, sid) + len(extras)
+    more = first + len(chosen) < total
     paged = after is None and at is None
-    return {"timeline": lines, "timeline_page": page if paged else None, "timeline_page_size": TIMELINE_PAGE,
-            "timeline_total": len(ordered), "timeline_first": first,
+    return {"timeline": [line for _, line in chosen], "timeline_page": page if paged else None,
+            "timeline_page_size": TIMELINE_PAGE, "timeline_total": total, "timeline_first": first,
             "timeline_next_page": (page or 0) + 1 if paged and more else None,
             "timeline_next": timeline_cursor(chosen[-1][0]) if more and chosen else None}
 
@@ -273,7 +307,7 @@ def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
         return {
             "episode": row,
             "context": session.get("context") or {},
-            **_timeline(mem, row, gaps, [(m["id"], m["occurred_at"]) for m in records], 0),
+            **_timeline(mem, row, gaps, 0),
             "gaps": gaps,
             "paths": episode_paths(session, records, payloads),
             "series": episode_series(records, {i: to_json_safe(payloads[i]) for i in plotted}),
@@ -326,6 +360,5 @@ def episode_timeline(mem: Memory, session_id: str, page: Any = None, *, after: A
     start = None if at is None else "end" if at == "end" else validation.timestamp(at, "at")
     session = mem.get_session(session_id)
     with mem.store.read() as conn:
-        times = session_times(conn, session["session_id"])
         holding_gaps = session_outline(conn, session["session_id"], _GAP_PATHS, holding=_GAP_PATHS)
-    return _timeline(mem, _episode_row(mem, session), _gaps(session, holding_gaps), times, number, cursor, start)
+    return _timeline(mem, _episode_row(mem, session), _gaps(session, holding_gaps), number, cursor, start)

@@ -355,10 +355,20 @@ def _v11(conn: Any) -> None:
     conn.execute("DROP TABLE robotmem_flat_points")
     conn.execute("CREATE INDEX spatial_points_xy ON spatial_points USING gist (xy)")
 
+
+# An episode's records in time order, a page at a time from a point in it (as SQLite's migration
+# 22): with an index on session_id only, each page read and sorted every id of the episode. It
+# serves every lookup by session_id too, so the old index goes. Built inside the migration's
+# transaction (CONCURRENTLY cannot be), so writers wait for it (measured in docs/reliability.md).
+_V12 = """
+CREATE INDEX IF NOT EXISTS memories_by_session_time ON memories (session_id, occurred_at, id);
+DROP INDEX IF EXISTS memories_by_session;
+"""
+
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, Paged(_v3)), (4, _V4), (5, _V5), (6, Paged(_v6)),
                                                    (7, Paged(_v7)), (8, _V8), (9, Paged(_v9)), (10, _V10),
-                                                   (11, _v11))
+                                                   (11, _v11), (12, _V12))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
+import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +15,8 @@ import pytest
 
 from robotmem import Memory
 from robotmem.errors import ValidationError
-from robotmem.store.outline import memory_outlines
+from robotmem.store.backend import dialect_of
+from robotmem.store.outline import session_lines
 from robotmem.view import episode_detail, episode_list, episode_paths, episode_timeline, episodes
 from robotmem.view.episodes import TIMELINE_PAGE
 from robotmem.view.series import episode_series
@@ -38,14 +41,18 @@ class _CountingCursor:
 
 
 class _CountingConnection:
-    """A store connection that counts the statements run on it and the rows they return."""
+    """A store connection that counts the statements run on it and the rows they return, and
+    keeps each statement with its parameters in ``statements`` if given."""
 
-    def __init__(self, conn: Any, counter: dict[str, int]) -> None:
-        self._conn, self._counter = conn, counter
+    def __init__(self, conn: Any, counter: dict[str, int], statements: list[tuple[str, tuple[Any, ...]]] | None = None
+                 ) -> None:
+        self._conn, self._counter, self._statements = conn, counter, statements
 
-    def execute(self, *args: Any) -> _CountingCursor:
+    def execute(self, sql: str, params: Any = ()) -> _CountingCursor:
         self._counter["statements"] += 1
-        return _CountingCursor(self._conn.execute(*args), self._counter)
+        if self._statements is not None:
+            self._statements.append((sql, tuple(params)))
+        return _CountingCursor(self._conn.execute(sql, params), self._counter)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._conn, name)
@@ -110,21 +117,23 @@ def test_the_episode_page_reads_one_timeline_page_of_contents_and_no_full_record
     full_rows: list[int] = []
     contents: list[int] = []
 
-    def count_contents(conn: Any, memory_ids: list[int], sections: Any) -> dict[int, dict[str, Any]]:
-        contents.extend(memory_ids)
-        return memory_outlines(conn, memory_ids, sections)
+    def count_contents(conn: Any, session_id: str, sections: Any, count: int, **where: Any) -> list[dict[str, Any]]:
+        lines = session_lines(conn, session_id, sections, count, **where)
+        contents.extend(line["id"] for line in lines)
+        return lines
 
     with Memory(store, embedder=None) as mem:
         sid = tactile_episode(mem, 1_500)
         mem.end_session(sid)
         fetch_rows = mem._db.fetch_rows
         monkeypatch.setattr(mem._db, "fetch_rows", lambda conn, ids: full_rows.extend(ids) or fetch_rows(conn, ids))
-        monkeypatch.setattr(episodes, "memory_outlines", count_contents)
+        monkeypatch.setattr(episodes, "session_lines", count_contents)
         monkeypatch.setattr(Memory, "session_timeline", _refuse)
         detail = episode_detail(mem, sid)
         twice = episode_detail(mem, tactile_episode(mem, 3_000))
     assert full_rows == []  # not one record read whole (the episodes have no summary record)
-    assert len(contents) == 2 * (TIMELINE_PAGE - 1)  # a page of each, less its start marker line
+    # a page of records each: the lines sent and the one the start marker line pushed off the page
+    assert len(contents) == 2 * TIMELINE_PAGE
     lines = detail["timeline"]
     assert len(lines) == TIMELINE_PAGE and lines[0]["kind"] == "start" and lines[1]["content"] == "fingertip chunk 0"
     assert (detail["timeline_total"], detail["timeline_page"], detail["timeline_next_page"]) == (1_502, 0, 1)
@@ -292,3 +301,150 @@ def test_a_page_is_built_with_the_cyclic_collector_off_and_leaves_it_as_it_was(
             assert not gc.isenabled()
         finally:
             gc.enable()
+
+
+# -- a timeline page from its place in the episode's time order ------------------------------------
+
+
+def _sql_order(store: str, sid: str) -> list[tuple[float, int]]:
+    """The episode's records as (occurred_at, id) in time order, ties by id: plain SQL on a
+    connection of its own, sorted here."""
+    if store.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store) as conn:
+            rows = conn.execute("SELECT occurred_at, id FROM memories WHERE session_id = %s", (sid,)).fetchall()
+    else:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(store)) as conn:
+            rows = conn.execute("SELECT occurred_at, id FROM memories WHERE session_id = ?", (sid,)).fetchall()
+    return sorted((float(at), int(mid)) for at, mid in rows)
+
+
+def _tied_episode(mem: Memory, records: int, end: bool = True) -> tuple[str, float]:
+    """An episode (ended unless ``end`` is false) whose records share their instants three by three, written out of time
+    order (ids do not follow time), with a gap recorded by one of them."""
+    sid = mem.start_session(context={"robot": {"id": "r1"}})["session_id"]
+    t0 = mem.get_session(sid)["started_at"]
+    order = list(range(records))
+    random.Random(5).shuffle(order)
+    mem.save_perceptions([{"description": f"chunk {i}", "perception_type": "tactile", "session_id": sid,
+                           "occurred_at": t0 + 1 + i // 3, "embed": False} for i in order])
+    mem.save_perception("the camera dropped out", "visual", session_id=sid, occurred_at=t0 + 4,
+                        metadata={"gaps": [{"start": t0 + 4, "end": t0 + 6, "reason": "disconnected"}]})
+    if end:
+        mem.end_session(sid, outcome_score=0.5)
+    return sid, t0
+
+
+def _place_of(line: dict[str, Any]) -> tuple[float, int]:
+    return line["time"], line["id"]
+
+
+def test_timeline_pages_are_the_records_of_plain_sql_in_order_across_ties_and_writes_meanwhile(
+        store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every record exactly once and in (occurred_at, id) order, page edges falling among records of
+    one instant; a record written while the person pages shows if it comes after the last line
+    shown (a tie at that line's instant with a larger id too), and not if it comes before."""
+    monkeypatch.setattr(episodes, "TIMELINE_PAGE", 7)
+    with Memory(store, embedder=None) as mem:
+        sid, t0 = _tied_episode(mem, 60, end=False)  # records are written into it while it is paged
+        body = episode_timeline(mem, sid)
+        pages, behind = [body], set()
+        while body["timeline_next"] is not None:
+            time_, _kind, last_id, *_ = json.loads(body["timeline_next"])
+            times = (time_ - 0.5, time_, time_ + 0.5)  # before the last line shown, a tie with it, after it
+            written = [mem.save_perception(f"meanwhile {len(pages)} {n}", "tactile", session_id=sid,
+                                           occurred_at=at)["memory_id"] for n, at in enumerate(times)]
+            behind |= {mid for mid, at in zip(written, times) if (at, mid) <= (time_, last_id)}
+            body = episode_timeline(mem, sid, after=body["timeline_next"])
+            pages.append(body)
+        expected = [mid for _, mid in _sql_order(store, sid) if mid not in behind]
+        mem.end_session(sid)
+        numbered = [episode_timeline(mem, sid, 0)]
+        while numbered[-1]["timeline_next_page"] is not None:
+            numbered.append(episode_timeline(mem, sid, numbered[-1]["timeline_next_page"]))
+        everything = _sql_order(store, sid)
+    lines = [line for page in pages for line in page["timeline"]]
+    assert [line["id"] for line in lines if line["id"] is not None] == expected
+    assert len(behind) == len(pages) - 1  # the record written before the last line shown, each time
+    times = [line["time"] for line in lines]
+    assert times == sorted(times) and [line["kind"] for line in lines].count("gap") == 1
+    assert lines[0]["kind"] == "start"
+    # by page number, once nothing is written: every record, the markers and the gap, each once
+    by_number = [line for page in numbered for line in page["timeline"]]
+    assert [line["id"] for line in by_number if line["id"] is not None] == [mid for _, mid in everything]
+    assert [page["timeline_first"] for page in numbered] == [7 * n for n in range(len(numbered))]
+    assert {page["timeline_total"] for page in numbered} == {len(by_number)} == {len(everything) + 3}
+    assert all(len(page["timeline"]) == 7 for page in numbered[:-1])
+
+
+def test_a_timeline_page_at_a_time_or_the_end_is_where_plain_sql_puts_it(
+        store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(episodes, "TIMELINE_PAGE", 7)
+    with Memory(store, embedder=None) as mem:
+        sid, t0 = _tied_episode(mem, 60)
+        monkeypatch.setattr(episodes, "TIMELINE_PAGE", 10_000)
+        whole = episode_timeline(mem, sid)["timeline"]
+        monkeypatch.setattr(episodes, "TIMELINE_PAGE", 7)
+        ats = {at: episode_timeline(mem, sid, at=str(at)) for at in (t0 - 1, t0, t0 + 4, t0 + 7.5, t0 + 20, t0 + 99)}
+        end = episode_timeline(mem, sid, at="end")
+        records = _sql_order(store, sid)
+    assert [line["id"] for line in whole if line["id"] is not None] == [mid for _, mid in records]
+    for at, body in ats.items():
+        first = sum(line["time"] < at for line in whole)  # the lines before the time
+        assert body["timeline_first"] == first and body["timeline"] == whole[first:first + 7], at
+    assert end["timeline"] == whole[-7:] and end["timeline_first"] == len(whole) - 7 and end["timeline_next"] is None
+
+
+def _plans(mem: Memory, statements: list[tuple[str, tuple[Any, ...]]]) -> list[str]:
+    """The query plan of each statement, as text, the planner kept off full reads it could avoid
+    (a tiny table is otherwise read whole on PostgreSQL, whatever its indexes)."""
+    plans = []
+    with mem.store.read() as conn:
+        postgres = dialect_of(conn) == "postgresql"
+        if postgres:
+            conn.execute("SET LOCAL enable_seqscan = off")
+            conn.execute("SET LOCAL enable_bitmapscan = off")
+        for sql, params in statements:
+            rows = conn.execute(("EXPLAIN " if postgres else "EXPLAIN QUERY PLAN ") + sql, params).fetchall()
+            plans.append("\n".join(str(row[0] if postgres else row[3]) for row in rows))
+    return plans
+
+
+def test_a_timeline_page_reads_its_own_records_from_the_index_not_every_record(
+        store: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """However long the episode, a page returns about its own lines' rows, and the statements that
+    find them walk the index on (session_id, occurred_at, id) in its order: no sort of the episode."""
+    monkeypatch.setattr(episodes, "TIMELINE_PAGE", 20)
+    with Memory(store, embedder=None) as mem:
+        sid, t0 = _tied_episode(mem, 600)
+        start = episode_timeline(mem, sid)
+        queries: dict[str, dict[str, Any]] = {
+            "page": {"page": 0}, "page 7": {"page": 7}, "after": {"after": start["timeline_next"]},
+            "at": {"at": str(t0 + 100)}, "end": {"at": "end"}}
+        statements: list[tuple[str, tuple[Any, ...]]] = []
+        rows = {}
+        for name, query in queries.items():
+            counter = {"statements": 0, "rows": 0}
+            read = mem.store.read
+
+            @contextmanager
+            def counted_read(read: Any = read, counter: dict[str, int] = counter) -> Iterator[_CountingConnection]:
+                with read() as conn:
+                    yield _CountingConnection(conn, counter, statements)
+
+            monkeypatch.setattr(mem.store, "read", counted_read)
+            body = episode_timeline(mem, sid, **query)
+            monkeypatch.undo()
+            monkeypatch.setattr(episodes, "TIMELINE_PAGE", 20)
+            assert len(body["timeline"]) == 20, name
+            rows[name] = counter["rows"]
+        paging = [(sql, params) for sql, params in statements
+                  if "ORDER BY m.occurred_at" in sql or "ORDER BY occurred_at" in sql or sql.startswith("SELECT count(*)")]
+        plans = _plans(mem, paging)
+    assert all(count <= 20 + 10 for count in rows.values()), rows  # the page's records and a few more rows
+    assert len(paging) >= 10
+    for (sql, _), plan in zip(paging, plans):
+        assert "memories_by_session_time" in plan and "TEMP B-TREE" not in plan and "Sort" not in plan, (sql, plan)

@@ -303,6 +303,25 @@ def test_a_page_is_built_with_the_cyclic_collector_off_and_leaves_it_as_it_was(
             gc.enable()
 
 
+def test_a_pages_records_are_freed_before_the_collector_is_on_again(
+        tactile_episode: Callable[..., str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector's first pass after a build goes over whatever the build left alive: with the
+    records of a 100,000-chunk page still alive it took 0.4-0.5 s of the request."""
+    alive: list[int] = []
+    real = gc.enable
+
+    def enable() -> None:
+        alive.append(sum(isinstance(o, dict) and o.get("type") == "perception" for o in gc.get_objects()))
+        real()
+
+    with Memory(embedder=None) as mem:
+        sid = tactile_episode(mem, 2_000)
+        monkeypatch.setattr(gc, "enable", enable)
+        detail = episode_detail(mem, sid)
+    assert len(alive) == 1 and detail["timeline_total"] == 2_001
+    assert alive[0] < TIMELINE_PAGE  # not one narrow record of each of the 2,000 chunks
+
+
 # -- a timeline page from its place in the episode's time order ------------------------------------
 
 

@@ -770,20 +770,23 @@ class Memory:
                 by_id[row[0]] = row_to_record(row, now, self._half_life_s, full=True)
         return [by_id[i] for i in memory_ids]
 
-    def session_overviews(self, session_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def session_overviews(self, session_ids: Sequence[str], *, counts: bool = True) -> dict[str, dict[str, Any]]:
         """What a list of episodes shows of each, without reading their records.
 
         ``{session_id: {"facts", "perceptions", "summary"}}``: live counts of the episode's
         active facts and perceptions, and its summary record (the last active procedural
         perception in time order, which a replay or a bridge writes; None without one). An
-        unknown id gets zeros and None. A few aggregate statements however long the episodes.
+        unknown id gets zeros and None. A few aggregate statements however long the episodes;
+        the counts read each record's type and status (about 25 ms at 100,000 records), so
+        ``counts=False`` leaves them out (None): the summary is found in an index of its own.
         """
         if isinstance(session_ids, str) or not isinstance(session_ids, Sequence):
             raise ValidationError("session_ids must be a list of session ids", field="session_ids")
         sids = [validation.session_id(s, "session_ids") for s in session_ids]
+        with_counts = _flag(counts, "counts")
         now = self.now()
         with self._db.read() as conn:
-            found = self._db.session_overviews(conn, sids)
+            found = self._db.session_overviews(conn, sids, with_counts)
             summary_ids = [o["summary_id"] for o in found.values() if o["summary_id"] is not None]
             summaries = dict(zip(summary_ids, self._records(conn, summary_ids, now)))
         return {sid: {"facts": o["facts"], "perceptions": o["perceptions"], "summary": summaries.get(o["summary_id"])}

@@ -104,8 +104,9 @@ class Store(Protocol):
     def close_session(self, conn: Any, session_id: str, now: float, score: float | None,
                       summary: dict[str, Any]) -> None: ...
     def session_counts(self, conn: Any, session_id: str) -> tuple[int, int]: ...
-    def session_overviews(self, conn: Any, session_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """Per session: active ``facts`` and ``perceptions``, and ``summary_id`` (robotmem.store.sessions)."""
+    def session_overviews(self, conn: Any, session_ids: list[str], counts: bool = True) -> dict[str, dict[str, Any]]:
+        """Per session: active ``facts`` and ``perceptions`` (None unless ``counts``), and
+        ``summary_id`` (robotmem.store.sessions)."""
     def store_stats(self, conn: Any, collection: str | None) -> dict[str, Any]: ...
 
     # whole rows (export, import, migrate)

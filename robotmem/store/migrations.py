@@ -318,11 +318,15 @@ _V22 = FLOOR_SCHEMA
 # (robotmem.store.outline.session_lines: the web view's timeline, Memory.session_timeline): with an
 # index on session_id only, each page read and sorted every id of the episode (about 95 ms at
 # 100,000 records). The rowid ends every entry, so (session_id, occurred_at) orders ties by id; it
-# serves every lookup by session_id too, so the old index goes. One CREATE INDEX: an index cannot be
-# built a page at a time (measured in docs/reliability.md "Upgrading").
+# serves every lookup by session_id too, so the old index goes. An episode's summary record (the
+# last active procedural perception: store.sessions.session_overviews) gets an index of its own,
+# so a timeline page's markers do not read every record either. CREATE INDEX statements: an index
+# cannot be built a page at a time (measured in docs/reliability.md "Upgrading").
 _V23 = """
 CREATE INDEX IF NOT EXISTS memories_by_session_time ON memories(session_id, occurred_at);
 DROP INDEX IF EXISTS memories_by_session;
+CREATE INDEX IF NOT EXISTS memories_summaries ON memories(session_id, occurred_at)
+    WHERE type = 'perception' AND perception_type = 'procedural' AND status = 'active';
 """
 
 

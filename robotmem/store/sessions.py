@@ -151,18 +151,21 @@ _SUMMARY_IDS = (
 )
 
 
-def session_overviews(conn: Any, session_ids: list[str]) -> dict[str, dict[str, Any]]:
+def session_overviews(conn: Any, session_ids: list[str], counts: bool = True) -> dict[str, dict[str, Any]]:
     """``{session_id: {"facts", "perceptions", "summary_id"}}``: live counts of active memories
-    and the summary's id (None without one), from aggregates over the sessions' index entries
-    instead of their records, so a list of episodes does not read every record of each.
-    The same SQL in both stores (window functions: SQLite 3.25+, PostgreSQL)."""
-    found: dict[str, dict[str, Any]] = {sid: {"facts": 0, "perceptions": 0, "summary_id": None}
+    and the summary's id (None without one), from aggregates instead of whole records, so a list
+    of episodes does not read every record of each. The counts read each memory's type and
+    status; ``counts=False`` leaves them out (None) and reads the summaries' index entries only
+    (memories_summaries: SQLite migration 22, PostgreSQL 12). The same SQL in both stores
+    (window functions: SQLite 3.25+, PostgreSQL)."""
+    zero = 0 if counts else None
+    found: dict[str, dict[str, Any]] = {sid: {"facts": zero, "perceptions": zero, "summary_id": None}
                                         for sid in session_ids}
     ids = list(found)
     for first in range(0, len(ids), _IDS_PER_STATEMENT):
         batch = ids[first:first + _IDS_PER_STATEMENT]
         marks = ", ".join("?" for _ in batch)
-        for sid, facts, perceptions in conn.execute(_ACTIVE_COUNTS.format(marks=marks), batch):
+        for sid, facts, perceptions in conn.execute(_ACTIVE_COUNTS.format(marks=marks), batch) if counts else ():
             found[sid].update(facts=int(facts), perceptions=int(perceptions))
         for sid, memory_id in conn.execute(_SUMMARY_IDS.format(marks=marks), batch):
             found[sid]["summary_id"] = int(memory_id)

@@ -45,11 +45,11 @@ def episode_span(session: dict[str, Any], summary: dict[str, Any] | None) -> tup
     return start, (float(ended) - float(session["started_at"])) if ended is not None else None
 
 
-def with_overviews(mem: Memory, sessions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_overviews(mem: Memory, sessions: list[dict[str, Any]], counts: bool = True) -> list[dict[str, Any]]:
     """Each session with what a list shows of it: ``start`` and ``duration_s`` (episode_span),
-    live counts of its active ``facts`` and ``perceptions``, and its ``summary_memory``. A few
-    aggregate queries, however many records the episodes hold."""
-    overviews = mem.session_overviews([s["session_id"] for s in sessions])
+    live counts of its active ``facts`` and ``perceptions`` (None unless ``counts``), and its
+    ``summary_memory``. A few aggregate queries, however many records the episodes hold."""
+    overviews = mem.session_overviews([s["session_id"] for s in sessions], counts=counts)
     enriched = []
     for session in sessions:
         overview = overviews[session["session_id"]]
@@ -286,8 +286,8 @@ def _timeline(mem: Memory, row: dict[str, Any], gaps: list[dict[str, Any]], page
             "timeline_next": timeline_cursor(chosen[-1][0]) if more and chosen else None}
 
 
-def _episode_row(mem: Memory, session: dict[str, Any]) -> dict[str, Any]:
-    return episode_row(with_overviews(mem, [session])[0])
+def _episode_row(mem: Memory, session: dict[str, Any], counts: bool = True) -> dict[str, Any]:
+    return episode_row(with_overviews(mem, [session], counts)[0])
 
 
 def episode_detail(mem: Memory, session_id: str) -> dict[str, Any]:
@@ -367,4 +367,6 @@ def episode_timeline(mem: Memory, session_id: str, page: Any = None, *, after: A
     session = mem.get_session(session_id)
     with mem.store.read() as conn:
         holding_gaps = session_outline(conn, session["session_id"], _GAP_PATHS, holding=_GAP_PATHS)
-    return _timeline(mem, _episode_row(mem, session), _gaps(session, holding_gaps), number, cursor, start)
+    # the lines' markers need the episode's start, end and outcome, not its counts (a read of every record)
+    row = _episode_row(mem, session, counts=False)
+    return _timeline(mem, row, _gaps(session, holding_gaps), number, cursor, start)

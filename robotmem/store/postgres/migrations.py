@@ -358,11 +358,14 @@ def _v11(conn: Any) -> None:
 
 # An episode's records in time order, a page at a time from a point in it (as SQLite's migration
 # 22): with an index on session_id only, each page read and sorted every id of the episode. It
-# serves every lookup by session_id too, so the old index goes. Built inside the migration's
+# serves every lookup by session_id too, so the old index goes; an episode's summary record gets an
+# index of its own (as SQLite's). Built inside the migration's
 # transaction (CONCURRENTLY cannot be), so writers wait for it (measured in docs/reliability.md).
 _V12 = """
 CREATE INDEX IF NOT EXISTS memories_by_session_time ON memories (session_id, occurred_at, id);
 DROP INDEX IF EXISTS memories_by_session;
+CREATE INDEX IF NOT EXISTS memories_summaries ON memories (session_id, occurred_at, id)
+    WHERE type = 'perception' AND perception_type = 'procedural' AND status = 'active';
 """
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.

@@ -17,6 +17,7 @@ from robotmem import Memory
 from robotmem.errors import ValidationError
 from robotmem.store.backend import dialect_of
 from robotmem.store.outline import session_lines
+from robotmem.store.sessions import _ACTIVE_COUNTS, _SUMMARY_IDS
 from robotmem.view import episode_detail, episode_list, episode_paths, episode_timeline, episodes
 from robotmem.view.episodes import TIMELINE_PAGE
 from robotmem.view.series import episode_series
@@ -461,9 +462,34 @@ def test_a_timeline_page_reads_its_own_records_from_the_index_not_every_record(
             assert len(body["timeline"]) == 20, name
             rows[name] = counter["rows"]
         paging = [(sql, params) for sql, params in statements
-                  if "ORDER BY m.occurred_at" in sql or "ORDER BY occurred_at" in sql or sql.startswith("SELECT count(*)")]
+                  if ("ORDER BY m.occurred_at" in sql or "ORDER BY occurred_at" in sql or sql.startswith("SELECT count(*)"))
+                  and not sql.startswith(_SUMMARY_IDS[:40])]
         plans = _plans(mem, paging)
+        summaries = [(sql, params) for sql, params in statements if sql.startswith(_SUMMARY_IDS[:40])]
+        summary_plans = _plans(mem, summaries)
     assert all(count <= 20 + 10 for count in rows.values()), rows  # the page's records and a few more rows
     assert len(paging) >= 10
     for (sql, _), plan in zip(paging, plans):
         assert "memories_by_session_time" in plan and "TEMP B-TREE" not in plan and "Sort" not in plan, (sql, plan)
+    # the markers' episode row: its summary from an index of summaries, no count of every record
+    assert len(summaries) == len(queries) and all("memories_summaries" in plan for plan in summary_plans), summary_plans
+    assert not any(sql.startswith(_ACTIVE_COUNTS[:40]) for sql, _ in statements)
+
+
+def test_overviews_without_counts_find_the_same_summary(store: str) -> None:
+    with Memory(store, embedder=None) as mem:
+        sid = mem.start_session()["session_id"]
+        mem.save_perception("episode summary", "procedural", session_id=sid, occurred_at=1e9 + 5)
+        newest = mem.save_perception("episode summary, again", "procedural", session_id=sid, occurred_at=1e9 + 9)
+        mem.save_perception("later, but forgotten", "procedural", session_id=sid, occurred_at=1e9 + 20)
+        mem.forget(mem.session_timeline(sid)["memories"][-1]["id"], "a test")
+        mem.learn("a fact", session_id=sid)
+        counted = mem.session_overviews([sid, "ses_000000000000"])
+        uncounted = mem.session_overviews([sid, "ses_000000000000"], counts=False)
+        with pytest.raises(ValidationError) as refused:
+            mem.session_overviews([sid], counts="no")
+    assert counted[sid]["summary"]["id"] == uncounted[sid]["summary"]["id"] == newest["memory_id"]
+    assert (counted[sid]["facts"], counted[sid]["perceptions"]) == (1, 2)
+    assert (uncounted[sid]["facts"], uncounted[sid]["perceptions"]) == (None, None)
+    assert uncounted["ses_000000000000"] == {"facts": None, "perceptions": None, "summary": None}
+    assert refused.value.field == "counts"

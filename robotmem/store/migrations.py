@@ -320,13 +320,19 @@ _V22 = FLOOR_SCHEMA
 # 100,000 records). The rowid ends every entry, so (session_id, occurred_at) orders ties by id; it
 # serves every lookup by session_id too, so the old index goes. An episode's summary record (the
 # last active procedural perception: store.sessions.session_overviews) gets an index of its own,
-# so a timeline page's markers do not read every record either. CREATE INDEX statements: an index
-# cannot be built a page at a time (measured in docs/reliability.md "Upgrading").
+# so a timeline page's markers do not read every record either, and so do the records that record
+# gaps (robotmem.view.paths.GAP_HOLDERS, as robotmem.store.outline.session_outline's ``holding``
+# spells them: SQLite uses a partial index only for a query holding the same expression).
+# CREATE INDEX statements: an index cannot be built a page at a time (measured in
+# docs/reliability.md "Upgrading").
 _V23 = """
 CREATE INDEX IF NOT EXISTS memories_by_session_time ON memories(session_id, occurred_at);
 DROP INDEX IF EXISTS memories_by_session;
 CREATE INDEX IF NOT EXISTS memories_summaries ON memories(session_id, occurred_at)
     WHERE type = 'perception' AND perception_type = 'procedural' AND status = 'active';
+CREATE INDEX IF NOT EXISTS memories_gap_holders ON memories(session_id, occurred_at)
+    WHERE context -> '$.gaps' IS NOT NULL OR context -> '$.episode.gaps' IS NOT NULL
+       OR context -> '$.spatial.gaps' IS NOT NULL;
 """
 
 

@@ -463,10 +463,12 @@ def test_a_timeline_page_reads_its_own_records_from_the_index_not_every_record(
             rows[name] = counter["rows"]
         paging = [(sql, params) for sql, params in statements
                   if ("ORDER BY m.occurred_at" in sql or "ORDER BY occurred_at" in sql or sql.startswith("SELECT count(*)"))
-                  and not sql.startswith(_SUMMARY_IDS[:40])]
+                  and not sql.startswith(_SUMMARY_IDS[:40]) and "IS NOT NULL OR" not in sql]
         plans = _plans(mem, paging)
         summaries = [(sql, params) for sql, params in statements if sql.startswith(_SUMMARY_IDS[:40])]
         summary_plans = _plans(mem, summaries)
+        gap_holders = [(sql, params) for sql, params in statements if "IS NOT NULL OR" in sql]
+        gap_plans = _plans(mem, gap_holders)
     assert all(count <= 20 + 10 for count in rows.values()), rows  # the page's records and a few more rows
     assert len(paging) >= 10
     for (sql, _), plan in zip(paging, plans):
@@ -474,6 +476,8 @@ def test_a_timeline_page_reads_its_own_records_from_the_index_not_every_record(
     # the markers' episode row: its summary from an index of summaries, no count of every record
     assert len(summaries) == len(queries) and all("memories_summaries" in plan for plan in summary_plans), summary_plans
     assert not any(sql.startswith(_ACTIVE_COUNTS[:40]) for sql, _ in statements)
+    # and the records that record gaps from an index of them, not a look into every record's context
+    assert len(gap_holders) == len(queries) and all("memories_gap_holders" in plan for plan in gap_plans), gap_plans
 
 
 def test_overviews_without_counts_find_the_same_summary(store: str) -> None:

@@ -77,7 +77,7 @@ def _context(paths: Sequence[KeyPath], texts: Sequence[str | None]) -> dict[str,
 
 
 #: A place in a session's time order: (occurred_at, id). Paging by it reads the index on (session_id,
-#: occurred_at, id) (migrations: SQLite 22, PostgreSQL 12) from that place, not every record before it.
+#: occurred_at, id) (migrations: SQLite 23, PostgreSQL 12) from that place, not every record before it.
 Place = tuple[float, int]
 #: The id part of a place after every record of its instant (ids are SQL's 64-bit integers).
 LAST_PLACE = 2**63 - 1

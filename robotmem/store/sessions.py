@@ -156,7 +156,7 @@ def session_overviews(conn: Any, session_ids: list[str], counts: bool = True) ->
     and the summary's id (None without one), from aggregates instead of whole records, so a list
     of episodes does not read every record of each. The counts read each memory's type and
     status; ``counts=False`` leaves them out (None) and reads the summaries' index entries only
-    (memories_summaries: SQLite migration 22, PostgreSQL 12). The same SQL in both stores
+    (memories_summaries: SQLite migration 23, PostgreSQL 12). The same SQL in both stores
     (window functions: SQLite 3.25+, PostgreSQL)."""
     zero = 0 if counts else None
     found: dict[str, dict[str, Any]] = {sid: {"facts": zero, "perceptions": zero, "summary_id": None}

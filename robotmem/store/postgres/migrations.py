@@ -357,7 +357,7 @@ def _v11(conn: Any) -> None:
 
 
 # An episode's records in time order, a page at a time from a point in it (as SQLite's migration
-# 22): with an index on session_id only, each page read and sorted every id of the episode. It
+# 23): with an index on session_id only, each page read and sorted every id of the episode. It
 # serves every lookup by session_id too, so the old index goes; an episode's summary record and the
 # records that record gaps get indexes of their own (as SQLite's). The planner took the gap
 # holders' partial index only once it knew how few rows hold gaps: statistics of the expressions,

@@ -44,11 +44,21 @@ __all__ = ["indexed_earlier"]
 _MARGIN = 1e-4
 #: Cached word keys; cleared (with the numbering) before it would grow past this many texts.
 _CACHE_LIMIT = 1_000_000
+#: Once the cache holds more than this many texts (and twice what the last pruning kept), the texts
+#: no plan asked for in the last _KEEP_PLANS plans are dropped: the texts of facts since forgotten,
+#: merged away or updated are never asked for again, and before they stayed until the cache held
+#: a million texts (about 0.7 GB), however few facts the store had left.
+_PRUNE_AT = 50_000
+_KEEP_PLANS = 64
 _ROWS_PER_PRODUCT = 50_000
 
 _vocabulary: dict[str, int] = {}
 _guards: dict[Hashable, int] = {}
 _keys: dict[str, tuple[int, np.ndarray]] = {}
+#: The plan that last asked for each cached text (a count of plans, _plans).
+_asked: dict[str, int] = {}
+_plans = 0
+_pruned_to = 0
 #: Held while word numbers are handed out and used: a clear in between would renumber them.
 _lock = threading.Lock()
 
@@ -62,7 +72,29 @@ def _key(text: str) -> tuple[int, np.ndarray]:
         guard = _guards.setdefault(sig.guard, len(_guards))
         words = np.array(sorted(_vocabulary.setdefault(w, len(_vocabulary)) for w in sig.words), dtype=np.int32)
         found = _keys[text] = (guard, words)
+    _asked[text] = _plans
     return found
+
+
+def _prune() -> None:
+    """Drop the texts no recent plan asked for, and number the words and guards of the rest afresh
+    (with ``_lock`` held, before any number is handed out). Amortised: it runs again only once the
+    cache has doubled since, so a cache of texts all still asked for is not scanned at every plan."""
+    global _keys, _asked, _vocabulary, _guards, _pruned_to
+    if len(_keys) <= max(_PRUNE_AT, 2 * _pruned_to):
+        return
+    recent = {t: p for t, p in _asked.items() if p > _plans - _KEEP_PLANS}
+    kept = {t: _keys[t] for t in recent}
+    words = np.unique(np.concatenate([w for _, w in kept.values()])) if kept else np.zeros(0, dtype=np.int32)
+    renumber = np.full(len(_vocabulary), -1, dtype=np.int32)
+    renumber[words] = np.arange(len(words), dtype=np.int32)  # increasing: each text's words stay sorted
+    guards = {g for g, _ in kept.values()}
+    guard_renumber = {g: i for i, g in enumerate(sorted(guards))}
+    _vocabulary = {w: int(renumber[n]) for w, n in _vocabulary.items() if renumber[n] >= 0}
+    _guards = {v: guard_renumber[g] for v, g in _guards.items() if g in guard_renumber}
+    _keys = {t: (guard_renumber[g], renumber[w]) for t, (g, w) in kept.items()}
+    _asked = recent
+    _pruned_to = len(_keys)
 
 
 def _word_rows(keys: Sequence[np.ndarray], width: int) -> sparse.csr_matrix:
@@ -77,10 +109,15 @@ def _guards_of(texts: list[tuple[int, str]], episode: FactPool, survivors: list[
     list[tuple[int, np.ndarray]], dict[int, list[int]]
 ]:
     """Word keys of the texts and the survivors by guard number (with ``_lock`` held)."""
+    global _plans, _pruned_to
+    _plans += 1
+    _prune()
     if len(_keys) + len(texts) + len(survivors) > _CACHE_LIMIT:  # before any number is handed out
         _keys.clear()
         _vocabulary.clear()
         _guards.clear()
+        _asked.clear()
+        _pruned_to = 0
     keys = [_key(text) for _, text in texts]
     wanted: dict[int, list[int]] = {}
     for s in survivors:

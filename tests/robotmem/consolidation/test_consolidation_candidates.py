@@ -189,3 +189,42 @@ def test_the_word_cache_is_renumbered_whole_when_full(db_path: Any, clock: Any,
     monkeypatch.setattr(candidates, "_CACHE_LIMIT", 30)  # cleared before nearly every plan
     found = plans(db_path, clock, None)
     assert [indexed for _, indexed in found] == [reference for reference, _ in found]
+
+
+def test_the_word_cache_keeps_recent_texts_when_pruned(db_path: Any, clock: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    build(db_path, clock, sessions=5, facts=20, with_vectors=False, seed=7)
+    monkeypatch.setattr(candidates, "_PRUNE_AT", 10)
+    monkeypatch.setattr(candidates, "_KEEP_PLANS", 1)  # renumbered at nearly every plan
+    found = plans(db_path, clock, None)
+    assert [indexed for _, indexed in found] == [reference for reference, _ in found]
+
+
+def test_the_word_cache_lets_go_of_texts_no_plan_asks_for(db_path: Any, clock: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A robot that learns new texts every episode and forgets (or merges away) the old ones: the
+    cache holds what recent plans asked for, not every text the process ever saw."""
+    for name, fresh in (("_keys", {}), ("_asked", {}), ("_vocabulary", {}), ("_guards", {}),
+                        ("_plans", 0), ("_pruned_to", 0)):
+        monkeypatch.setattr(candidates, name, fresh, raising=False)
+    prune_at, keep_plans = 20, 4
+    monkeypatch.setattr(candidates, "_PRUNE_AT", prune_at, raising=False)
+    monkeypatch.setattr(candidates, "_KEEP_PLANS", keep_plans, raising=False)
+    per_episode, episodes = 5, 60
+    ctx = {"robot": {"id": "arm-0"}, "task": {"name": "pick"}}
+    with Memory(db_path, clock=clock, embedder=None) as mem:
+        previous: list[int] = []
+        for e in range(episodes):
+            sid = mem.start_session(context=ctx)["session_id"]
+            ids = [mem.learn(f"episode {e} lesson {k}: grasp the {OBJECTS[k]} {MANNER[e % len(MANNER)]}", ctx,
+                             session_id=sid)["memory_id"] for k in range(per_episode)]
+            clock.advance(60.0)
+            mem.end_session(sid)  # its plan asks for the texts of the episode before: still live
+            for memory_id in previous:
+                mem.forget(memory_id, "superseded by practice")
+            previous = ids
+        with mem.store.read() as conn:
+            live = conn.execute("SELECT count(*) FROM memories WHERE type = 'fact' AND status = 'active'").fetchone()[0]
+    asked_recently = live + keep_plans * per_episode  # the texts the last plans could ask for
+    assert len(candidates._keys) <= 2 * max(prune_at, asked_recently) + per_episode
+    assert len(candidates._vocabulary) < per_episode * episodes  # the numbering is pruned too

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,6 +19,7 @@ from ..context import load_stored_json
 from ..search.relevance import cjk_share
 from .context_rule import context_bucket
 from .similarity import TextSignature, signature
+from .sized_cache import cache_by_length
 
 __all__ = ["CJK_COSINE_LIMIT", "FactPool", "FactRow", "jaccard_of_counts", "pair_scores"]
 
@@ -40,7 +40,13 @@ class FactRow(NamedTuple):
     last_seen: float
 
 
-@lru_cache(maxsize=65_536)
+#: What _parse_context() keeps: 65,536 small contexts (about 200 MB at 156 characters), fewer
+#: large ones (a parsed context is 4-20 bytes a character of its JSON: 250 MB at most).
+CONTEXT_CACHE_ENTRIES = 65_536
+CONTEXT_CACHE_CHARS = 12 << 20
+
+
+@cache_by_length(CONTEXT_CACHE_ENTRIES, CONTEXT_CACHE_CHARS)
 def _parse_context(context_json: str) -> tuple[dict[str, Any], Hashable]:
     """Parsed context and its bucket, cached: the same earlier facts are read at every end_session.
 

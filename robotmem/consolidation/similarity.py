@@ -34,6 +34,7 @@ from functools import lru_cache
 
 from ..context import nfkc_fold
 from ..search.stems import is_stemmable, word_stem
+from .sized_cache import cache_by_length
 
 __all__ = ["CJK_CONTRAST", "CONTRAST_WORDS", "NEGATIONS", "TextSignature", "jaccard", "signature"]
 
@@ -231,7 +232,13 @@ def _labels(nfkc: str, folded: str) -> set[str]:
     return labels
 
 
-@lru_cache(maxsize=65_536)
+#: What signature() keeps: 65,536 ordinary facts (about 145 MB), fewer long texts (a text's
+#: signature is about 30 bytes a character: 200 MB at most).
+SIGNATURE_CACHE_ENTRIES = 65_536
+SIGNATURE_CACHE_CHARS = 6 << 20
+
+
+@cache_by_length(SIGNATURE_CACHE_ENTRIES, SIGNATURE_CACHE_CHARS)
 def signature(text: str) -> TextSignature:
     """Cached: the same earlier facts are compared at every end_session."""
     # NFKC of the whole text (not normalize_text, which keeps "½" and "①" as they are: here they are

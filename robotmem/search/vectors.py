@@ -91,6 +91,25 @@ class EarlyProbe:
     keys: Future[np.ndarray]
 
 
+#: What the exact mirrors of one kind (recall's, consolidation's facts') may hold in all before the
+#: least recently used are dropped (reloaded from the store when next used, about 40-90 ms for
+#: 20,000 vectors). A server answering for many collections kept a mirror of each for good: a
+#: collection below the snapshot's 20,000 vectors costs up to 36 MB, so a fleet of collections
+#: grew the process by as many as it served. 192 MB keeps five such mirrors at 384 dimensions; the
+#: mirror in use is never dropped, however large.
+MIRROR_BYTES = 192 << 20
+
+
+def _drop_least_recent(mirrors: dict[tuple[str, str], VectorIndex], limit: int) -> None:
+    """Drop the least recently used mirrors (first in ``mirrors``) until they hold ``limit`` bytes
+    or only the newest is left. A caller still holding a dropped one keeps using it."""
+    held = sum(m.resident_bytes for m in mirrors.values())
+    for key in list(mirrors)[:-1]:
+        if held <= limit:
+            break
+        held -= mirrors.pop(key).resident_bytes
+
+
 class VectorSearch:
     def __init__(self, folder: Path | None, *, half_life_s: float, min_similarity: float,
                  db: Database | None = None) -> None:
@@ -121,10 +140,14 @@ class VectorSearch:
         """The process's exact mirror of the collection's vectors of one model; ``facts_only``: of its
         facts alone (consolidation's candidate search; recall uses the other, or the ANN snapshot)."""
         mirrors = self._fact_mirrors if facts_only else self._mirrors
+        key = (collection, model_id)
         with self._lock:
-            index = mirrors.get((collection, model_id))
+            # Put back last: a dict keeps its order, so the first mirror is the least recently used.
+            index = mirrors.pop(key, None)
             if index is None:
-                index = mirrors[(collection, model_id)] = VectorIndex(collection, model_id, dim, facts_only=facts_only)
+                index = VectorIndex(collection, model_id, dim, facts_only=facts_only)
+            mirrors[key] = index
+            _drop_least_recent(mirrors, MIRROR_BYTES)
             return index
 
     def ann(self, collection: str, model_id: str, dim: int) -> AnnIndex | None:

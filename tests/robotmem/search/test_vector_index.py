@@ -91,3 +91,33 @@ def test_loading_the_mirror_holds_little_more_than_its_matrix(tmp_path: Path):
     assert len(mirror) == 20_000
     chunks = 4 * _FETCH_CHUNK * DIM * 4
     assert peak < 1.1 * matrix + chunks, f"loading a {matrix / 1e6:.1f} MB mirror peaked at {peak / 1e6:.1f} MB"
+
+
+def _mirrors(mem: Memory) -> dict[tuple[str, str], object]:
+    return mem.recall_engine._vectors._mirrors  # type: ignore[attr-defined, no-any-return]
+
+
+@pytest.mark.sqlite_only
+def test_a_process_serving_many_collections_keeps_a_bounded_set_of_mirrors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each collection below the snapshot's size is scanned from an exact mirror in the process;
+    a server answering for a fleet of them kept every one it had loaded, for as long as it ran."""
+    from robotmem.search import vectors
+
+    path = tmp_path / "fleet.db"
+    with Memory(path, embedder=_Wide()) as mem:
+        for c in range(8):
+            mem.save_perceptions([{"description": f"robot {c} saw the cup at {k} cm", "collection": f"robot{c}"}
+                                  for k in range(300)])
+        mem.recall("cup", n=5, collection="robot0")
+        one = sum(m.resident_bytes for m in _mirrors(mem).values())  # type: ignore[attr-defined]
+        monkeypatch.setattr(vectors, "MIRROR_BYTES", int(2.5 * one), raising=False)
+        answers = {c: mem.recall("the cup", n=5, collection=f"robot{c}")["results"] for c in range(8)}
+        held = sum(m.resident_bytes for m in _mirrors(mem).values())  # type: ignore[attr-defined]
+        assert held <= 2.5 * one + one  # the budget, and the newest mirror past it
+        assert len(_mirrors(mem)) < 8
+        again = mem.recall("the cup", n=5, collection="robot0")["results"]  # its mirror was dropped
+    with Memory(path, embedder=_Wide()) as fresh:
+        assert [m["id"] for m in again] == [m["id"] for m in answers[0]] == \
+            [m["id"] for m in fresh.recall("the cup", n=5, collection="robot0")["results"]]

@@ -32,6 +32,7 @@ import numpy as np
 
 from .errors import ValidationError
 from .import_checks import ImportLimits, check_memory, check_session
+from .import_index import CANDIDATES, PROVISIONAL, ImportIndex, key_digest
 from .search.embedding_state import EmbeddingState
 from .store.backend import Store, dialect_of
 from .store.rows import MEMORY_COLUMNS, OLD_RULE_COLUMNS, PROVISIONAL_PREFIX, is_provisional
@@ -48,13 +49,6 @@ _FORMATS = (_FORMAT, _FORMAT_WITHOUT_END)
 _DEFAULTS = {"embed": 1, "uid": None}
 _REQUIRED_SESSION = ("id", "collection", "context", "started_at", "ended_at", "outcome_score", "summary")
 _REQUIRED_MEMORY = tuple(c for c in MEMORY_COLUMNS if c not in _DEFAULTS)
-#: The fields of a memory record that the checks across the whole file read (uids, sessions, times,
-#: the old rule's key). Import reads the file twice: the first pass keeps these of every line, the
-#: second reads each line whole again for the batch that writes it (the vector, the payload, the
-#: context: most of an export's bytes). Keeping every record whole took 7 KB a memory, 850 MB to
-#: import 100,000 (docs/benchmarks.md).
-_ACROSS_FILE = frozenset({"kind", "line", "id", "uid", "type", "collection", "created_at", "occurred_at",
-                          "content_hash", "content", "times_adjusted", "session_id", "known_uid", "paired_from"})
 
 
 def _b64(blob: bytes | None) -> str | None:
@@ -130,54 +124,100 @@ def _readable_twice(source: Path | IO[str]) -> Iterator[IO[str]]:
         yield copy
 
 
-def _read_lines(src: IO[str], name: str, limits: ImportLimits, *,
-                allow_incomplete: bool = False) -> list[dict[str, Any]]:
-    """Every record of the file, checked, memories with only their _ACROSS_FILE fields; any bad line
-    refuses the whole import, naming it. So does a file cut short (_incomplete, _end_disagrees),
-    unless ``allow_incomplete``."""
-    records: list[dict[str, Any]] = []
-    problems: list[str] = []
-    first_line_of_uid: dict[str, int] = {}
+@dataclass
+class _Problems:
+    """Bad lines in file order: the first _MAX_REPORTED are shown, the others only counted (a file of
+    a million bad lines is refused without holding a million messages)."""
+
+    shown: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def add(self, problem: str) -> None:
+        self.count += 1
+        if len(self.shown) < _MAX_REPORTED:
+            self.shown.append(problem)
+
+    def refuse(self, name: str) -> None:
+        if self.count:
+            more = f" (and {self.count - _MAX_REPORTED} more)" if self.count > _MAX_REPORTED else ""
+            raise ValidationError(f"{name}: nothing imported, {self.count} bad line(s): {'; '.join(self.shown)}{more}",
+                                  field="path")
+
+
+@dataclass
+class _FileSummary:
+    """What the first pass tells the second besides the index: counts, and the first adjusted time."""
+
+    memories: int = 0
+    #: memory lines without a uid or with a provisional one (ImportIndex.pair_old_lines)
+    old_lines: int = 0
+    rescaled: int = 0
+    clamped: int = 0
+    #: (line, field, how) of the first time outside 1970..9999 UTC
+    first_adjusted: tuple[int, str, str] | None = None
+
+    def note_times(self, line: int, adjusted: list[tuple[str, str]]) -> None:
+        for name, how in adjusted:
+            self.rescaled += how == "rescaled"
+            self.clamped += how == "clamped"
+            if self.first_adjusted is None:
+                self.first_adjusted = (line, name, how)
+
+
+def _index_lines(src: IO[str], name: str, limits: ImportLimits, index: ImportIndex, *,
+                 allow_incomplete: bool = False) -> _FileSummary:
+    """Check every line of the file and note in ``index`` what the checks across the file and the
+    second pass need (a memory line's uids, ids, old-rule key, session; a session line whole); any
+    bad line refuses the whole import, naming it. So does a file cut short (_incomplete,
+    _end_disagrees), unless ``allow_incomplete``."""
+    summary = _FileSummary()
+    problems = _Problems()
     parts: list[_Part] = []
     mismatched: list[str] = []
+    first: dict[str, Any] | None = None
     number = 0
     for number, line in enumerate(src, 1):
         if not line.strip():
             continue
         try:
-            record = _check_line(_utf8(line), limits)
+            text = _utf8(line)
+            record = _check_line(text, limits)
         except ValidationError as exc:
-            problems.append(f"line {number}: {exc.message}")
+            problems.add(f"line {number}: {exc.message}")
             continue
+        first = first or record
         kind = record["kind"]
         if kind == "header":
             if parts and record.get("format") not in _FORMATS:  # the first: "not a ... file" below
-                problems.append(f"line {number}: a header of format {record.get('format')!r}, not one of "
-                                f"{', '.join(_FORMATS)}")
+                problems.add(f"line {number}: a header of format {record.get('format')!r}, not one of "
+                             f"{', '.join(_FORMATS)}")
             parts.append(_Part(number, str(record.get("format"))))
-        elif not parts:
-            pass  # not an export: refused below
-        elif parts[-1].end_line is not None:
-            problems.append(f"line {number}: a {kind} record after the end record of line {parts[-1].end_line}")
             continue
-        elif kind == "end":  # not a record to import
+        if parts and parts[-1].end_line is not None:
+            problems.add(f"line {number}: a {kind} record after the end record of line {parts[-1].end_line}")
+            continue
+        if parts and kind == "end":  # not a record to import
             parts[-1].end_line = number
             mismatched.extend(_end_disagrees(parts[-1], record, number))
             continue
-        else:
+        if parts:
             parts[-1].sessions += kind == "session"
             parts[-1].memories += kind == "memory"
-        if kind != "header":
-            record["line"] = number
-        if kind == "memory" and record["uid"] is not None:
+        if kind == "session":
+            index.add_session(number, record["id"], text)
+        elif kind == "memory":
+            old = record["uid"] is None or is_provisional(record["uid"])
             # Two lines with one uid are one memory told twice: keeping either would drop the other.
-            first = first_line_of_uid.setdefault(record["uid"], number)
-            if first != number:
-                problems.append(f"line {number}: uid {record['uid']} is also the uid of line {first}")
+            taken_by = index.add_memory(number, record, record["uid"] or _legacy_uid(record), old, _pair_key(record))
+            if taken_by is not None:
+                problems.add(f"line {number}: uid {record['uid']} is also the uid of line {taken_by}")
                 continue
-        records.append(_across_file(record) if kind == "memory" else record)
-    _refuse_bad_lines(name, problems)
-    if not records or records[0]["kind"] != "header" or records[0].get("format") not in _FORMATS:
+            summary.memories += 1
+            summary.old_lines += old
+        if kind != "end":
+            summary.note_times(number, record["times_adjusted"])
+    problems.refuse(name)
+    if first is None or first["kind"] != "header" or first.get("format") not in _FORMATS:
         raise ValidationError(f"{name} is not a robotmem export ({' or '.join(_FORMATS)})", field="path")
     if incomplete := mismatched + _incomplete(parts, number):
         if not allow_incomplete:
@@ -188,11 +228,7 @@ def _read_lines(src: IO[str], name: str, limits: ImportLimits, *,
     if any(p.format == _FORMAT_WITHOUT_END for p in parts):
         log.warning("%s: written by an earlier robotmem (%s, without the end record that newer exports "
                     "write last): whether it is complete cannot be checked", name, _FORMAT_WITHOUT_END)
-    return records
-
-
-def _across_file(record: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in record.items() if key in _ACROSS_FILE}
+    return summary
 
 
 def _end_disagrees(part: _Part, end: dict[str, Any], number: int) -> list[str]:
@@ -224,37 +260,34 @@ def _incomplete(parts: list[_Part], last_line: int) -> list[str]:
     return problems
 
 
-def _refuse_bad_lines(name: Path | str, problems: list[str]) -> None:
-    if problems:
-        shown = "; ".join(problems[:_MAX_REPORTED])
-        more = f" (and {len(problems) - _MAX_REPORTED} more)" if len(problems) > _MAX_REPORTED else ""
-        raise ValidationError(f"{name}: nothing imported, {len(problems)} bad line(s): {shown}{more}", field="path")
-
-
 #: The fields of a memory that never change (update rewrites content and context, consolidation the
 #: status and links): a stored memory with a file line's uid must have the line's.
 _FIXED_FIELDS = ("collection", "type", "created_at")
 _UID_LOOKUP = 500
 
 
-def _check_uids_are_these(conn: Any, path: str, memories: list[dict[str, Any]]) -> None:
+def _check_uids_are_these(conn: Any, path: str, index: ImportIndex) -> None:
     """Before anything is written: each uid of the file the store holds is the same memory there
     (its collection, type and created_at), not another memory that has that uid; otherwise the
     record would be skipped and links re-pointed at an unrelated memory."""
-    with_uid = [r for r in memories if r["uid"] is not None]
-    problems: list[tuple[int, str]] = []
-    for start in range(0, len(with_uid), _UID_LOOKUP):
-        chunk = {r["uid"]: r for r in with_uid[start : start + _UID_LOOKUP]}
-        marks = ", ".join("?" * len(chunk))
+    problems = _Problems()
+    after = 0
+    while chunk := index.with_uid(after, _UID_LOOKUP):
+        after = chunk[-1][0]
+        lines = {uid: (line, fields, created_adjusted) for _, line, uid, *fields, created_adjusted in chunk}
+        found: list[tuple[int, str]] = []
+        marks = ", ".join("?" * len(lines))
         for uid, memory_id, *stored in conn.execute(
-                f"SELECT uid, id, {', '.join(_FIXED_FIELDS)} FROM memories WHERE uid IN ({marks})", list(chunk)):
-            r = chunk[str(uid)]
-            adjusted = {name for name, _ in r["times_adjusted"]}  # not the time the file gave
-            differs = [name for name, value in zip(_FIXED_FIELDS, stored) if value != r[name] and name not in adjusted]
+                f"SELECT uid, id, {', '.join(_FIXED_FIELDS)} FROM memories WHERE uid IN ({marks})", list(lines)):
+            line, mine, created_adjusted = lines[str(uid)]
+            differs = [name for name, value, ours in zip(_FIXED_FIELDS, stored, mine) if value != ours
+                       and not (name == "created_at" and created_adjusted)]  # not the time the file gave
             if differs:
-                problems.append((r["line"], f"line {r['line']}: uid {uid} belongs to memory {int(memory_id)} of "
-                                            f"this store, a different memory (its {', '.join(differs)} differ)"))
-    _refuse_bad_lines(path, [problem for _, problem in sorted(problems)])
+                found.append((line, f"line {line}: uid {uid} belongs to memory {int(memory_id)} of this store, a "
+                                    f"different memory (its {', '.join(differs)} differ)"))
+        for _, problem in sorted(found):
+            problems.add(problem)
+    problems.refuse(path)
 
 
 def _utf8(line: str) -> str:
@@ -314,35 +347,30 @@ _SAME_RECORD_SQL = (
 
 @dataclass
 class _Run:
-    """What one import knows across its batches."""
+    """What one import knows across its batches: in ``index`` (on disk) what grows with the file, here
+    what a batch or the store bounds."""
 
-    #: file id -> the record's uid (the file's, or for a line without one, derived from it: _legacy_uid)
-    uid_of: dict[int, str]
-    #: every uid of the file, so the rule for lines without a uid never takes a row another line is
-    uids: set[str] = field(default_factory=set)
-    #: uid -> the memory of this store it is (found by uid, inserted, or the live copy of a fact)
-    id_of_uid: dict[str, int] = field(default_factory=dict)
-    #: rows that are a record of this run: the rule for lines without a uid matches each row once
-    taken: set[int] = field(default_factory=set)
-    #: for lines without a uid: the rows of each key not taken yet, last first (one query per key:
-    #: a batch's look-alike samples share their key, and a query per line would revisit them all)
-    candidates: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
-    #: the uids the file's lines give (not those derived for lines without one)
-    file_uids: set[str] = field(default_factory=set)
-    #: for records with a uid the store does not hold: (id, uid) of the rows of each key with a
-    #: provisional uid (rows.is_provisional) no line of the file gives, not taken by such a record
-    #: yet, first first. Rows this run inserts for lines without a uid join them.
-    provisional: dict[tuple[Any, ...], deque[tuple[int, str]]] = field(default_factory=dict)
+    index: ImportIndex
     #: the provisional uids links waiting in import_links name that no row had when the run began
     waiting: set[str] = field(default_factory=set)
-    #: uid a waiting link may name -> the uid of that memory now: a row's provisional uid -> the uid
-    #: it took, and a name in ``waiting`` -> the uid of the line it was derived from (_legacy_uid)
-    renamed: dict[str, str] = field(default_factory=dict)
-    #: target uid -> the memories whose links wait in import_links for it (as read at the last pass
-    #: over them): a batch re-reads only the links waiting for a uid it stored, found or renamed
-    waiting_on: dict[str, set[int]] = field(default_factory=dict)
+    #: for lines without a uid: the rows of each key not taken yet, last first (one query per key:
+    #: a batch's look-alike samples share their key, and a query per line would revisit them all).
+    #: Only keys with rows left; the index notes the keys looked up.
+    candidates: dict[tuple[Any, ...], list[int]] = field(default_factory=dict)
+    #: for records with a uid the store does not hold: (id, uid) of the rows of each key with a
+    #: provisional uid (rows.is_provisional) no line of the file gives, not taken by such a record
+    #: yet, first first. Rows this run inserts for lines without a uid join them. Only keys with rows
+    #: left; the index notes the keys whose rows were used up (_provisional_rows).
+    provisional: dict[tuple[Any, ...], deque[tuple[int, str]]] = field(default_factory=dict)
+    #: the uids the batch being written renamed (ImportIndex.renamed)
+    renamed_now: set[str] = field(default_factory=set)
     #: memories given links in import_links by the batch being written
     fresh_links: list[int] = field(default_factory=list)
+
+    def rename(self, old: str, new: str) -> None:
+        """A waiting link naming ``old`` names the memory that is ``new`` now."""
+        self.index.rename(old, new)
+        self.renamed_now.add(old)
 
 
 def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, now: float,
@@ -361,12 +389,16 @@ def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, 
     only for inserted records, as the uids of their targets in ``import_links`` until every
     target is stored: a run stopped between batches and run again stores each record once and
     finishes the links. A waiting link follows its target to the uid a newer line gives it
-    (``_Run.renamed``). Before all this, a line without a uid of its own takes the uid of a line
-    of the file with one that is the same record by the old rule (_pair_old_lines).
+    (``ImportIndex.renamed``). Before all this, a line without a uid of its own takes the uid of a line
+    of the file with one that is the same record by the old rule (ImportIndex.pair_old_lines).
 
     ``source`` is a path or an open text stream (``robotmem import -``). A file of format /2 must end
     with its end record, counting the sessions and memories it holds; one that does not (cut short)
-    is refused before anything is written, unless ``allow_incomplete``."""
+    is refused before anything is written, unless ``allow_incomplete``.
+
+    The file is read twice: the first pass checks every line and notes what the checks across the
+    file and the links need in an on-disk index (import_index.ImportIndex), the second reads each
+    batch's lines whole again. What the import holds in memory is a batch, whatever the file's size."""
     limits = ImportLimits(max_payload_bytes=max_payload_bytes, model_id=embeddings.model_id, dim=embeddings.dim)
     with _readable_twice(source) as src:
         return _import_lines(db, src, _source_name(source), embeddings, limits, allow_incomplete)
@@ -374,77 +406,85 @@ def import_jsonl(db: Store, source: Path | IO[str], embeddings: EmbeddingState, 
 
 def _import_lines(db: Store, src: IO[str], path: str, embeddings: EmbeddingState, limits: ImportLimits,
                   allow_incomplete: bool) -> dict[str, int]:
-    records = _read_lines(src, path, limits, allow_incomplete=allow_incomplete)
-    sessions = [r for r in records if r["kind"] == "session"]
-    memories = [r for r in records if r["kind"] == "memory"]
-    adjusted = [(r.get("line"), field, how) for r in records if r["kind"] in ("session", "memory")
-                for field, how in r["times_adjusted"]]
-    counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0,
-              "times_rescaled": sum(how == "rescaled" for _, _, how in adjusted),
-              "times_clamped": sum(how == "clamped" for _, _, how in adjusted)}
-    if adjusted:
-        log.warning("%s: %d stored time(s) outside 1970..9999 UTC: %d read as milliseconds, microseconds or "
-                    "nanoseconds since 1970, %d brought to the range's nearest end (first: line %s, %s, %s)",
-                    path, len(adjusted), counts["times_rescaled"], counts["times_clamped"], *adjusted[0])
-    with db.read() as conn:  # checks that read the whole file's uids: a robot's writes need not wait for them
-        _check_uids_are_these(conn, path, memories)
-        _check_sessions_known(conn, memories, {s["id"] for s in sessions})
-        waiting = _waiting_for(db, conn)
-    _pair_old_lines(memories)
-    for r in memories:
-        r["known_uid"] = r["uid"] or _legacy_uid(r)
-    run = _Run(uid_of={r["id"]: r["known_uid"] for r in memories}, waiting=waiting)
-    run.uids = {r["known_uid"] for r in memories}
-    run.file_uids = {r["uid"] for r in memories if r["uid"]}
-    with db.write() as conn:
-        for s in sessions:
-            counts["sessions"] += int(db.insert_session_row(conn, s))
-    batch = max(1, IMPORT_BATCH)
-    src.seek(0)
-    lines = enumerate(src, 1)
-    for start in range(0, len(memories), batch):
-        chunk = _whole_records(lines, memories[start : start + batch], path, limits)
-        began = time.monotonic()
+    with ImportIndex() as index:
+        summary = _index_lines(src, path, limits, index, allow_incomplete=allow_incomplete)
+        counts = {"sessions": 0, "memories": 0, "skipped": 0, "embedded": 0,
+                  "times_rescaled": summary.rescaled, "times_clamped": summary.clamped}
+        if summary.first_adjusted is not None:
+            log.warning("%s: %d stored time(s) outside 1970..9999 UTC: %d read as milliseconds, microseconds or "
+                        "nanoseconds since 1970, %d brought to the range's nearest end (first: line %s, %s, %s)",
+                        path, summary.rescaled + summary.clamped, summary.rescaled, summary.clamped,
+                        *summary.first_adjusted)
+        with db.read() as conn:  # checks that read the whole file's uids: a robot's writes need not wait for them
+            _check_uids_are_these(conn, path, index)
+            _check_sessions_known(conn, index)
+            waiting = _waiting_for(db, conn)
+        if 0 < summary.old_lines < summary.memories:
+            index.pair_old_lines()
+        run = _Run(index=index, waiting=waiting)
         with db.write() as conn:
-            renamed_before = set(run.renamed)
-            to_embed = _import_batch(db, conn, chunk, run, counts)
-            # Every waiting link at the first batch (a stopped run's too) and the last (a target
-            # another writer stored meanwhile); in between only those a batch may have completed.
-            every = start == 0 or start + batch >= len(memories)
-            _write_links(db, conn, run, None if every else
-                         {r["known_uid"] for r in chunk} | (run.renamed.keys() - renamed_before))
-        held = time.monotonic() - began
-        del chunk
-        counts["embedded"] += _embed_missing(db, embeddings, to_embed)
-        if db.kind == "sqlite" and start + batch < len(memories):
-            # PostgreSQL locks rows, not the database: its writers never wait for a batch.
-            time.sleep(min(held, IMPORT_PAUSE_MAX_S))
-        if _after_batch is not None:
-            _after_batch(min(start + batch, len(memories)))
+            for _, text in index.session_lines():
+                counts["sessions"] += int(db.insert_session_row(conn, _check_line(text, limits)))
+        _write_memories(db, src, path, embeddings, limits, run, summary.memories, counts)
     return counts  # the vector indexes are Memory.write_stale_vector_indexes's, as after every bulk load
 
 
-def _whole_records(lines: Iterator[tuple[int, str]], chunk: list[dict[str, Any]], path: str,
-                   limits: ImportLimits) -> list[dict[str, Any]]:
-    """The chunk's records whole: each line read again (the file is read on from where the previous
-    chunk stopped: records are in file order), with what the run added to it (known_uid, a paired uid)."""
+def _write_memories(db: Store, src: IO[str], path: str, embeddings: EmbeddingState, limits: ImportLimits,
+                    run: _Run, total: int, counts: dict[str, int]) -> None:
+    """The second pass: each batch of memory lines read again whole and written in a transaction."""
+    batch = max(1, IMPORT_BATCH)
+    src.seek(0)
+    lines = enumerate(src, 1)
+    after = 0
+    for start in range(0, total, batch):
+        rows = run.index.batch(after, batch)
+        after = rows[-1][0]
+        chunk = _whole_records(lines, rows, path, limits)
+        began = time.monotonic()
+        with db.write() as conn:
+            run.renamed_now.clear()
+            to_embed = _import_batch(db, conn, chunk, run, counts)
+            # Every waiting link at the first batch (a stopped run's too) and the last (a target
+            # another writer stored meanwhile); in between only those a batch may have completed.
+            every = start == 0 or start + batch >= total
+            _write_links(db, conn, run, None if every else {r["known_uid"] for r in chunk} | run.renamed_now)
+        held = time.monotonic() - began
+        del chunk
+        counts["embedded"] += _embed_missing(db, embeddings, to_embed)
+        if db.kind == "sqlite" and start + batch < total:
+            # PostgreSQL locks rows, not the database: its writers never wait for a batch.
+            time.sleep(min(held, IMPORT_PAUSE_MAX_S))
+        if _after_batch is not None:
+            _after_batch(min(start + batch, total))
+
+
+def _whole_records(lines: Iterator[tuple[int, str]], rows: list[tuple[int, int, int, str, str | None, bool, bytes]],
+                   path: str, limits: ImportLimits) -> list[dict[str, Any]]:
+    """The batch's records whole: each line read again (the file is read on from where the previous
+    batch stopped: records are in file order), with what the run added to it (known_uid, a paired uid)."""
     whole = []
-    for r in chunk:
-        number, line = next(((n, text) for n, text in lines if n >= r["line"]), (None, ""))
+    for _, number, file_id, known_uid, file_uid, paired, pair_key in rows:
+        at, line = next(((n, text) for n, text in lines if n >= number), (None, ""))
         try:
-            again = _check_line(_utf8(line), limits) if number == r["line"] else {}
+            again = _check_line(_utf8(line), limits) if at == number else {}
         except ValidationError:
             again = {}
-        if again.get("id") != r["id"] or again.get("content_hash") != r["content_hash"]:
-            raise ValidationError(f"{path}: line {r['line']} changed while it was being imported; the batches "
+        if again.get("kind") != "memory" or again["id"] != file_id or _pair_key(again) != pair_key:
+            raise ValidationError(f"{path}: line {number} changed while it was being imported; the batches "
                                   "before it are stored, importing the file again stores the rest", field="path")
-        whole.append({**again, **r})
+        # The uid after ImportIndex.pair_old_lines: a newer line's for a paired line, else the line's own (if any).
+        again.update(line=number, known_uid=known_uid, uid=known_uid if file_uid is not None or paired else None)
+        if paired:
+            again["paired_from"] = file_uid
+        whole.append(again)
     return whole
 
 
 def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
                   counts: dict[str, int]) -> list[tuple[int, str, str]]:
-    run.id_of_uid.update(db.ids_by_uid(conn, [r["known_uid"] for r in chunk if r["known_uid"] not in run.id_of_uid]))
+    uids = list(dict.fromkeys(r["known_uid"] for r in chunk))
+    id_of_uid = run.index.ids_of(uids)  # stored by this run (or found as a row of another uid)
+    id_of_uid.update(db.ids_by_uid(conn, [uid for uid in uids if uid not in id_of_uid]))
     to_embed: list[tuple[int, str, str]] = []
     vectors: list[tuple[int, str, str, np.ndarray]] = []
     links: list[tuple[int, str | None, str]] = []
@@ -452,7 +492,7 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
         uid = r["known_uid"]
         if run.waiting and not is_provisional(uid):
             _rename_waiting(r, run)
-        existing = run.id_of_uid.get(uid)
+        existing = id_of_uid.get(uid)
         if existing is None:
             existing = _stored_as(db, conn, r, run)
         new_id = None
@@ -465,14 +505,16 @@ def _import_batch(db: Store, conn: Any, chunk: list[dict[str, Any]], run: _Run,
                 # file) or a live copy another writer stored since the check.
                 existing = db.ids_by_uid(conn, [uid]).get(uid) or _live_copy(db, conn, r)
         if existing is not None:
-            run.id_of_uid[uid] = existing
+            id_of_uid[uid] = existing
+            run.index.set_ids({uid: existing})
             counts["skipped"] += 1
             continue
         assert new_id is not None
-        run.id_of_uid[uid] = new_id
-        if r["uid"] is None and (key := _key(r)) in run.provisional:
-            run.provisional[key].append((new_id, uid))  # its uid is provisional: a newer line may be it
-        run.taken.add(new_id)
+        id_of_uid[uid] = new_id
+        run.index.set_ids({uid: new_id})
+        if r["uid"] is None:
+            _offer_provisional(run, _key(r), new_id, uid)
+        run.index.take(new_id)
         counts["memories"] += 1
         if pending:
             links.append((new_id, *pending))
@@ -495,8 +537,8 @@ def _pending_links(r: dict[str, Any], run: _Run) -> tuple[str | None, str] | Non
     """(superseded_by, absorbed) as the uids of their targets in the file, or None when no link
     points into the file. A target that is not in the file is dropped, from either: its id is the
     source store's, and kept as it is it would name an unrelated memory of this store."""
-    superseded = run.uid_of.get(r["superseded_by"]) if r["superseded_by"] is not None else None
-    absorbed = [run.uid_of[a] for a in r["absorbed"] if a in run.uid_of]
+    superseded = run.index.uid_of(r["superseded_by"]) if r["superseded_by"] is not None else None
+    absorbed = [uid for a in r["absorbed"] if (uid := run.index.uid_of(a)) is not None]
     if superseded is None and not absorbed:
         return None
     return superseded, json.dumps(absorbed)
@@ -505,25 +547,25 @@ def _pending_links(r: dict[str, Any], run: _Run) -> tuple[str | None, str] | Non
 def _write_links(db: Store, conn: Any, run: _Run, touched: set[str] | None = None) -> None:
     """The links of imported memories whose targets are all stored now (of this run or of an earlier
     one that stopped before its end); the others wait in ``import_links`` for a later batch, under
-    the uids their targets have now (``run.renamed``), in the transaction that renamed them.
+    the uids their targets have now (ImportIndex.renamed), in the transaction that renamed them.
 
     ``touched``: the uids the batch stored, found or renamed. Only the links it inserted and those
     waiting for one of these are read again, so a link waiting for the file's last line costs one
     read, not one per batch (``None``: every waiting link)."""
     if touched is None:
         rows = conn.execute("SELECT memory_id, superseded_by, absorbed FROM import_links ORDER BY memory_id")
-        run.waiting_on.clear()
+        run.index.forget_waiting()
     else:
         wake = set(run.fresh_links)
         for uid in touched:
-            wake.update(run.waiting_on.pop(uid, ()))
+            wake.update(run.index.woken_by(uid))
         rows = _links_of(conn, sorted(wake)) if wake else []
     run.fresh_links.clear()
     pending = [(int(m), *_renamed(run, s, json.loads(a))) for m, s, a in rows]
     if not pending:
         return
     wanted = {u for _, s, a, _ in pending for u in (s, *a) if isinstance(u, str)}
-    ids = {u: run.id_of_uid[u] for u in wanted if u in run.id_of_uid}
+    ids = run.index.ids_of(wanted)
     ids.update(db.ids_by_uid(conn, sorted(wanted - ids.keys())))
     absorbed_param = "?::jsonb" if dialect_of(conn) == "postgresql" else "?"
     done, renamed = [], []
@@ -531,7 +573,7 @@ def _write_links(db: Store, conn: Any, run: _Run, touched: set[str] | None = Non
         missing = [u for u in (superseded, *absorbed) if isinstance(u, str) and u not in ids]
         if missing:
             for uid in missing:
-                run.waiting_on.setdefault(uid, set()).add(memory_id)
+                run.index.wait_on(uid, memory_id)
             if changed:
                 renamed.append((superseded, json.dumps(absorbed), memory_id))
             continue
@@ -554,10 +596,10 @@ def _links_of(conn: Any, memory_ids: list[int]) -> list[tuple[Any, ...]]:
 
 def _renamed(run: _Run, superseded: str | None, absorbed: list[Any]) -> tuple[str | None, list[Any], bool]:
     """A waiting link's targets under the uids they have now, and whether any was renamed."""
-    if not run.renamed:
+    if not run.index.any_renamed:
         return superseded, absorbed, False
-    now = run.renamed.get(superseded, superseded) if superseded is not None else None
-    now_absorbed = [run.renamed.get(a, a) if isinstance(a, str) else a for a in absorbed]
+    now = run.index.renamed(superseded) if superseded is not None else None
+    now_absorbed = [run.index.renamed(a) if isinstance(a, str) else a for a in absorbed]
     return now, now_absorbed, (now, now_absorbed) != (superseded, absorbed)
 
 
@@ -571,31 +613,22 @@ def _waiting_for(db: Store, conn: Any) -> set[str]:
 
 
 def _rename_waiting(r: dict[str, Any], run: _Run) -> None:
-    """Links waiting for the provisional uid this memory's line had (paired, _pair_old_lines), or
+    """Links waiting for the provisional uid this memory's line had (paired: _pair_key), or
     got in an export written before uids (derived from the line: its id, collection, content hash,
     times and text), wait for this memory."""
     if (old := r.get("paired_from") or _legacy_uid(r)) in run.waiting:
-        run.renamed[old] = r["known_uid"]
+        run.rename(old, r["known_uid"])
 
 
-def _pair_old_lines(memories: list[dict[str, Any]]) -> None:
-    """A file may hold an old export's lines (without a uid, or a provisional one) and a newer
-    export's lines of the same memories, in either order: each old line takes the uid of a newer
-    line with its collection, type, created_at, content hash and text, the first not taken, in file
-    order, so it is that memory in this run and every rerun (``paired_from``: the provisional uid it
-    had, which links a stopped import of the old lines left waiting may name). Lines with a uid of
-    their own are never paired with one another (two robots' identical samples stay two memories)."""
-    old = [r for r in memories if r["uid"] is None or is_provisional(r["uid"])]
-    if not old or len(old) == len(memories):
-        return
-    newer: dict[tuple[Any, ...], deque[str]] = {}
-    for r in memories:
-        if r["uid"] is not None and not is_provisional(r["uid"]):
-            newer.setdefault((r["type"], *_key(r)), deque()).append(r["uid"])
-    for r in old:
-        same = newer.get((r["type"], *_key(r)))
-        if same:
-            r["paired_from"], r["uid"] = r["uid"], same.popleft()
+def _pair_key(r: dict[str, Any]) -> bytes:
+    """What pairs old lines with newer ones (ImportIndex.pair_old_lines). A file may hold an old
+    export's lines (without a uid, or a provisional one) and a newer export's lines of the same
+    memories, in either order: each old line takes the uid of a newer line with its collection,
+    type, created_at, content hash and text, the first not taken, in file order, so it is that
+    memory in this run and every rerun (``paired_from``: the provisional uid it had, which links a
+    stopped import of the old lines left waiting may name). Lines with a uid of their own are never
+    paired with one another (two robots' identical samples stay two memories)."""
+    return key_digest((r["type"], *_key(r)))
 
 
 def _legacy_uid(r: dict[str, Any]) -> str:
@@ -623,42 +656,77 @@ def _stored_as(db: Store, conn: Any, r: dict[str, Any], run: _Run) -> int | None
     SQLite keeps one too instead of adding a copy ``learn`` would never make."""
     key = _key(r)
     if r["uid"] is not None:
-        found = run.provisional.get(key)
-        if found is None:
-            found = deque((int(i), str(u)) for i, u in conn.execute(_SAME_RECORD_SQL, key)
-                          if is_provisional(u) and u not in run.file_uids)
-            # Kept only when it found rows: nearly every record's look-up finds none, and an empty
-            # deque a record kept 0.8 KB per line of the file for the whole import. A later record
-            # of the key looks it up again, and finds the rows this run inserted since, in id order.
-            if found:
-                run.provisional[key] = found
-        while found:
-            row_id, provisional = found.popleft()
-            if is_provisional(r["uid"]):
-                return row_id
-            # Not adopted: another writer gave the row a uid (this record's, or its own), or stored
-            # this record in a row of its own, since this run read the row.
-            stored = row_id if db.adopt_uid(conn, row_id, provisional, r["uid"]) else db.ids_by_uid(
-                conn, [r["uid"]]).get(r["uid"])
-            if stored == row_id:
-                run.renamed[provisional] = r["uid"]
-                return row_id
-            if stored is not None:
-                found.appendleft((row_id, provisional))  # not this record's: unclaimed, or adopt_uid will see it taken
-                return stored
-    else:
-        rows = run.candidates.get(key)
-        if rows is None:
-            rows = run.candidates[key] = [int(i) for i, u in conn.execute(_SAME_RECORD_SQL, key)
-                                          if u not in run.uids][::-1]
-        while rows:
-            row_id = rows.pop()
-            if row_id not in run.taken:
-                run.taken.add(row_id)
-                return row_id
+        found = _provisional_rows(conn, run, key)
+        try:
+            while found:
+                row_id, provisional = found.popleft()
+                if is_provisional(r["uid"]):
+                    return row_id
+                # Not adopted: another writer gave the row a uid (this record's, or its own), or stored
+                # this record in a row of its own, since this run read the row.
+                stored = row_id if db.adopt_uid(conn, row_id, provisional, r["uid"]) else db.ids_by_uid(
+                    conn, [r["uid"]]).get(r["uid"])
+                if stored == row_id:
+                    run.rename(provisional, r["uid"])
+                    return row_id
+                if stored is not None:
+                    found.appendleft((row_id, provisional))  # not this record's: unclaimed, or adopt_uid will see it taken
+                    return stored
+        finally:
+            if not found and run.provisional.pop(key, None) is not None:
+                run.index.mark_looked_up(PROVISIONAL, key_digest(key))  # used up: _provisional_rows
+    elif (row := _unclaimed_row(conn, run, key)) is not None:
+        return row
     if r["type"] == "fact" and r["status"] in ("active", "archived"):
         return db.find_duplicate(conn, r["collection"], r["content_hash"])
     return None
+
+
+def _provisional_rows(conn: Any, run: _Run, key: tuple[Any, ...]) -> deque[tuple[int, str]]:
+    """run.provisional's rows of ``key``. A look-up that found none is not kept: nearly every
+    record's finds none, and an empty deque a record kept 0.8 KB per line of the file for the whole
+    import; a later record of the key looks it up again, and finds the rows this run inserted
+    since, in id order. Rows that were found and used up are not looked up again (the look-up would
+    return rows records of this run took); the index notes their key, and only rows this run
+    inserts since join it (_offer_provisional)."""
+    found = run.provisional.get(key)
+    if found is not None:
+        return found
+    if run.index.looked_up(PROVISIONAL, key_digest(key)):
+        return deque()
+    found = deque((int(i), str(u)) for i, u in conn.execute(_SAME_RECORD_SQL, key)
+                  if is_provisional(u) and not run.index.gives_uid(str(u)))
+    if found:
+        run.provisional[key] = found
+    return found
+
+
+def _offer_provisional(run: _Run, key: tuple[Any, ...], new_id: int, uid: str) -> None:
+    """A row this run inserted for a line without a uid: its uid is provisional, a newer line may be
+    it, if the rows of its key were looked up and kept (_provisional_rows)."""
+    if key in run.provisional or run.index.looked_up(PROVISIONAL, key_digest(key)):
+        run.provisional.setdefault(key, deque()).append((new_id, uid))
+
+
+def _unclaimed_row(conn: Any, run: _Run, key: tuple[Any, ...]) -> int | None:
+    """For a line without a uid: the first row of its key that no line of the file is and no record
+    of this run took (run.candidates: one query per key; the index notes the keys looked up)."""
+    rows = run.candidates.pop(key, None)
+    if rows is None:
+        digest = key_digest(key)
+        if run.index.looked_up(CANDIDATES, digest):
+            return None
+        run.index.mark_looked_up(CANDIDATES, digest)
+        rows = [int(i) for i, u in conn.execute(_SAME_RECORD_SQL, key)
+                if u is None or not run.index.has_uid(str(u))][::-1]
+    row_id = None
+    while rows and row_id is None:
+        candidate = rows.pop()
+        if run.index.take(candidate):
+            row_id = candidate
+    if rows:
+        run.candidates[key] = rows
+    return row_id
 
 
 def _live_copy(db: Store, conn: Any, r: dict[str, Any]) -> int:
@@ -667,13 +735,9 @@ def _live_copy(db: Store, conn: Any, r: dict[str, Any]) -> int:
     return found
 
 
-def _check_sessions_known(conn: Any, memories: list[dict[str, Any]], sessions: set[str]) -> None:
+def _check_sessions_known(conn: Any, index: ImportIndex) -> None:
     """Before anything is written: every memory's session is in the file or in the store."""
-    first: dict[str, int] = {}
-    for r in memories:
-        if r["session_id"] is not None and r["session_id"] not in sessions:
-            first.setdefault(r["session_id"], r["line"])
-    for sid, line in first.items():
+    for sid, line in index.sessions_not_in_file():
         if not conn.execute("SELECT 1 FROM sessions WHERE id = ?", (sid,)).fetchone():
             raise ValidationError(f"line {line}: session_id {sid} is neither in the file nor in the store",
                                   field="path")

@@ -1206,3 +1206,47 @@ def test_an_import_whose_vector_snapshot_cannot_be_written_is_stored_and_says_so
     assert caplog.text.count("the vector snapshot could not be written") == 2
     assert "robotmem reindex" in caplog.text
     assert apsw.Connection(str(tmp_path / "memory.db")).execute("SELECT count(*) FROM embeddings").fetchone() == (81,)
+
+
+def _traced_peak(import_: Any) -> tuple[dict[str, int], int]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        counts = import_()
+        return counts, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_what_import_holds_does_not_grow_with_the_file(tmp_path: Path, mem: Memory, clock, monkeypatch):
+    """The checks across the file (uids, sessions, the old rule, links) kept about 1.4 KB in Python for
+    every memory line until the import ended: 1.5 GB of resident memory to import 1,000,000 on a board
+    with a few GB (docs/reliability.md, "Memory on small boards"). Measured here as tracemalloc's peak
+    of two imports of different sizes, in each case import meets: into a store without them, the same
+    files again (every record found by uid), and files written before uids (every line found by the
+    old rule). Before, the peak grew by 1.3-1.5 KB a line in each case; a batch's records are all it
+    may hold. A first import warms the process's caches (bounded ones, filling) untraced."""
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 50)
+    sizes = {"warm-up": 1000, "small": 500, "large": 3000}
+    files: dict[str, Path] = {}
+    for name, n in sizes.items():
+        with Memory(tmp_path / f"{name}.db", clock=clock, embedder=None) as robot:
+            robot.save_perceptions([{"description": f"{name} robot: joint state sample {i}",
+                                     "perception_type": "proprioceptive", "data": {"q": [0.1 * i] * 6},
+                                     "occurred_at": 1_700_000_000 + i, "embed": False} for i in range(n)])
+            robot.export(tmp_path / f"{name}.jsonl")
+        _without_uids(tmp_path / f"{name}.jsonl", tmp_path / f"{name}-old.jsonl")
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[f"{name}-old"] = tmp_path / f"{name}-old.jsonl"
+    assert mem.import_(files["warm-up"])["memories"] == sizes["warm-up"]
+    growth = {}
+    for case, suffix, stored in (("into the store", "", True), ("again", "", False), ("without uids", "-old", False)):
+        peaks = {}
+        for name in ("small", "large"):
+            counts, peaks[name] = _traced_peak(lambda: mem.import_(files[name + suffix]))
+            n = sizes[name]
+            assert (counts["memories"], counts["skipped"]) == ((n, 0) if stored else (0, n)), case
+        growth[case] = round((peaks["large"] - peaks["small"]) / (sizes["large"] - sizes["small"]))
+    assert len(_all_ids(mem)) == sum(sizes.values())
+    assert all(per_line < 100 for per_line in growth.values()), f"bytes held per memory line: {growth}"

@@ -1256,3 +1256,30 @@ def test_what_import_holds_does_not_grow_with_the_file(tmp_path: Path, mem: Memo
         growth[case] = round((peaks["large"] - peaks["small"]) / (sizes["large"] - sizes["small"]))
     assert len(_all_ids(mem)) == 1000 + 2 * sum(sizes.values())
     assert all(per_line < 100 for per_line in growth.values()), f"bytes held per memory line: {growth}"
+
+
+def test_a_temporary_folder_without_room_for_the_import_s_index_is_named_and_nothing_is_imported(
+        tmp_path: Path, mem: Memory, clock, monkeypatch):
+    """The import's index of the file's lines is written to SQLite's temporary folder: when that is
+    full (here: a file-size limit the index outgrows), the import says so and what to do, before it
+    stores anything, instead of SQLite's bare "disk I/O error"."""
+    import resource
+
+    from robotmem import import_index
+    from robotmem.errors import StorageError
+
+    with Memory(tmp_path / "robot.db", clock=clock, embedder=None) as robot:
+        robot.save_perceptions(_samples(3000))
+        robot.export(tmp_path / "e.jsonl")
+    monkeypatch.setattr(import_index, "_CACHE_KIB", 64)  # spills to its file after a few hundred lines
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, limit[1]))
+    try:
+        with pytest.raises(StorageError) as refused:
+            mem.import_(tmp_path / "e.jsonl")
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+    assert "import's temporary index could not be written (File too large)" in refused.value.message
+    assert "SQLITE_TMPDIR" in refused.value.message
+    assert _all_ids(mem) == []
+    assert mem.import_(tmp_path / "e.jsonl")["memories"] == 3000

@@ -272,22 +272,31 @@ def _check_uids_are_these(conn: Any, path: str, index: ImportIndex) -> None:
     record would be skipped and links re-pointed at an unrelated memory."""
     problems = _Problems()
     after = 0
-    while chunk := index.with_uid(after, _UID_LOOKUP):
+    while True:
+        chunk = index.with_uid(after, _UID_LOOKUP)
+        if not chunk:
+            break
         after = chunk[-1][0]
-        lines = {uid: (line, fields, created_adjusted) for _, line, uid, *fields, created_adjusted in chunk}
-        found: list[tuple[int, str]] = []
-        marks = ", ".join("?" * len(lines))
-        for uid, memory_id, *stored in conn.execute(
-                f"SELECT uid, id, {', '.join(_FIXED_FIELDS)} FROM memories WHERE uid IN ({marks})", list(lines)):
-            line, mine, created_adjusted = lines[str(uid)]
-            differs = [name for name, value, ours in zip(_FIXED_FIELDS, stored, mine) if value != ours
-                       and not (name == "created_at" and created_adjusted)]  # not the time the file gave
-            if differs:
-                found.append((line, f"line {line}: uid {uid} belongs to memory {int(memory_id)} of this store, a "
-                                    f"different memory (its {', '.join(differs)} differ)"))
-        for _, problem in sorted(found):
+        for _, problem in sorted(_other_memories(conn, chunk)):
             problems.add(problem)
+        del chunk  # before the next is read: one chunk at a time
     problems.refuse(path)
+
+
+def _other_memories(conn: Any, chunk: list[tuple[int, int, str, str, str, float, bool]]) -> list[tuple[int, str]]:
+    """(line, problem) of the chunk's lines whose uid is another memory of the store (_check_uids_are_these)."""
+    lines = {uid: (line, fields, created_adjusted) for _, line, uid, *fields, created_adjusted in chunk}
+    found: list[tuple[int, str]] = []
+    marks = ", ".join("?" * len(lines))
+    for uid, memory_id, *stored in conn.execute(
+            f"SELECT uid, id, {', '.join(_FIXED_FIELDS)} FROM memories WHERE uid IN ({marks})", list(lines)):
+        line, mine, created_adjusted = lines[str(uid)]
+        differs = [name for name, value, ours in zip(_FIXED_FIELDS, stored, mine) if value != ours
+                   and not (name == "created_at" and created_adjusted)]  # not the time the file gave
+        if differs:
+            found.append((line, f"line {line}: uid {uid} belongs to memory {int(memory_id)} of this store, a "
+                                f"different memory (its {', '.join(differs)} differ)"))
+    return found
 
 
 def _utf8(line: str) -> str:
@@ -440,6 +449,7 @@ def _write_memories(db: Store, src: IO[str], path: str, embeddings: EmbeddingSta
         rows = run.index.batch(after, batch)
         after = rows[-1][0]
         chunk = _whole_records(lines, rows, path, limits)
+        del rows
         began = time.monotonic()
         with db.write() as conn:
             run.renamed_now.clear()

@@ -1231,6 +1231,7 @@ def test_what_import_holds_does_not_grow_with_the_file(tmp_path: Path, mem: Memo
     closing) only add to it."""
     monkeypatch.setattr(transfer, "IMPORT_BATCH", 50)
     monkeypatch.setattr(transfer, "IMPORT_PAUSE_MAX_S", 0)  # no other writer waits here
+    monkeypatch.setattr(transfer, "_UID_LOOKUP", 50)  # both sizes span many chunks of the uid check, as of batches
     sizes = {"small": 300, "large": 2000}
     files: dict[str, Path] = {}
     for name, n in {"warm-up": 1000, "small": 300, "small-2": 300, "large": 2000, "large-2": 2000}.items():

@@ -41,7 +41,9 @@ from .store.clockwatch import ClockWatch, stamps_ahead
 from .store.decay import FUTURE_TOLERANCE_S, PLAUSIBLE_SINCE
 from .store.forks import in_child_after_fork
 from .store.memories import NewMemory
+from .store import purge
 from .store.pipeline import Later, PipelinedWrites
+from .store.purge import PurgeScope, has_collection
 from .store.rows import HIT_COLUMNS, row_to_record
 from .store.sqlite import SqliteStore
 from .store.tokens import memory_search_text
@@ -549,6 +551,54 @@ class Memory:
                 return {"memory_id": mid, "status": "already_forgotten", "reason": row["forget_reason"]}
             self._db.mark_forgotten(conn, mid, why, now)
         return {"memory_id": mid, "status": "forgotten", "reason": why}
+
+    def purge_perceptions(self, before: float | str, collection: str | None = None,
+                          session_id: str | None = None, *, dry_run: bool = False) -> dict[str, Any]:
+        """Delete for good the perceptions that occurred before ``before`` (epoch seconds or ISO
+        8601), of every collection, or of ``collection`` and/or ``session_id`` only: every row of
+        each (payload, vector, full-text entry, context leaves, points). Facts, episode summaries,
+        memories linked by a merge and sessions stay (robotmem.store.purge). Deleted a page of
+        memories per write transaction: a purge stopped half-way leaves a consistent store, and
+        running it again finishes it. ``dry_run``: only count what would go (``would_purge``)."""
+        cutoff = validation.timestamp(before, "before")
+        if cutoff is None:
+            raise ValidationError("before is required: epoch seconds or ISO 8601 text", field="before")
+        collections = self._purge_collections(collection, session_id)
+        sid = None if session_id is None else validation.session_id(session_id)
+        found: dict[str, int] = {}
+        for coll in collections:
+            scope = PurgeScope(coll, cutoff, sid)
+            if dry_run:
+                with self._db.read() as conn:
+                    found[coll] = self._db.count_purgeable(conn, scope)
+            else:
+                found[coll] = self._purge_scope(scope)
+        total = sum(found.values())
+        return {"purged": 0 if dry_run else total, "would_purge": total if dry_run else 0, "dry_run": dry_run,
+                "before": cutoff, "collections": {c: n for c, n in found.items() if n}}
+
+    def _purge_collections(self, collection: Any, session_id: Any) -> list[str]:
+        """The collections a purge walks: the session's, the one named (which must hold a memory:
+        a misspelt name would purge nothing silently), or every one."""
+        if session_id is not None:
+            return [self._collection_for(collection, session_id)]
+        if collection is not None:
+            coll = validation.collection(collection, self.collection)
+            with self._db.read() as conn:
+                if not has_collection(conn, coll):
+                    raise NotFoundError(f"no memory is in collection {coll!r}", field="collection")
+            return [coll]
+        with self._db.read() as conn:
+            return sorted(self._db.store_stats(conn, None)["collections"])
+
+    def _purge_scope(self, scope: PurgeScope) -> int:
+        limit = purge.PAGE_IDS  # read here, not bound at import: tests make it small
+        total = 0
+        while True:
+            deleted = self._db.run_write(lambda conn: self._db.purge_page(conn, scope, limit))
+            total += deleted
+            if deleted < limit:
+                return total
 
     def update(self, memory_id: int, new_content: str, context: dict[str, Any] | str | None = None) -> dict[str, Any]:
         """Correct a memory's text (and, when given, replace its context); every index follows."""

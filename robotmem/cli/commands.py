@@ -1,4 +1,4 @@
-"""The memory verbs: recall, learn, forget, update, memory get, stats, export, import, reindex, demo."""
+"""The memory verbs: recall, learn, forget, update, memory get, memory purge, stats, export, import, reindex, demo."""
 
 from __future__ import annotations
 
@@ -106,6 +106,19 @@ def cmd_get(args: argparse.Namespace) -> Any:
     emit(None, args.json, lambda _: iter([f"memory {args.memory_id} has no data payload "
                                           "(only perceptions saved with data have one)"]))
     return 0
+
+
+def cmd_purge(args: argparse.Namespace) -> Any:
+    with open_existing(args) as mem:
+        # Deleting for good takes --yes; without it the count is shown and nothing is deleted.
+        if args.dry_run or not args.yes:
+            counted = mem.purge_perceptions(args.before, collection=args.collection, session_id=args.session,
+                                            dry_run=True)
+            if args.dry_run:
+                return counted
+            raise ValidationError(f"this deletes {counted['would_purge']} perceptions for good; add --yes to "
+                                  "delete them, or --dry-run to only count them", field="--yes")
+        return mem.purge_perceptions(args.before, collection=args.collection, session_id=args.session)
 
 
 def cmd_stats(args: argparse.Namespace) -> Any:
@@ -294,12 +307,21 @@ def _add_writes(sub: Any) -> None:
 def register(sub: Any) -> None:
     _add_recall(sub)
     _add_writes(sub)
-    memory = sub.add_parser("memory", help="Read single memories.", description="Read single memories.")
+    memory = sub.add_parser("memory", help="Read single memories; purge old perceptions.",
+                            description="Read single memories; purge old perceptions.")
     memory.set_defaults(func=lambda _args: memory.print_help(sys.stderr) or 2)  # a usage error: stderr
     verbs = memory.add_subparsers(dest="verb", metavar="VERB")
     p = _command(verbs, "get", cmd_get, "Show one memory (any status).")
     p.add_argument("memory_id", type=int, help="the memory's id")
     p.add_argument("--data", action="store_true", help="print the full perception payload instead")
+    p = _command(verbs, "purge", cmd_purge,
+                 "Delete for good the perceptions that occurred before a time (every collection, or "
+                 "--collection's, or --session's); facts, episode summaries and sessions stay.")
+    p.add_argument("--before", required=True, metavar="TIME",
+                   help="delete perceptions that occurred before this time (ISO 8601 or Unix seconds)")
+    p.add_argument("--session", metavar="ID", help="only this episode's perceptions")
+    p.add_argument("--dry-run", action="store_true", help="only count what would be deleted")
+    p.add_argument("--yes", action="store_true", help="delete without asking (required to delete)")
     _command(sub, "stats", cmd_stats, "Show counts, the embedding model and file sizes.", render_stats)
     p = _command(sub, "export", cmd_export, "Export everything as JSON Lines.")
     p.add_argument("file", help="the JSON Lines file to write, replaced only once the export is whole; "

@@ -23,6 +23,7 @@ from .pipeline import Later, PipelinedWrites
 
 if TYPE_CHECKING:
     from .memories import NewMemory
+    from .purge import PurgeScope
 
 __all__ = ["Store", "as_vector_bytes", "dialect_of", "open_store"]
 
@@ -67,6 +68,11 @@ class Store(Protocol):
                        bulk: bool = False) -> None:
         """Many (memory id, collection, model id, vector) at once; ``bulk``: part of a load whose
         caller runs build_vector_indexes at its end."""
+    def purge_page(self, conn: Any, scope: PurgeScope, limit: int) -> int:
+        """Inside a write: delete every row of the oldest ``limit`` memories ``scope`` takes
+        (robotmem.store.purge); how many."""
+    def count_purgeable(self, conn: Any, scope: PurgeScope) -> int:
+        """How many memories a purge of ``scope`` would take now."""
     def insert_payload(self, conn: Any, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None: ...
     def put_embedding(self, conn: Any, memory_id: int, collection: str, model_id: str,
                       vector: np.ndarray) -> None: ...

@@ -335,12 +335,19 @@ CREATE INDEX IF NOT EXISTS memories_gap_holders ON memories(session_id, occurred
        OR context -> '$.spatial.gaps' IS NOT NULL;
 """
 
+# A purge (robotmem.store.purge) keeps every memory another names as its superseded_by: without
+# an index each candidate's look read every memory. Only merged memories have one, so the
+# partial index is small.
+_V24 = """
+CREATE INDEX IF NOT EXISTS memories_supersede_targets ON memories(superseded_by) WHERE superseded_by IS NOT NULL;
+"""
+
 
 #: (version, SQL, a function for steps SQL alone cannot do, or a Paged one). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = (
     (1, _V1), (2, _V2), (3, _v3), (4, _V4), (5, Paged(_v5)), (6, _V6), (7, _V7), (8, Paged(_v8)), (9, _V9),
     (10, _V10), (11, _V11), (12, _V12), (13, _V13), (14, _V14), (15, _v15), (16, _v16), (17, _V17), (18, _V18),
-    (19, Paged(_v19)), (20, _v20), (21, _v21), (22, _V22), (23, _V23))
+    (19, Paged(_v19)), (20, _v20), (21, _v21), (22, _V22), (23, _V23), (24, _V24))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 

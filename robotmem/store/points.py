@@ -36,7 +36,7 @@ import apsw
 
 from ..context import load_stored_json
 
-__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MIN_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "MAX_POINTS", "exact_points", "extract_points", "index_coordinate", "index_new_points", "index_points",
+__all__ = ["EPOCH_BITS", "MAX_COORDINATE", "MIN_COORDINATE", "MAX_DEPTH", "MAX_DISTANCE", "MAX_POINTS", "delete_points", "exact_points", "extract_points", "index_coordinate", "index_new_points", "index_points",
            "memory_of_point", "move_exact_columns_out", "points_of", "reindex_all_points", "reindex_changed_points",
            "split_points_by_epoch"]
 
@@ -233,6 +233,26 @@ def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any],
         if more:
             conn.execute("DELETE FROM points WHERE id BETWEEN ? AND ?", (low, high))
     index_new_points(conn, [(memory_id, context)])
+
+
+def delete_points(conn: apsw.Connection, memory_ids: list[int]) -> None:
+    """Every point of the memories (a purge deletes them): their rows of ``points`` found by id
+    range, then each box from its epoch's tree by id (the R*Tree looks rows up by id equality only)."""
+    if not memory_ids or conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'points'"
+                                      ).fetchone() is None:
+        return
+    ranges = [r for m in memory_ids for r in ((m * _MAX_POINTS, m * _MAX_POINTS + _MAX_POINTS - 1),
+                                             _overflow_range(m))]
+    found = [(cast(int, pid), cast(int, m)) for lo, hi in ranges
+             for pid, m in conn.execute("SELECT id, memory_id FROM points WHERE id BETWEEN ? AND ?", (lo, hi))]
+    trees = _trees(conn)
+    by_epoch: defaultdict[int, list[tuple[int]]] = defaultdict(list)
+    for pid, m in found:
+        by_epoch[m >> EPOCH_BITS].append((pid,))
+    for epoch, ids in by_epoch.items():
+        if epoch in trees:
+            conn.executemany(f"DELETE FROM {_tree(epoch)} WHERE id = ?", ids)
+    conn.executemany("DELETE FROM points WHERE id = ?", [(pid,) for pid, _ in found])
 
 
 def index_new_points(conn: apsw.Connection, memories: list[tuple[int, dict[str, Any]]]) -> None:

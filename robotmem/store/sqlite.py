@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import apsw
 
 from ..errors import StorageError
-from . import memories, sessions, stats
+from . import memories, purge, sessions, stats
 from .connection import Database, scalar
 from .migrations import SCHEMA_VERSION, migrate_step
 from .paging import Progress
@@ -125,6 +125,8 @@ class SqliteStore(Database):
     session_counts = staticmethod(sessions.session_counts)
     session_overviews = staticmethod(sessions.session_overviews)
     store_stats = staticmethod(stats.store_stats)
+    purge_page = staticmethod(purge.purge_sqlite_page)
+    count_purgeable = staticmethod(purge.count_purgeable)
     ids_by_uid = staticmethod(memories.ids_by_uid)
     adopt_uid = staticmethod(memories.adopt_uid)
     insert_row = staticmethod(memories.insert_row)

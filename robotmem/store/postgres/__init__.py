@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from ...errors import StorageError
+from ..purge import count_purgeable
 from ..sessions import session_overviews
 from . import memories, sessions
 from .connection import PgConnection, PgDatabase
@@ -130,6 +131,8 @@ class PgStore(PgDatabase):
     put_embeddings = staticmethod(memories.put_embeddings)
     put_embedding = staticmethod(memories.put_embedding)
     delete_embedding = staticmethod(memories.delete_embedding)
+    purge_page = staticmethod(memories.purge_page)
+    count_purgeable = staticmethod(count_purgeable)  # the same SQL as SQLite's
     lock_memory = staticmethod(memories.lock_memory)
     lock_live_contents = staticmethod(memories.lock_live_contents)
     find_duplicate = staticmethod(memories.find_duplicate)

@@ -381,11 +381,15 @@ BEGIN
 END $$;
 ANALYZE memories;
 """
+# A purge keeps every memory another names as its superseded_by (as SQLite's migration 24).
+_V13 = """
+CREATE INDEX IF NOT EXISTS memories_supersede_targets ON memories (superseded_by) WHERE superseded_by IS NOT NULL;
+"""
 
 #: (version, SQL or a function for steps SQL alone cannot do). Append only.
 MIGRATIONS: Final[tuple[tuple[int, Step], ...]] = ((1, _V1), (2, _V2), (3, Paged(_v3)), (4, _V4), (5, _V5), (6, Paged(_v6)),
                                                    (7, Paged(_v7)), (8, _V8), (9, Paged(_v9)), (10, _V10),
-                                                   (11, _v11), (12, _V12))
+                                                   (11, _v11), (12, _V12), (13, _V13))
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
 _NO_VECTOR = (

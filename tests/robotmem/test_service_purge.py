@@ -190,6 +190,10 @@ def test_purge_deletes_every_row_of_old_perceptions_and_nothing_else(hybrid_mem:
     mem = hybrid_mem
     f = _fill(mem, clock)
     purged = set(f.old["arm"] + f.old["base"])
+    # Vector recall through the index the store keeps (SQLite: a snapshot file whose overlay must
+    # drop what change_log says was deleted; PostgreSQL: HNSW), not only the exact scan.
+    mem.rebuild_vector_indexes(force=True, min_rows=1)
+    assert {i["collection"] for i in mem.stats()["vector_indexes"]} == {"arm", "base"}
     before, recalled = _dump(mem), _recalls(mem)
     assert mem.purge_perceptions(f.cutoff, dry_run=True)["would_purge"] == len(purged)
     assert _dump(mem) == before  # a dry run deletes nothing

@@ -224,9 +224,8 @@ class PgDatabase:
         except psycopg.Error as exc:
             raw.close()
             raise StorageError(f"cannot claim {name!r} in PostgreSQL: {_describe(exc)}") from exc
-        # Closing the connection ends its transaction, and the lock with it; in a forked child, which
-        # shares the socket, not at all: the claim is the parent's.
-        return in_this_process(raw.close)
+        # In a forked child, which shares the socket, the release does nothing: the claim is the parent's.
+        return in_this_process(lambda: _end_claim(raw))
 
     def open_connections(self) -> int:
         """Connections currently open (one per thread that used the store, bulk writers' aside)."""
@@ -571,3 +570,15 @@ _STATEMENT_TIMEOUT_HINT = (
     " (the server's statement_timeout; raise it for robotmem's "
     "role: ALTER ROLE ... SET statement_timeout = '10min', or for one command: "
     "PGOPTIONS='-c statement_timeout=0' robotmem ...)")
+
+
+def _end_claim(raw: psycopg.Connection[Any]) -> None:
+    """End a claim's transaction, and its lock, before its connection closes. Closing alone left the
+    lock to the server's backend, which lets go of it only once it has read the disconnect: under
+    load, a claim of the same name made right after the block still found it held (seen in CI)."""
+    try:
+        raw.execute("ROLLBACK")
+    except psycopg.Error:
+        pass  # the connection is gone already, and the lock with it
+    finally:
+        raw.close()

@@ -829,3 +829,44 @@ def test_a_claim_outlasts_the_servers_idle_in_transaction_timeout(postgres_url: 
                     pass
         with other.exclusive("replay of bag 5"):
             pass
+
+
+
+def test_a_claim_is_free_for_another_connection_as_soon_as_its_block_ends(postgres_url: str):
+    """The release closed the claim's connection and left the lock to the server's backend, which let
+    go of it only once it had read the disconnect: a claim of the same name right after the block
+    (a nightly job's next replay) found it still held under load (seen in CI). Made certain here by
+    stopping the claim's backend (SIGSTOP, the test's own local server) across the block's end: the
+    release must wait for the server to end the transaction, so the next claim finds it free."""
+    import contextlib
+    import os
+    import signal
+    import threading
+
+    import psycopg
+
+    if os.environ.get("ROBOTMEM_TEST_POSTGRES_URL"):
+        pytest.skip("stops a backend of the server: only the test run's own pgserver, not an external one")
+
+    def claim_backends() -> set[int]:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            return {pid for (pid,) in conn.execute(
+                "SELECT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory'"
+                " AND l.granted AND a.application_name = 'robotmem claim'")}
+
+    with Memory(url=postgres_url, embedder=None) as mem, Memory(url=postgres_url, embedder=None) as other:
+        before = claim_backends()
+        block = mem.exclusive("replay of bag 6")
+        block.__enter__()
+        [pid] = claim_backends() - before
+        os.kill(pid, signal.SIGSTOP)
+        resume = threading.Timer(0.5, os.kill, (pid, signal.SIGCONT))
+        try:
+            resume.start()
+            block.__exit__(None, None, None)
+            with other.exclusive("replay of bag 6"):
+                pass
+        finally:
+            resume.cancel()
+            with contextlib.suppress(ProcessLookupError):  # the claim's backend has ended already
+                os.kill(pid, signal.SIGCONT)

@@ -21,7 +21,6 @@ from robotmem import Memory, NotFoundError, ValidationError
 from robotmem.store import purge
 from robotmem.store.points import memory_of_point
 
-from conftest import Clock  # type: ignore[import-not-found]
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = 86_400.0
@@ -35,7 +34,7 @@ class Filled:
         self.session = ""
 
 
-def _fill(mem: Memory, clock: Clock) -> Filled:
+def _fill(mem: Memory, clock: Any) -> Filled:
     f = Filled()
     f.session = mem.start_session(collection="arm")["session_id"]
     for i in range(24):
@@ -186,7 +185,7 @@ def _check_recalls(before: dict[str, Any], after: dict[str, Any], purged: set[in
     assert any(set(h) & purged for h in before.values())
 
 
-def test_purge_deletes_every_row_of_old_perceptions_and_nothing_else(hybrid_mem: Memory, clock: Clock) -> None:
+def test_purge_deletes_every_row_of_old_perceptions_and_nothing_else(hybrid_mem: Memory, clock: Any) -> None:
     mem = hybrid_mem
     f = _fill(mem, clock)
     purged = set(f.old["arm"] + f.old["base"])
@@ -209,7 +208,7 @@ def test_purge_deletes_every_row_of_old_perceptions_and_nothing_else(hybrid_mem:
     assert timeline
 
 
-def test_purge_is_limited_to_a_collection_or_a_session(mem: Memory, clock: Clock) -> None:
+def test_purge_is_limited_to_a_collection_or_a_session(mem: Memory, clock: Any) -> None:
     f = _fill(mem, clock)
     before = _dump(mem)
     assert mem.purge_perceptions(f.cutoff, collection="base")["purged"] == 10
@@ -222,7 +221,7 @@ def test_purge_is_limited_to_a_collection_or_a_session(mem: Memory, clock: Clock
     _check_counts(mem)
 
 
-def test_a_purged_store_exports_and_imports(mem: Memory, clock: Clock, tmp_path: Path, db_path: Any,
+def test_a_purged_store_exports_and_imports(mem: Memory, clock: Any, tmp_path: Path, db_path: Any,
                                             backend: str) -> None:
     f = _fill(mem, clock)
     mem.purge_perceptions(f.cutoff)
@@ -236,7 +235,7 @@ def test_a_purged_store_exports_and_imports(mem: Memory, clock: Clock, tmp_path:
         assert copy.export(again)["memories"] == exported["memories"]
 
 
-def test_bad_input_names_the_field(mem: Memory, clock: Clock) -> None:
+def test_bad_input_names_the_field(mem: Memory, clock: Any) -> None:
     f = _fill(mem, clock)
     before = _dump(mem)
     for bad in ("yesterday", float("nan"), -5, None, True):
@@ -277,7 +276,7 @@ with Memory(sys.argv[1], embedder=None) as mem:
 """
 
 
-def test_a_purge_killed_half_way_finishes_when_run_again(mem: Memory, clock: Clock, db_path: Any) -> None:
+def test_a_purge_killed_half_way_finishes_when_run_again(mem: Memory, clock: Any, db_path: Any) -> None:
     f = _fill(mem, clock)
     purged = set(f.old["arm"] + f.old["base"])
     before = _dump(mem)

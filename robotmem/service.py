@@ -595,10 +595,11 @@ class Memory:
         limit = purge.PAGE_IDS  # read here, not bound at import: tests make it small
         total = 0
         while True:
-            deleted = self._db.run_write(lambda conn: self._db.purge_page(conn, scope, limit))
-            total += deleted
-            if deleted < limit:
+            page = self._db.run_write(lambda conn: self._db.purge_page(conn, scope, limit))
+            total += page.taken
+            if page.taken < limit:
                 return total
+            scope = scope._replace(after=page.last)
 
     def update(self, memory_id: int, new_content: str, context: dict[str, Any] | str | None = None) -> dict[str, Any]:
         """Correct a memory's text (and, when given, replace its context); every index follows."""

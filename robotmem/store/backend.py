@@ -23,7 +23,7 @@ from .pipeline import Later, PipelinedWrites
 
 if TYPE_CHECKING:
     from .memories import NewMemory
-    from .purge import PurgeScope
+    from .purge import PurgedPage, PurgeScope
 
 __all__ = ["Store", "as_vector_bytes", "dialect_of", "open_store"]
 
@@ -68,9 +68,9 @@ class Store(Protocol):
                        bulk: bool = False) -> None:
         """Many (memory id, collection, model id, vector) at once; ``bulk``: part of a load whose
         caller runs build_vector_indexes at its end."""
-    def purge_page(self, conn: Any, scope: PurgeScope, limit: int) -> int:
+    def purge_page(self, conn: Any, scope: PurgeScope, limit: int) -> PurgedPage:
         """Inside a write: delete every row of the oldest ``limit`` memories ``scope`` takes
-        (robotmem.store.purge); how many."""
+        (robotmem.store.purge): how many it took, and where the next page starts."""
     def count_purgeable(self, conn: Any, scope: PurgeScope) -> int:
         """How many memories a purge of ``scope`` would take now."""
     def insert_payload(self, conn: Any, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None: ...

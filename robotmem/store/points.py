@@ -222,16 +222,8 @@ def move_exact_columns_out(conn: apsw.Connection) -> None:
 
 def index_points(conn: apsw.Connection, memory_id: int, context: dict[str, Any], *, fresh: bool = False) -> None:
     """Replace the memory's points with those of ``context`` (``fresh``: it has none yet)."""
-    epoch = memory_id >> EPOCH_BITS
-    if not fresh and epoch in _trees(conn):
-        # The R*Tree looks rows up by id equality only (a rowid range would scan the tree).
-        first = memory_id * _MAX_POINTS
-        low, high = _overflow_range(memory_id)
-        more = [row for row in conn.execute("SELECT id FROM points WHERE id BETWEEN ? AND ?", (low, high))]
-        conn.executemany(f"DELETE FROM {_tree(epoch)} WHERE id = ?", [(first + k,) for k in range(_MAX_POINTS)] + more)
-        conn.execute("DELETE FROM points WHERE id BETWEEN ? AND ?", (first, first + _MAX_POINTS - 1))
-        if more:
-            conn.execute("DELETE FROM points WHERE id BETWEEN ? AND ?", (low, high))
+    if not fresh and memory_id >> EPOCH_BITS in _trees(conn):
+        delete_points(conn, [memory_id])
     index_new_points(conn, [(memory_id, context)])
 
 

@@ -143,11 +143,13 @@ _ACTIVE_COUNTS = (
 )
 # Per session: its summary, the last active procedural perception in time order (the
 # session_timeline order, reversed: what a replay or a bridge writes when an episode ends).
+#: What a summary can be, ``{a}`` the table's alias with its dot ("" without one); the partial index
+#: memories_summaries (migrations: SQLite 23, PostgreSQL 12) spells the same, as a purge's keep does.
+SUMMARY_RECORD = "{a}type = 'perception' AND {a}perception_type = 'procedural' AND {a}status = 'active'"
 _SUMMARY_IDS = (
     "SELECT session_id, id FROM (SELECT session_id, id, row_number() OVER "
     "(PARTITION BY session_id ORDER BY occurred_at DESC, id DESC) AS k FROM memories "
-    "WHERE session_id IN ({marks}) AND type = 'perception' AND perception_type = 'procedural' "
-    "AND status = 'active') AS s WHERE k = 1"
+    "WHERE session_id IN ({marks}) AND " + SUMMARY_RECORD.format(a="") + ") AS s WHERE k = 1"
 )
 
 

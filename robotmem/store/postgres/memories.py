@@ -17,7 +17,7 @@ from ...errors import ConflictError
 from ..memories import NewMemory, full_record
 from ..pipeline import Later
 from ..points import extract_points
-from ..purge import PurgeScope, page_ids
+from ..purge import PurgedPage, PurgeScope, page_ids
 from ..rows import DUPLICATE_FACT_SQL, INSERTED_COLUMNS, MEMORY_COLUMNS, new_uid
 from .connection import PgConnection
 from .locks import INDEX_BUILDING, lock_index_build
@@ -255,16 +255,16 @@ def delete_embedding(conn: PgConnection, memory_id: int) -> None:
     conn.execute("DELETE FROM embeddings WHERE memory_id = ?", (memory_id,))
 
 
-def purge_page(conn: PgConnection, scope: PurgeScope, limit: int) -> int:
+def purge_page(conn: PgConnection, scope: PurgeScope, limit: int) -> PurgedPage:
     """Delete the oldest ``limit`` memories ``scope`` takes (robotmem.store.purge), inside the
     caller's write; how many. The rows that name a memory go first (foreign keys); its full-text
     vector is a column of its row."""
-    ids = page_ids(conn, scope, limit)
+    ids, page = page_ids(conn, scope, limit)
     if ids:
         for table in ("spatial_points", "embeddings", "payloads", "import_links"):
             conn.execute(f"DELETE FROM {table} WHERE memory_id = ANY(?)", (ids,))
         conn.execute("DELETE FROM memories WHERE id = ANY(?)", (ids,))
-    return len(ids)
+    return page
 
 
 def find_duplicate(conn: PgConnection, collection: str, content_hash: str) -> int | None:

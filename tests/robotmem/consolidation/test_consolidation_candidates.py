@@ -206,10 +206,10 @@ def test_the_word_cache_lets_go_of_texts_no_plan_asks_for(db_path: Any, clock: A
     cache holds what recent plans asked for, not every text the process ever saw."""
     for name, fresh in (("_keys", {}), ("_asked", {}), ("_vocabulary", {}), ("_guards", {}),
                         ("_plans", 0), ("_pruned_to", 0)):
-        monkeypatch.setattr(candidates, name, fresh, raising=False)
+        monkeypatch.setattr(candidates, name, fresh)
     prune_at, keep_plans = 20, 4
-    monkeypatch.setattr(candidates, "_PRUNE_AT", prune_at, raising=False)
-    monkeypatch.setattr(candidates, "_KEEP_PLANS", keep_plans, raising=False)
+    monkeypatch.setattr(candidates, "_PRUNE_AT", prune_at)
+    monkeypatch.setattr(candidates, "_KEEP_PLANS", keep_plans)
     per_episode, episodes = 5, 60
     ctx = {"robot": {"id": "arm-0"}, "task": {"name": "pick"}}
     with Memory(db_path, clock=clock, embedder=None) as mem:

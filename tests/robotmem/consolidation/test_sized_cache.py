@@ -42,8 +42,8 @@ _SCALE = 64
 
 
 def _scaled(monkeypatch: pytest.MonkeyPatch, fn: object, entries: int, chars: int) -> int:
-    monkeypatch.setattr(fn, "max_entries", entries // _SCALE, raising=False)
-    monkeypatch.setattr(fn, "max_chars", chars // _SCALE, raising=False)
+    monkeypatch.setattr(fn, "max_entries", entries // _SCALE)
+    monkeypatch.setattr(fn, "max_chars", chars // _SCALE)
     return entries // _SCALE
 
 

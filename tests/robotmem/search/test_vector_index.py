@@ -112,7 +112,7 @@ def test_a_process_serving_many_collections_keeps_a_bounded_set_of_mirrors(
                                   for k in range(300)])
         mem.recall("cup", n=5, collection="robot0")
         one = sum(m.resident_bytes for m in _mirrors(mem).values())  # type: ignore[attr-defined]
-        monkeypatch.setattr(vectors, "MIRROR_BYTES", int(2.5 * one), raising=False)
+        monkeypatch.setattr(vectors, "MIRROR_BYTES", int(2.5 * one))
         answers = {c: mem.recall("the cup", n=5, collection=f"robot{c}")["results"] for c in range(8)}
         held = sum(m.resident_bytes for m in _mirrors(mem).values())  # type: ignore[attr-defined]
         assert held <= 2.5 * one + one  # the budget, and the newest mirror past it

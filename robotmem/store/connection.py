@@ -89,6 +89,18 @@ os.register_at_fork(before=_IN_SQLITE.acquire, after_in_parent=_IN_SQLITE.releas
                     after_in_child=_IN_SQLITE.release)
 
 
+#: Steps of upkeep (Database.after_checkpoints) per wake of the checkpoint thread, each inside
+#: _IN_SQLITE on its own. The first prune after an upgrade covers the whole old log (2,000,000 rows
+#: held _IN_SQLITE for 2.3 s in one go, forks and other stores' checkpoints waiting): a step is
+#: one page of it (change_log.PAGE_ROWS, a few ms), and the checkpoint runs between wakes.
+UPKEEP_STEPS_PER_WAKE = 4
+#: Seconds between two wakes while upkeep is left: writers of this process get the write lock in between.
+UPKEEP_PAUSE_S = 0.05
+
+#: A step of upkeep on the checkpoint thread's connection; True: more is left, call it again.
+Upkeep = Callable[[apsw.Connection], bool]
+
+
 class _Checkpointer:
     """Passive checkpoints on a daemon thread with a connection of its own, started on first request.
 
@@ -97,10 +109,10 @@ class _Checkpointer:
     """
 
     def __init__(self, open_connection: Callable[[], apsw.Connection],
-                 work: Callable[[apsw.Connection], None] | None = None) -> None:
+                 work: Upkeep | None = None) -> None:
         self.opener = open_connection
         #: Upkeep run on this thread after each checkpoint it was asked for (Database.after_checkpoints).
-        self.work = work
+        self.work: Upkeep | None = work
         self._wake = threading.Event()
         self._lock = threading.Lock()
         # One checkpoint at a time in this process: SQLite refuses a second one at once (busy).
@@ -108,6 +120,9 @@ class _Checkpointer:
         self._thread: threading.Thread | None = None
         self._stopped = False
         self._here = threading.local()  # .never: commits on this thread leave every checkpoint to the thread
+        self._done = threading.Condition()
+        self._asked = 0  # settle() calls so far
+        self._upkept = 0  # the last of them after which the upkeep ran to its end
 
     def request(self) -> None:
         with self._lock:
@@ -129,32 +144,62 @@ class _Checkpointer:
         # is tried again rather than hold the write lock while it waits for readers.
         conn.set_busy_timeout(0)
         to_cut = False  # the WAL file may hold more than nothing since the last truncation
+        more = False  # the upkeep stopped at its cap with work left: it goes on after UPKEEP_PAUSE_S
         try:
             while True:
-                woke = self._wake.wait(IDLE_TRUNCATE_S if to_cut else None)
+                woke = self._wake.wait(UPKEEP_PAUSE_S if more else IDLE_TRUNCATE_S if to_cut else None) or more
                 self._wake.clear()
                 if self._stopped:
                     return
-                with _IN_SQLITE:
-                    if woke:
+                if woke:
+                    asked = self._asked
+                    with _IN_SQLITE:
                         self.run_here(conn, "main")
-                        self._upkeep(conn)
-                        to_cut = True
-                    else:
+                    more = self._upkeep(conn)
+                    to_cut = True
+                    if not more:
+                        self._settled(asked)
+                else:
+                    with _IN_SQLITE:
                         to_cut = not self._truncate(conn)
         finally:
             with _IN_SQLITE:
                 conn.close()
+            self._settled(None)
 
-    def _upkeep(self, conn: apsw.Connection) -> None:
+    def _upkeep(self, conn: apsw.Connection) -> bool:
+        """Up to UPKEEP_STEPS_PER_WAKE steps of the upkeep, each inside _IN_SQLITE on its own: a fork
+        or another store's checkpoint waits for one step at most. True: work is left for the next wake."""
         if self.work is None:
-            return
-        try:
-            self.work(conn)
-        except apsw.BusyError:
-            pass  # a writer holds the lock: this thread never waits for it, the next wake tries again
-        except Exception:  # upkeep only: the store works without it until the next wake
-            log.exception("upkeep after a checkpoint failed")
+            return False
+        for _ in range(UPKEEP_STEPS_PER_WAKE):
+            with _IN_SQLITE:
+                try:
+                    if not self.work(conn):
+                        return False
+                except apsw.BusyError:
+                    return False  # a writer holds the lock: the next wake tries again
+                except Exception:  # upkeep only: the store works without it until the next wake
+                    log.exception("upkeep after a checkpoint failed")
+                    return False
+        return True
+
+    def _settled(self, asked: int | None) -> None:
+        """The upkeep ran to its end after request number ``asked`` (None: the thread ended)."""
+        with self._done:
+            self._upkept = self._asked if asked is None else max(self._upkept, asked)
+            self._done.notify_all()
+
+    def settle(self) -> None:
+        """Wake the thread and wait until its upkeep ran to the end after this call: for tests, which
+        must not depend on when the thread is scheduled."""
+        with self._done:
+            self._asked += 1
+            asked = self._asked
+        self.request()
+        with self._done:
+            while self._upkept < asked and not self._stopped and self._thread is not None and self._thread.is_alive():
+                self._done.wait(0.1)
 
     def _truncate(self, conn: apsw.Connection) -> bool:
         """Copy the whole WAL back and cut its file to nothing; False: a reader or writer is there, try later."""
@@ -415,11 +460,18 @@ class Database:
         self._checkpointer = _Checkpointer(self._checkpointer.opener, self._checkpointer.work)
         self._stop_checkpoints = weakref.finalize(self, self._checkpointer.stop)
 
-    def after_checkpoints(self, work: Callable[[apsw.Connection], None]) -> None:
+    def after_checkpoints(self, work: Upkeep) -> None:
         """Run ``work`` on the checkpoint thread, with its connection, after each checkpoint that
-        commits asked for: off every caller's time, while writes go on. Its connection never waits
-        for a lock (busy timeout 0): ``work`` that writes is skipped while another writer is busy."""
+        commits asked for: off every caller's time, while writes go on. ``work`` does a step (a
+        transaction) at a time and returns True while more is left: a wake runs at most
+        UPKEEP_STEPS_PER_WAKE of them, the next wake goes on. Its connection never waits for a lock
+        (busy timeout 0) unless ``work`` sets one: ``work`` that writes is skipped while another
+        writer is busy."""
         self._checkpointer.work = work
+
+    def settle_upkeep(self) -> None:
+        """Wake the checkpoint thread and wait until its upkeep ran to the end (tests)."""
+        self._checkpointer.settle()
 
     def claim(self, name: str) -> Release | str:
         """Claim ``name`` among every process using this file (robotmem.store.claims): the release,

@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import apsw
 import numpy as np
 import pytest
 from given_vectors import DIM, GivenVectors, vector_of
@@ -19,7 +21,7 @@ from robotmem import Memory
 from robotmem.cli.commands import render_stats
 from robotmem.search import ann_index, log_pruning
 from robotmem.search.log_pruning import prune_change_log
-from robotmem.store import change_log
+from robotmem.store import change_log, connection
 
 
 @pytest.fixture
@@ -86,7 +88,7 @@ from given_vectors import GivenVectors
 from robotmem import Memory
 from robotmem.cli.commands import render_stats
 from robotmem.search import log_pruning
-from robotmem.store import change_log
+from robotmem.store import change_log, connection
 change_log.KEEP_ROWS, change_log.PAGE_ROWS, log_pruning.PRUNE_EVERY = 20, 7, 50
 with Memory(sys.argv[1], embedder=GivenVectors()) as mem:
     ids = mem.save_perceptions([{"description": f"c{i % 40} grasp note {i}"} for i in range(1000, 1400)])
@@ -195,19 +197,114 @@ def test_a_long_running_writer_keeps_its_change_log_bounded(tmp_path: Path, monk
     monkeypatch.setattr(change_log, "PAGE_ROWS", 200)
     monkeypatch.setattr(log_pruning, "PRUNE_EVERY", 500)
     path = tmp_path / "memory.db"
-    written = 0
     with Memory(path, embedder=GivenVectors()) as mem:
-        for batch in range(200):
+        for batch in range(30):
             ids = _fill(mem, 100, start=batch * 100)
             mem.forget(ids[0], "test")
-            written += 101
-    with Memory(path, embedder=GivenVectors()) as mem:
-        rows = _log_rows(mem)
-        floor = mem._db.connection().execute("SELECT seq FROM change_log_floor").fetchall()
-    # Pruned by the writer's own checkpoint thread: nothing here asked for it.
-    # Kept: 500 rows, up to 500 more until the next prune, and what came after the last wake of the
-    # checkpoint thread (it wakes every 1,000 WAL pages, about 1,000-2,000 rows here).
-    assert written == 20_200 and rows < written // 5 and floor
+            # The checkpoint thread's upkeep, whatever the service registered, run to its end now
+            # rather than whenever the thread is scheduled and wins the write lock.
+            mem._db.settle_upkeep()
+            # Kept: 500 rows and fewer than 500 changes since the last prune.
+            assert _log_rows(mem) < 500 + 500, batch
+        assert mem._db.connection().execute("SELECT seq FROM change_log_floor").fetchall()
+
+
+class _Recorded:
+    """_IN_SQLITE, recording who holds it when."""
+
+    def __init__(self, events: list[str]) -> None:
+        self._lock, self._events = threading.Lock(), events
+
+    def acquire(self, *args: object) -> bool:
+        got = self._lock.acquire(*args)  # type: ignore[arg-type]
+        self._events.append("acquire")
+        return got
+
+    def release(self) -> None:
+        self._events.append("release")
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _old_log(mem: Memory, rows: int) -> None:
+    """A log as an older version left it: never pruned."""
+    with mem._db.write() as conn:
+        conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+                     "INSERT INTO change_log (memory_id, collection) SELECT i, 'default' FROM n", (rows,))
+
+
+def test_the_first_prune_of_an_old_log_holds_the_fork_lock_a_page_at_a_time(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(change_log, "KEEP_ROWS", 50)
+    monkeypatch.setattr(change_log, "PAGE_ROWS", 10)
+    events: list[str] = []
+    monkeypatch.setattr(connection, "_IN_SQLITE", _Recorded(events))
+    with Memory(tmp_path / "memory.db", embedder=None) as mem:
+        _old_log(mem, 1000)
+        pruner = log_pruning.Pruner(None)
+
+        def page(conn: apsw.Connection) -> bool:
+            before = conn.execute("SELECT count(*) FROM change_log").fetchone()[0]
+            more = pruner(conn)
+            events.append(f"deleted {before - conn.execute('SELECT count(*) FROM change_log').fetchone()[0]}")
+            return more
+
+        checkpoint = mem._db._checkpointer.run_here
+        monkeypatch.setattr(mem._db._checkpointer, "run_here",
+                            lambda conn, name: (events.append("checkpoint"), checkpoint(conn, name))[1])
+        mem._db.after_checkpoints(page)
+        mem._db.settle_upkeep()
+        assert _log_rows(mem) == 50
+    pages = [e for e in events if e.startswith("deleted")]
+    assert len(pages) >= 95 and all(int(e.split()[1]) <= 10 for e in pages)
+    # Each page inside _IN_SQLITE on its own, a checkpoint at least every UPKEEP_STEPS_PER_WAKE pages.
+    held, in_hold = False, 0
+    for e in events:
+        if e in ("acquire", "release"):
+            held, in_hold = e == "acquire", 0
+        elif e.startswith("deleted"):
+            in_hold += 1
+            assert held and in_hold == 1
+    since = 0
+    for e in events:
+        since = 0 if e == "checkpoint" else since + e.startswith("deleted")
+        assert since <= connection.UPKEEP_STEPS_PER_WAKE
+
+
+def test_a_writer_that_always_holds_the_lock_lets_the_pruner_in_after_a_few_wakes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(change_log, "KEEP_ROWS", 50)
+    monkeypatch.setattr(change_log, "PAGE_ROWS", 10)
+    monkeypatch.setattr(log_pruning, "BUSY_WAIT_MS", 60_000)  # the writer below lets go well within it
+    path = tmp_path / "memory.db"
+    with Memory(path, embedder=None) as mem:
+        _old_log(mem, 200)
+    pruner, conn, writer = log_pruning.Pruner(None), apsw.Connection(str(path)), apsw.Connection(str(path))
+    conn.set_busy_timeout(0)  # as the checkpoint thread's
+    writer.execute("BEGIN IMMEDIATE")
+    for _wake in range(log_pruning.BUSY_WAKES):
+        assert pruner(conn) is False
+    assert writer.execute("SELECT count(*) FROM change_log").fetchone()[0] == 200
+    let_go = threading.Timer(0.2, lambda: writer.execute("COMMIT"))
+    let_go.start()
+    try:
+        assert pruner(conn) is True  # waited for the lock, deleted a page
+    finally:
+        let_go.join()
+    assert conn.execute("SELECT count(*) FROM change_log").fetchone()[0] == 190
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == 0  # and waits for nothing again
+    while pruner(conn):
+        pass
+    assert conn.execute("SELECT count(*) FROM change_log").fetchone()[0] == 50
+    conn.close()
+    writer.close()
 
 
 def test_a_collection_whose_snapshot_is_being_built_keeps_its_rows(tmp_path: Path, small_log):

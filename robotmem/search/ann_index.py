@@ -44,7 +44,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 import apsw
 import numpy as np
 
-from ..store.change_log import newest_seq, pruned_through
+from ..store.change_log import newest_seq, missed
 from ..store.connection import Database, scalar
 from .eligibility import Eligibility, rows_for
 from .vector_index import VectorIndex, cosines
@@ -419,7 +419,7 @@ def pending_changes(conn: apsw.Connection, collection: str, seq: int) -> int:
 def outrun(conn: apsw.Connection, collection: str, seq: int) -> bool:
     """Whether changes to the collection after a snapshot taken at ``seq`` were pruned from change_log
     (robotmem.store.change_log): its overlay cannot be made exact, so it is as good as missing."""
-    return pruned_through(conn, collection) > seq
+    return missed(conn, collection, seq)
 
 
 def take_build_lock(folder: Path, collection: str, model_id: str) -> IO[str] | None:

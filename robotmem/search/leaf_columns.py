@@ -26,7 +26,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from ..store.change_log import pruned_through
+from ..store.change_log import missed
 from ..store.connection import one_row
 from ..store.leaves import leaves_at_path_sql
 
@@ -64,7 +64,7 @@ class LeafColumn:
         changed = one_row(conn, "SELECT count(*), group_concat(memory_id) FROM change_log WHERE seq > ? "
                           "AND collection = ?", [self.last_seq, self.collection])
         if (int(changed[0]) > _RELOAD_CHANGES or max_id - self.max_id > _RELOAD_CHANGES
-                or pruned_through(conn, self.collection) > self.last_seq):
+                or missed(conn, self.collection, self.last_seq)):
             self._load(conn, seq, max_id)
             return
         ids = np.unique(np.fromstring(changed[1] or "", dtype=np.int64, sep=","))

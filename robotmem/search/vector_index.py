@@ -22,7 +22,7 @@ from typing import Any, cast
 import apsw
 import numpy as np
 
-from ..store.change_log import newest_seq, pruned_through
+from ..store.change_log import newest_seq, missed
 from ..store.connection import scalar
 from ..store.decay import NUMPY_OPS
 from .eligibility import Eligibility, eligible
@@ -120,7 +120,7 @@ class VectorIndex:
                 "SELECT seq, memory_id FROM change_log WHERE seq > ? AND collection = ?",
                 (self._last_seq, self.collection),
             ).fetchall()
-            if pruned_through(conn, self.collection) > self._last_seq:
+            if missed(conn, self.collection, self._last_seq):
                 if self._overlay:
                     raise ChangesPruned(f"changes of {self.collection!r} after {self._last_seq} were pruned")
                 self._full_load(conn)

@@ -13,7 +13,7 @@ snapshot's number. None of them is known to the others, so a prune cannot wait f
   reader a little behind catches up as before;
 * each prune raises the collection's floor (``change_log_floor``) to the highest sequence
   number it deleted, in the same transaction, and a reader whose last-seen number is below its
-  collection's floor has missed rows: it loads afresh (:func:`pruned_through`) instead.
+  collection's floor has missed rows: it loads afresh (:func:`missed`) instead.
 
 The newest row is never pruned, so ``max(seq)`` (every reader's notion of "now") never goes back.
 """
@@ -28,8 +28,7 @@ import apsw
 
 from .connection import scalar
 
-__all__ = ["FLOOR_SCHEMA", "KEEP_ROWS", "PAGE_ROWS", "immediate", "newest_seq", "prune", "prune_page",
-           "pruned_through"]
+__all__ = ["FLOOR_SCHEMA", "KEEP_ROWS", "PAGE_ROWS", "immediate", "missed", "newest_seq", "prune", "prune_page"]
 
 #: The newest rows always kept: a mirror that many changes behind catches up without reloading.
 #: 100,000 rows are about 2.4 MB.
@@ -49,12 +48,12 @@ def newest_seq(conn: apsw.Connection) -> int:
     return int(scalar(conn, "SELECT coalesce(max(seq), 0) FROM change_log"))
 
 
-def pruned_through(conn: apsw.Connection, collection: str) -> int:
-    """The highest sequence number of ``collection``'s rows that may be gone (0: none pruned). A
-    reader that saw up to a lower number has missed changes. Read it after the rows it reads from
-    ``change_log`` (or in the same read transaction): a prune in between then shows here."""
+def missed(conn: apsw.Connection, collection: str, seen: int) -> bool:
+    """Whether a reader that saw ``collection``'s changes up to sequence number ``seen`` missed
+    some that a prune deleted (the collection's floor is above it). Read it after the rows read
+    from ``change_log`` (or in the same read transaction): a prune in between then shows here."""
     found = conn.execute("SELECT seq FROM change_log_floor WHERE collection = ?", (collection,)).fetchone()
-    return 0 if found is None else int(found[0])
+    return found is not None and int(found[0]) > seen
 
 
 def prune_page(conn: apsw.Connection, holds: Mapping[str, int], *, keep_rows: int, page_rows: int,

@@ -207,9 +207,6 @@ class ImportIndex:
         """Mark a row of the store a record of this run; False if it already was."""
         return self._one("INSERT OR IGNORE INTO taken (id) VALUES (?) RETURNING id", (row_id,)) is not None
 
-    def is_taken(self, row_id: int) -> bool:
-        return self._one("SELECT 1 FROM taken WHERE id = ?", (row_id,)) is not None
-
     def looked_up(self, kind: int, key: bytes) -> bool:
         return self._one("SELECT 1 FROM looked_up WHERE kind = ? AND key = ?", (kind, key)) is not None
 

@@ -422,17 +422,24 @@ def outrun(conn: apsw.Connection, collection: str, seq: int) -> bool:
     return missed(conn, collection, seq)
 
 
+_TAKE_ATTEMPTS, _TAKE_PAUSE_S = 4, 0.001
+
+
 def take_build_lock(folder: Path, collection: str, model_id: str) -> IO[str] | None:
     """The exclusive lock of (collection, model)'s builder, open, or None when a process holds it
     (the kernel releases it when the last descriptor of the open file closes, a dead builder's too)."""
     folder.mkdir(parents=True, exist_ok=True)
     lock = open(build_lock(folder, collection, model_id), "a")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        return None
-    return lock
+    for attempt in range(_TAKE_ATTEMPTS):
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            # building()'s probe (the change log's pruner, stats) holds a shared lock for
+            # microseconds: only a lock still held after a few tries is a builder's.
+            time.sleep(_TAKE_PAUSE_S * (attempt + 1))
+    lock.close()
+    return None
 
 
 def rebuild_stale(db: Database, collection: str, model_id: str, dim: int, seq: int, *,

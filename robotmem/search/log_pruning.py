@@ -73,7 +73,7 @@ class Pruner:
     def __init__(self, folder: Path | None) -> None:
         self._folder = folder
         self._pruned_at = -PRUNE_EVERY
-        self._after: int | None = None  # the prune under way: the highest seq it deleted so far
+        self._after: int | None = None  # the prune under way: the highest seq it read so far
         self._busy = 0  # calls in a row that found another writer holding the lock
         self._lock = threading.Lock()
 
@@ -85,19 +85,16 @@ class Pruner:
                 if newest - self._pruned_at < PRUNE_EVERY:
                     return False
                 self._pruned_at, self._after = newest, 0
-            page_rows = change_log.PAGE_ROWS
             try:
                 with self._waiting(conn), immediate(conn):
-                    deleted, self._after = prune_page(conn, holds(conn, self._folder), keep_rows=change_log.KEEP_ROWS,
-                                                      page_rows=page_rows, after=self._after)
+                    page = prune_page(conn, holds(conn, self._folder), keep_rows=change_log.KEEP_ROWS,
+                                      page_rows=change_log.PAGE_ROWS, after=self._after)
             except apsw.BusyError:
                 self._busy += 1
                 return False
             self._busy = 0
-            if deleted < page_rows:
-                self._after = None
-                return False
-            return True
+            self._after = page.last if page.more else None
+            return page.more
 
     @contextmanager
     def _waiting(self, conn: apsw.Connection) -> Iterator[None]:

@@ -22,18 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from typing import cast
+from typing import NamedTuple, cast
 
 import apsw
 
 from .connection import scalar
 
-__all__ = ["FLOOR_SCHEMA", "KEEP_ROWS", "PAGE_ROWS", "immediate", "missed", "newest_seq", "prune", "prune_page"]
+__all__ = ["FLOOR_SCHEMA", "KEEP_ROWS", "PAGE_ROWS", "immediate", "missed", "newest_seq", "PrunedPage", "prune", "prune_page"]
 
 #: The newest rows always kept: a mirror that many changes behind catches up without reloading.
 #: 100,000 rows are about 2.4 MB.
 KEEP_ROWS = 100_000
-#: Rows deleted per write transaction: the write lock is held for a few milliseconds at a time.
+#: Rows read (and at most deleted) per write transaction: the write lock is held for a few milliseconds at a time.
 PAGE_ROWS = 5_000
 
 FLOOR_SCHEMA = """
@@ -56,29 +56,40 @@ def missed(conn: apsw.Connection, collection: str, seen: int) -> bool:
     return found is not None and int(found[0]) > seen
 
 
+class PrunedPage(NamedTuple):
+    deleted: int
+    #: the highest sequence number the page read: the next page starts after it
+    last: int
+    #: rows below the kept ones are left after ``last``
+    more: bool
+
+
 def prune_page(conn: apsw.Connection, holds: Mapping[str, int], *, keep_rows: int, page_rows: int,
-               after: int = 0) -> tuple[int, int]:
-    """Delete up to ``page_rows`` of the oldest rows after ``after`` that no reader is owed: not
-    among the newest ``keep_rows`` and, for a collection in ``holds``, at or below its held
-    number. Call inside a write transaction. Returns (rows deleted, the highest seq deleted)."""
+               after: int = 0) -> PrunedPage:
+    """Of the next ``page_rows`` rows after ``after``, delete those no reader is owed: not among
+    the newest ``keep_rows`` and, for a collection in ``holds``, above its held number. Call
+    inside a write transaction. The page reads no more rows than it may delete, so a collection
+    held far back (a snapshot up to HOLD_MAX_ROWS old) costs a page per ``page_rows`` rows, not
+    one long transaction that reads them all to delete nothing."""
     below = newest_seq(conn) - max(keep_rows, 1)
     if below <= after:
-        return 0, after
+        return PrunedPage(0, after, False)
+    end = conn.execute("SELECT seq FROM change_log WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 1 OFFSET ?",
+                       (after, below, page_rows - 1)).fetchone()
+    last = below if end is None else cast(int, end[0])
     bound, params = "?", list[str | int]([below])
     if holds:
         # A CASE over a few collections, evaluated inline per row (a subquery per row costs more).
         bound = "CASE collection " + "WHEN ? THEN ? " * len(holds) + "ELSE ? END"
         params = [value for collection, held in holds.items() for value in (collection, min(held, below))] + [below]
-    deleted = conn.execute(
-        "DELETE FROM change_log WHERE seq IN (SELECT seq FROM change_log WHERE seq > ? AND seq <= ? "
-        f"AND seq <= {bound} ORDER BY seq LIMIT ?) RETURNING seq, collection",
-        [after, below, *params, page_rows]).fetchall()
+    deleted = conn.execute(f"DELETE FROM change_log WHERE seq > ? AND seq <= ? AND seq <= {bound} "
+                           "RETURNING seq, collection", [after, last, *params]).fetchall()
     floors: dict[str, int] = {}
     for seq, collection in deleted:
         floors[str(collection)] = max(floors.get(str(collection), 0), cast(int, seq))
     conn.executemany("INSERT INTO change_log_floor (collection, seq) VALUES (?, ?) "
                      "ON CONFLICT (collection) DO UPDATE SET seq = max(seq, excluded.seq)", floors.items())
-    return len(deleted), max(floors.values(), default=after)
+    return PrunedPage(len(deleted), last, last < below)
 
 
 def prune(write: Callable[[], AbstractContextManager[apsw.Connection]], holds: Mapping[str, int]) -> int:
@@ -88,9 +99,9 @@ def prune(write: Callable[[], AbstractContextManager[apsw.Connection]], holds: M
     keep_rows, page_rows = KEEP_ROWS, PAGE_ROWS  # read here, not bound at import: tests make them small
     while True:
         with write() as conn:
-            deleted, after = prune_page(conn, holds, keep_rows=keep_rows, page_rows=page_rows, after=after)
-        total += deleted
-        if deleted < page_rows:
+            page = prune_page(conn, holds, keep_rows=keep_rows, page_rows=page_rows, after=after)
+        total, after = total + page.deleted, page.last
+        if not page.more:
             return total
 
 
@@ -100,7 +111,9 @@ def immediate(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
+        conn.execute("COMMIT")
+    finally:
+        # After an error SQLite may have rolled back already, and a COMMIT that failed may leave
+        # the transaction open: this connection must not keep the write lock either way.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")

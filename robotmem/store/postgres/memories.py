@@ -257,8 +257,8 @@ def delete_embedding(conn: PgConnection, memory_id: int) -> None:
 
 def purge_page(conn: PgConnection, scope: PurgeScope, limit: int) -> PurgedPage:
     """Delete the oldest ``limit`` memories ``scope`` takes (robotmem.store.purge), inside the
-    caller's write; how many. The rows that name a memory go first (foreign keys); its full-text
-    vector is a column of its row."""
+    caller's write (how many, and the last one's place). The rows that name a memory go first
+    (foreign keys); its full-text vector is a column of its row."""
     ids, page = page_ids(conn, scope, limit)
     if ids:
         for table in ("spatial_points", "embeddings", "payloads", "import_links"):

@@ -324,3 +324,29 @@ def test_a_collection_whose_snapshot_is_being_built_keeps_its_rows(tmp_path: Pat
         assert kept == {"default": 200, "other": 20}
         assert prune_change_log(mem.store) > 0  # the build over (no snapshot came of it): pruned too
         assert _log_rows(mem) == 20
+
+
+def test_a_page_reads_no_more_rows_than_it_may_delete_past_a_collection_held_far_back(tmp_path: Path):
+    # A snapshot up to HOLD_MAX_ROWS behind holds its collection's rows: a page that read on until
+    # it found page_rows rows to delete would read all of them, under the write lock, every prune.
+    with Memory(tmp_path / "memory.db", embedder=None) as mem:
+        with mem._db.write() as conn:
+            conn.executemany("INSERT INTO change_log (memory_id, collection) VALUES (?, ?)",
+                             [(i, "held" if i % 2 else "free") for i in range(1, 1001)])
+        with mem._db.write() as conn:
+            first = conn.execute("SELECT min(seq) FROM change_log").fetchone()[0]
+            page = change_log.prune_page(conn, {"held": 0}, keep_rows=50, page_rows=10, after=first - 1)
+        # The first ten rows: five of each collection; the held ones stay.
+        assert page == change_log.PrunedPage(5, first + 9, True)
+        with mem._db.write() as conn:
+            assert conn.execute("SELECT count(*) FROM change_log WHERE seq <= ?", (page.last,)).fetchone()[0] == 5
+        after, pages = page.last, 1
+        while page.more:
+            with mem._db.write() as conn:
+                page = change_log.prune_page(conn, {"held": 0}, keep_rows=50, page_rows=10, after=after)
+            assert page.last > after and page.deleted <= 5
+            after, pages = page.last, pages + 1
+        with mem._db.read() as conn:
+            left = dict(conn.execute("SELECT collection, count(*) FROM change_log GROUP BY collection").fetchall())
+    assert pages == 95  # the 950 rows below the newest 50, ten at a time
+    assert left == {"held": 500, "free": 25}

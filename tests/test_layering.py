@@ -15,7 +15,7 @@ LAYERS: dict[str, int] = {
     "store": 3,
     "embeddings": 4, "search": 4,
     "consolidation": 5,
-    "service": 6, "transfer": 6, "import_checks": 6, "whole_file": 6, "": 6,  # "" is the package itself (robotmem/__init__.py: the public API)
+    "service": 6, "transfer": 6, "import_checks": 6, "import_index": 6, "whole_file": 6, "": 6,  # "" is the package itself (robotmem/__init__.py: the public API)
     "view": 7,
     "mcp": 8, "cli": 8, "web": 8, "__main__": 8,
 }

@@ -574,6 +574,8 @@ class Memory:
             else:
                 found[coll] = self._purge_scope(scope)
         total = sum(found.values())
+        if total and not dry_run:
+            self._db.after_purge()
         return {"purged": 0 if dry_run else total, "would_purge": total if dry_run else 0, "dry_run": dry_run,
                 "before": cutoff, "collections": {c: n for c, n in found.items() if n}}
 

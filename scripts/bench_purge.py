@@ -8,7 +8,9 @@ After each day the space is given back as the store would by itself in a day: SQ
 ``wal_checkpoint(TRUNCATE)`` (the checkpoint thread does it 5 s after the last commit),
 PostgreSQL a plain ``VACUUM`` (what autovacuum does within a day; not ``VACUUM FULL``). Printed
 per day: memories, purged, the purge's time, the store's size (SQLite: the file; PostgreSQL:
-``pg_database_size``).
+``pg_database_size``); on PostgreSQL at the end its largest relations, before and after
+rebuilding its two GIN indexes (``REINDEX INDEX CONCURRENTLY``), which keep every key ever
+inserted.
 
     python scripts/bench_purge.py --days 40 --per-day 2000 --keep 3                # SQLite, a temporary file
     python scripts/bench_purge.py --days 40 --per-day 2000 --keep 3 --postgres     # a temporary pgserver
@@ -79,6 +81,35 @@ def run(target: str, *, days: int, per_day: int, keep: int, postgres: bool) -> N
             count = mem.stats()["memories"]
             print(f"{day:>4} {count:>9,} {purged['purged']:>7,} {took:>8.2f} {_size(mem, target, postgres) / 1e6:>8.2f}",
                   flush=True)
+        if postgres:
+            _largest(target)
+            _reindex(target)
+            _largest(target)
+
+
+def _reindex(url: str) -> None:
+    """GIN indexes never remove a key (PostgreSQL's src/backend/access/gin/README): a context value
+    or word no live memory holds stays. What rebuilding them gives back, and what it takes."""
+    import psycopg
+
+    began = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("REINDEX INDEX CONCURRENTLY memories_context")
+        admin.execute("REINDEX INDEX CONCURRENTLY memories_fulltext_live")
+        size = admin.execute("SELECT pg_database_size(current_database())").fetchone()[0]  # type: ignore[index]
+    print(f"after REINDEX CONCURRENTLY of the two GIN indexes ({time.perf_counter() - began:.2f} s): "
+          f"{size / 1e6:.2f} MB")
+
+
+def _largest(url: str) -> None:
+    """The largest tables and indexes at the end: where what stays of the purged days lies."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        rows = admin.execute("SELECT c.relname, pg_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n "
+                             "ON n.oid = c.relnamespace WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') "
+                             "AND c.relkind IN ('r', 'i', 't') ORDER BY 2 DESC LIMIT 8").fetchall()
+    print("largest: " + ", ".join(f"{name} {size / 1e6:.2f} MB" for name, size in rows))
 
 
 def main() -> None:

@@ -73,6 +73,9 @@ class Store(Protocol):
         (robotmem.store.purge): how many it took, and where the next page starts."""
     def count_purgeable(self, conn: Any, scope: PurgeScope) -> int:
         """How many memories a purge of ``scope`` would take now."""
+    def after_purge(self) -> list[str]:
+        """Outside any transaction, after a purge took memories: give back what the store does not
+        reuse by itself; the names of the indexes rebuilt."""
     def insert_payload(self, conn: Any, memory_id: int, blob: bytes, summary: dict[str, Any]) -> None: ...
     def put_embedding(self, conn: Any, memory_id: int, collection: str, model_id: str,
                       vector: np.ndarray) -> None: ...

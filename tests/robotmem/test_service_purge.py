@@ -328,3 +328,32 @@ def test_each_page_starts_where_the_last_one_stopped(mem: Memory, clock: Any) ->
         assert mem.purge_perceptions(f.cutoff, collection="arm")["purged"] == first == len(f.old["arm"])
     finally:
         purge.PAGE_IDS = purge_pages
+
+
+def _gin_bytes(mem: Memory) -> int:
+    return int(mem._db.connection().execute("SELECT pg_relation_size(to_regclass('memories_context'))").fetchone()[0])
+
+
+@pytest.mark.parametrize("rebuild", [False, True], ids=["below-the-bound", "above-the-bound"])
+def test_a_postgresql_purge_rebuilds_a_context_index_grown_past_its_bound(
+        postgres_url: str, clock: Any, monkeypatch: pytest.MonkeyPatch, rebuild: bool) -> None:
+    # GIN never removes a key: the purged memories' context values stay in the index until it is
+    # rebuilt. The bound (an index larger than GIN_REBUILD_RATIO times the table) is set here so
+    # that the index is past it, or far below it.
+    from robotmem.store import postgres
+
+    monkeypatch.setattr(postgres, "GIN_REBUILD_RATIO", 0.0 if rebuild else 1e9)
+    with Memory(postgres_url, clock=clock, embedder=None) as mem:
+        mem.save_perceptions([{"description": f"arm pose {i}", "metadata": {
+            "spatial": {"pose": [i * 0.001, i * 0.002, i * 0.003]}, "task": {"step": i}}} for i in range(1500)])
+        clock.advance(10 * DAY)
+        kept = mem.save_perception("arm pose kept", metadata={"task": {"step": 99_999}})["memory_id"]
+        full = _gin_bytes(mem)
+        assert mem.purge_perceptions(clock.now - DAY)["purged"] == 1500
+        after = _gin_bytes(mem)
+        hits = mem.recall("", n=10, min_confidence=0, context_filter={"task.step": 99_999})["results"]
+        assert [h["id"] for h in hits] == [kept]
+    if rebuild:
+        assert after < full / 4
+    else:
+        assert after == full

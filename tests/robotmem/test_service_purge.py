@@ -343,6 +343,7 @@ def test_a_postgresql_purge_rebuilds_a_context_index_grown_past_its_bound(
     from robotmem.store import postgres
 
     monkeypatch.setattr(postgres, "GIN_REBUILD_RATIO", 0.0 if rebuild else 1e9)
+    monkeypatch.setattr(postgres, "GIN_REBUILD_MIN_BYTES", 0)
     with Memory(postgres_url, clock=clock, embedder=None) as mem:
         mem.save_perceptions([{"description": f"arm pose {i}", "metadata": {
             "spatial": {"pose": [i * 0.001, i * 0.002, i * 0.003]}, "task": {"step": i}}} for i in range(1500)])

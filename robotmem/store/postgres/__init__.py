@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 GIN_INDEXES = ("memories_context", "memories_fulltext_live")
 #: after_purge rebuilds a GIN index this many times larger than the memories table.
 GIN_REBUILD_RATIO = 1.0
+#: ... and never below this size: a small store's index (its pages of structure) outgrows its table.
+GIN_REBUILD_MIN_BYTES = 1 << 20
 
 
 def _register_vector(conn: PgConnection) -> None:
@@ -142,8 +144,8 @@ class PgStore(PgDatabase):
         conn = self.connection()
         rebuilt = []
         for name in GIN_INDEXES:
-            grown = conn.execute("SELECT pg_relation_size(to_regclass(?)) > ? * pg_table_size(to_regclass('memories'))",
-                                 (name, GIN_REBUILD_RATIO)).fetchone()
+            grown = conn.execute("SELECT pg_relation_size(to_regclass(?)) > greatest(?, ? * pg_table_size("
+                                 "to_regclass('memories')))", (name, GIN_REBUILD_MIN_BYTES, GIN_REBUILD_RATIO)).fetchone()
             if not grown or not grown[0]:
                 continue
             try:

@@ -88,3 +88,19 @@ def test_a_read_only_role_is_told_who_must_upgrade_an_outdated_store(postgres_ur
     message = info.value.message
     assert f"from schema version {SCHEMA_VERSION - 1} to {SCHEMA_VERSION}" in message, message
     assert "read-only transaction" in message and "not a hot standby" in message and not info.value.transient
+
+
+def test_a_role_that_may_only_write_rows_purges_and_is_told_the_index_was_not_rebuilt(
+        rows_only: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    """Only the owner may REINDEX: the purge still deletes, and logs which index keeps the purged keys."""
+    from robotmem.store import postgres
+
+    monkeypatch.setattr(postgres, "GIN_REBUILD_RATIO", 0.0)
+    monkeypatch.setattr(postgres, "GIN_REBUILD_MIN_BYTES", 0)
+    with Memory(url=rows_only, embedder=GivenVectors(), collection="arm") as robot:
+        robot.save_perceptions([{"description": f"the arm reached shelf {i}", "occurred_at": 1_000 + i}
+                                for i in range(3)])
+        with caplog.at_level("WARNING", logger="robotmem.store.postgres"):
+            assert robot.purge_perceptions(2_000)["purged"] == 3
+        assert robot.stats()["perceptions"] == 0
+    assert "could not rebuild index memories_context" in caplog.text and "must be owner" in caplog.text

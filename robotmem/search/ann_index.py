@@ -51,7 +51,7 @@ from .vector_index import VectorIndex, cosines
 
 __all__ = [
     "MIN_FETCH", "MIN_ROWS", "STALE_ROWS", "STALE_SHARE", "AnnIndex", "BuildReport", "build_index", "index_folder",
-    "build_lock", "building", "is_stale", "newest_file", "open_snapshot", "outrun", "pending_changes", "rebuild_indexes",
+    "build_lock", "building", "is_stale", "newest_file", "open_snapshot", "pending_changes", "rebuild_indexes",
     "rebuild_stale", "snapshot_states", "take_build_lock",
 ]
 
@@ -146,7 +146,7 @@ def snapshot_states(conn: apsw.Connection, folder: Path | None, collection: str 
                        "changes_since": changes,
                        # Outrun: the changes after it were pruned, so its overlay cannot be made exact.
                        "stale": found is None or changes is None or is_stale(changes, rows)
-                                or outrun(conn, coll, found[1]),
+                                or missed(conn, coll, found[1]),
                        "building": building(folder, coll, model_id)})
     return states
 
@@ -416,12 +416,6 @@ def pending_changes(conn: apsw.Connection, collection: str, seq: int) -> int:
     return int(scalar(conn, "SELECT count(*) FROM change_log WHERE seq > ? AND collection = ?", (seq, collection)))
 
 
-def outrun(conn: apsw.Connection, collection: str, seq: int) -> bool:
-    """Whether changes to the collection after a snapshot taken at ``seq`` were pruned from change_log
-    (robotmem.store.change_log): its overlay cannot be made exact, so it is as good as missing."""
-    return missed(conn, collection, seq)
-
-
 _TAKE_ATTEMPTS, _TAKE_PAUSE_S = 4, 0.001
 
 
@@ -484,7 +478,7 @@ def rebuild_indexes(
             continue
         with db.read() as conn:
             existing = newest_file(folder, str(collection), model_id)
-            if (existing is not None and not force and not outrun(conn, str(collection), existing[1])
+            if (existing is not None and not force and not missed(conn, str(collection), existing[1])
                     and pending_changes(conn, str(collection), existing[1]) == 0):
                 continue
             reports.append(build_index(conn, folder, str(collection), model_id, dim, threads=threads,

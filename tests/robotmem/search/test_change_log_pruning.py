@@ -126,7 +126,7 @@ def test_a_snapshot_the_pruning_outran_is_given_up_for_the_exact_scan_and_rebuil
         _churn(writer, ids)
         assert prune_change_log(writer.store) > 0
         with writer._db.read() as conn:
-            assert ann_index.outrun(conn, "default", snapshot.seq)
+            assert change_log.missed(conn, "default", snapshot.seq)
         # Stale however few changes are left after it, and said so.
         assert [(s["built"], s["stale"]) for s in writer.stats()["vector_indexes"]] == [(True, True)]
         assert ", stale" in "\n".join(render_stats(writer.stats()))
@@ -152,7 +152,7 @@ def test_a_published_snapshot_holds_the_rows_its_overlay_needs(tmp_path: Path, s
             owed = ann_index.pending_changes(conn, "default", snapshot.seq)
         prune_change_log(writer.store)
         with writer._db.read() as conn:
-            assert not ann_index.outrun(conn, "default", snapshot.seq)
+            assert not change_log.missed(conn, "default", snapshot.seq)
             assert ann_index.pending_changes(conn, "default", snapshot.seq) == owed
         for q in _queries():
             assert _recalled(reader, q) == _oracle(writer, q, 10)

@@ -80,7 +80,7 @@ from ..store.backend import dialect_of
 from ..store.connection import scalar
 from ..store.tokens import identifier_key_words, is_bare_number, query_tokens, token_parts
 from .count_cache import CountCache, store_stamp
-from .quantities import asked_dimensions, stated_dimensions
+from .quantities import asked_dimensions, states_any
 from .stems import is_stemmable, word_stem
 
 __all__ = [
@@ -407,7 +407,7 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     else:
         meaning = max(0.0, (cosine - fit.cosine_floor) / (1.0 - fit.cosine_floor))
         trust = 1.0 if fit.multilingual else (1.0 - terms.cjk) * (1.0 - content_cjk)
-    missing = bool(terms.asked) and not terms.asked & stated_dimensions(content)
+    missing = bool(terms.asked) and not states_any(terms.asked, content)
     return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit,
                          quantity_missing=missing, word_coverage=word_coverage, query_cjk=terms.cjk,
                          coverage_floor=terms.coverage_floor, query_value_share=terms.value_share)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from robotmem.search.quantities import asked_dimensions, stated_dimensions
+from robotmem.search.quantities import asked_dimensions, stated_counts, stated_dimensions, states_any
 
 
 @pytest.mark.parametrize("question, asked", [
@@ -26,6 +26,16 @@ from robotmem.search.quantities import asked_dimensions, stated_dimensions
     ("跨运车每小时要烧多少升柴油", {"rate"}),
     ("紫外线消毒要照多久", {"time"}),
     ("冷库叉车货叉的最大起升高度", {"length"}),
+    ("wheel diameter of the lunar rover", {"length"}),
+    ("power consumption of the vacuum pump", {"electric"}),
+    ("battery capacity of the inspection drone", {"electric"}),   # a charge, not a volume
+    ("what does the pill dispenser cost per month", {"cost"}),
+    ("光伏电站除草机器人一天能除多少亩草", {"area"}),
+    # a count is asked of the thing counted: the last word of the phrase
+    ("how many twistlock cones does the bin hold", {"count:cone"}),
+    ("how many ring frames can one doffing robot look after", {"count:frame"}),
+    ("number of ground control points for a mapping flight", {"count:point"}),
+    ("能放几个瓶子", {"count:个"}),
 ])
 def test_a_question_asking_for_a_quantity_names_its_kind(question: str, asked: set[str]):
     assert asked_dimensions(question) == asked
@@ -42,6 +52,9 @@ def test_a_question_asking_for_a_quantity_names_its_kind(question: str, asked: s
     "the hold-down force was too low",     # a complaint about a force, not a question for one
     "after an hour the battery died",      # an hour is not a rate
     "how long to bake bread at 180 °C for 20 minutes",  # states the time it asks about
+    "the fault cost us a whole shift",     # a complaint about a cost, not a question for one
+    "robot parked in the loading area",    # an area that is a place
+    "how many of the 20 flasks were contaminated",  # states the count it asks about
     "",
 ])
 def test_a_question_that_asks_for_no_quantity_names_none(question: str):
@@ -63,6 +76,11 @@ def test_a_question_that_asks_for_no_quantity_names_none(question: str):
     ("3,000 seeds/s through the ejector bank", "rate"),
     ("每小时 120 盘", "rate"),
     ("the FOD radar runs at 76 GHz", "frequency"),
+    ("the pump draws 450 W", "electric"),
+    ("a 24V supply", "electric"),
+    ("it covers 1,200 m² a shift", "area"),
+    ("the lease is $40 a month", "cost"),
+    ("每月 300 元", "cost"),
 ])
 def test_a_number_with_its_unit_states_its_kind(text: str, kind: str):
     assert kind in stated_dimensions(text)
@@ -73,6 +91,26 @@ def test_a_number_with_its_unit_states_its_kind(text: str, kind: str):
     "firmware 3.2.1 fixed it",           # a version is no quantity
     "robot 7 stopped at dock B",
     "after an hour the battery died",     # a time without a number: no value stated
+    "it reached gate 3 a little late",     # a lone "a" after a number is no ampere
 ])
 def test_text_without_a_measured_value_states_no_kind(text: str):
     assert stated_dimensions(text) == frozenset()
+
+
+@pytest.mark.parametrize("question, text, states", [
+    ("how many flasks fit in the incubator", "a fungus spread to 20 flasks in the incubator", True),
+    ("how many flasks fit in the incubator", "six flasks were lost", True),
+    ("how many ring frames can one doffing robot look after",
+     "the doffing robot changes all 1,008 spindles of a ring frame in under four minutes", False),
+    ("how many cartridges does the tape library hold", "the week's cartridges were already in the export slots", False),
+    ("能放几个瓶子", "托盘上放了 12 个瓶子", True),
+    ("what does the pill dispenser cost per month", "missed doses fell from 9 a month to 1", False),
+    ("power consumption of the vacuum pump", "the pump draws 450 W at full suction", True),
+])
+def test_a_memory_answers_a_count_only_with_a_number_of_the_thing_counted(question: str, text: str, states: bool):
+    assert states_any(asked_dimensions(question), text) is states
+
+
+def test_counts_are_the_stems_of_the_things_numbered():
+    assert {"count:flask", "count:spindl"} <= stated_counts("20 flasks and 1,008 spindles")
+    assert "count:the" not in stated_counts("20 flasks in the incubator")

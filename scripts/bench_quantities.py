@@ -1,0 +1,54 @@
+"""Cost of relevance's asked-quantity check per candidate (robotmem.search.quantities).
+
+For a few questions, the time ``states_any`` takes on each memory of the judged set
+(datasets/retrieval/memories.jsonl), best of five passes; a count's memo is cleared
+before every memory, so each is measured cold. Beside it, in the same run, the check as
+it was before counts existed: every kind the memory states (``stated_dimensions``),
+intersected with the kinds asked.
+
+    python scripts/bench_quantities.py
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from robotmem.search.quantities import asked_dimensions, stated_counts, stated_dimensions, states_any
+
+MEMORIES = Path(__file__).resolve().parent.parent / "datasets" / "retrieval" / "memories.jsonl"
+QUESTIONS = (
+    "tank capacity of the sprayer",
+    "what does the pill dispenser cost per month",
+    "how many flasks fit in the incubator",
+    "why did the gripper slip",
+)
+
+
+def per_memory_us(question: str, texts: list[str], every_kind: bool = False, passes: int = 5) -> float:
+    asked = asked_dimensions(question)
+    best = float("inf")
+    for _ in range(passes):
+        start = time.perf_counter()
+        for text in texts:
+            stated_counts.cache_clear()
+            if every_kind:
+                bool(asked & stated_dimensions(text))
+            else:
+                states_any(asked, text)
+        best = min(best, time.perf_counter() - start)
+    return best / len(texts) * 1e6
+
+
+def main() -> None:
+    texts = [json.loads(line)["text"] for line in MEMORIES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    print(f"{len(texts)} memories, best of 5")
+    for question in QUESTIONS:
+        print(f"{question!r:48} asks {sorted(asked_dimensions(question)) or 'nothing'}: "
+              f"{per_memory_us(question, texts):.1f} us a memory "
+              f"(every kind matched, then intersected: {per_memory_us(question, texts, every_kind=True):.1f} us)")
+
+
+if __name__ == "__main__":
+    main()

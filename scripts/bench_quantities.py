@@ -1,10 +1,12 @@
-"""Cost of relevance's asked-quantity check per candidate (robotmem.search.quantities).
+"""Cost of relevance's quantity checks per candidate (robotmem.search.quantities).
 
 For a few questions, the time ``states_any`` takes on each memory of the judged set
 (datasets/retrieval/memories.jsonl), best of five passes; a count's memo is cleared
 before every memory, so each is measured cold. Beside it, in the same run, the check as
 it was before counts existed: every kind the memory states (``stated_dimensions``),
-intersected with the kinds asked.
+intersected with the kinds asked. Then the cost of judging a query's value with its unit in a
+memory ("40 A current limit": ``states_value``, then ``states_unit_of``), which coverage pays for
+each candidate that holds the number of a query that writes it with a unit.
 
     python scripts/bench_quantities.py
 """
@@ -15,7 +17,8 @@ import json
 import time
 from pathlib import Path
 
-from robotmem.search.quantities import asked_dimensions, stated_counts, stated_dimensions, states_any
+from robotmem.search.quantities import (asked_dimensions, stated_counts, stated_dimensions, states_any, states_unit_of,
+                                        states_value)
 
 MEMORIES = Path(__file__).resolve().parent.parent / "datasets" / "retrieval" / "memories.jsonl"
 QUESTIONS = (
@@ -41,6 +44,16 @@ def per_memory_us(question: str, texts: list[str], every_kind: bool = False, pas
     return best / len(texts) * 1e6
 
 
+def value_check_us(texts: list[str], passes: int = 5) -> float:
+    best = float("inf")
+    for _ in range(passes):
+        start = time.perf_counter()
+        for text in texts:
+            states_value(text, "40", "A") or states_unit_of(text, "40")
+        best = min(best, time.perf_counter() - start)
+    return best / len(texts) * 1e6
+
+
 def main() -> None:
     texts = [json.loads(line)["text"] for line in MEMORIES.read_text(encoding="utf-8").splitlines() if line.strip()]
     print(f"{len(texts)} memories, best of 5")
@@ -48,6 +61,7 @@ def main() -> None:
         print(f"{question!r:48} asks {sorted(asked_dimensions(question)) or 'nothing'}: "
               f"{per_memory_us(question, texts):.1f} us a memory "
               f"(every kind matched, then intersected: {per_memory_us(question, texts, every_kind=True):.1f} us)")
+    print(f"'40 A current limit': the value with its unit looked for: {value_check_us(texts):.1f} us a memory")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ from functools import lru_cache
 
 from .stems import is_stemmable, word_stem
 
-__all__ = ["asked_dimensions", "stated_counts", "stated_dimensions", "states_any"]
+__all__ = ["asked_dimensions", "stated_counts", "stated_dimensions", "states_any", "states_unit_of", "states_value",
+           "value_units"]
 
 #: Units by the dimension they measure, as written right after a number ("12 N", "3.5h", "40 分钟").
 _UNITS = {
@@ -37,8 +38,8 @@ _UNITS = {
     "sound": r"db|dba|db\(a\)|分贝",
     "temperature": r"°c|℃|c|°f|k|度",
     "pressure": r"pa|kpa|mpa|bar|mbar|psi|mmhg|帕",
-    # A lone A only glued to its number ("16A"): in "gate 3 a little late" it is an article.
-    "electric": r"v|mv|kv|(?<=\d)a|ma|w|kw|mw|mah|ah|wh|kwh|瓦|千瓦|伏|度电",
+    # Amperes only as a capital A ("40 A", "16A"): in "gate 3 a little late" it is an article.
+    "electric": r"v|mv|kv|(?-i:A)|ma|w|kw|mw|mah|ah|wh|kwh|瓦|千瓦|伏|度电",
     "area": r"m²|m2|km²|cm²|sq\.? ?m|ha|acres?|hectares?|亩|平方米|平米|公顷",
     "concentration": r"ppm|ppb|%|percent",
     "frequency": r"hz|khz|mhz|ghz",
@@ -122,6 +123,43 @@ _COUNTED = re.compile(rf"(?:\d[\d,.]*|\b(?:{_NUMBER_WORDS}))\s+((?:[a-z][a-z-]*\
 _MEASURE_WORDS = "个台只次张块件箱盘根片瓶袋包支辆头条层排套盒"
 _CHINESE_COUNT_ASKED = re.compile(rf"(?:多少|几)([{_MEASURE_WORDS}])")
 _CHINESE_COUNT_STATED = re.compile(rf"[\d一二三四五六七八九十百千万两]\s*([{_MEASURE_WORDS}])")
+
+
+#: Any unit, longest first, for a number written with its unit ("40 A", "58 %", "0.6 mm/s").
+_ANY_UNIT = "|".join(sorted({unit for units in _UNITS.values() for unit in units.split("|")}, key=len, reverse=True))
+#: Written as the tokenizer writes numbers (robotmem.store.tokens): digits, with dots or commas between.
+_VALUE_WITH_UNIT = re.compile(rf"(?<![\w.,])(\d+(?:[.,]\d+)*)\s*({_ANY_UNIT})(?![a-z0-9])", re.IGNORECASE)
+
+
+def value_units(text: str) -> dict[str, str]:
+    """Each number written with a unit right after it ("40 A", "58 %", "0.6 mm/s"), by the number as
+    written, to that unit as written (the first when a number recurs)."""
+    units: dict[str, str] = {}
+    for match in _VALUE_WITH_UNIT.finditer(text):
+        units.setdefault(match.group(1), match.group(2))
+    return units
+
+
+@lru_cache(maxsize=8192)
+def _value_pattern(number: str, unit: str) -> re.Pattern[str]:
+    # Amperes only as a capital A, as in _UNITS; every other unit in any case ("58 %", "20 G").
+    written = "(?-i:A)" if unit in ("A", "a") else re.escape(unit)
+    return re.compile(rf"(?<![\w.,]){re.escape(number)}\s*{written}(?![a-z0-9])", re.IGNORECASE)
+
+
+def states_value(text: str, number: str, unit: str) -> bool:
+    """Whether the text gives ``number`` with ``unit`` ("45 A" does not state 40 A; "40 cm" does not)."""
+    return _value_pattern(number, unit).search(text) is not None
+
+
+@lru_cache(maxsize=8192)
+def _number_pattern(number: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![\w.,]){re.escape(number)}\s*(?:{_ANY_UNIT})(?![a-z0-9])", re.IGNORECASE)
+
+
+def states_unit_of(text: str, number: str) -> bool:
+    """Whether the text gives ``number`` with some unit ("a 40 cm box jump" for 40)."""
+    return _number_pattern(number).search(text) is not None
 
 
 @lru_cache(maxsize=1024)

@@ -80,7 +80,7 @@ from ..store.backend import dialect_of
 from ..store.connection import scalar
 from ..store.tokens import identifier_key_words, is_bare_number, query_tokens, token_parts
 from .count_cache import CountCache, store_stamp
-from .quantities import asked_dimensions, states_any
+from .quantities import asked_dimensions, states_any, states_unit_of, states_value, value_units
 from .stems import is_stemmable, word_stem
 
 __all__ = [
@@ -259,6 +259,10 @@ class QueryTerms:
     def meaning_weight(self) -> float:
         return self.fit.meaning_weight * (1.0 - self.fit.value_damping * self.value_share)
 
+    #: For each bare number written with a unit in the query ("40 A", "58 %"), the number as written
+    #: and its unit; None for every other token (robotmem.search.quantities.value_units).
+    units: tuple[tuple[str, str] | None, ...] = ()
+
     @cached_property
     def anchors(self) -> tuple[tuple[int, ...], ...]:
         """For each bare number (``0.4``, ``2.5``, ``18000``), the words next to it in the query (its
@@ -293,7 +297,17 @@ def query_terms(conn: apsw.Connection, text: str, fit: RelevanceFit = ENGLISH_FI
         return QueryTerms((), (), cjk_share(text), fit, asked, wide)
     df = document_frequencies(conn, tokens)
     weights = tuple(_idf(df.get(t, 0), n) * (_VALUE_WEIGHT if _DIGIT.search(t) else 1.0) for t in tokens)
-    return QueryTerms(tuple(tokens), weights, cjk_share(text), fit, asked, wide)
+    return QueryTerms(tuple(tokens), weights, cjk_share(text), fit, asked, wide, _units_of(text, tokens))
+
+
+def _units_of(text: str, tokens: list[str]) -> tuple[tuple[str, str] | None, ...]:
+    """Each bare-number token's number as written and its unit, where the query writes one after it."""
+    written = {}
+    for number, unit in value_units(text).items():
+        as_token = query_tokens(number)
+        if len(as_token) == 1:
+            written[as_token[0]] = (number, unit)
+    return tuple(written.get(t) if is_bare_number(t) else None for t in tokens)
 
 
 def document_frequencies(conn: Any, tokens: list[str]) -> dict[str, int]:
@@ -396,8 +410,10 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     # A unit or parameter name can only be found in the query's own language ("firmware" is not in
     # a Chinese note about firmware 3.2.1).
     bind = abs(terms.cjk - content_cjk) < 0.5
-    held = sum(_held_weight(w, anchors, matched) if bind else w
-               for w, hit, anchors in zip(terms.weights, matched, terms.anchors) if hit)
+    with_unit = _values_with_units(terms, content, matched) if bind and any(terms.units) else {}
+    held = sum(w if with_unit.get(i) else _held_weight(w, anchors, matched) if bind else w
+               for i, (w, hit, anchors) in enumerate(zip(terms.weights, matched, terms.anchors))
+               if with_unit.get(i, hit))
     coverage = held / total if total > 0 else 0.0
     words = sum(w for t, w, hit in zip(terms.tokens, terms.weights, matched) if hit and not _DIGIT.search(t))
     word_coverage = words / terms.word_total if terms.word_total > 0 else 0.0
@@ -411,6 +427,25 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit,
                          quantity_missing=missing, word_coverage=word_coverage, query_cjk=terms.cjk,
                          coverage_floor=terms.coverage_floor, query_value_share=terms.value_share)
+
+
+def _values_with_units(terms: QueryTerms, content: str, matched: list[bool]) -> dict[int, bool]:
+    """For each number the query writes with a unit ("40 A current limit"), whether the memory holds
+    that value: only where its text gives the number with the same unit. With another unit it is
+    another quantity ("a 40 cm box jump"), not held, whatever words sit beside it; a memory whose
+    text gives the number with no unit (or only in its context) is left to the word rule
+    (``_held_weight``). Among near-duplicates ("45 A", "10 g" for "20 g") this is what ranks the
+    memory with the value asked for first."""
+    decided: dict[int, bool] = {}
+    for i, written in enumerate(terms.units):
+        if written is None or not matched[i]:
+            continue
+        number, unit = written
+        if states_value(content, number, unit):
+            decided[i] = True
+        elif states_unit_of(content, number):
+            decided[i] = False
+    return decided
 
 
 def _named_beside_values(terms: QueryTerms, doc: set[str], context: str | None, matched: list[bool]) -> list[bool]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from robotmem.search.quantities import asked_dimensions, stated_counts, stated_dimensions, states_any
+from robotmem.search.quantities import (asked_dimensions, stated_counts, stated_dimensions, states_any, states_unit_of,
+                                        states_value, value_units)
 
 
 @pytest.mark.parametrize("question, asked", [
@@ -114,3 +115,34 @@ def test_a_memory_answers_a_count_only_with_a_number_of_the_thing_counted(questi
 def test_counts_are_the_stems_of_the_things_numbered():
     assert {"count:flask", "count:spindl"} <= stated_counts("20 flasks and 1,008 spindles")
     assert "count:the" not in stated_counts("20 flasks in the incubator")
+
+
+@pytest.mark.parametrize("text, units", [
+    ("40 A current limit", {"40": "A"}),
+    ("spinning hall humidity at 58 %", {"58": "%"}),
+    ("electrode array advanced at 0.6 mm/s", {"0.6": "mm/s"}),
+    ("12 N·m shoulder assist", {"12": "N·m"}),
+    ("1,200 m2 at 3.5 knots", {"1,200": "m2", "3.5": "knots"}),
+    ("it reached gate 3 a little late", {}),   # an article, not amperes
+    ("firmware 3.2.1 on RG2-FT-0417", {}),      # versions and part numbers carry no unit
+])
+def test_numbers_written_with_a_unit_are_found_with_it(text: str, units: dict[str, str]):
+    assert value_units(text) == units
+
+
+@pytest.mark.parametrize("text, number, unit, states", [
+    ("the H1's wrist motor hit its 40 A current limit", "40", "A", True),
+    ("the knee motor tripped its 45 A current limit", "40", "A", False),
+    ("landing from a 40 cm box jump", "40", "A", False),
+    ("humidified back to 58%", "58", "%", True),
+    ("advancing at 10.6 mm/s", "0.6", "mm/s", False),
+    ("at 12 n·m the exoskeleton pushed", "12", "N·m", True),
+])
+def test_a_value_is_stated_only_with_its_own_number_and_unit(text: str, number: str, unit: str, states: bool):
+    assert states_value(text, number, unit) is states
+
+
+def test_a_number_given_with_any_unit_is_found_with_it():
+    assert states_unit_of("landing from a 40 cm box jump", "40")
+    assert not states_unit_of("case 40 was closed", "40")          # no unit: the word rule decides
+    assert not states_unit_of("advancing at 10.6 mm/s", "0.6")     # another number

@@ -15,7 +15,9 @@ same pair scores the same in every answer and an empty answer is possible):
   (0.4, 2.5, 18000) counts double only where the memory also has a word next to it in the
   query, its unit or parameter name: "0.4" in a note about "±0.4 m" is not "0.4 Nm", nor
   "heading_kp=2.5" "depth_kp=2.5" (a memory in another language keeps the double weight:
-  no English word finds its unit).
+  no English word finds its unit). A number the query writes with a unit ("40 A current
+  limit") is held only where the memory gives it with the same unit: "a 40 cm box jump" is
+  another quantity.
 
 The signals are mixed convexly, ``match = w * meaning' + (1 - w) * coverage ** p``
 (coverage squared so that one shared word out of five says little; where the request ranks
@@ -233,6 +235,9 @@ class QueryTerms:
     #: The request ranks among NARROW_ROWS memories or more (its filter's or session's rows, else the
     #: store's): there one shared word of a long question is what many unrelated memories have.
     wide: bool = True
+    #: For each bare number written with a unit in the query ("40 A", "58 %"), the number as written
+    #: and its unit; None for every other token (robotmem.search.quantities.value_units).
+    units: tuple[tuple[str, str] | None, ...] = ()
 
     @cached_property
     def total(self) -> float:
@@ -258,10 +263,6 @@ class QueryTerms:
     @cached_property
     def meaning_weight(self) -> float:
         return self.fit.meaning_weight * (1.0 - self.fit.value_damping * self.value_share)
-
-    #: For each bare number written with a unit in the query ("40 A", "58 %"), the number as written
-    #: and its unit; None for every other token (robotmem.search.quantities.value_units).
-    units: tuple[tuple[str, str] | None, ...] = ()
 
     @cached_property
     def anchors(self) -> tuple[tuple[int, ...], ...]:

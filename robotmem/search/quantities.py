@@ -142,8 +142,9 @@ def value_units(text: str) -> dict[str, str]:
 
 @lru_cache(maxsize=8192)
 def _value_pattern(number: str, unit: str) -> re.Pattern[str]:
-    # Amperes only as a capital A, as in _UNITS; every other unit in any case ("58 %", "20 G").
-    written = "(?-i:A)" if unit in ("A", "a") else re.escape(unit)
+    # Amperes only as a capital A, as in _UNITS (value_units finds no other); every other unit in
+    # any case ("58 %", "20 G").
+    written = "(?-i:A)" if unit == "A" else re.escape(unit)
     return re.compile(rf"(?<![\w.,]){re.escape(number)}\s*{written}(?![a-z0-9])", re.IGNORECASE)
 
 

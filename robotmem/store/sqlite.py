@@ -126,9 +126,6 @@ class SqliteStore(Database):
     session_overviews = staticmethod(sessions.session_overviews)
     store_stats = staticmethod(stats.store_stats)
     purge_page = staticmethod(purge.purge_sqlite_page)
-
-    def after_purge(self) -> list[str]:
-        return []  # SQLite reuses the freed pages of every table and index for the next writes
     count_purgeable = staticmethod(purge.count_purgeable)
     ids_by_uid = staticmethod(memories.ids_by_uid)
     adopt_uid = staticmethod(memories.adopt_uid)
@@ -136,6 +133,9 @@ class SqliteStore(Database):
     iter_rows = staticmethod(memories.iter_rows)
     insert_session_row = staticmethod(sessions.insert_session_row)
     all_sessions = staticmethod(sessions.all_sessions)
+
+    def after_purge(self) -> list[str]:
+        return []  # SQLite reuses the freed pages of every table and index for the next writes
 
     @staticmethod
     def lock_session(conn: apsw.Connection, session_id: str) -> None:

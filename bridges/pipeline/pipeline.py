@@ -123,6 +123,7 @@ class Pipeline:
         background_writes: bool = False,
         write_retry: RetryPolicy | None = None,
         stored_until_ns: int | None = None,
+        upstream_interval_s: Callable[[str], float] | None = None,
     ) -> None:
         """``session_id_for(start_ns)`` gives deterministic session ids (replay); an id that
         already exists as an ended session is skipped, an open one is rewritten from scratch.
@@ -133,7 +134,10 @@ class Pipeline:
         stored once with ``source.note_key`` and skipped when a later run finds it stored.
         ``background_writes`` writes (and embeds) on a worker thread in batches (replay; see
         background.py); ``flush`` and ``close`` wait for it. ``write_retry`` holds and retries
-        writes the store refuses with StorageError (the live bridge; see outbox.py)."""
+        writes the store refuses with StorageError (the live bridge; see outbox.py).
+        ``upstream_interval_s(topic)``: the source already passes at most one message of the
+        topic per this many seconds (the live bridge: rosbridge's throttle); a rule sampling no
+        more often than that is not applied again (see :meth:`_sample_ns`)."""
         self.config = config
         self.collection = collection
         self.robot_id = robot_id
@@ -147,6 +151,7 @@ class Pipeline:
         self._session_id_for = session_id_for
         self._note_key_for = note_key_for
         self._stored_until_ns = stored_until_ns
+        self._upstream_interval_s = upstream_interval_s
         self._source_meta = {"url": source} if "://" in source else {"file": source}
         self._handlers: dict[tuple[str, str], _Handler] = {}
         self._robot_pose = RobotPoseTracker(config.pose_max_age_s)
@@ -330,7 +335,7 @@ class Pipeline:
         handler = _Handler("ignored", stats)
         if rules:
             rule = rules[0]
-            handler = _Handler(rule.converter, stats, rule, sample_ns=int(rule.sample_every_s * 1e9))
+            handler = _Handler(rule.converter, stats, rule, sample_ns=self._sample_ns(topic, rule))
             if rule.converter not in ("learn", "episode"):
                 handler.gaps = GapDetector(topic, self.config.gap_min_s, self.config.gap_periods)
                 shared = self._shared_converter(rule.converter)
@@ -340,6 +345,18 @@ class Pipeline:
         stats.converter = handler.kind
         self._handlers[(topic, msgtype)] = handler
         return handler
+
+    def _sample_ns(self, topic: str, rule: TopicRule) -> int:
+        """The rule's sampling interval, or 0 when the source has already sampled the topic.
+
+        rosbridge throttles on its own clock and the pipeline samples on message stamps. On a
+        loaded machine two frames the server sent a second apart can be stamped 0.6 s apart,
+        and sampling them again would drop one of the frames the throttle chose.
+        """
+        interval_s = rule.sample_every_s
+        if self._upstream_interval_s is not None and 0 < interval_s <= self._upstream_interval_s(topic):
+            return 0
+        return int(interval_s * 1e9)
 
     def _shared_converter(self, kind: str) -> Converter | None:
         """/tf and /tf_static feed one tf converter (a chain uses links of both)."""

@@ -102,9 +102,12 @@ class RosBridge:
         self.inbox = BoundedInbox(options.queue_capacity, options.queue_max_bytes)
         policy = episode_policy or default_episode_policy(config)
         self._marker_topic = policy.marker_topic
+        #: topic -> the throttle it is subscribed with: the server samples those topics already
+        self._throttle_ms: dict[str, int] = {}
         self.pipeline = Pipeline(memory, config, collection=options.collection, robot_id=options.robot_id,
                                  episode_policy=policy, source=options.url, dry_run=options.dry_run,
-                                 write_retry=options.write_retry)
+                                 write_retry=options.write_retry,
+                                 upstream_interval_s=lambda topic: self._throttle_ms.get(topic, 0) / 1000)
         self.follower: ControlSessionFollower | None = None
         if options.follow_control_sessions and policy.marker_topic is not None and memory is not None:
             marker_topic = policy.marker_topic
@@ -239,6 +242,7 @@ class RosBridge:
         report = plan_subscriptions(self.config, available)
         new = []
         for s in report.subscriptions:
+            self._throttle_ms[s.topic] = s.throttle_rate_ms
             before = self.connection.subscribe(s.topic, s.wire_type, self._on_message_for(s.topic, s.wire_type),
                                                throttle_rate_ms=s.throttle_rate_ms, queue_length=s.queue_length)
             if before:

@@ -112,6 +112,19 @@ def test_frames_throttled_to_about_one_per_second_are_all_kept(make_pipeline: Ma
     assert stats.topics["/camera/image_raw"].sampled_out == 0
 
 
+@pytest.mark.parametrize(("upstream_s", "kept"), [(1.0, 4), (5.0, 4), (0.5, 3), (0.0, 3)])
+def test_a_topic_the_source_throttled_at_least_as_much_is_not_sampled_again(
+        make_pipeline: MakePipeline, upstream_s: float, kept: int) -> None:
+    """Stamps 0.6 s apart that a 1 s server throttle chose: kept when the source throttles at or
+    above the rule's interval; sampled on the stamps (one early frame dropped) otherwise."""
+    pipeline = make_pipeline(upstream_interval_s=lambda topic: upstream_s if topic == "/camera/image_raw" else 0.0)
+    for t in (0.0, 0.6, 1.9, 2.5):
+        pipeline.feed(_image(T0 + int(t * S), 16, 16, "mono8", bytes(16 * 16), 16))
+    stats = pipeline.close()
+    assert stats.topics["/camera/image_raw"].records == kept
+    assert stats.topics["/camera/image_raw"].sampled_out == 4 - kept
+
+
 def test_an_unsupported_encoding_keeps_metadata_and_a_short_buffer_is_malformed(
     mem: Memory, make_pipeline: MakePipeline
 ) -> None:

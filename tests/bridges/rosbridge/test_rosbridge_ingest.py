@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,38 @@ def test_a_frame_stamped_before_the_end_that_arrives_after_it_is_in_the_episode(
     final = bridge.stop()
     assert final.late == {camera: 1} and camera not in final.outside_episode  # the summary and --json say so
     assert f"{camera}: received 1, ingested 1, dropped 0, malformed 0, rejected 0, late 1" in format_summary(final, 1.0)
+
+
+def test_frames_the_server_throttled_are_all_kept_however_their_stamps_fall(
+        rosbridge_server: RosbridgeTestServer, start_bridge, memory: Memory, tmp_path: Path) -> None:
+    """rosbridge throttles on its clock, the robot stamps on its own: on a loaded machine two
+    frames the server sent a second apart can be stamped 0.6 s apart. The server already
+    sampled the camera (throttle 1000 ms >= sample_every_s 1.0), so the pipeline keeps every
+    frame; a camera the server does not throttle is still sampled on its stamps."""
+    camera, depth = "/camera/image_raw", "/camera/depth/image_raw"
+    rosbridge_server.add_topic(camera, "sensor_msgs/msg/Image")
+    rosbridge_server.add_topic(depth, "sensor_msgs/msg/Image")
+    config_file = tmp_path / "bridge.toml"
+    config_file.write_text(f'[[topics]]\ntopic = "{depth}"\nmsgtype = "sensor_msgs/msg/Image"\n'
+                           'converter = "image"\nthrottle_rate_ms = 0\nsample_every_s = 1.0\n')
+    bridge = start_bridge(rosbridge_server, load_bridge_config(config_file))
+    wait_subscribed(rosbridge_server, "/odom", EPISODE, camera, depth)
+    assert rosbridge_server.wait_for_subscription(depth).throttle_rate == 0
+    assert rosbridge_server.wait_for_subscription(camera).throttle_rate == 1000
+    rosbridge_server.publish(EPISODE, m.string("start"))
+    stamps = [100.0, 100.6, 101.9, 102.5]
+    for t in stamps:
+        rosbridge_server.publish("/odom", m.odometry(t, t - 100.0, 0.0))
+        rosbridge_server.publish(camera, m.image(t, 4, 4))
+        rosbridge_server.publish(depth, m.image(t, 4, 4))
+        time.sleep(1.05)  # the server's throttle passes one frame a second (of its clock)
+    rosbridge_server.publish(EPISODE, m.string("end"))
+    wait_received(bridge, EPISODE, 2)
+    final = bridge.stop()
+    (session,) = bridge_sessions(memory)
+    assert final.fed[camera] == len(records(memory, session["session_id"], topic=camera)) == len(stamps)
+    # slots a second apart from 100 s, a frame up to 0.25 s early taking its slot: 100.6 is dropped
+    assert len(records(memory, session["session_id"], topic=depth)) == len(stamps) - 1
 
 
 def l_shaped_path(i: int, t0: float, origin: tuple[float, float]) -> dict:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import base64
 import binascii
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bridges.pipeline.messages import (
@@ -86,6 +88,15 @@ class MessageClock:
     def moved_from(self, offset_ns: int) -> bool:
         """Whether the offset has moved more than ``CLOCK_JUMP_S`` away from ``offset_ns``."""
         return abs(self.offset_ns - offset_ns) > CLOCK_JUMP_NS
+
+    @contextmanager
+    def as_it_was(self, offset_ns: int) -> Iterator[None]:
+        """Translate with an earlier offset for a moment (messages stamped before the clock jumped)."""
+        current, self.offset_ns = self.offset_ns, offset_ns
+        try:
+            yield
+        finally:
+            self.offset_ns = current
 
     def assume_wall_clock(self) -> None:
         """No stamped message came: the robot's clock is taken to be the wall clock."""

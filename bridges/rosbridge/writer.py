@@ -20,6 +20,12 @@ message, and its stamp that far before its topic's last one, the pipeline is tol
 (``Pipeline.time_reset``): the episode is split there. Its own topic must have gone back too:
 topics stamped by clocks a minute apart swing the clock (a median) between them, which puts
 arrival times back by as much while no stream's time goes back.
+
+rosbridge forwards each topic on its own queue, so around a reset the topics' messages cross:
+one topic's first messages on the new clock arrive before another's last ones on the old. When the
+clock has jumped back, the messages on the new clock wait (``_ClockSwitch``) until every topic
+heard on the old clock in the last ``SWITCH_RECENT_S`` has sent one on the new clock too (at most
+``clock_grace_s``); the ones still on the old clock are fed first, into the episode they belong to.
 """
 
 from __future__ import annotations
@@ -39,6 +45,23 @@ from .inbox import BoundedInbox, Received
 __all__ = ["IngestWriter", "PipelineLike", "WriterCounters"]
 
 LOG = logging.getLogger("bridges.rosbridge")
+
+#: after the clock jumped back, a topic heard on the old clock this recently (receive time) is
+#: waited for: its messages still in flight belong before the reset
+SWITCH_RECENT_S = 1.0
+
+
+@dataclass
+class _ClockSwitch:
+    """The clock jumped back; messages on the new clock wait for the other topics' stragglers."""
+
+    old_offset_ns: int
+    #: topics heard on the old clock recently that have sent nothing on the new clock yet
+    waiting: set[str]
+    #: messages on the new clock (and unstamped ones), fed when no topic waits any more
+    held: list[Received]
+    #: receive time of the first message on the new clock
+    since_ns: int
 
 
 class PipelineLike(Protocol):
@@ -91,6 +114,13 @@ class IngestWriter:
         self._suspects: list[Received] = []
         #: the clock's offset when the first suspect came
         self._offset_before_ns = 0
+        #: the first suspect's stamp went back on its own topic: a sign of a reset, which another
+        #: topic's message on the old clock (one still in flight) does not overrule
+        self._suspect_went_back = False
+        #: the clock jumped back and messages on the new clock wait for the old one's stragglers
+        self._switch: _ClockSwitch | None = None
+        #: each topic's latest receive time fed to the pipeline (wall clock)
+        self._heard_ns: dict[str, int] = {}
         #: the newest arrival time fed to the pipeline, on the robot's clock
         self._latest_arrival_ns: int | None = None
         #: each topic's newest header stamp since the last reset
@@ -151,22 +181,27 @@ class IngestWriter:
                     self.progress.notify_all()
         finally:
             self._release_suspects()
+            self._end_switch()
             self._release_held(assume_wall=True)
             self.final_stats = self._close_pipeline()
             with self.progress:
                 self.progress.notify_all()
 
     def _feed(self, item: Received) -> None:
-        if self.clock.synced:
+        if self._switch is not None:
+            self._feed_while_switching(self._switch, item)
+        elif self.clock.synced:
             stamp_ns = raw_stamp_ns(item)
             if not self._suspects and not (stamp_ns > 0 and self.clock.disagrees(stamp_ns, item.receive_ns)):
                 self._feed_converted(item, self._convert(item))
                 return
             if not self._suspects:
                 self._offset_before_ns = self.clock.offset_ns
+                last = self._latest_stamp_ns.get(item.topic)
+                self._suspect_went_back = last is not None and stamp_ns < last - CLOCK_JUMP_NS
             self._suspects.append(item)
             if stamp_ns > 0:
-                self._judge_suspects(stamp_ns, item.receive_ns)
+                self._judge_suspects(item.topic, stamp_ns, item.receive_ns)
         elif not has_stamp(item):
             self._held.append(item)
         else:
@@ -174,18 +209,60 @@ class IngestWriter:
             self._release_held()  # ... so the held ones land before it, on its clock
             self._feed_converted(item, msg)
 
-    def _judge_suspects(self, stamp_ns: int, receive_ns: int) -> None:
-        """A stamped message while suspects wait: release them once the clock has decided."""
+    def _judge_suspects(self, topic: str, stamp_ns: int, receive_ns: int) -> None:
+        """A stamped message while suspects wait: release them once the clock has decided.
+
+        A message on the old clock says the first suspect was one bad stamp, unless that suspect's
+        stamp went back on its own topic and the message is another topic's: rosbridge forwards
+        each topic on its own queue, so after a simulator reset another topic's messages stamped
+        before it still arrive for a moment. Then only the suspect's own topic, or the clock's
+        lasting change, decides."""
         agrees = not self.clock.disagrees(stamp_ns, receive_ns)
         self.clock.observe(stamp_ns, receive_ns)
-        if agrees or self.clock.moved_from(self._offset_before_ns):
+        own_verdict = not self._suspect_went_back or topic == self._suspects[0].topic
+        if (agrees and own_verdict) or self.clock.moved_from(self._offset_before_ns):
             self._release_suspects()
 
     def _release_suspects(self) -> None:
-        """Feed the held suspects on the clock as it stands (each stamp already observed)."""
+        """Feed the held suspects on the clock as it stands (each stamp already observed). After a
+        lasting change, those stamped on the old clock (in flight when it jumped) go first, on the
+        old clock, so that they land in the episode they belong to, before the reset is noticed."""
         suspects, self._suspects = self._suspects, []
-        for item in suspects:
-            self._feed_converted(item, self._convert(item, observe=False))
+        if self._suspect_went_back and suspects and self.clock.moved_from(self._offset_before_ns):
+            switch = _ClockSwitch(self._offset_before_ns, set(), [], suspects[0].receive_ns)
+            switch.waiting = {topic for topic, heard in self._heard_ns.items()
+                              if heard >= switch.since_ns - int(SWITCH_RECENT_S * 1e9)}
+            self._switch = switch
+        for item in suspects:  # the switch may end on any of them
+            if self._switch is not None:
+                self._feed_while_switching(self._switch, item, observed=True)
+            else:
+                self._feed_converted(item, self._convert(item, observe=False))
+
+    def _feed_while_switching(self, switch: _ClockSwitch, item: Received, *, observed: bool = False) -> None:
+        """A straggler on the old clock is fed at once, on the old clock; the rest waits (see the module
+        docstring). ``observed``: the clock has seen its stamp (a released suspect)."""
+        stamp_ns = raw_stamp_ns(item)
+        if stamp_ns > 0:
+            with self.clock.as_it_was(switch.old_offset_ns):
+                on_old = not self.clock.disagrees(stamp_ns, item.receive_ns)
+                if on_old:
+                    self._feed_converted(item, self._convert(item, observe=False))
+            if on_old:
+                return
+            if not observed:
+                self.clock.observe(stamp_ns, item.receive_ns)
+            switch.waiting.discard(item.topic)
+        switch.held.append(item)
+        if not switch.waiting or item.receive_ns - switch.since_ns >= self.clock_grace_ns:
+            self._end_switch()
+
+    def _end_switch(self) -> None:
+        """Feed the messages on the new clock (the first one's stamp went back: the reset is noticed there)."""
+        switch, self._switch = self._switch, None
+        if switch is not None:
+            for item in switch.held:
+                self._feed_converted(item, self._convert(item, observe=False))
 
     def _release_held(self, *, assume_wall: bool = False) -> None:
         if assume_wall and not self.clock.synced:
@@ -221,6 +298,7 @@ class IngestWriter:
             return
         self.counters.fed[item.topic] += 1
         self._fed_receive_ns = item.receive_ns
+        self._heard_ns[item.topic] = item.receive_ns
         lag = (time.monotonic_ns() - item.receive_mono_ns) / 1e9
         self.counters.lag_s = lag
         self.counters.max_lag_s = max(self.counters.max_lag_s, lag)
@@ -248,6 +326,9 @@ class IngestWriter:
     def _tick(self) -> None:
         if self._suspects and time.monotonic_ns() - self._suspects[0].receive_mono_ns >= self.clock_grace_ns:
             self._release_suspects()  # no majority came: one odd stamp on a quiet robot
+        if self._switch is not None and self._switch.held and \
+                time.monotonic_ns() - self._switch.held[0].receive_mono_ns >= self.clock_grace_ns:
+            self._end_switch()  # a topic fell silent at the reset
         if self._held and time.monotonic_ns() - self._held[0].receive_mono_ns >= self.clock_grace_ns:
             self._release_held(assume_wall=True)
         if not self.clock.synced:

@@ -379,6 +379,42 @@ def test_a_clock_stepped_back_on_the_bridges_machine_too_splits_the_episode_and_
         assert writer.counters.time_resets == pipeline.stats.time_resets == 1
 
 
+@pytest.mark.parametrize("late_topic", ["/joint_states", "/odom"])
+def test_messages_stamped_before_a_simulator_reset_that_arrive_after_it_stay_in_their_episode(
+        robotmem_home: Path, late_topic: str) -> None:
+    """Sim time goes back from 303 s to 0.5 s at wall second 3. rosbridge forwards each topic on its own
+    queue, so one topic's last messages stamped before the reset arrive after the other topic's
+    first messages stamped after it. A message of the old clock right after the first one of the
+    new used to release that first one as "one bad stamp", on the old clock: a message of the new
+    episode went into the old one (the real server's test found 151 odometry messages of 150)."""
+    wall0 = time.time_ns() - 600 * 10**9
+    events = []  # (receive ns, topic, stamp s)
+    for topic, hz in (("/odom", 50), ("/joint_states", 100)):
+        for i in range(6 * hz):
+            wall = i / hz
+            stamp = 300.0 + wall if wall < 3.0 else wall - 2.5
+            # from 60 ms before the reset on, the late topic's queue runs 80 ms behind the other's
+            delay = 0.08 if topic == late_topic and wall >= 2.94 else 0.001
+            events.append((wall0 + int((wall + delay) * 1e9), topic, stamp))
+    inbox = BoundedInbox(5000)
+    for receive_ns, topic, stamp in sorted(events):
+        raw = (m.odometry(stamp, stamp % 300, 0.0) if topic == "/odom"
+               else m.joint_state(stamp, ["j1"], [0.0]))
+        msgtype = "nav_msgs/msg/Odometry" if topic == "/odom" else "sensor_msgs/msg/JointState"
+        inbox.put(received(topic, msgtype, raw, receive_ns))
+    with Memory(robotmem_home / "memory.db", collection="robot", embedder=None) as memory:
+        pipeline, writer = _write_all(memory, inbox)
+        sessions = sorted(memory.list_sessions(collection="robot"),
+                          key=lambda s: -s["context"]["episode"]["t_start_ns"])  # the pre-reset one first
+        assert len(sessions) == 2 and writer.counters.time_resets == 1
+        for session in sessions:
+            for topic, count, sent in (("/odom", "raw_points", 150), ("/joint_states", "raw_samples", 300)):
+                chunks = [r for r in memory.session_timeline(session["session_id"])["memories"]
+                          if r["context"]["source"].get("topic") == topic]
+                assert sum(memory.get_data(c["id"])[count] for c in chunks) == sent, topic
+        assert pipeline.stats.topics["/odom"].outside_episode == pipeline.stats.topics["/joint_states"].late == 0
+
+
 def test_two_topics_stamped_by_clocks_a_minute_apart_are_not_a_clock_reset(robotmem_home: Path) -> None:
     """Odometry on the robot's clock, a camera on its own clock 60 s behind, at the same rate: the
     bridge's clock (the median of the last five offsets) swings between the two, and each swing puts

@@ -15,7 +15,7 @@ the query's CJK share alone and times the mixed score (Chinese queries' own line
 query's share of exact values (Platt scaling with seven inputs). Paste the printed constants into robotmem/search/relevance.py and
 robotmem/search/fusion.py.
 
-    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held23]] [--model multilingual-e5-small]
+    python scripts/fit_relevance.py [--splits tune [held] [held2] ... [held25]] [--model multilingual-e5-small]
 
 ``--model`` fits the constants of another embedding model (robotmem.search.relevance.RelevanceFit:
 each model's cosines have their own scale); ``--model none`` those of recall without vectors (no

@@ -10,6 +10,13 @@ irrelevant one into an answer. Hits are ordered on the match score, not on the c
 relevance, because calibration saturates near 1 where near-duplicates still differ, and
 because relevance also weighs how far the model puts a memory behind the nearest candidate
 (robotmem.search.relevance), which would let the cosine outvote an exact value.
+
+One rule orders across candidates: a memory that gives the value the query writes with its unit
+("12 N·m shoulder assist") ranks above the first memory that gives that unit only with another
+number ("8 N·m of assist"), when it holds at least half of the words that near-duplicate shares
+with the query (``values_first``). The near-duplicate often restates more of the question's
+words, and its cosine cannot tell 8 from 12; the word guard keeps a memory that shares only the
+number ("a 12 N·m bolt") where it was. Relevance, a property of each pair, is not changed.
 """
 
 from __future__ import annotations
@@ -21,10 +28,10 @@ import apsw
 
 from ..store.backend import dialect_of
 from . import sql
-from .relevance import (MatchFeatures, QueryTerms, fit_for, match_features, match_score, narrowness, query_terms,
-                        relevance, trusted_cosine)
+from .relevance import (VALUE_HELD, VALUE_OTHER, MatchFeatures, QueryTerms, fit_for, match_features, match_score,
+                        narrowness, query_terms, relevance, trusted_cosine)
 
-__all__ = ["CONFIDENCE_WEIGHT", "RELEVANCE_DIGITS", "Fused", "fuse", "fuse_more", "order_score"]
+__all__ = ["CONFIDENCE_WEIGHT", "RELEVANCE_DIGITS", "Fused", "fuse", "fuse_more", "order_score", "values_first"]
 
 #: The share of the ordering score that decayed confidence (recency x reinforcement) decides:
 #: enough to order ties, too little to lift a weaker match over a clearly better one. At 0.05 it
@@ -33,6 +40,9 @@ __all__ = ["CONFIDENCE_WEIGHT", "RELEVANCE_DIGITS", "Fused", "fuse", "fuse_more"
 CONFIDENCE_WEIGHT = 0.02
 #: Relevance is reported (and cut by min_relevance) to this many decimals.
 RELEVANCE_DIGITS = 4
+#: values_first: a memory with the value asked for goes above its near-duplicate when it holds at least
+#: this share of the words the near-duplicate holds (0.3 to 0.6 rank the tuning splits alike).
+HOLDER_WORDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -49,6 +59,8 @@ class Fused:
     #: The query's terms (IDF weights, asked quantities), read once for the candidates and reused for
     #: memories added later; None when no candidate was scored.
     terms: QueryTerms | None = None
+    #: Every candidate's signals, kept so that the ranking of memories added later is decided with them.
+    features: dict[int, MatchFeatures] = field(default_factory=dict)
 
 
 def fuse(
@@ -80,9 +92,9 @@ def fuse_more(
         return fused
     terms = fused.terms if fused.terms is not None else query_terms(conn, query, fit_for(model_id), fused.narrowed_to)
     added = _scored(_features(conn, terms, extra, similarity), fused.best, fused.narrowed_to, terms)
-    return Fused(match=dict(sorted({**fused.match, **added.match}.items(), key=lambda kv: -kv[1])),
-                 relevance={**fused.relevance, **added.relevance}, best=fused.best, narrowed_to=fused.narrowed_to,
-                 terms=terms)
+    features = {**fused.features, **added.features}
+    return Fused(match=_ranked(features), relevance={**fused.relevance, **added.relevance}, best=fused.best,
+                 narrowed_to=fused.narrowed_to, terms=terms, features=features)
 
 
 def _features(
@@ -108,13 +120,34 @@ def _features(
 
 def _scored(features: dict[int, MatchFeatures], best: float, narrowed_to: int | None, terms: QueryTerms) -> Fused:
     """Match (best first; ties in candidate order) and relevance of every candidate."""
-    match = {memory_id: match_score(f) for memory_id, f in features.items()}
     narrow = narrowness(narrowed_to)
     # Rounded as reported, so that min_relevance cuts at the figure the caller sees.
-    return Fused(match=dict(sorted(match.items(), key=lambda kv: -kv[1])),
+    return Fused(match=_ranked(features),
                  relevance={memory_id: round(relevance(f, best, narrow), RELEVANCE_DIGITS)
                             for memory_id, f in features.items()},
-                 best=best, narrowed_to=narrowed_to, terms=terms)
+                 best=best, narrowed_to=narrowed_to, terms=terms, features=features)
+
+
+def _ranked(features: dict[int, MatchFeatures]) -> dict[int, float]:
+    """Match scores, best first (ties in candidate order), with values_first applied."""
+    match = dict(sorted(((memory_id, match_score(f)) for memory_id, f in features.items()), key=lambda kv: -kv[1]))
+    return values_first(match, features)
+
+
+def values_first(match: dict[int, float], features: dict[int, MatchFeatures]) -> dict[int, float]:
+    """``match`` (best first) with the first memory holding the value asked for ranked just above the
+    first near-duplicate with another value, where that holder holds at least HOLDER_WORDS of the
+    near-duplicate's word coverage. It takes a score just above the near-duplicate's, by enough that
+    confidence (order_score) cannot put it back below."""
+    other = next((i for i in match if features[i].value == VALUE_OTHER), None)
+    if other is None:
+        return match
+    floor = HOLDER_WORDS * features[other].word_coverage
+    holder = next((i for i in match if features[i].value == VALUE_HELD and features[i].word_coverage >= floor), None)
+    if holder is None or match[holder] > match[other]:
+        return match
+    lifted = {**match, holder: match[other] / (1.0 - CONFIDENCE_WEIGHT) + 1e-5}
+    return dict(sorted(lifted.items(), key=lambda kv: -kv[1]))
 
 
 def order_score(match: float, confidence: float) -> float:

@@ -23,8 +23,8 @@ from functools import lru_cache
 
 from .stems import is_stemmable, word_stem
 
-__all__ = ["asked_dimensions", "stated_counts", "stated_dimensions", "states_any", "states_unit_of", "states_value",
-           "value_units"]
+__all__ = ["asked_dimensions", "stated_counts", "stated_dimensions", "states_any", "states_unit", "states_unit_of",
+           "states_value", "value_units"]
 
 #: Units by the dimension they measure, as written right after a number ("12 N", "3.5h", "40 分钟").
 _UNITS = {
@@ -156,6 +156,12 @@ def states_value(text: str, number: str, unit: str) -> bool:
 @lru_cache(maxsize=8192)
 def _number_pattern(number: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w.,]){re.escape(number)}\s*(?:{_ANY_UNIT})(?![a-z0-9])", re.IGNORECASE)
+
+
+def states_unit(text: str, unit: str) -> bool:
+    """Whether the text gives some number with ``unit`` ("8 N·m" for N·m; "0.6 mm/s" is not mm)."""
+    return any(written == unit if unit == "A" else written.lower() == unit.lower()
+               for _, written in _VALUE_WITH_UNIT.findall(text))
 
 
 def states_unit_of(text: str, number: str) -> bool:

@@ -82,7 +82,7 @@ from ..store.backend import dialect_of
 from ..store.connection import scalar
 from ..store.tokens import identifier_key_words, is_bare_number, query_tokens, token_parts
 from .count_cache import CountCache, store_stamp
-from .quantities import asked_dimensions, states_any, states_unit_of, states_value, value_units
+from .quantities import asked_dimensions, states_any, states_unit, states_unit_of, states_value, value_units
 from .stems import is_stemmable, word_stem
 
 __all__ = [
@@ -93,6 +93,9 @@ __all__ = [
     "NARROW_ROWS",
     "QueryTerms",
     "RelevanceFit",
+    "VALUE_HELD",
+    "VALUE_NONE",
+    "VALUE_OTHER",
     "calibrated",
     "cjk_share",
     "counted_coverage",
@@ -396,6 +399,15 @@ class MatchFeatures:
     coverage_floor: float = 0.0
     #: The share of the query's information held by exact values (QueryTerms.value_share).
     query_value_share: float = 0.0
+    #: Of the numbers the query writes with a unit ("12 N·m"), the memory's text gives one with that
+    #: unit (``VALUE_HELD``), gives the unit only with other numbers ("8 N·m": ``VALUE_OTHER``, a
+    #: near-duplicate), or neither (``VALUE_NONE``); the ranking puts a holder above its
+    #: near-duplicates (robotmem.search.fusion).
+    value: int = 0
+
+
+#: MatchFeatures.value
+VALUE_NONE, VALUE_HELD, VALUE_OTHER = 0, 1, -1
 
 
 def match_features(terms: QueryTerms, search_text: str, content: str, cosine: float | None,
@@ -427,7 +439,8 @@ def match_features(terms: QueryTerms, search_text: str, content: str, cosine: fl
     missing = bool(terms.asked) and not states_any(terms.asked, content)
     return MatchFeatures(meaning=meaning, trust=trust, coverage=coverage, meaning_weight=terms.meaning_weight, fit=fit,
                          quantity_missing=missing, word_coverage=word_coverage, query_cjk=terms.cjk,
-                         coverage_floor=terms.coverage_floor, query_value_share=terms.value_share)
+                         coverage_floor=terms.coverage_floor, query_value_share=terms.value_share,
+                         value=_asked_value(terms, content) if bind else VALUE_NONE)
 
 
 def _values_with_units(terms: QueryTerms, content: str, matched: list[bool]) -> dict[int, bool]:
@@ -447,6 +460,16 @@ def _values_with_units(terms: QueryTerms, content: str, matched: list[bool]) -> 
         elif states_unit_of(content, number):
             decided[i] = False
     return decided
+
+
+def _asked_value(terms: QueryTerms, content: str) -> int:
+    """Whether the memory's text gives a number the query writes with a unit with that unit
+    (VALUE_HELD), or gives the unit only with other numbers (VALUE_OTHER: "8 N·m of assist" for
+    "12 N·m shoulder assist", another value of the quantity asked for)."""
+    written = [w for w in terms.units if w is not None]
+    if any(states_value(content, number, unit) for number, unit in written):
+        return VALUE_HELD
+    return VALUE_OTHER if any(states_unit(content, unit) for _, unit in written) else VALUE_NONE
 
 
 def _named_beside_values(terms: QueryTerms, doc: set[str], context: str | None, matched: list[bool]) -> list[bool]:

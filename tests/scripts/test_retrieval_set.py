@@ -1,6 +1,6 @@
 """The judged retrieval set (datasets/retrieval/) is well formed, and the scripts keep its splits apart.
 
-Nothing here ranks a memory against a query: the report-only splits (held24 and held25) must stay
+Nothing here ranks a memory against a query: the report-only splits (held26 and held27) must stay
 unseen until they are scored, to report. These checks read the files, parse the filters with robotmem's own
 parser, evaluate them with the plain-Python reference evaluator, and call the scripts'
 split handling.
@@ -35,7 +35,7 @@ LATER = {"paraphrase": 9, "exact": 10, "chinese": 7, "filtered": 6, "no_answer":
 LARGER = {"paraphrase": 15, "exact": 10, "chinese": 7, "filtered": 13, "no_answer": 10}
 #: held18 and held19 add only ordinary questions that share some of their answer's words (no memories).
 NATURAL = {"natural": 40}
-#: held20 to held25 mix all six categories, ordinary questions among them, nearer to how a store is asked.
+#: held20 to held27 mix all six categories, ordinary questions among them, nearer to how a store is asked.
 MIXED = {"paraphrase": 10, "exact": 8, "chinese": 6, "filtered": 10, "natural": 12, "no_answer": 10}
 WRITTEN = {
     "tune": FIRST,
@@ -50,6 +50,8 @@ WRITTEN = {
     "held23": MIXED,
     "held24": MIXED,
     "held25": MIXED,
+    "held26": MIXED,
+    "held27": MIXED,
 }
 
 
@@ -116,10 +118,10 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
     assert {q.split for q in fit_relevance.fitting_queries(parser, ["tune"])} == {"tune"}
     both = fit_relevance.fitting_queries(parser, ["tune", "held"])
     assert Counter(q.split for q in both) == Counter(q["split"] for q in QUERIES if q["split"] in ("tune", "held"))
-    report_only = ["held24", "held25"]
+    report_only = ["held26", "held27"]
     tuning = [split for split in WRITTEN if split not in report_only]
     assert {q.split for q in fit_relevance.fitting_queries(parser, tuning)} == set(tuning)
-    for bad in (["held24"], ["held25"], ["tune", "held24"], ["all"]):
+    for bad in (["held26"], ["held27"], ["tune", "held26"], ["all"]):
         with pytest.raises(SystemExit):
             fit_relevance.fitting_queries(parser, bad)
         assert "--splits" in capsys.readouterr().err
@@ -128,4 +130,4 @@ def test_fit_relevance_fits_on_tune_by_default_and_refuses_report_only_splits(ca
 def test_bench_loads_each_split_apart_and_refuses_an_unknown_one():
     assert sum(len(bench.load_queries(s)) for s in bench.SPLITS) == len(bench.load_queries("all")) == len(QUERIES)
     with pytest.raises(ValueError, match="split"):
-        bench.load_queries("held26")
+        bench.load_queries("held28")

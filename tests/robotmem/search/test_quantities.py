@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from robotmem.search.quantities import (asked_dimensions, stated_counts, stated_dimensions, states_any, states_unit_of,
-                                        states_value, value_units)
+from robotmem.search.quantities import (asked_dimensions, stated_counts, stated_dimensions, states_any, states_unit,
+                                        states_unit_of, states_value, value_units)
 
 
 @pytest.mark.parametrize("question, asked", [
@@ -146,3 +146,15 @@ def test_a_number_given_with_any_unit_is_found_with_it():
     assert states_unit_of("landing from a 40 cm box jump", "40")
     assert not states_unit_of("case 40 was closed", "40")          # no unit: the word rule decides
     assert not states_unit_of("advancing at 10.6 mm/s", "0.6")     # another number
+
+
+@pytest.mark.parametrize("text, unit, states", [
+    ("With the shoulder exoskeleton set to 8 N·m of assist", "N·m", True),
+    ("Advancing the electrode array at 0.1 mm/s", "mm/s", True),
+    ("Advancing the electrode array at 0.1 mm/s", "mm", False),   # mm/s is a speed, not a length
+    ("the knee motor tripped its 45 A current limit", "A", True),
+    ("it reached gate 3 a little late", "A", False),              # an article
+    ("the exoskeleton pushed the installers' arms up", "N·m", False),
+])
+def test_a_unit_is_stated_only_with_a_number_before_it(text: str, unit: str, states: bool):
+    assert states_unit(text, unit) is states

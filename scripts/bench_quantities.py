@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from robotmem.search.quantities import (asked_dimensions, stated_counts, stated_dimensions, states_any, states_unit,
@@ -46,22 +47,13 @@ def per_memory_us(question: str, texts: list[str], every_kind: bool = False, pas
     return best / len(texts) * 1e6
 
 
-def value_check_us(texts: list[str], passes: int = 5) -> float:
+def check_us(check: Callable[[str], bool], texts: list[str], passes: int = 5) -> float:
+    """Microseconds a memory for ``check``, best of ``passes``."""
     best = float("inf")
     for _ in range(passes):
         start = time.perf_counter()
         for text in texts:
-            states_value(text, "40", "A") or states_unit_of(text, "40")
-        best = min(best, time.perf_counter() - start)
-    return best / len(texts) * 1e6
-
-
-def asked_value_us(texts: list[str], passes: int = 5) -> float:
-    best = float("inf")
-    for _ in range(passes):
-        start = time.perf_counter()
-        for text in texts:
-            states_value(text, "12", "N·m") or states_unit(text, "N·m")
+            check(text)
         best = min(best, time.perf_counter() - start)
     return best / len(texts) * 1e6
 
@@ -73,8 +65,10 @@ def main() -> None:
         print(f"{question!r:48} asks {sorted(asked_dimensions(question)) or 'nothing'}: "
               f"{per_memory_us(question, texts):.1f} us a memory "
               f"(every kind matched, then intersected: {per_memory_us(question, texts, every_kind=True):.1f} us)")
-    print(f"'40 A current limit': the value with its unit looked for: {value_check_us(texts):.1f} us a memory")
-    print(f"'12 N·m shoulder assist': the value asked for, or another of its unit: {asked_value_us(texts):.1f} us a memory")
+    held = check_us(lambda text: states_value(text, "40", "A") or states_unit_of(text, "40"), texts)
+    print(f"'40 A current limit': the value with its unit looked for: {held:.1f} us a memory")
+    other = check_us(lambda text: states_value(text, "12", "N·m") or states_unit(text, "N·m"), texts)
+    print(f"'12 N·m shoulder assist': the value asked for, or another of its unit: {other:.1f} us a memory")
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ class IngestWriter:
         self._suspect_went_back = False
         #: the clock jumped back and messages on the new clock wait for the old one's stragglers
         self._switch: _ClockSwitch | None = None
-        #: each topic's latest receive time fed to the pipeline (wall clock)
+        #: each stamped topic's latest receive time fed to the pipeline (wall clock)
         self._heard_ns: dict[str, int] = {}
         #: the newest arrival time fed to the pipeline, on the robot's clock
         self._latest_arrival_ns: int | None = None
@@ -289,8 +289,9 @@ class IngestWriter:
     def _feed_one(self, item: Received, msg: RosMessage | None) -> None:
         if msg is None:
             return
+        stamp_ns = raw_stamp_ns(item)
         try:
-            self._notice_time_reset(msg, raw_stamp_ns(item))
+            self._notice_time_reset(msg, stamp_ns)
             self.pipeline.feed(msg)
         except Exception:
             self.counters.feed_errors += 1
@@ -298,7 +299,8 @@ class IngestWriter:
             return
         self.counters.fed[item.topic] += 1
         self._fed_receive_ns = item.receive_ns
-        self._heard_ns[item.topic] = item.receive_ns
+        if stamp_ns > 0:  # an unstamped topic (markers, notes) has no clock to move to
+            self._heard_ns[item.topic] = item.receive_ns
         lag = (time.monotonic_ns() - item.receive_mono_ns) / 1e9
         self.counters.lag_s = lag
         self.counters.max_lag_s = max(self.counters.max_lag_s, lag)

@@ -104,7 +104,11 @@ class MessageClock:
         self.synced = True
 
     def to_message_time(self, wall_ns: int) -> int:
-        return wall_ns - self.offset_ns
+        """``wall_ns`` on the robot's clock, never before 0: ROS time is unsigned. Right after a
+        simulator restarts sim time at 0, a message that came faster than the clock's median
+        latency would land a few milliseconds before 0, where robotmem refuses a record (the real
+        server's reset test lost an episode's summary, placed at -0.0067 s)."""
+        return max(0, wall_ns - self.offset_ns)
 
 
 def raw_stamp_ns(item: Received) -> int:

@@ -85,6 +85,19 @@ def test_a_late_frame_keeps_its_stamp_and_arrives_on_the_clock_as_it_stood_befor
     assert (frame.t_ns, frame.arrived_ns) == (99_800_000_000, 100_500_000_000)
 
 
+def test_a_message_faster_than_the_usual_latency_just_after_sim_time_zero_is_placed_at_zero() -> None:
+    """Sim time restarts at 0 and stamps arrive 10 ms after they are made; a note (no stamp) that
+    took 2 ms arrived, on the robot's clock, at -8 ms, which no record may carry."""
+    clock = MessageClock()
+    wall0 = 1_800_000_000 * 10**9
+    for i in range(5):
+        to_ros_message(received("/odom", "nav_msgs/msg/Odometry", m.odometry(0.1 * i, 0.0, 0.0),
+                                wall0 + i * 100_000_000 + 10_000_000), clock)
+    fast = to_ros_message(received("/robotmem/learn", "std_msgs/msg/String", m.string("note"), wall0 + 2_000_000),
+                          clock)
+    assert fast.arrived_ns == fast.t_ns == 0
+
+
 def test_one_bad_stamp_neither_moves_the_clock_nor_misplaces_the_messages_after_it() -> None:
     """Odometry stamped on the robot's clock (wall + 100 s), one message 20 s ahead of it: the
     pipeline places that one at its arrival (stamps.py), and the next one keeps its stamp."""

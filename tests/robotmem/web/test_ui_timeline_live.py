@@ -4,6 +4,7 @@ end and to a time, and lines shown before the episode's paths and plots are buil
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -169,14 +170,20 @@ def test_the_timeline_jumps_to_its_end_and_to_a_time(browser: Any, ui: UiServer,
 
 def test_the_lines_show_while_the_episodes_paths_and_plots_are_still_being_built(
         browser: Any, ui: UiServer, live: dict[str, str]) -> None:
-    browser.get(ui.url)
-    # the episode's own request never answers (an episode of 100,000 pose chunks took 9 s to build)
-    browser.execute_script("""
+    # The episode's own request never answers (an episode of 100,000 pose chunks took 9 s to build).
+    # Stubbed before the page's own script runs: the map asks for the newest episodes as soon as the
+    # list comes, and a stub installed after the page loaded lost that race on a loaded machine.
+    stub = f"""
       const real = window.fetch;
-      window.fetch = (...args) => String(args[0]).split('?')[0] === 'api/episodes/' + arguments[0]
-        ? new Promise(() => {}) : real(...args);""", live["sid"])
-    _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, f"tr[data-session='{live['sid']}']"))
-    browser.find_element(By.CSS_SELECTOR, f"tr[data-session='{live['sid']}']").click()
-    _wait(browser).until(lambda d: len(_shown(d)) == TIMELINE_PAGE - 1)  # the start marker and 499 records
-    assert browser.find_element(By.ID, "episode-facts").text == ""  # still being built
-    assert page_errors(browser) == []
+      window.fetch = (...args) => String(args[0]).split('?')[0] === 'api/episodes/' + {json.dumps(live["sid"])}
+        ? new Promise(() => {{}}) : real(...args);"""
+    added = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": stub})
+    try:
+        browser.get(ui.url)
+        _wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, f"tr[data-session='{live['sid']}']"))
+        browser.find_element(By.CSS_SELECTOR, f"tr[data-session='{live['sid']}']").click()
+        _wait(browser).until(lambda d: len(_shown(d)) == TIMELINE_PAGE - 1)  # the start marker and 499 records
+        assert browser.find_element(By.ID, "episode-facts").text == ""  # still being built
+        assert page_errors(browser) == []
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": added["identifier"]})

@@ -229,10 +229,9 @@ class IngestWriter:
         old clock, so that they land in the episode they belong to, before the reset is noticed."""
         suspects, self._suspects = self._suspects, []
         if self._suspect_went_back and suspects and self.clock.moved_from(self._offset_before_ns):
-            switch = _ClockSwitch(self._offset_before_ns, set(), [], suspects[0].receive_ns)
-            switch.waiting = {topic for topic, heard in self._heard_ns.items()
-                              if heard >= switch.since_ns - int(SWITCH_RECENT_S * 1e9)}
-            self._switch = switch
+            since = suspects[0].receive_ns
+            recent = {topic for topic, heard in self._heard_ns.items() if heard >= since - int(SWITCH_RECENT_S * 1e9)}
+            self._switch = _ClockSwitch(self._offset_before_ns, recent, [], since)
         for item in suspects:  # the switch may end on any of them
             if self._switch is not None:
                 self._feed_while_switching(self._switch, item, observed=True)
@@ -245,11 +244,9 @@ class IngestWriter:
         stamp_ns = raw_stamp_ns(item)
         if stamp_ns > 0:
             with self.clock.as_it_was(switch.old_offset_ns):
-                on_old = not self.clock.disagrees(stamp_ns, item.receive_ns)
-                if on_old:
+                if not self.clock.disagrees(stamp_ns, item.receive_ns):
                     self._feed_converted(item, self._convert(item, observe=False))
-            if on_old:
-                return
+                    return
             if not observed:
                 self.clock.observe(stamp_ns, item.receive_ns)
             switch.waiting.discard(item.topic)
